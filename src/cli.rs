@@ -1,0 +1,161 @@
+//! Command-line interface: names as in DESIGN.md (`serve`, `inject`, `certs`).
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "envoy-injector",
+    version,
+    about = "Sidecar-injecting admission webhook and Network controller"
+)]
+pub struct Cli {
+    /// Log format: human-readable text or one JSON object per line.
+    #[arg(long, global = true, value_enum, default_value_t = LogFormat::Text, env = "LOG_FORMAT")]
+    pub log_format: LogFormat,
+    /// Log filter in tracing's EnvFilter syntax (e.g. `info`, `envoy_injector=debug`).
+    #[arg(long, global = true, default_value = "info", env = "RUST_LOG")]
+    pub log_level: String,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum LogFormat {
+    Text,
+    Json,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run the admission webhook (and, in cluster mode, the Network controller).
+    Serve(ServeArgs),
+    /// Inject the sidecar into manifests offline and print the result.
+    Inject(InjectArgs),
+    /// Generate a CA and a serving certificate for the webhook Service.
+    Certs(CertsArgs),
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct ServeArgs {
+    /// Webhook only, no cluster: embedded default template (or --config), self-signed TLS
+    /// unless --tls-cert/--tls-key are given.
+    #[arg(long)]
+    pub standalone: bool,
+    /// Template file (a bare template or a whole ConfigMap manifest); standalone only.
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// Namespace of the `envoy-injector` ConfigMap (cluster mode).
+    #[arg(long, env = "POD_NAMESPACE", default_value = "envoy-injector")]
+    pub namespace: String,
+    /// HTTPS listener for `POST /mutate`.
+    #[arg(long, default_value = "0.0.0.0:8443")]
+    pub addr: SocketAddr,
+    /// Plain-HTTP admin listener: /healthz, /readyz, /metrics.
+    #[arg(long, default_value = "0.0.0.0:9090")]
+    pub admin_addr: SocketAddr,
+    /// PEM certificate chain; reloaded when the file changes.
+    #[arg(long, value_name = "PATH", requires = "tls_key")]
+    pub tls_cert: Option<PathBuf>,
+    /// PEM private key; reloaded when the file changes.
+    #[arg(long, value_name = "PATH", requires = "tls_cert")]
+    pub tls_key: Option<PathBuf>,
+    /// How often the cert/key files are checked for changes.
+    #[arg(long, value_parser = parse_duration, default_value = "1s")]
+    pub tls_reload_interval: Duration,
+    /// Largest accepted request body; larger ones get HTTP 413.
+    #[arg(long, default_value_t = 8 * 1024 * 1024)]
+    pub max_body_bytes: usize,
+    /// Time allowed for a client to send request headers (and the TLS handshake).
+    #[arg(long, value_parser = parse_duration, default_value = "5s")]
+    pub header_read_timeout: Duration,
+    /// Upper bound on answering one request (the API server's `?timeout=` is honoured
+    /// when shorter).
+    #[arg(long, value_parser = parse_duration, default_value = "10s")]
+    pub request_timeout: Duration,
+    /// On SIGTERM/SIGINT, how long in-flight requests may take to finish.
+    #[arg(long, value_parser = parse_duration, default_value = "20s")]
+    pub shutdown_timeout: Duration,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum OutputFormat {
+    /// The injected manifests, as multi-document YAML.
+    Yaml,
+    /// The injected manifests as JSON (several documents become a `List`).
+    Json,
+    /// RFC 6902 JSON Patch per document, one JSON array per line.
+    Jsonpatch,
+    /// Strategic merge patch per document, one JSON object per line.
+    Strategic,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct InjectArgs {
+    /// Manifest file to read, `-` for stdin. Multi-document YAML and `List`s are accepted.
+    #[arg(short = 'f', long = "filename", value_name = "FILE")]
+    pub file: PathBuf,
+    /// Template file (a bare template or a ConfigMap manifest); default: embedded.
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    #[arg(short = 'o', long = "output", value_enum, default_value_t = OutputFormat::Yaml)]
+    pub output: OutputFormat,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct CertsArgs {
+    /// Name of the webhook Service.
+    #[arg(long)]
+    pub service: String,
+    /// Namespace of the webhook Service.
+    #[arg(long)]
+    pub namespace: String,
+    /// Directory for ca.crt, tls.crt and tls.key (created if missing).
+    #[arg(long, value_name = "DIR")]
+    pub out_dir: PathBuf,
+    /// Extra subject alternative names: DNS names or IP addresses. Repeatable.
+    #[arg(long = "san", value_name = "HOST_OR_IP")]
+    pub sans: Vec<String>,
+    /// Validity of the serving certificate in days (the CA gets ten times as long).
+    #[arg(long, default_value_t = 365)]
+    pub days: u32,
+}
+
+/// Parses a duration flag: Go syntax (`250ms`, `10s`, `2m`, `1m30s`), or a bare number of
+/// seconds.
+pub fn parse_duration(text: &str) -> Result<Duration, String> {
+    let text = text.trim();
+    if !text.is_empty() && text.bytes().all(|b| b.is_ascii_digit()) {
+        return text
+            .parse()
+            .map(Duration::from_secs)
+            .map_err(|e| format!("{text:?}: {e}"));
+    }
+    crate::duration::parse(text)
+        .ok_or_else(|| format!("expected a duration like 500ms, 10s, 2m or 1m30s, found {text:?}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    #[test]
+    fn cli_definition_is_consistent() {
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn durations_parse() {
+        assert_eq!(parse_duration("250ms"), Ok(Duration::from_millis(250)));
+        assert_eq!(parse_duration("10s"), Ok(Duration::from_secs(10)));
+        assert_eq!(parse_duration("3"), Ok(Duration::from_secs(3)));
+        assert_eq!(parse_duration("2m"), Ok(Duration::from_secs(120)));
+        assert_eq!(parse_duration("1m30s"), Ok(Duration::from_secs(90)));
+        assert!(parse_duration("fast").unwrap_err().contains("fast"));
+        assert!(parse_duration("5x").unwrap_err().contains("5x"));
+    }
+}

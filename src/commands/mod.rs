@@ -1,0 +1,5 @@
+//! One module per subcommand; each returns a typed error that `main` reports.
+
+pub mod certs;
+pub mod inject;
+pub mod serve;

@@ -1,0 +1,103 @@
+use std::fmt;
+use std::path::PathBuf;
+
+/// A field serde did not recognise, with where it was found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UnknownField {
+    pub path: String,
+    pub line: Option<usize>,
+    pub hint: String,
+}
+
+impl fmt::Display for UnknownField {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "unknown field `{}`", self.path)?;
+        if let Some(line) = self.line {
+            write!(f, " at line {line}")?;
+        }
+        write!(f, " ({})", self.hint)
+    }
+}
+
+fn join(fields: &[UnknownField]) -> String {
+    fields.iter().map(ToString::to_string).collect::<Vec<_>>().join("; ")
+}
+
+fn at_line(line: &Option<usize>) -> String {
+    line.map(|l| format!(" at line {l}")).unwrap_or_default()
+}
+
+/// What is wrong with one template.
+#[derive(Debug, thiserror::Error, Clone, PartialEq, Eq)]
+pub enum TemplateError {
+    #[error(
+        "template `{template}`: expected YAML of a PodSpec fragment{}: {message}",
+        at_line(line)
+    )]
+    Syntax {
+        template: String,
+        line: Option<usize>,
+        message: String,
+    },
+    #[error("template `{template}`: {}", join(fields))]
+    UnknownFields {
+        template: String,
+        fields: Vec<UnknownField>,
+    },
+    #[error(
+        "template `{template}` is empty: expected at least one of containers, initContainers, volumes, imagePullSecrets, volumeMounts"
+    )]
+    Empty { template: String },
+    #[error("template `{template}`: {what} has no `name`")]
+    MissingName { template: String, what: String },
+    #[error("template `{template}`: two {kind} are named `{name}`; names must be unique")]
+    Duplicate {
+        template: String,
+        kind: &'static str,
+        name: String,
+    },
+    #[error(
+        "template `{template}`: {owner} mounts volume `{volume}`, which the template does not define (its volumes: {defined})"
+    )]
+    UndefinedVolume {
+        template: String,
+        owner: String,
+        volume: String,
+        defined: String,
+    },
+}
+
+/// What is wrong with a whole configuration source (file or ConfigMap).
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("cannot read config file {}: {source}", path.display())]
+    Read { path: PathBuf, source: std::io::Error },
+    #[error(
+        "config {source_name}: expected a template or a ConfigMap in YAML{}: {message}",
+        at_line(line)
+    )]
+    Syntax {
+        source_name: String,
+        line: Option<usize>,
+        message: String,
+    },
+    #[error("config {source_name}: expected kind ConfigMap (apiVersion v1), found {found}")]
+    WrongKind { source_name: String, found: String },
+    #[error(
+        "ConfigMap {source_name}: data key `{key}`{} holds a {found}, expected a string with a template (is the `{key}: |` block indented consistently?)",
+        at_line(line)
+    )]
+    DataNotString {
+        source_name: String,
+        key: String,
+        line: Option<usize>,
+        found: &'static str,
+    },
+    #[error("ConfigMap {source_name}: no `data` keys; expected key `config` with the default template")]
+    NoTemplates { source_name: String },
+    #[error("config {source_name}: {}", errors.iter().map(ToString::to_string).collect::<Vec<_>>().join("; "))]
+    Templates {
+        source_name: String,
+        errors: Vec<TemplateError>,
+    },
+}

@@ -1,0 +1,167 @@
+//! Injection templates: parsing, validation and the set a ConfigMap holds.
+
+mod error;
+mod template;
+pub mod yaml_locate;
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::sync::Arc;
+
+pub use error::{ConfigError, TemplateError, UnknownField};
+pub use template::{Template, TemplateSpec, content_revision};
+
+/// The ConfigMap key of the template used when a Pod names none.
+pub const DEFAULT_TEMPLATE: &str = "config";
+
+/// The seed's Envoy sidecar, with its fields put where Kubernetes expects them.
+pub const EMBEDDED_DEFAULT: &str = include_str!("default-template.yaml");
+
+/// Every template of one configuration, by name. Immutable: a reload builds a new set and
+/// swaps it in whole, so a Pod never sees half of an update.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TemplateSet {
+    templates: BTreeMap<String, Arc<Template>>,
+    /// Where it came from, for logs and metrics: a file path, `embedded`, or ns/name.
+    pub source: String,
+}
+
+impl TemplateSet {
+    /// The embedded default template under the key `config`.
+    pub fn embedded() -> TemplateSet {
+        // The embedded text is part of the binary and covered by a unit test.
+        let template = Template::parse(DEFAULT_TEMPLATE, EMBEDDED_DEFAULT)
+            .unwrap_or_else(|err| panic!("embedded default template is invalid: {err}"));
+        TemplateSet::from_templates("embedded", vec![template])
+    }
+
+    fn from_templates(source: &str, templates: Vec<Template>) -> TemplateSet {
+        TemplateSet {
+            templates: templates.into_iter().map(|t| (t.name.clone(), Arc::new(t))).collect(),
+            source: source.to_string(),
+        }
+    }
+
+    /// Builds the set from a ConfigMap's `data`: every key is a template. All keys must
+    /// parse, or none is taken.
+    pub fn from_data(source_name: &str, data: &BTreeMap<String, String>) -> Result<TemplateSet, ConfigError> {
+        if data.is_empty() {
+            return Err(ConfigError::NoTemplates {
+                source_name: source_name.to_string(),
+            });
+        }
+        let mut templates = Vec::with_capacity(data.len());
+        let mut errors = Vec::new();
+        for (key, text) in data {
+            match Template::parse(key, text) {
+                Ok(template) => templates.push(template),
+                Err(err) => errors.push(err),
+            }
+        }
+        if !errors.is_empty() {
+            return Err(ConfigError::Templates {
+                source_name: source_name.to_string(),
+                errors,
+            });
+        }
+        Ok(TemplateSet::from_templates(source_name, templates))
+    }
+
+    /// Reads `--config FILE`: either a bare template or a whole ConfigMap manifest.
+    pub fn from_file(path: &Path) -> Result<TemplateSet, ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        TemplateSet::from_text(&path.display().to_string(), &text)
+    }
+
+    /// Parses a bare template or a ConfigMap manifest from text.
+    pub fn from_text(source_name: &str, text: &str) -> Result<TemplateSet, ConfigError> {
+        let value: serde_yaml_ng::Value = serde_yaml_ng::from_str(text).map_err(|err| ConfigError::Syntax {
+            source_name: source_name.to_string(),
+            line: err.location().map(|l| l.line()),
+            message: err.to_string(),
+        })?;
+        let kind = value.get("kind").and_then(|k| k.as_str());
+        match kind {
+            None => {
+                let template = Template::parse(DEFAULT_TEMPLATE, text).map_err(|err| ConfigError::Templates {
+                    source_name: source_name.to_string(),
+                    errors: vec![err],
+                })?;
+                Ok(TemplateSet::from_templates(source_name, vec![template]))
+            }
+            Some("ConfigMap") => {
+                let data = configmap_data(source_name, text, &value)?;
+                TemplateSet::from_data(source_name, &data)
+            }
+            Some(other) => Err(ConfigError::WrongKind {
+                source_name: source_name.to_string(),
+                found: other.to_string(),
+            }),
+        }
+    }
+
+    pub fn get(&self, name: &str) -> Option<&Arc<Template>> {
+        self.templates.get(name)
+    }
+
+    pub fn names(&self) -> impl Iterator<Item = &str> {
+        self.templates.keys().map(String::as_str)
+    }
+
+    pub fn len(&self) -> usize {
+        self.templates.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.templates.is_empty()
+    }
+}
+
+fn configmap_data(
+    source_name: &str,
+    text: &str,
+    manifest: &serde_yaml_ng::Value,
+) -> Result<BTreeMap<String, String>, ConfigError> {
+    let Some(data) = manifest.get("data").and_then(|d| d.as_mapping()) else {
+        return Err(ConfigError::NoTemplates {
+            source_name: source_name.to_string(),
+        });
+    };
+    let lines = yaml_locate::LineIndex::build(text);
+    let mut out = BTreeMap::new();
+    for (key, value) in data {
+        let key = match key {
+            serde_yaml_ng::Value::String(s) => s.clone(),
+            other => serde_yaml_ng::to_string(other).unwrap_or_default().trim().to_string(),
+        };
+        let found = match value {
+            serde_yaml_ng::Value::String(s) => {
+                out.insert(key, s.clone());
+                continue;
+            }
+            serde_yaml_ng::Value::Sequence(_) => "list",
+            serde_yaml_ng::Value::Mapping(_) => "mapping",
+            serde_yaml_ng::Value::Null => "null",
+            serde_yaml_ng::Value::Bool(_) => "boolean",
+            serde_yaml_ng::Value::Number(_) => "number",
+            serde_yaml_ng::Value::Tagged(_) => "tagged value",
+        };
+        let path = [
+            yaml_locate::Segment::Key(String::from("data")),
+            yaml_locate::Segment::Key(key.clone()),
+        ];
+        return Err(ConfigError::DataNotString {
+            source_name: source_name.to_string(),
+            line: lines.line_of(&path),
+            key,
+            found,
+        });
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests;

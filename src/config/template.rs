@@ -1,0 +1,272 @@
+//! One injection template: the YAML fragment of a PodSpec kept under a ConfigMap key.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use k8s_openapi::api::core::v1::{Container, LocalObjectReference, Volume, VolumeMount};
+use serde::{Deserialize, Serialize};
+
+use super::error::{TemplateError, UnknownField};
+use super::yaml_locate::{LineIndex, Segment, render_path};
+
+/// The fields a template may carry. Names and types are Kubernetes' own.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TemplateSpec {
+    /// Sidecar containers appended to the Pod (or, with `nativeSidecar`, prepended to its
+    /// init containers with `restartPolicy: Always`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub containers: Vec<Container>,
+    /// Init containers placed before the Pod's own init containers.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub init_containers: Vec<Container>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub volumes: Vec<Volume>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub image_pull_secrets: Vec<LocalObjectReference>,
+    /// Mounts added to every app container of the Pod.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub volume_mounts: Vec<VolumeMount>,
+    /// Inject `containers` as Kubernetes native sidecars (init containers that keep running).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub native_sidecar: bool,
+}
+
+/// A validated template, ready for the injection engine.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Template {
+    /// The ConfigMap key it came from (`config` is the default template).
+    pub name: String,
+    /// Content hash (or ConfigMap resourceVersion in cluster mode): written into the
+    /// status annotation so operators can tell which template a Pod got.
+    pub revision: String,
+    pub spec: TemplateSpec,
+}
+
+const TOP_LEVEL_FIELDS: &str = "containers, initContainers, volumes, imagePullSecrets, volumeMounts, nativeSidecar";
+
+/// Container fields that users put at the template's top level by mistake (the seed's own
+/// ConfigMap did so with `resources` and `volumeMounts`).
+const CONTAINER_ONLY_FIELDS: &[&str] = &[
+    "name",
+    "image",
+    "command",
+    "args",
+    "ports",
+    "env",
+    "envFrom",
+    "resources",
+    "securityContext",
+    "livenessProbe",
+    "readinessProbe",
+    "startupProbe",
+    "lifecycle",
+    "imagePullPolicy",
+    "workingDir",
+    "restartPolicy",
+];
+
+impl Template {
+    /// Parses and validates the YAML text of one template.
+    pub fn parse(name: &str, text: &str) -> Result<Template, TemplateError> {
+        let spec = parse_strict(name, text)?;
+        validate(name, &spec)?;
+        Ok(Template {
+            name: name.to_string(),
+            revision: content_revision(text),
+            spec,
+        })
+    }
+
+    /// Names of every container this template injects (sidecars and init containers).
+    pub fn container_names(&self) -> impl Iterator<Item = &str> {
+        self.spec
+            .init_containers
+            .iter()
+            .chain(self.spec.containers.iter())
+            .map(|c| c.name.as_str())
+    }
+}
+
+/// First 12 hex digits of the SHA-256 of the template text: stable across restarts,
+/// replicas and versions of this binary.
+pub fn content_revision(text: &str) -> String {
+    let digest = ring::digest::digest(&ring::digest::SHA256, text.as_bytes());
+    digest.as_ref()[..6].iter().map(|b| format!("{b:02x}")).collect()
+}
+
+fn parse_strict(name: &str, text: &str) -> Result<TemplateSpec, TemplateError> {
+    if text.trim().is_empty() {
+        return Err(TemplateError::Empty {
+            template: name.to_string(),
+        });
+    }
+    let mut ignored: Vec<Vec<Segment>> = Vec::new();
+    let deserializer = serde_yaml_ng::Deserializer::from_str(text);
+    let spec: Option<TemplateSpec> = serde_ignored::deserialize(deserializer, |path| {
+        ignored.push(segments(&path));
+    })
+    .map_err(|source| TemplateError::Syntax {
+        template: name.to_string(),
+        line: source.location().map(|l| l.line()),
+        message: strip_location(&source.to_string()),
+    })?;
+    if !ignored.is_empty() {
+        let lines = LineIndex::build(text);
+        let fields = ignored
+            .iter()
+            .map(|path| UnknownField {
+                path: render_path(path),
+                line: lines.line_of(path),
+                hint: hint_for(path),
+            })
+            .collect();
+        return Err(TemplateError::UnknownFields {
+            template: name.to_string(),
+            fields,
+        });
+    }
+    spec.ok_or_else(|| TemplateError::Empty {
+        template: name.to_string(),
+    })
+}
+
+/// serde_yaml_ng appends " at line L column C" to its messages; the line is reported in
+/// a field of its own, so drop the duplicate.
+fn strip_location(message: &str) -> String {
+    match message.rfind(" at line ") {
+        Some(at) => message[..at].to_string(),
+        None => message.to_string(),
+    }
+}
+
+fn segments(path: &serde_ignored::Path<'_>) -> Vec<Segment> {
+    let mut out = Vec::new();
+    let mut current = Some(path);
+    while let Some(p) = current {
+        current = match p {
+            serde_ignored::Path::Root => None,
+            serde_ignored::Path::Seq { parent, index } => {
+                out.push(Segment::Index(*index));
+                Some(*parent)
+            }
+            serde_ignored::Path::Map { parent, key } => {
+                out.push(Segment::Key(key.clone()));
+                Some(*parent)
+            }
+            serde_ignored::Path::Some { parent }
+            | serde_ignored::Path::NewtypeStruct { parent }
+            | serde_ignored::Path::NewtypeVariant { parent } => Some(*parent),
+        };
+    }
+    out.reverse();
+    out
+}
+
+fn hint_for(path: &[Segment]) -> String {
+    match path {
+        [Segment::Key(key)] if CONTAINER_ONLY_FIELDS.contains(&key.as_str()) => format!(
+            "`{key}` is a container field: indent it under an entry of `containers`; a template's top level takes {TOP_LEVEL_FIELDS}"
+        ),
+        [Segment::Key(_)] => format!("a template's top level takes {TOP_LEVEL_FIELDS}"),
+        _ => String::from("not a field of the Kubernetes type at that place"),
+    }
+}
+
+fn validate(name: &str, spec: &TemplateSpec) -> Result<(), TemplateError> {
+    let template = || name.to_string();
+    if spec.containers.is_empty()
+        && spec.init_containers.is_empty()
+        && spec.volumes.is_empty()
+        && spec.image_pull_secrets.is_empty()
+        && spec.volume_mounts.is_empty()
+    {
+        return Err(TemplateError::Empty { template: template() });
+    }
+
+    let mut container_names = BTreeSet::new();
+    let all_containers = spec
+        .init_containers
+        .iter()
+        .map(|c| ("initContainers", c))
+        .chain(spec.containers.iter().map(|c| ("containers", c)));
+    for (index, (list, container)) in all_containers.enumerate() {
+        if container.name.is_empty() {
+            return Err(TemplateError::MissingName {
+                template: template(),
+                what: format!("an entry of `{list}` (entry {index})"),
+            });
+        }
+        if !container_names.insert(container.name.as_str()) {
+            return Err(TemplateError::Duplicate {
+                template: template(),
+                kind: "containers",
+                name: container.name.clone(),
+            });
+        }
+    }
+
+    let mut volumes = BTreeMap::new();
+    for volume in &spec.volumes {
+        if volume.name.is_empty() {
+            return Err(TemplateError::MissingName {
+                template: template(),
+                what: String::from("an entry of `volumes`"),
+            });
+        }
+        if volumes.insert(volume.name.as_str(), volume).is_some() {
+            return Err(TemplateError::Duplicate {
+                template: template(),
+                kind: "volumes",
+                name: volume.name.clone(),
+            });
+        }
+    }
+
+    let mut pull_secrets = BTreeSet::new();
+    for secret in &spec.image_pull_secrets {
+        if !pull_secrets.insert(secret.name.as_str()) {
+            return Err(TemplateError::Duplicate {
+                template: template(),
+                kind: "imagePullSecrets",
+                name: secret.name.clone(),
+            });
+        }
+    }
+
+    // A mount must name a template volume; the Pod's own volumes are unknown here and
+    // mounting one of them from a shared template would break every other Pod.
+    let defined = || volumes.keys().map(|v| format!("`{v}`")).collect::<Vec<_>>().join(", ");
+    let check_mounts = |owner: String, mounts: &[VolumeMount]| -> Result<(), TemplateError> {
+        let mut paths = BTreeSet::new();
+        for mount in mounts {
+            if !volumes.contains_key(mount.name.as_str()) {
+                return Err(TemplateError::UndefinedVolume {
+                    template: template(),
+                    owner,
+                    volume: mount.name.clone(),
+                    defined: if volumes.is_empty() {
+                        String::from("none")
+                    } else {
+                        defined()
+                    },
+                });
+            }
+            if !paths.insert(mount.mount_path.as_str()) {
+                return Err(TemplateError::Duplicate {
+                    template: template(),
+                    kind: "volumeMounts (mountPath)",
+                    name: format!("{} in {owner}", mount.mount_path),
+                });
+            }
+        }
+        Ok(())
+    };
+    check_mounts(String::from("top-level `volumeMounts`"), &spec.volume_mounts)?;
+    for container in spec.init_containers.iter().chain(spec.containers.iter()) {
+        check_mounts(
+            format!("container `{}`", container.name),
+            container.volume_mounts.as_deref().unwrap_or_default(),
+        )?;
+    }
+    Ok(())
+}

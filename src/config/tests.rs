@@ -1,0 +1,185 @@
+use super::*;
+
+fn parse_err(text: &str) -> String {
+    Template::parse("config", text)
+        .expect_err("template must be refused")
+        .to_string()
+}
+
+#[test]
+fn embedded_default_is_the_seed_sidecar_put_right() {
+    let set = TemplateSet::embedded();
+    let template = set.get(DEFAULT_TEMPLATE).expect("default template");
+    let envoy = &template.spec.containers[0];
+    assert_eq!(envoy.name, "envoy");
+    assert_eq!(
+        envoy.image.as_deref(),
+        Some("lyft/envoy:845747db88f102c0fd262ab234308e9e22f693a1")
+    );
+    assert_eq!(
+        envoy.args.as_ref().unwrap()[..2],
+        ["--concurrency".to_string(), "4".to_string()]
+    );
+    let limits = envoy.resources.as_ref().unwrap().limits.as_ref().unwrap();
+    assert_eq!(limits["memory"].0, "512Mi");
+    let mounts = envoy.volume_mounts.as_ref().unwrap();
+    assert_eq!(
+        (mounts[0].name.as_str(), mounts[0].mount_path.as_str()),
+        ("envoy-conf", "/etc/envoy")
+    );
+    assert_eq!(template.spec.volumes[0].config_map.as_ref().unwrap().name, "envoy");
+    assert_eq!(template.revision.len(), 12);
+}
+
+#[test]
+fn seed_configmap_is_refused_naming_misplaced_fields_and_lines() {
+    let seed = include_str!("../../tests/fixtures/seed-configmap.yaml");
+    let data: BTreeMap<String, String> = {
+        let value: serde_yaml_ng::Value = serde_yaml_ng::from_str(seed).unwrap();
+        serde_yaml_ng::from_value(value["data"].clone()).unwrap()
+    };
+    let err = TemplateSet::from_data("default/envoy-initializer", &data)
+        .unwrap_err()
+        .to_string();
+    // Lines are counted inside the `config` value: `resources` is its 12th line.
+    assert!(err.contains("unknown field `resources` at line 12"), "{err}");
+    assert!(err.contains("is a container field"), "{err}");
+    // Top-level volumeMounts is a valid field, but mounts a volume the template lacks.
+    assert!(!err.contains("unknown field `volumeMounts`"), "{err}");
+
+    let from_file = TemplateSet::from_text("seed-configmap.yaml", seed)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        from_file.contains("unknown field `resources` at line 12"),
+        "{from_file}"
+    );
+}
+
+#[test]
+fn top_level_mount_of_undefined_volume_is_refused() {
+    let err = parse_err(
+        "containers:\n- name: envoy\n  image: envoy\nvolumeMounts:\n- name: envoy-conf\n  mountPath: /etc/envoy\n",
+    );
+    assert!(
+        err.contains("top-level `volumeMounts` mounts volume `envoy-conf`"),
+        "{err}"
+    );
+    assert!(err.contains("its volumes: none"), "{err}");
+}
+
+#[test]
+fn container_mount_of_undefined_volume_names_the_container() {
+    let err = parse_err(
+        "containers:\n- name: envoy\n  volumeMounts:\n  - {name: conf, mountPath: /etc}\nvolumes:\n- {name: other, emptyDir: {}}\n",
+    );
+    assert!(err.contains("container `envoy` mounts volume `conf`"), "{err}");
+    assert!(err.contains("`other`"), "{err}");
+}
+
+#[test]
+fn unknown_nested_field_names_path_and_line() {
+    let err = parse_err("containers:\n- name: envoy\n  imagee: envoy:1\n");
+    assert!(err.contains("unknown field `containers[0].imagee` at line 3"), "{err}");
+}
+
+#[test]
+fn every_unknown_field_is_reported() {
+    let err = parse_err("containers:\n- name: a\n  foo: 1\nbar: 2\n");
+    assert!(err.contains("`containers[0].foo` at line 3"), "{err}");
+    assert!(err.contains("`bar` at line 4"), "{err}");
+}
+
+#[test]
+fn wrong_type_names_the_line() {
+    let err = parse_err("containers:\n- name: envoy\n  ports:\n  - containerPort: eighty\n");
+    assert!(err.contains("at line 4"), "{err}");
+    assert!(err.contains("containerPort") || err.contains("invalid"), "{err}");
+}
+
+#[test]
+fn duplicates_are_refused() {
+    let err = parse_err("containers:\n- name: a\n- name: a\n");
+    assert!(err.contains("two containers are named `a`"), "{err}");
+    let err = parse_err("initContainers:\n- name: a\ncontainers:\n- name: a\n");
+    assert!(err.contains("two containers are named `a`"), "{err}");
+    let err = parse_err("volumes:\n- {name: v, emptyDir: {}}\n- {name: v, emptyDir: {}}\n");
+    assert!(err.contains("two volumes are named `v`"), "{err}");
+    let err = parse_err("imagePullSecrets:\n- name: s\n- name: s\n");
+    assert!(err.contains("two imagePullSecrets are named `s`"), "{err}");
+}
+
+#[test]
+fn nameless_container_and_empty_template_are_refused() {
+    assert!(parse_err("containers:\n- image: x\n").contains("has no `name`"));
+    assert!(parse_err("").contains("is empty"));
+    assert!(parse_err("containers: []\n").contains("is empty"));
+}
+
+#[test]
+fn syntax_error_names_line() {
+    let err = parse_err("containers:\n- name: a\n  image: [unclosed\n");
+    assert!(err.contains("expected YAML of a PodSpec fragment at line"), "{err}");
+}
+
+#[test]
+fn named_templates_are_further_keys() {
+    let mut data = BTreeMap::new();
+    data.insert("config".to_string(), EMBEDDED_DEFAULT.to_string());
+    data.insert(
+        "debug".to_string(),
+        "containers:\n- name: debug\n  image: busybox\n".to_string(),
+    );
+    let set = TemplateSet::from_data("ns/envoy-injector", &data).unwrap();
+    assert_eq!(set.names().collect::<Vec<_>>(), ["config", "debug"]);
+    assert_eq!(set.get("debug").unwrap().spec.containers[0].name, "debug");
+}
+
+#[test]
+fn one_bad_key_refuses_the_whole_set() {
+    let mut data = BTreeMap::new();
+    data.insert("config".to_string(), EMBEDDED_DEFAULT.to_string());
+    data.insert("broken".to_string(), "containers:\n- nam: x\n".to_string());
+    let err = TemplateSet::from_data("ns/cm", &data).unwrap_err().to_string();
+    assert!(err.contains("template `broken`"), "{err}");
+}
+
+#[test]
+fn configmap_manifest_and_bare_template_both_load() {
+    let manifest = format!(
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: envoy-injector\ndata:\n  config: |\n{}",
+        EMBEDDED_DEFAULT
+            .lines()
+            .map(|l| format!("    {l}\n"))
+            .collect::<String>()
+    );
+    let set = TemplateSet::from_text("cm.yaml", &manifest).unwrap();
+    assert_eq!(
+        set.get("config").unwrap().spec,
+        TemplateSet::embedded().get("config").unwrap().spec
+    );
+    let bare = TemplateSet::from_text("t.yaml", EMBEDDED_DEFAULT).unwrap();
+    assert_eq!(bare.len(), 1);
+}
+
+#[test]
+fn configmap_with_non_string_data_names_key_and_line() {
+    let text = "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: x}\ndata:\n  config: |\n    containers: []\n  volumes:\n  - name: v\n";
+    let err = TemplateSet::from_text("cm.yaml", text).unwrap_err().to_string();
+    assert!(err.contains("data key `volumes` at line 7 holds a list"), "{err}");
+}
+
+#[test]
+fn other_kinds_are_refused() {
+    let err = TemplateSet::from_text("x.yaml", "apiVersion: v1\nkind: Secret\n")
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("expected kind ConfigMap"), "{err}");
+    assert!(err.contains("found Secret"), "{err}");
+}
+
+#[test]
+fn native_sidecar_flag_parses() {
+    let t = Template::parse("n", "nativeSidecar: true\ncontainers:\n- name: proxy\n").unwrap();
+    assert!(t.spec.native_sidecar);
+}

@@ -1,0 +1,14 @@
+//! envoy-injector: a mutating admission webhook that injects sidecars from templates.
+
+pub mod admission;
+pub mod certs;
+pub mod cli;
+pub mod commands;
+pub mod config;
+pub mod duration;
+pub mod inject;
+pub mod metrics;
+pub mod network;
+pub mod offline;
+pub mod server;
+pub mod templates;
