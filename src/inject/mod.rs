@@ -1,0 +1,108 @@
+//! The injection engine: pure functions from (Pod JSON, template) to a patch. No I/O,
+//! no clock, no cluster: everything it needs comes in as plain data.
+
+pub mod jsonpatch;
+mod plan;
+pub mod pod;
+pub mod policy;
+pub mod strategic;
+
+use std::sync::Arc;
+
+use serde_json::Value;
+
+use crate::config::{DEFAULT_TEMPLATE, Template, TemplateSet};
+
+pub use plan::{AppMount, Decision, Extras, InjectionStatus, Plan, plan};
+pub use policy::{NamespaceOptIn, OptIn, Skip};
+
+/// Prefix of every annotation and label this project reads or writes.
+pub const PREFIX: &str = "sidecar.samplecrd.k8s.io/";
+pub const INJECT_ANNOTATION: &str = "sidecar.samplecrd.k8s.io/inject";
+pub const TEMPLATE_ANNOTATION: &str = "sidecar.samplecrd.k8s.io/template";
+pub const NETWORK_ANNOTATION: &str = "sidecar.samplecrd.k8s.io/network";
+pub const STATUS_ANNOTATION: &str = "sidecar.samplecrd.k8s.io/status";
+pub const NATIVE_SIDECAR_ANNOTATION: &str = "sidecar.samplecrd.k8s.io/native-sidecar";
+/// The seed project's opt-in, still honoured.
+pub const LEGACY_INJECT_ANNOTATION: &str = "initializer.kubernetes.io/envoy";
+/// Namespace label (value `enabled`) for namespace-wide opt-in.
+pub const NAMESPACE_LABEL: &str = "sidecar.samplecrd.k8s.io/inject";
+
+/// Why a Pod cannot be injected. Each message names what is at fault on both sides.
+#[derive(Debug, thiserror::Error, Clone, PartialEq, Eq)]
+pub enum InjectError {
+    #[error("Pod field `{path}`: expected {expected}, found {found}")]
+    InvalidPod {
+        path: String,
+        expected: &'static str,
+        found: &'static str,
+    },
+    #[error(
+        "template `{name}` named by annotation `{TEMPLATE_ANNOTATION}` does not exist; the injector has: {available}"
+    )]
+    UnknownTemplate { name: String, available: String },
+    #[error(
+        "Pod already has container(s) {present} of template `{template}` but not {missing}: refusing to inject half a template (rename the Pod's container or remove it)"
+    )]
+    PartiallyInjected {
+        template: String,
+        present: String,
+        missing: String,
+    },
+    #[error(
+        "Pod volume `{name}` ({pod}) collides with volume `{name}` of template `{template}` ({wanted}): rename the Pod's volume"
+    )]
+    VolumeCollision {
+        name: String,
+        pod: String,
+        template: String,
+        wanted: String,
+    },
+    #[error(
+        "Pod container `{container}` already mounts volume `{existing}` at `{path}`, where template `{template}` mounts volume `{volume}`"
+    )]
+    MountCollision {
+        container: String,
+        existing: String,
+        path: String,
+        template: String,
+        volume: String,
+    },
+    #[error(
+        "port {port}/{protocol} of template `{template}` container `{sidecar}` is already used by Pod container `{container}`"
+    )]
+    PortCollision {
+        template: String,
+        sidecar: String,
+        port: i32,
+        protocol: String,
+        container: String,
+    },
+    #[error("cannot encode the patch: {0}")]
+    Encode(String),
+}
+
+/// Picks the template the Pod names with `sidecar.samplecrd.k8s.io/template`, or `config`.
+pub fn select_template(templates: &TemplateSet, pod: &Value) -> Result<Arc<Template>, InjectError> {
+    let name = pod
+        .pointer("/metadata/annotations")
+        .and_then(|a| a.get(TEMPLATE_ANNOTATION))
+        .and_then(Value::as_str)
+        .map(str::trim)
+        .filter(|n| !n.is_empty())
+        .unwrap_or(DEFAULT_TEMPLATE);
+    templates
+        .get(name)
+        .cloned()
+        .ok_or_else(|| InjectError::UnknownTemplate {
+            name: name.to_string(),
+            available: templates
+                .names()
+                .map(|n| format!("`{n}`"))
+                .collect::<Vec<_>>()
+                .join(", "),
+        })
+}
+
+#[cfg(test)]
+mod tests;

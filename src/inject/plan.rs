@@ -1,0 +1,275 @@
+//! Works out what a template adds to one Pod, and refuses what would break it.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use k8s_openapi::api::core::v1::{Container, EnvVar, LocalObjectReference, Volume, VolumeMount};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use super::pod::{PodView, is_subset, mounts_of, name_of, ports_of};
+use super::{InjectError, NATIVE_SIDECAR_ANNOTATION, STATUS_ANNOTATION, policy::Skip};
+use crate::config::Template;
+
+/// Additions that come from outside the template (cluster state such as a Network).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Extras {
+    /// Env vars set in every injected container (replacing a same-named template var).
+    pub sidecar_env: Vec<EnvVar>,
+    /// Annotations to set on the Pod (the caller merges with any existing value).
+    pub annotations: BTreeMap<String, String>,
+    pub labels: BTreeMap<String, String>,
+}
+
+/// The `status` annotation: what was injected, from which template revision.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct InjectionStatus {
+    pub template: String,
+    pub revision: String,
+    pub containers: Vec<String>,
+    pub init_containers: Vec<String>,
+    pub volumes: Vec<String>,
+    pub image_pull_secrets: Vec<String>,
+    pub native_sidecar: bool,
+}
+
+/// A mount to add to one of the Pod's own containers.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AppMount {
+    pub container_index: usize,
+    pub container_name: String,
+    pub mount: VolumeMount,
+}
+
+/// Everything one injection adds. Rendered as JSON Patch (admission) or strategic merge
+/// patch (offline); both renderings only ever add.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Plan {
+    /// Inserted at the front of `spec.initContainers`, in this order.
+    pub init_containers: Vec<Container>,
+    /// Appended to `spec.containers`.
+    pub containers: Vec<Container>,
+    pub volumes: Vec<Volume>,
+    pub image_pull_secrets: Vec<LocalObjectReference>,
+    pub app_mounts: Vec<AppMount>,
+    /// Includes the status annotation.
+    pub annotations: BTreeMap<String, String>,
+    pub labels: BTreeMap<String, String>,
+    pub status: InjectionStatus,
+}
+
+/// The engine's answer for one opted-in Pod.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Decision {
+    Inject(Box<Plan>),
+    Skip(Skip),
+}
+
+fn wants_native(view: &PodView<'_>, template: &Template) -> bool {
+    let annotation = view
+        .annotations
+        .get()
+        .and_then(|a| a.get(NATIVE_SIDECAR_ANNOTATION))
+        .and_then(Value::as_str)
+        .map(|v| v.trim().to_ascii_lowercase());
+    match annotation.as_deref() {
+        Some("true") => true,
+        Some("false") => false,
+        _ => template.spec.native_sidecar,
+    }
+}
+
+fn describe(value: &Value) -> String {
+    // A volume's one source key (configMap, emptyDir, ...) is what tells two apart.
+    let source = value
+        .as_object()
+        .and_then(|o| o.iter().find(|(k, _)| k.as_str() != "name"))
+        .map(|(k, v)| format!("{k}: {v}"))
+        .unwrap_or_else(|| String::from("no source"));
+    if source.len() > 120 {
+        format!("{}…", &source[..source.floor_char_boundary(120)])
+    } else {
+        source
+    }
+}
+
+/// Plans the injection of `template` into `pod`. The caller has already decided that
+/// the Pod opted in; this only answers *what* to add, or why nothing / why not.
+pub fn plan(pod: &Value, template: &Template, extras: &Extras) -> Result<Decision, InjectError> {
+    let view = PodView::read(pod)?;
+    if view
+        .annotations
+        .get()
+        .is_some_and(|a| a.contains_key(STATUS_ANNOTATION))
+    {
+        return Ok(Decision::Skip(Skip::AlreadyInjected {
+            evidence: format!("annotation `{STATUS_ANNOTATION}` is present"),
+        }));
+    }
+
+    let existing: BTreeSet<&str> = view
+        .containers
+        .items()
+        .iter()
+        .chain(view.init_containers.items())
+        .map(name_of)
+        .collect();
+    let (present, missing): (Vec<&str>, Vec<&str>) =
+        template.container_names().partition(|name| existing.contains(name));
+    if !present.is_empty() {
+        if missing.is_empty() {
+            return Ok(Decision::Skip(Skip::AlreadyInjected {
+                evidence: format!("container(s) {} already in the Pod", quote_all(&present)),
+            }));
+        }
+        return Err(InjectError::PartiallyInjected {
+            template: template.name.clone(),
+            present: quote_all(&present),
+            missing: quote_all(&missing),
+        });
+    }
+
+    check_ports(&view, template)?;
+    let volumes = plan_volumes(&view, template)?;
+    let app_mounts = plan_app_mounts(&view, template)?;
+
+    let existing_secrets: BTreeSet<&str> = view.image_pull_secrets.items().iter().map(name_of).collect();
+    let image_pull_secrets: Vec<LocalObjectReference> = template
+        .spec
+        .image_pull_secrets
+        .iter()
+        .filter(|s| !existing_secrets.contains(s.name.as_str()))
+        .cloned()
+        .collect();
+
+    let native = wants_native(&view, template);
+    let sidecars = template.spec.containers.iter().map(|c| {
+        let mut c = with_env(c, &extras.sidecar_env);
+        if native {
+            c.restart_policy = Some(String::from("Always"));
+        }
+        c
+    });
+    let template_inits = template
+        .spec
+        .init_containers
+        .iter()
+        .map(|c| with_env(c, &extras.sidecar_env));
+    let (init_containers, containers): (Vec<Container>, Vec<Container>) = if native {
+        (template_inits.chain(sidecars).collect(), Vec::new())
+    } else {
+        (template_inits.collect(), sidecars.collect())
+    };
+
+    let status = InjectionStatus {
+        template: template.name.clone(),
+        revision: template.revision.clone(),
+        containers: containers.iter().map(|c| c.name.clone()).collect(),
+        init_containers: init_containers.iter().map(|c| c.name.clone()).collect(),
+        volumes: volumes.iter().map(|v| v.name.clone()).collect(),
+        image_pull_secrets: image_pull_secrets.iter().map(|s| s.name.clone()).collect(),
+        native_sidecar: native,
+    };
+    let mut annotations = extras.annotations.clone();
+    annotations.insert(
+        STATUS_ANNOTATION.to_string(),
+        serde_json::to_string(&status).map_err(|e| InjectError::Encode(e.to_string()))?,
+    );
+
+    Ok(Decision::Inject(Box::new(Plan {
+        init_containers,
+        containers,
+        volumes,
+        image_pull_secrets,
+        app_mounts,
+        annotations,
+        labels: extras.labels.clone(),
+        status,
+    })))
+}
+
+fn quote_all(names: &[&str]) -> String {
+    names.iter().map(|n| format!("`{n}`")).collect::<Vec<_>>().join(", ")
+}
+
+fn with_env(container: &Container, env: &[EnvVar]) -> Container {
+    let mut container = container.clone();
+    if !env.is_empty() {
+        let vars = container.env.get_or_insert_with(Vec::new);
+        vars.retain(|v| !env.iter().any(|e| e.name == v.name));
+        vars.extend(env.iter().cloned());
+    }
+    container
+}
+
+/// Two processes cannot bind one port in the Pod's shared network namespace: a sidecar
+/// port already used by an app container would crash-loop the sidecar.
+fn check_ports(view: &PodView<'_>, template: &Template) -> Result<(), InjectError> {
+    for sidecar in &template.spec.containers {
+        for port in sidecar.ports.iter().flatten() {
+            let protocol = port.protocol.as_deref().unwrap_or("TCP");
+            for app in view.containers.items().iter().chain(view.init_containers.items()) {
+                if ports_of(app).any(|(p, proto)| p == i64::from(port.container_port) && proto == protocol) {
+                    return Err(InjectError::PortCollision {
+                        template: template.name.clone(),
+                        sidecar: sidecar.name.clone(),
+                        port: port.container_port,
+                        protocol: protocol.to_string(),
+                        container: name_of(app).to_string(),
+                    });
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+fn plan_volumes(view: &PodView<'_>, template: &Template) -> Result<Vec<Volume>, InjectError> {
+    let mut added = Vec::new();
+    for volume in &template.spec.volumes {
+        let existing = view.volumes.items().iter().find(|v| name_of(v) == volume.name);
+        match existing {
+            None => added.push(volume.clone()),
+            Some(pod_volume) => {
+                let wanted = serde_json::to_value(volume).map_err(|e| InjectError::Encode(e.to_string()))?;
+                if !is_subset(&wanted, pod_volume) {
+                    return Err(InjectError::VolumeCollision {
+                        name: volume.name.clone(),
+                        pod: describe(pod_volume),
+                        template: template.name.clone(),
+                        wanted: describe(&wanted),
+                    });
+                }
+            }
+        }
+    }
+    Ok(added)
+}
+
+fn plan_app_mounts(view: &PodView<'_>, template: &Template) -> Result<Vec<AppMount>, InjectError> {
+    let mut out = Vec::new();
+    for (index, container) in view.containers.items().iter().enumerate() {
+        let name = name_of(container);
+        for mount in &template.spec.volume_mounts {
+            let at_path = mounts_of(container).find(|(_, path)| *path == mount.mount_path);
+            match at_path {
+                Some((volume, _)) if volume == mount.name => {}
+                Some((volume, _)) => {
+                    return Err(InjectError::MountCollision {
+                        container: name.to_string(),
+                        existing: volume.to_string(),
+                        path: mount.mount_path.clone(),
+                        template: template.name.clone(),
+                        volume: mount.name.clone(),
+                    });
+                }
+                None => out.push(AppMount {
+                    container_index: index,
+                    container_name: name.to_string(),
+                    mount: mount.clone(),
+                }),
+            }
+        }
+    }
+    Ok(out)
+}

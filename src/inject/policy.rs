@@ -1,0 +1,164 @@
+//! Who gets injected: Pod annotations and, in cluster mode, the Namespace label.
+
+use serde_json::{Map, Value};
+
+use super::{INJECT_ANNOTATION, LEGACY_INJECT_ANNOTATION, STATUS_ANNOTATION};
+
+/// Why a Pod is injected.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OptIn {
+    Annotation,
+    LegacyAnnotation,
+    NamespaceLabel,
+    /// The offline `inject` command: asking for it is the opt-in.
+    Explicit,
+}
+
+/// Why a Pod is left as it is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Skip {
+    NotOptedIn,
+    OptedOut { annotation: &'static str },
+    AlreadyInjected { evidence: String },
+    NotAPodCreate { what: String },
+}
+
+impl std::fmt::Display for Skip {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Skip::NotOptedIn => write!(
+                f,
+                "not opted in: no `{INJECT_ANNOTATION}: \"true\"` annotation and no opted-in namespace"
+            ),
+            Skip::OptedOut { annotation } => write!(f, "opted out by `{annotation}: \"false\"`"),
+            Skip::AlreadyInjected { evidence } => write!(f, "already injected ({evidence})"),
+            Skip::NotAPodCreate { what } => write!(f, "not a Pod CREATE ({what})"),
+        }
+    }
+}
+
+/// Where namespace-wide opt-in is known: cluster mode reads the Namespace from the
+/// shared cache; standalone mode cannot see Namespaces and uses annotations only.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NamespaceOptIn {
+    Labeled,
+    NotLabeled,
+    Unknown,
+}
+
+/// A parsed boolean-ish annotation value: "true"/"false", case-insensitive.
+fn flag(annotations: Option<&Map<String, Value>>, key: &str) -> Option<Result<bool, String>> {
+    let value = annotations?.get(key)?;
+    let text = value.as_str().unwrap_or_default();
+    Some(match text.trim().to_ascii_lowercase().as_str() {
+        "true" => Ok(true),
+        "false" => Ok(false),
+        _ => Err(value.to_string()),
+    })
+}
+
+/// Decides from the Pod's annotations (and the namespace label when known).
+/// Opt-out wins over every opt-in; an unreadable value opts nothing in.
+pub fn decide(annotations: Option<&Map<String, Value>>, namespace: NamespaceOptIn) -> Result<OptIn, Skip> {
+    if annotations.is_some_and(|a| a.contains_key(STATUS_ANNOTATION)) {
+        return Err(Skip::AlreadyInjected {
+            evidence: format!("annotation `{STATUS_ANNOTATION}` is present"),
+        });
+    }
+    let current = flag(annotations, INJECT_ANNOTATION);
+    let legacy = flag(annotations, LEGACY_INJECT_ANNOTATION);
+    if matches!(current, Some(Ok(false))) {
+        return Err(Skip::OptedOut {
+            annotation: INJECT_ANNOTATION,
+        });
+    }
+    if matches!(legacy, Some(Ok(false))) {
+        return Err(Skip::OptedOut {
+            annotation: LEGACY_INJECT_ANNOTATION,
+        });
+    }
+    if matches!(current, Some(Ok(true))) {
+        return Ok(OptIn::Annotation);
+    }
+    if matches!(legacy, Some(Ok(true))) {
+        return Ok(OptIn::LegacyAnnotation);
+    }
+    if namespace == NamespaceOptIn::Labeled {
+        return Ok(OptIn::NamespaceLabel);
+    }
+    Err(Skip::NotOptedIn)
+}
+
+/// Annotation values that are neither "true" nor "false": worth a warning to the user,
+/// since they opt nothing in.
+pub fn unreadable_flags(annotations: Option<&Map<String, Value>>) -> Vec<String> {
+    [INJECT_ANNOTATION, LEGACY_INJECT_ANNOTATION]
+        .into_iter()
+        .filter_map(|key| match flag(annotations, key) {
+            Some(Err(found)) => Some(format!(
+                "annotation `{key}` is {found}, expected \"true\" or \"false\"; it is ignored"
+            )),
+            _ => None,
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn ann(v: Value) -> Map<String, Value> {
+        v.as_object().unwrap().clone()
+    }
+
+    #[test]
+    fn annotation_opts_in_and_out() {
+        let yes = ann(json!({INJECT_ANNOTATION: "true"}));
+        assert_eq!(decide(Some(&yes), NamespaceOptIn::Unknown), Ok(OptIn::Annotation));
+        let no = ann(json!({INJECT_ANNOTATION: "False"}));
+        assert_eq!(
+            decide(Some(&no), NamespaceOptIn::Labeled),
+            Err(Skip::OptedOut {
+                annotation: INJECT_ANNOTATION
+            })
+        );
+    }
+
+    #[test]
+    fn legacy_annotation_is_honoured() {
+        let legacy = ann(json!({LEGACY_INJECT_ANNOTATION: "true"}));
+        assert_eq!(
+            decide(Some(&legacy), NamespaceOptIn::Unknown),
+            Ok(OptIn::LegacyAnnotation)
+        );
+        let both = ann(json!({LEGACY_INJECT_ANNOTATION: "true", INJECT_ANNOTATION: "false"}));
+        assert!(matches!(
+            decide(Some(&both), NamespaceOptIn::Unknown),
+            Err(Skip::OptedOut { .. })
+        ));
+    }
+
+    #[test]
+    fn namespace_label_opts_in_only_when_known() {
+        assert_eq!(decide(None, NamespaceOptIn::Labeled), Ok(OptIn::NamespaceLabel));
+        assert_eq!(decide(None, NamespaceOptIn::Unknown), Err(Skip::NotOptedIn));
+        assert_eq!(decide(None, NamespaceOptIn::NotLabeled), Err(Skip::NotOptedIn));
+    }
+
+    #[test]
+    fn status_annotation_means_already_injected() {
+        let done = ann(json!({STATUS_ANNOTATION: "{}", INJECT_ANNOTATION: "true"}));
+        assert!(matches!(
+            decide(Some(&done), NamespaceOptIn::Labeled),
+            Err(Skip::AlreadyInjected { .. })
+        ));
+    }
+
+    #[test]
+    fn unreadable_value_opts_nothing_in_and_is_reported() {
+        let odd = ann(json!({INJECT_ANNOTATION: "yes"}));
+        assert_eq!(decide(Some(&odd), NamespaceOptIn::Unknown), Err(Skip::NotOptedIn));
+        assert_eq!(unreadable_flags(Some(&odd)).len(), 1);
+    }
+}
