@@ -1,0 +1,242 @@
+//! The admission handler on real captured AdmissionReviews, without the network.
+
+use std::sync::Arc;
+
+use base64::Engine as _;
+use envoy_injector::admission::{Admission, NoNamespaces, RequestError};
+use envoy_injector::config::TemplateSet;
+use envoy_injector::metrics::Metrics;
+use envoy_injector::templates::LiveTemplates;
+use serde_json::{Value, json};
+
+fn fixture(name: &str) -> Value {
+    let path = format!("{}/tests/fixtures/admission/{name}", env!("CARGO_MANIFEST_DIR"));
+    serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
+}
+
+fn admission_with(templates: Option<TemplateSet>) -> (Admission, prometheus_client::registry::Registry) {
+    let mut registry = prometheus_client::registry::Registry::default();
+    let metrics = Metrics::register(&mut registry);
+    let admission = Admission::new(Arc::new(LiveTemplates::new(templates)), Arc::new(NoNamespaces), metrics);
+    (admission, registry)
+}
+
+fn respond(admission: &Admission, review: &Value) -> Value {
+    let bytes = admission
+        .handle(&serde_json::to_vec(review).unwrap())
+        .expect("a well-formed review gets a review back");
+    let response: Value = serde_json::from_slice(&bytes).unwrap();
+    assert_eq!(response["apiVersion"], "admission.k8s.io/v1");
+    assert_eq!(response["kind"], "AdmissionReview");
+    assert_eq!(
+        response["response"]["uid"], review["request"]["uid"],
+        "uid must be echoed"
+    );
+    response["response"].clone()
+}
+
+fn patched_pod(review: &Value, response: &Value) -> Value {
+    assert_eq!(response["patchType"], "JSONPatch");
+    let bytes = base64::engine::general_purpose::STANDARD
+        .decode(response["patch"].as_str().unwrap())
+        .unwrap();
+    let patch: json_patch::Patch = serde_json::from_slice(&bytes).unwrap();
+    let mut pod = review["request"]["object"].clone();
+    json_patch::patch(&mut pod, &patch).unwrap();
+    serde_json::from_value::<k8s_openapi::api::core::v1::Pod>(pod.clone()).unwrap();
+    pod
+}
+
+fn metric_line<'a>(text: &'a str, prefix: &str) -> Option<&'a str> {
+    text.lines().find(|l| l.starts_with(prefix))
+}
+
+#[test]
+fn dry_run_gets_the_same_patch_without_counting_an_injection() {
+    let (admission, registry) = admission_with(Some(TemplateSet::embedded()));
+    let review = fixture("dry-run.json");
+    let response = respond(&admission, &review);
+    assert_eq!(response["allowed"], true);
+    let pod = patched_pod(&review, &response);
+    assert_eq!(pod["spec"]["containers"][1]["name"], "envoy");
+    let text = envoy_injector::metrics::encode(&registry);
+    assert!(
+        metric_line(&text, "envoy_injector_injections_total").is_none(),
+        "{text}"
+    );
+    assert!(
+        metric_line(
+            &text,
+            "envoy_injector_admission_requests_total{outcome=\"injected\",dry_run=\"true\"} 1"
+        )
+        .is_some(),
+        "{text}"
+    );
+}
+
+#[test]
+fn updates_other_kinds_and_subresources_pass_through() {
+    let (admission, _) = admission_with(Some(TemplateSet::embedded()));
+    let mut update = fixture("seed-initializer-annotation.json");
+    update["request"]["operation"] = json!("UPDATE");
+    update["request"]["oldObject"] = update["request"]["object"].clone();
+    let response = respond(&admission, &update);
+    assert_eq!(response["allowed"], true);
+    assert!(response.get("patch").is_none());
+
+    let mut deployment = fixture("seed-initializer-annotation.json");
+    deployment["request"]["kind"] = json!({"group": "apps", "version": "v1", "kind": "Deployment"});
+    assert!(respond(&admission, &deployment).get("patch").is_none());
+
+    let mut binding = fixture("seed-initializer-annotation.json");
+    binding["request"]["subResource"] = json!("binding");
+    assert!(respond(&admission, &binding).get("patch").is_none());
+}
+
+#[test]
+fn collisions_and_unknown_templates_deny_with_reasons() {
+    let (admission, _) = admission_with(Some(TemplateSet::embedded()));
+    let mut clash = fixture("seed-initializer-annotation.json");
+    clash["request"]["object"]["spec"]["volumes"]
+        .as_array_mut()
+        .unwrap()
+        .push(json!({"name": "envoy-conf", "secret": {"secretName": "mine"}}));
+    let response = respond(&admission, &clash);
+    assert_eq!(response["allowed"], false);
+    let message = response["status"]["message"].as_str().unwrap();
+    assert!(
+        message.contains("envoy-conf") && message.contains("secret"),
+        "{message}"
+    );
+
+    let mut unknown = fixture("seed-initializer-annotation.json");
+    unknown["request"]["object"]["metadata"]["annotations"]["sidecar.samplecrd.k8s.io/template"] = json!("missing");
+    let message = respond(&admission, &unknown)["status"]["message"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(
+        message.contains("`missing`") && message.contains("`config`"),
+        "{message}"
+    );
+}
+
+#[test]
+fn objects_that_will_fail_validation_later_are_answered_sanely() {
+    let (admission, _) = admission_with(Some(TemplateSet::embedded()));
+    let mut no_containers = fixture("seed-initializer-annotation.json");
+    no_containers["request"]["object"]["spec"]
+        .as_object_mut()
+        .unwrap()
+        .remove("containers");
+    no_containers["request"]["object"]["metadata"]["name"] = json!("Invalid_Name!");
+    let response = respond(&admission, &no_containers);
+    assert_eq!(response["allowed"], true);
+    let pod = patched_pod(&no_containers, &response);
+    assert_eq!(pod["spec"]["containers"][0]["name"], "envoy");
+
+    let mut bad_shape = fixture("seed-initializer-annotation.json");
+    bad_shape["request"]["object"]["spec"]["containers"] = json!("nginx");
+    let response = respond(&admission, &bad_shape);
+    assert_eq!(response["allowed"], false);
+    assert!(
+        response["status"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("spec.containers")
+    );
+
+    let mut no_object = fixture("seed-initializer-annotation.json");
+    no_object["request"]["object"] = Value::Null;
+    let response = respond(&admission, &no_object);
+    assert_eq!(response["allowed"], false);
+    assert!(
+        response["status"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("request.object")
+    );
+}
+
+#[test]
+fn no_template_loaded_denies_instead_of_guessing() {
+    let (admission, _) = admission_with(None);
+    let response = respond(&admission, &fixture("seed-initializer-annotation.json"));
+    assert_eq!(response["allowed"], false);
+    assert!(
+        response["status"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("no injection template")
+    );
+    // Pods that did not opt in are not blocked by a missing template.
+    assert_eq!(
+        respond(&admission, &fixture("plain-no-annotation.json"))["allowed"],
+        true
+    );
+}
+
+#[test]
+fn unreadable_annotation_and_standalone_network_get_warnings() {
+    let (admission, _) = admission_with(Some(TemplateSet::embedded()));
+    let mut odd = fixture("plain-no-annotation.json");
+    odd["request"]["object"]["metadata"]["annotations"] = json!({"sidecar.samplecrd.k8s.io/inject": "yes"});
+    let response = respond(&admission, &odd);
+    assert!(response.get("patch").is_none());
+    assert!(
+        response["warnings"][0]
+            .as_str()
+            .unwrap()
+            .contains("expected \"true\" or \"false\"")
+    );
+
+    let response = respond(&admission, &fixture("network-annotation.json"));
+    assert_eq!(response["allowed"], true);
+    assert!(
+        response["warnings"][0]
+            .as_str()
+            .unwrap()
+            .contains("cannot see Networks"),
+        "{response}"
+    );
+}
+
+#[test]
+fn malformed_bodies_are_request_errors() {
+    let (admission, registry) = admission_with(Some(TemplateSet::embedded()));
+    type Expect = fn(&RequestError) -> bool;
+    let cases: Vec<(Vec<u8>, Expect)> = vec![
+        (b"not json".to_vec(), |e| matches!(e, RequestError::NotJson(_))),
+        (
+            br#"{"apiVersion":"admission.k8s.io/v1beta1","kind":"AdmissionReview","request":{}}"#.to_vec(),
+            |e| matches!(e, RequestError::WrongVersion { .. }),
+        ),
+        (
+            br#"{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview"}"#.to_vec(),
+            |e| matches!(e, RequestError::NoRequest),
+        ),
+        (
+            br#"{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"x"}}"#.to_vec(),
+            |e| matches!(e, RequestError::NotAReview(_)),
+        ),
+    ];
+    for (body, expected) in cases {
+        let err = admission.handle(&body).unwrap_err();
+        assert!(expected(&err), "{}: {err}", String::from_utf8_lossy(&body));
+    }
+    let mut no_uid = fixture("seed-initializer-annotation.json");
+    no_uid["request"]["uid"] = json!("");
+    assert_eq!(
+        admission.handle(&serde_json::to_vec(&no_uid).unwrap()).unwrap_err(),
+        RequestError::NoUid
+    );
+    let text = envoy_injector::metrics::encode(&registry);
+    assert!(
+        metric_line(
+            &text,
+            "envoy_injector_admission_requests_total{outcome=\"invalid\",dry_run=\"false\"} 5"
+        )
+        .is_some(),
+        "{text}"
+    );
+}
