@@ -1,0 +1,235 @@
+//! The two listeners: HTTPS webhook (`POST /mutate`) and plain-HTTP admin (`/healthz`,
+//! `/readyz`, `/metrics`), with certificate reload and graceful shutdown.
+
+mod admin;
+mod listener;
+mod tls;
+mod webhook;
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use prometheus_client::registry::Registry;
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+use tokio_rustls::TlsAcceptor;
+use tracing::{Instrument, info, info_span};
+
+use crate::admission::Admission;
+use crate::cli::ServeArgs;
+use crate::metrics::Metrics;
+pub use tls::{TlsError, TlsSource};
+
+/// Says whether the process may receive traffic; `Err` carries the reason it may not.
+pub type Readiness = Arc<dyn Fn() -> Result<(), String> + Send + Sync>;
+
+/// What the handlers share.
+#[derive(Clone)]
+pub struct AppState {
+    pub admission: Arc<Admission>,
+    pub registry: Arc<Registry>,
+    pub metrics: Metrics,
+    /// Readiness besides shutdown (which the server adds itself).
+    pub readiness: Readiness,
+}
+
+/// Listener addresses and limits (the `serve` flags of the same names).
+#[derive(Debug, Clone)]
+pub struct ServerConfig {
+    pub addr: SocketAddr,
+    pub admin_addr: SocketAddr,
+    pub max_body_bytes: usize,
+    pub header_read_timeout: Duration,
+    pub request_timeout: Duration,
+    pub shutdown_timeout: Duration,
+}
+
+impl From<&ServeArgs> for ServerConfig {
+    fn from(args: &ServeArgs) -> ServerConfig {
+        ServerConfig {
+            addr: args.addr,
+            admin_addr: args.admin_addr,
+            max_body_bytes: args.max_body_bytes,
+            header_read_timeout: args.header_read_timeout,
+            request_timeout: args.request_timeout,
+            shutdown_timeout: args.shutdown_timeout,
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ServerError {
+    #[error("cannot bind {flag} {addr}: {source}")]
+    Bind {
+        flag: &'static str,
+        addr: SocketAddr,
+        source: std::io::Error,
+    },
+    #[error(transparent)]
+    Tls(#[from] TlsError),
+    #[error("expected the {listener} listener to stop cleanly, found its task failed: {message}")]
+    Task { listener: &'static str, message: String },
+}
+
+/// A started server. Dropping it without [`RunningServer::shutdown`] also stops it.
+pub struct RunningServer {
+    webhook_addr: SocketAddr,
+    admin_addr: SocketAddr,
+    stop: Arc<watch::Sender<bool>>,
+    supervisor: JoinHandle<Result<(), ServerError>>,
+}
+
+/// Triggers graceful shutdown from elsewhere (e.g. a signal handler).
+#[derive(Clone)]
+pub struct ShutdownHandle(Arc<watch::Sender<bool>>);
+
+impl ShutdownHandle {
+    pub fn shutdown(&self) {
+        self.0.send_replace(true);
+    }
+}
+
+impl RunningServer {
+    /// The webhook's bound address (the real port when `--addr` asked for port 0).
+    pub fn webhook_addr(&self) -> SocketAddr {
+        self.webhook_addr
+    }
+
+    pub fn admin_addr(&self) -> SocketAddr {
+        self.admin_addr
+    }
+
+    /// Begins graceful shutdown: `/readyz` turns 503, the webhook stops accepting and
+    /// finishes in-flight requests (bounded by `shutdown_timeout`), then the admin
+    /// listener closes. Returns at once; [`RunningServer::wait`] awaits the end.
+    pub fn shutdown(&self) {
+        self.stop.send_replace(true);
+    }
+
+    pub fn shutdown_handle(&self) -> ShutdownHandle {
+        ShutdownHandle(self.stop.clone())
+    }
+
+    /// Waits until both listeners have closed (only happens after shutdown).
+    pub async fn wait(self) -> Result<(), ServerError> {
+        let _stop = self.stop;
+        self.supervisor.await.map_err(|err| ServerError::Task {
+            listener: "supervisor",
+            message: err.to_string(),
+        })?
+    }
+}
+
+/// Binds both listeners, loads the certificate, and starts serving.
+pub async fn start(config: ServerConfig, tls: TlsSource, state: AppState) -> Result<RunningServer, ServerError> {
+    let (certified, initial_bytes) = tls::load_source(&tls)?;
+    info!(fingerprint = %tls::fingerprint(&certified), "serving certificate loaded (SHA-256)");
+    let store = Arc::new(tls::CertStore::new(certified));
+    let acceptor = TlsAcceptor::from(tls::server_config(store.clone())?);
+
+    let webhook_listener = bind("--addr", config.addr).await?;
+    let admin_listener = bind("--admin-addr", config.admin_addr).await?;
+    let webhook_addr = local_addr("--addr", &webhook_listener, config.addr)?;
+    let admin_addr = local_addr("--admin-addr", &admin_listener, config.admin_addr)?;
+    info!(listener = "webhook", addr = %webhook_addr, "listening (HTTPS, POST /mutate)");
+    info!(listener = "admin", addr = %admin_addr, "listening (HTTP, /healthz /readyz /metrics)");
+
+    let (stop, stop_rx) = watch::channel(false);
+    // The admin listener outlives the webhook's drain so /readyz can say 503 meanwhile.
+    let (admin_stop, admin_stop_rx) = watch::channel(false);
+
+    let reloader = match tls {
+        TlsSource::Files {
+            cert,
+            key,
+            reload_interval,
+        } => {
+            let initial = initial_bytes.unwrap_or_default();
+            let task = tls::reload_files(
+                store,
+                cert,
+                key,
+                reload_interval,
+                initial,
+                state.metrics.clone(),
+                stop_rx.clone(),
+            );
+            Some(tokio::spawn(task.instrument(info_span!("tls_reload"))))
+        }
+        TlsSource::Pem { .. } => None,
+    };
+
+    let webhook_router = webhook::router(Arc::new(webhook::WebhookState {
+        admission: state.admission.clone(),
+        metrics: state.metrics.clone(),
+        max_body_bytes: config.max_body_bytes,
+        request_timeout: config.request_timeout,
+    }));
+    let admin_router = admin::router(Arc::new(admin::AdminState {
+        registry: state.registry.clone(),
+        readiness: state.readiness.clone(),
+        stopping: stop_rx.clone(),
+    }));
+    let webhook = tokio::spawn(listener::run(
+        webhook_listener,
+        listener::Listener {
+            name: "webhook",
+            router: webhook_router,
+            tls: Some(acceptor),
+            header_read_timeout: config.header_read_timeout,
+            drain_timeout: config.shutdown_timeout,
+        },
+        stop_rx,
+    ));
+    let admin = tokio::spawn(listener::run(
+        admin_listener,
+        listener::Listener {
+            name: "admin",
+            router: admin_router,
+            tls: None,
+            header_read_timeout: config.header_read_timeout,
+            // Admin requests are instant; this only bounds a stuck scrape.
+            drain_timeout: config.shutdown_timeout.min(Duration::from_secs(5)),
+        },
+        admin_stop_rx,
+    ));
+    let supervisor = tokio::spawn(async move {
+        let webhook_result = webhook.await;
+        admin_stop.send_replace(true);
+        let admin_result = admin.await;
+        if let Some(reloader) = reloader {
+            // It stops on the same signal; a failure there must not fail shutdown.
+            let _ = reloader.await;
+        }
+        webhook_result.map_err(|err| ServerError::Task {
+            listener: "webhook",
+            message: err.to_string(),
+        })?;
+        admin_result.map_err(|err| ServerError::Task {
+            listener: "admin",
+            message: err.to_string(),
+        })?;
+        info!("server stopped");
+        Ok(())
+    });
+    Ok(RunningServer {
+        webhook_addr,
+        admin_addr,
+        stop: Arc::new(stop),
+        supervisor,
+    })
+}
+
+async fn bind(flag: &'static str, addr: SocketAddr) -> Result<TcpListener, ServerError> {
+    TcpListener::bind(addr)
+        .await
+        .map_err(|source| ServerError::Bind { flag, addr, source })
+}
+
+fn local_addr(flag: &'static str, listener: &TcpListener, addr: SocketAddr) -> Result<SocketAddr, ServerError> {
+    listener
+        .local_addr()
+        .map_err(|source| ServerError::Bind { flag, addr, source })
+}

@@ -1,0 +1,261 @@
+//! Graceful shutdown: SIGTERM to the real binary while requests are still uploading, and
+//! the `--shutdown-timeout` bound on requests that never finish.
+
+mod common;
+
+use std::io::{BufRead, BufReader};
+use std::net::SocketAddr;
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use common::*;
+use reqwest::StatusCode;
+use serde_json::Value;
+use tokio::sync::{mpsc, watch};
+
+const REQUESTS: usize = 20;
+const CHUNKS: usize = 10;
+const PAUSE: Duration = Duration::from_millis(100);
+
+/// The server process; killed if a test fails before it exits on its own.
+struct Server {
+    child: Child,
+    log: Arc<Mutex<Vec<String>>>,
+}
+
+impl Server {
+    fn log(&self) -> String {
+        self.log.lock().unwrap().join("\n")
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        if self.child.try_wait().ok().flatten().is_none() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
+/// Starts `serve --standalone` on ephemeral ports; returns it with its webhook and admin
+/// addresses, read from its JSON start-up log.
+fn spawn_server(cert: &std::path::Path, key: &std::path::Path) -> (Server, SocketAddr, SocketAddr) {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_envoy-injector"))
+        .args([
+            "serve",
+            "--standalone",
+            "--addr",
+            "127.0.0.1:0",
+            "--admin-addr",
+            "127.0.0.1:0",
+        ])
+        .arg("--tls-cert")
+        .arg(cert)
+        .arg("--tls-key")
+        .arg(key)
+        .args(["--shutdown-timeout", "60s", "--request-timeout", "60s"])
+        .env("LOG_FORMAT", "json")
+        .env("RUST_LOG", "info")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start envoy-injector");
+    let stderr = child.stderr.take().unwrap();
+    let log = Arc::new(Mutex::new(Vec::new()));
+    let (addr_tx, addr_rx) = std::sync::mpsc::channel();
+    {
+        let log = log.clone();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                if let Ok(event) = serde_json::from_str::<Value>(&line)
+                    && let (Some(listener), Some(addr)) = (event["listener"].as_str(), event["addr"].as_str())
+                    && let Ok(addr) = addr.parse::<SocketAddr>()
+                {
+                    let _ = addr_tx.send((listener.to_string(), addr));
+                }
+                log.lock().unwrap().push(line);
+            }
+        });
+    }
+    let server = Server { child, log };
+    let (mut webhook, mut admin) = (None, None);
+    while webhook.is_none() || admin.is_none() {
+        let (listener, addr) = addr_rx
+            .recv_timeout(PATIENCE)
+            .unwrap_or_else(|_| panic!("server did not log its addresses:\n{}", server.log()));
+        match listener.as_str() {
+            "webhook" => webhook = Some(addr),
+            "admin" => admin = Some(addr),
+            _ => {}
+        }
+    }
+    (server, webhook.unwrap(), admin.unwrap())
+}
+
+/// A request body sent in [`CHUNKS`] pieces, [`PAUSE`] apart, that stops halfway until
+/// `gate` opens and says so on `halfway`.
+fn gated_body(body: Vec<u8>, gate: watch::Receiver<bool>, halfway: mpsc::UnboundedSender<()>) -> reqwest::Body {
+    let size = body.len().div_ceil(CHUNKS);
+    let chunks: Vec<Vec<u8>> = body.chunks(size).map(<[u8]>::to_vec).collect();
+    let stream = futures_util::stream::unfold(
+        (0usize, chunks, gate, halfway),
+        |(index, chunks, mut gate, halfway)| async move {
+            if index == chunks.len() {
+                return None;
+            }
+            if index == CHUNKS / 2 {
+                let _ = halfway.send(());
+                let _ = gate.wait_for(|open| *open).await.map(|_| ());
+            }
+            if index > 0 {
+                tokio::time::sleep(PAUSE).await;
+            }
+            let chunk = chunks[index].clone();
+            Some((Ok::<_, std::io::Error>(chunk), (index + 1, chunks, gate, halfway)))
+        },
+    );
+    reqwest::Body::wrap_stream(stream)
+}
+
+async fn status_of(http: &reqwest::Client, url: &str) -> Option<StatusCode> {
+    http.get(url).send().await.ok().map(|r| r.status())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_during_uploads_answers_every_request_then_exits_cleanly() {
+    let dir = tempfile::tempdir().unwrap();
+    let certs = service_certs();
+    let (cert, key) = (dir.path().join("tls.crt"), dir.path().join("tls.key"));
+    std::fs::write(&cert, &certs.cert_pem).unwrap();
+    std::fs::write(&key, &certs.key_pem).unwrap();
+    let (mut server, webhook, admin) = spawn_server(&cert, &key);
+    let http = reqwest::Client::builder().timeout(PATIENCE).build().unwrap();
+    let readyz = format!("http://{admin}/readyz");
+    eventually("readyz 200", || async {
+        (status_of(&http, &readyz).await == Some(StatusCode::OK)).then_some(())
+    })
+    .await;
+
+    let clients = [
+        (Protocol::Http1, client(webhook, &[&certs.ca_cert_pem], Protocol::Http1)),
+        (Protocol::Alpn, client(webhook, &[&certs.ca_cert_pem], Protocol::Alpn)),
+    ];
+    let fixtures = fixtures();
+    let (gate, gate_rx) = watch::channel(false);
+    let (halfway_tx, mut halfway) = mpsc::unbounded_channel();
+    let mut requests = Vec::new();
+    for i in 0..REQUESTS {
+        let (protocol, client) = clients[i % 2].clone();
+        let (name, body) = fixtures[i % fixtures.len()].clone();
+        let request = client
+            .post(mutate_url(webhook))
+            .headers(apiserver_headers())
+            .body(gated_body(body.clone(), gate_rx.clone(), halfway_tx.clone()));
+        requests.push(tokio::spawn(async move {
+            let outcome = match request.send().await {
+                Ok(response) => {
+                    let (version, status) = (response.version(), response.status());
+                    response
+                        .bytes()
+                        .await
+                        .map(|bytes| (version, status, bytes))
+                        .map_err(|e| format!("{e:?}"))
+                }
+                Err(err) => Err(format!("{err:?}")),
+            };
+            (protocol, name, body, outcome)
+        }));
+    }
+    for _ in 0..REQUESTS {
+        tokio::time::timeout(PATIENCE, halfway.recv())
+            .await
+            .expect("every upload reaches its halfway point");
+    }
+
+    // SAFETY: kill(2) on the pid of a child this test started and has not reaped.
+    let sent = unsafe { libc::kill(server.child.id() as libc::pid_t, libc::SIGTERM) };
+    assert_eq!(sent, 0, "send SIGTERM");
+
+    eventually("readyz 503 while draining", || async {
+        (status_of(&http, &readyz).await == Some(StatusCode::SERVICE_UNAVAILABLE)).then_some(())
+    })
+    .await;
+    eventually("new webhook connections to be refused", || async {
+        match tokio::net::TcpStream::connect(webhook).await {
+            Err(err) if err.kind() == std::io::ErrorKind::ConnectionRefused => Some(()),
+            _ => None,
+        }
+    })
+    .await;
+    assert!(
+        server.child.try_wait().unwrap().is_none(),
+        "the server must wait for the uploads in flight"
+    );
+
+    gate.send_replace(true);
+    for request in requests {
+        let (protocol, name, body, outcome) = tokio::time::timeout(PATIENCE, request).await.unwrap().unwrap();
+        let (version, status, answer) =
+            outcome.unwrap_or_else(|e| panic!("{name} over {protocol:?} failed: {e}\nserver log:\n{}", server.log()));
+        assert_eq!(status, StatusCode::OK, "{name} over {protocol:?}");
+        assert_eq!(version, protocol.expected_version(), "{name}");
+        check_review(&name, &body, &answer);
+    }
+
+    let deadline = std::time::Instant::now() + PATIENCE;
+    let status = loop {
+        if let Some(status) = server.child.try_wait().unwrap() {
+            break status;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "server did not exit after draining:\n{}",
+            server.log()
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert!(
+        status.success(),
+        "expected exit status 0, found {status}\n{}",
+        server.log()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shutdown_timeout_bounds_a_request_that_never_finishes() {
+    let certs = service_certs();
+    let mut config = test_config();
+    config.shutdown_timeout = Duration::from_millis(300);
+    config.request_timeout = Duration::from_secs(600);
+    let server = start(config, pem_source(&certs)).await;
+    let addr = server.server.webhook_addr();
+    let client = client(addr, &[&certs.ca_cert_pem], Protocol::Alpn);
+    let (_gate, gate_rx) = watch::channel(false);
+    let (halfway_tx, mut halfway) = mpsc::unbounded_channel();
+    // The gate never opens: this upload would hold shutdown forever without the bound.
+    let request = client
+        .post(format!("https://{HOST}:{}/mutate?timeout=600s", addr.port()))
+        .headers(apiserver_headers())
+        .body(gated_body(fixture("dry-run.json"), gate_rx, halfway_tx))
+        .send();
+    let request = tokio::spawn(request);
+    tokio::time::timeout(PATIENCE, halfway.recv()).await.unwrap();
+
+    let TestServer { server, .. } = server;
+    server.shutdown();
+    tokio::time::timeout(PATIENCE, server.wait())
+        .await
+        .expect("shutdown ends within the test's patience")
+        .expect("shutdown after the timeout is still clean");
+    let outcome = tokio::time::timeout(PATIENCE, request).await.unwrap().unwrap();
+    assert!(
+        outcome.is_err(),
+        "the abandoned request cannot have succeeded: {outcome:?}"
+    );
+    assert!(
+        tokio::net::TcpStream::connect(addr).await.is_err(),
+        "the webhook port is closed"
+    );
+}
