@@ -1,0 +1,247 @@
+//! `envoy-injector inject`: offline injection of manifests, through the real binary.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+
+use envoy_injector::cli::OutputFormat;
+use envoy_injector::commands::inject::render;
+use envoy_injector::config::{Template, TemplateSet};
+use envoy_injector::offline::{inject_document, read_documents};
+use serde_json::Value;
+
+const BIN: &str = env!("CARGO_BIN_EXE_envoy-injector");
+
+fn fixtures() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures")
+}
+
+fn run(args: &[&str], stdin: Option<&str>) -> Output {
+    let mut child = Command::new(BIN)
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("binary runs");
+    if let Some(input) = stdin {
+        child.stdin.take().unwrap().write_all(input.as_bytes()).unwrap();
+    }
+    drop(child.stdin.take());
+    child.wait_with_output().unwrap()
+}
+
+fn captured_pods() -> Vec<(String, Value)> {
+    let dir = fixtures().join("admission");
+    let mut pods: Vec<(String, Value)> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| !p.file_name().unwrap().to_string_lossy().starts_with('_'))
+        .map(|p| {
+            let review: Value = serde_json::from_str(&std::fs::read_to_string(&p).unwrap()).unwrap();
+            (
+                p.file_name().unwrap().to_string_lossy().into_owned(),
+                review["request"]["object"].clone(),
+            )
+        })
+        .collect();
+    pods.sort_by(|a, b| a.0.cmp(&b.0));
+    pods
+}
+
+fn names(list: &Value) -> Vec<&str> {
+    list.as_array()
+        .map(|a| a.iter().map(|c| c["name"].as_str().unwrap()).collect())
+        .unwrap_or_default()
+}
+
+#[test]
+fn workloads_get_their_pod_template_injected_and_others_pass_through() {
+    let out = run(
+        &[
+            "inject",
+            "-f",
+            fixtures().join("manifests/workloads.yaml").to_str().unwrap(),
+            "-o",
+            "json",
+        ],
+        None,
+    );
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let list: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(list["kind"], "List");
+    let items = list["items"].as_array().unwrap();
+    assert_eq!(items.len(), 4);
+    assert_eq!(
+        names(&items[0]["spec"]["template"]["spec"]["containers"]),
+        ["web", "metrics", "envoy"]
+    );
+    let original: Vec<Value> =
+        read_documents(&std::fs::read_to_string(fixtures().join("manifests/workloads.yaml")).unwrap()).unwrap();
+    assert_eq!(items[1], original[1], "Service must pass through unchanged");
+    assert_eq!(
+        names(&items[2]["spec"]["jobTemplate"]["spec"]["template"]["spec"]["containers"]),
+        ["job", "envoy"]
+    );
+    assert_eq!(
+        items[3], original[3],
+        "opted-out StatefulSet must pass through unchanged"
+    );
+    serde_json::from_value::<k8s_openapi::api::apps::v1::Deployment>(items[0].clone()).unwrap();
+    serde_json::from_value::<k8s_openapi::api::batch::v1::CronJob>(items[2].clone()).unwrap();
+}
+
+#[test]
+fn stdin_and_yaml_output_round_trip() {
+    let pod =
+        "apiVersion: v1\nkind: Pod\nmetadata:\n  name: p\nspec:\n  containers:\n  - name: app\n    image: busybox\n";
+    let out = run(&["inject", "-f", "-"], Some(pod));
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let docs = read_documents(&String::from_utf8(out.stdout).unwrap()).unwrap();
+    assert_eq!(names(&docs[0]["spec"]["containers"]), ["app", "envoy"]);
+    // Feeding the output back in changes nothing: the status annotation is there.
+    let again = run(
+        &["inject", "-f", "-", "-o", "jsonpatch"],
+        Some(&serde_yaml_ng::to_string(&docs[0]).unwrap()),
+    );
+    assert_eq!(String::from_utf8(again.stdout).unwrap().trim(), "[]");
+}
+
+#[test]
+fn jsonpatch_output_applies_to_each_document() {
+    let text = std::fs::read_to_string(fixtures().join("manifests/workloads.yaml")).unwrap();
+    let out = run(&["inject", "-f", "-", "-o", "jsonpatch"], Some(&text));
+    assert!(out.status.success());
+    let docs = read_documents(&text).unwrap();
+    let lines: Vec<&str> = std::str::from_utf8(&out.stdout).unwrap().lines().collect();
+    assert_eq!(lines.len(), docs.len());
+    let mut deployment = docs[0].clone();
+    let patch: json_patch::Patch = serde_json::from_str(lines[0]).unwrap();
+    json_patch::patch(&mut deployment, &patch).unwrap();
+    assert_eq!(
+        names(&deployment["spec"]["template"]["spec"]["containers"]),
+        ["web", "metrics", "envoy"]
+    );
+    assert_eq!(lines[1], "[]");
+}
+
+#[test]
+fn errors_name_the_document() {
+    let text = "apiVersion: v1\nkind: Pod\nmetadata: {name: fine}\nspec: {containers: [{name: a}]}\n---\napiVersion: v1\nkind: Pod\nmetadata: {name: clash}\nspec:\n  containers: [{name: a}]\n  volumes: [{name: envoy-conf, emptyDir: {}}]\n";
+    let out = run(&["inject", "-f", "-"], Some(text));
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("document 2 (Pod clash)"), "{stderr}");
+    assert!(stderr.contains("envoy-conf"), "{stderr}");
+    assert!(out.stdout.is_empty(), "nothing half-written on error");
+
+    let bad = run(&["inject", "-f", "-"], Some("kind: Pod\n---\n: : [\n"));
+    assert!(!bad.status.success());
+    assert!(
+        String::from_utf8_lossy(&bad.stderr).contains("document 2"),
+        "{}",
+        String::from_utf8_lossy(&bad.stderr)
+    );
+
+    let missing = run(&["inject", "-f", "/nonexistent/pod.yaml"], None);
+    assert!(String::from_utf8_lossy(&missing.stderr).contains("/nonexistent/pod.yaml"));
+}
+
+#[test]
+fn config_flag_takes_a_configmap_manifest_and_the_seed_one_is_refused() {
+    let pod = "apiVersion: v1\nkind: Pod\nmetadata: {name: p}\nspec: {containers: [{name: app}]}\n";
+    let seed = fixtures().join("seed-configmap.yaml");
+    let out = run(&["inject", "-f", "-", "--config", seed.to_str().unwrap()], Some(pod));
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("unknown field `resources` at line 12"), "{stderr}");
+
+    let dir = tempfile::tempdir().unwrap();
+    let cm = dir.path().join("cm.yaml");
+    std::fs::write(&cm, "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: envoy-injector}\ndata:\n  config: |\n    containers:\n    - name: tiny\n      image: busybox\n").unwrap();
+    let out = run(
+        &["inject", "-f", "-", "--config", cm.to_str().unwrap(), "-o", "json"],
+        Some(pod),
+    );
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let result: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(names(&result["spec"]["containers"]), ["app", "tiny"]);
+}
+
+/// The strategic merge patch, applied by the real `kubectl patch --local`, must produce
+/// exactly what our JSON Patch produces.
+#[test]
+fn strategic_patch_applied_by_kubectl_equals_json_patch_result() {
+    if Command::new("kubectl").arg("version").arg("--client").output().is_err() {
+        eprintln!("SKIPPED strategic_patch_applied_by_kubectl_equals_json_patch_result: kubectl is not installed");
+        return;
+    }
+    let templates = [
+        TemplateSet::embedded(),
+        TemplateSet::from_text(
+            "mounts",
+            "nativeSidecar: true\ninitContainers:\n- {name: setup, image: busybox}\ncontainers:\n- {name: proxy, image: envoy}\nvolumes:\n- {name: certs, emptyDir: {}}\nvolumeMounts:\n- {name: certs, mountPath: /etc/certs}\nimagePullSecrets:\n- name: registry\n",
+        )
+        .unwrap(),
+    ];
+    let mut documents: Vec<(String, Value)> = captured_pods();
+    let workloads =
+        read_documents(&std::fs::read_to_string(fixtures().join("manifests/workloads.yaml")).unwrap()).unwrap();
+    documents.extend(
+        workloads
+            .into_iter()
+            .map(|w| (w["metadata"]["name"].as_str().unwrap().to_string(), w)),
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let mut compared = 0;
+    for templates in &templates {
+        for (name, document) in &documents {
+            let injected = inject_document(1, document, templates).unwrap();
+            if injected.skipped.is_some() {
+                continue;
+            }
+            let file = dir.path().join("doc.json");
+            std::fs::write(&file, serde_json::to_vec(document).unwrap()).unwrap();
+            let out = Command::new("kubectl")
+                .args([
+                    "patch",
+                    "--local",
+                    "--show-managed-fields",
+                    "--type",
+                    "strategic",
+                    "-o",
+                    "json",
+                    "-f",
+                ])
+                .arg(&file)
+                .arg("-p")
+                .arg(serde_json::to_string(&injected.strategic).unwrap())
+                .output()
+                .unwrap();
+            assert!(out.status.success(), "{name}: {}", String::from_utf8_lossy(&out.stderr));
+            let by_kubectl: Value = serde_json::from_slice(&out.stdout).unwrap();
+            assert_eq!(
+                by_kubectl, injected.result,
+                "{name} with template set {}",
+                templates.source
+            );
+            compared += 1;
+        }
+    }
+    assert!(compared >= 8, "compared only {compared} documents");
+}
+
+#[test]
+fn render_formats_match_the_cli_contract() {
+    let docs = read_documents("kind: Pod\nmetadata: {name: a}\n---\nkind: Pod\nmetadata: {name: b}\n").unwrap();
+    let set = TemplateSet::embedded();
+    let results: Vec<_> = docs
+        .iter()
+        .enumerate()
+        .map(|(i, d)| inject_document(i + 1, d, &set).unwrap())
+        .collect();
+    assert_eq!(render(&results, OutputFormat::Jsonpatch).unwrap().lines().count(), 2);
+    assert_eq!(render(&results, OutputFormat::Strategic).unwrap().lines().count(), 2);
+    assert_eq!(render(&results, OutputFormat::Yaml).unwrap().matches("---").count(), 1);
+    let _ = Template::parse("x", "containers: [{name: x}]").unwrap();
+}
