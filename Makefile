@@ -13,7 +13,7 @@ build: ## Build the binary (debug)
 	$(CARGO) build --locked
 
 test: ## Run every test (unit, integration over TLS, manifests); cluster e2e skips without KUBECONFIG
-	$(CARGO) test --locked --all-targets
+	$(CARGO) test --locked
 
 lint: ## rustfmt check and clippy with warnings as errors
 	$(CARGO) fmt --all -- --check
