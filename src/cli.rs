@@ -37,6 +37,8 @@ pub enum Command {
     Inject(InjectArgs),
     /// Generate a CA and a serving certificate for the webhook Service.
     Certs(CertsArgs),
+    /// Print the Network CustomResourceDefinition (YAML) generated from the Rust type.
+    Crd,
 }
 
 #[derive(Debug, Clone, Args)]
@@ -76,9 +78,33 @@ pub struct ServeArgs {
     /// when shorter).
     #[arg(long, value_parser = parse_duration, default_value = "10s")]
     pub request_timeout: Duration,
+    /// Backend that realises Networks: `multus` (a NetworkAttachmentDefinition per
+    /// Network) or `none` (status only).
+    #[arg(long, value_enum, default_value_t = NetworkBackendKind::Multus)]
+    pub network_backend: NetworkBackendKind,
+    /// Only the holder of a coordination.k8s.io Lease runs the Network controller; every
+    /// replica serves the webhook. `--leader-elect=false` runs the controller here always.
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
+    pub leader_elect: bool,
+    /// Name of the Lease (in `--namespace`).
+    #[arg(long, default_value = "envoy-injector-controller")]
+    pub lease_name: String,
+    /// Seconds a Lease is valid without renewal; a replica that cannot renew stops
+    /// reconciling within this time.
+    #[arg(long, default_value_t = 15)]
+    pub lease_duration_seconds: u64,
+    /// This replica's identity in the Lease; default: the `POD_NAME` env, else the hostname.
+    #[arg(long, env = "POD_NAME")]
+    pub identity: Option<String>,
     /// On SIGTERM/SIGINT, how long in-flight requests may take to finish.
     #[arg(long, value_parser = parse_duration, default_value = "20s")]
     pub shutdown_timeout: Duration,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum NetworkBackendKind {
+    Multus,
+    None,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]

@@ -1,4 +1,5 @@
 use std::io::IsTerminal;
+use std::process::ExitCode;
 
 use anyhow::Context;
 use clap::Parser;
@@ -20,8 +21,19 @@ fn init_logging(format: LogFormat, filter: &str) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn main() -> anyhow::Result<()> {
+/// Each error's message already carries its causes, so print it once, on one line.
+fn main() -> ExitCode {
     let cli = Cli::parse();
+    match run(cli) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(err) => {
+            eprintln!("envoy-injector: {err}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn run(cli: Cli) -> anyhow::Result<()> {
     init_logging(cli.log_format, &cli.log_level)?;
     match cli.command {
         Command::Serve(args) => {
@@ -29,9 +41,10 @@ fn main() -> anyhow::Result<()> {
                 .enable_all()
                 .build()
                 .context("cannot start the async runtime")?;
-            runtime.block_on(commands::serve::run(args)).context("serve failed")
+            Ok(runtime.block_on(commands::serve::run(args))?)
         }
-        Command::Inject(args) => commands::inject::run(&args).context("inject failed"),
-        Command::Certs(args) => commands::certs::run(&args).context("certs failed"),
+        Command::Inject(args) => Ok(commands::inject::run(&args)?),
+        Command::Certs(args) => Ok(commands::certs::run(&args)?),
+        Command::Crd => commands::crd::run().context("cannot write the CRD to stdout"),
     }
 }

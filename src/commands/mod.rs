@@ -1,5 +1,6 @@
 //! One module per subcommand; each returns a typed error that `main` reports.
 
 pub mod certs;
+pub mod crd;
 pub mod inject;
 pub mod serve;

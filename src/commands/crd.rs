@@ -1,0 +1,9 @@
+//! `envoy-injector crd`: prints the Network CRD generated from the Rust type.
+
+use std::io::Write;
+
+pub fn run() -> std::io::Result<()> {
+    std::io::stdout()
+        .lock()
+        .write_all(crate::network::crd::crd_yaml().as_bytes())
+}
