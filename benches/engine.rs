@@ -9,7 +9,7 @@ use std::sync::Arc;
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
 use serde_json::{Value, json};
 
-use envoy_injector::admission::{Admission, NoNamespaces};
+use envoy_injector::admission::{Admission, Standalone};
 use envoy_injector::config::{Template, TemplateSet};
 use envoy_injector::inject::{self, Decision, Extras};
 use envoy_injector::metrics::Metrics;
@@ -152,7 +152,7 @@ fn plan_and_render(pod: &Value, template: &Template) -> json_patch::Patch {
 fn admission() -> Admission {
     Admission::new(
         Arc::new(LiveTemplates::new(Some(TemplateSet::embedded()))),
-        Arc::new(NoNamespaces),
+        Arc::new(Standalone),
         Metrics::unregistered(),
     )
 }

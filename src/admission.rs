@@ -18,6 +18,7 @@ use tracing::{debug, info, info_span, warn};
 
 use crate::inject::{self, Decision, Extras, NETWORK_ANNOTATION, NamespaceOptIn};
 use crate::metrics::{Metrics, Outcome, OutcomeLabels, TemplateLabels};
+use crate::network::join;
 use crate::templates::LiveTemplates;
 
 /// A request that is not a readable AdmissionReview v1: answered with HTTP 400, since
@@ -38,27 +39,31 @@ pub enum RequestError {
     NoUid,
 }
 
-/// Looks up whether a namespace opted in; cluster mode answers from its Namespace cache.
-pub trait NamespaceLookup: Send + Sync {
-    fn opt_in(&self, namespace: &str) -> NamespaceOptIn;
+/// What admission reads of the cluster: Namespace labels and Networks, from the shared
+/// cache in cluster mode. Never an API call: lookups are in memory.
+pub trait ClusterView: Send + Sync {
+    fn namespace_opt_in(&self, namespace: &str) -> NamespaceOptIn;
+    fn network(&self, namespace: &str, name: &str) -> join::Lookup;
 }
 
-/// Standalone mode: Namespaces are not visible, only Pod annotations count.
-pub struct NoNamespaces;
+/// Standalone mode: Namespaces and Networks are not visible, only Pod annotations count.
+pub struct Standalone;
 
-impl NamespaceLookup for NoNamespaces {
-    fn opt_in(&self, _namespace: &str) -> NamespaceOptIn {
+impl ClusterView for Standalone {
+    fn namespace_opt_in(&self, _namespace: &str) -> NamespaceOptIn {
         NamespaceOptIn::Unknown
+    }
+
+    fn network(&self, _namespace: &str, _name: &str) -> join::Lookup {
+        join::Lookup::Unsupported
     }
 }
 
 /// The admission handler: templates and cluster views in, reviews out.
 pub struct Admission {
     templates: Arc<LiveTemplates>,
-    namespaces: Arc<dyn NamespaceLookup>,
+    cluster: Arc<dyn ClusterView>,
     metrics: Metrics,
-    /// Standalone mode has no Network cache: a network annotation gets a warning.
-    networks_visible: bool,
 }
 
 /// The request fields this webhook reads; everything else is skipped while parsing.
@@ -127,12 +132,11 @@ impl Answer {
 }
 
 impl Admission {
-    pub fn new(templates: Arc<LiveTemplates>, namespaces: Arc<dyn NamespaceLookup>, metrics: Metrics) -> Admission {
+    pub fn new(templates: Arc<LiveTemplates>, cluster: Arc<dyn ClusterView>, metrics: Metrics) -> Admission {
         Admission {
             templates,
-            namespaces,
+            cluster,
             metrics,
-            networks_visible: false,
         }
     }
 
@@ -204,19 +208,27 @@ impl Admission {
         let namespace = request.namespace.as_deref().unwrap_or_default();
         let annotations = pod.pointer("/metadata/annotations").and_then(Value::as_object);
         let mut warnings = inject::policy::unreadable_flags(annotations);
-        if let Some(network) = annotations
-            .and_then(|a| a.get(NETWORK_ANNOTATION))
-            .and_then(Value::as_str)
-            && !self.networks_visible
-        {
-            warnings.push(format!(
-                "annotation `{NETWORK_ANNOTATION}: {network}` is ignored: this injector runs without a cluster (--standalone) and cannot see Networks"
-            ));
-        }
-        if let Err(skip) = inject::policy::decide(annotations, self.namespaces.opt_in(namespace)) {
+        if let Err(skip) = inject::policy::decide(annotations, self.cluster.namespace_opt_in(namespace)) {
             debug!(reason = %skip, "not injecting");
             return Answer::allow(warnings);
         }
+        let network = annotations
+            .and_then(|a| a.get(NETWORK_ANNOTATION))
+            .and_then(Value::as_str)
+            .map(str::trim);
+        let extras = match network.filter(|n| !n.is_empty()) {
+            None => Extras::default(),
+            Some(name) => match join::extras(name, namespace, self.cluster.network(namespace, name), pod) {
+                Ok(Some(extras)) => extras,
+                Ok(None) => {
+                    warnings.push(format!(
+                        "annotation `{NETWORK_ANNOTATION}: {name}` is ignored: this injector runs without a cluster (--standalone) and cannot see Networks"
+                    ));
+                    Extras::default()
+                }
+                Err(err) => return Answer::deny(err.to_string()),
+            },
+        };
         let Some(templates) = self.templates.current() else {
             return Answer::deny("no injection template is loaded yet; retry shortly".into());
         };
@@ -224,7 +236,7 @@ impl Admission {
             Ok(t) => t,
             Err(err) => return Answer::deny(err.to_string()),
         };
-        let plan = match inject::plan(pod, &template, &Extras::default()) {
+        let plan = match inject::plan(pod, &template, &extras) {
             Ok(Decision::Inject(plan)) => plan,
             Ok(Decision::Skip(skip)) => {
                 debug!(reason = %skip, "not injecting");

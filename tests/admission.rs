@@ -3,7 +3,7 @@
 use std::sync::Arc;
 
 use base64::Engine as _;
-use envoy_injector::admission::{Admission, NoNamespaces, RequestError};
+use envoy_injector::admission::{Admission, RequestError, Standalone};
 use envoy_injector::config::TemplateSet;
 use envoy_injector::metrics::Metrics;
 use envoy_injector::templates::LiveTemplates;
@@ -17,7 +17,7 @@ fn fixture(name: &str) -> Value {
 fn admission_with(templates: Option<TemplateSet>) -> (Admission, prometheus_client::registry::Registry) {
     let mut registry = prometheus_client::registry::Registry::default();
     let metrics = Metrics::register(&mut registry);
-    let admission = Admission::new(Arc::new(LiveTemplates::new(templates)), Arc::new(NoNamespaces), metrics);
+    let admission = Admission::new(Arc::new(LiveTemplates::new(templates)), Arc::new(Standalone), metrics);
     (admission, registry)
 }
 

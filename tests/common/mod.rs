@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use base64::Engine;
-use envoy_injector::admission::{Admission, NoNamespaces};
+use envoy_injector::admission::{Admission, Standalone};
 use envoy_injector::certs::{self, ServiceCerts};
 use envoy_injector::config::TemplateSet;
 use envoy_injector::metrics::{self, Metrics};
@@ -119,7 +119,7 @@ pub fn app_state(readiness: Option<Readiness>) -> AppState {
     let templates = Arc::new(LiveTemplates::new(Some(TemplateSet::embedded())));
     let readiness = readiness.unwrap_or_else(|| Arc::new(|| Ok(())));
     AppState {
-        admission: Arc::new(Admission::new(templates, Arc::new(NoNamespaces), metrics.clone())),
+        admission: Arc::new(Admission::new(templates, Arc::new(Standalone), metrics.clone())),
         registry: Arc::new(registry),
         metrics,
         readiness,
