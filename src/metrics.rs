@@ -31,6 +31,28 @@ pub struct TemplateLabels {
     pub template: String,
 }
 
+/// How one reconcile of a Network ended.
+#[derive(Clone, Debug, Hash, PartialEq, Eq)]
+pub enum ReconcileResult {
+    /// Reconciled; something was written (status, backend object, finalizer).
+    Changed,
+    /// Reconciled; the cluster already matched, nothing was written.
+    Unchanged,
+    /// Failed; requeued with backoff.
+    Error,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ReconcileLabels {
+    pub result: ReconcileResult,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct StoreLabels {
+    /// `configmap`, `namespaces`, `networks`, `member_pods`.
+    pub store: &'static str,
+}
+
 #[derive(Clone, Debug, Hash, PartialEq, Eq)]
 pub enum LoadResult {
     Success,
@@ -46,6 +68,17 @@ impl EncodeLabelValue for Outcome {
             Outcome::Skipped => "skipped",
             Outcome::Denied => "denied",
             Outcome::Invalid => "invalid",
+        };
+        EncodeLabelValue::encode(&value, encoder)
+    }
+}
+
+impl EncodeLabelValue for ReconcileResult {
+    fn encode(&self, encoder: &mut LabelValueEncoder) -> Result<(), std::fmt::Error> {
+        let value = match self {
+            ReconcileResult::Changed => "changed",
+            ReconcileResult::Unchanged => "unchanged",
+            ReconcileResult::Error => "error",
         };
         EncodeLabelValue::encode(&value, encoder)
     }
@@ -75,6 +108,11 @@ pub struct Metrics {
     pub template_loads: Family<LoadLabels, Counter>,
     pub templates_loaded: Gauge,
     pub tls_reloads: Family<LoadLabels, Counter>,
+    pub reconciles: Family<ReconcileLabels, Counter>,
+    pub reconcile_duration: Histogram,
+    /// 1 while this replica holds the controller Lease (or leader election is off).
+    pub leader: Gauge,
+    pub store_objects: Family<StoreLabels, Gauge>,
 }
 
 impl Metrics {
@@ -90,6 +128,13 @@ impl Metrics {
             template_loads: Family::default(),
             templates_loaded: Gauge::default(),
             tls_reloads: Family::default(),
+            reconciles: Family::default(),
+            // 1 ms .. ~16 s: a reconcile makes a few API calls.
+            reconcile_duration: Histogram::new(prometheus_client::metrics::histogram::exponential_buckets(
+                0.001, 2.0, 15,
+            )),
+            leader: Gauge::default(),
+            store_objects: Family::default(),
         };
         let registry = registry.sub_registry_with_prefix("envoy_injector");
         registry.register(
@@ -122,7 +167,40 @@ impl Metrics {
             "Serving certificate reloads by result (success, error)",
             metrics.tls_reloads.clone(),
         );
+        registry.register(
+            "reconciles",
+            "Network reconciles by result (changed, unchanged, error)",
+            metrics.reconciles.clone(),
+        );
+        registry.register(
+            "reconcile_duration_seconds",
+            "Time to reconcile one Network",
+            metrics.reconcile_duration.clone(),
+        );
+        registry.register(
+            "leader",
+            "1 while this replica runs the Network controller (holds the Lease), else 0",
+            metrics.leader.clone(),
+        );
+        registry.register(
+            "store_objects",
+            "Objects in each shared cache store",
+            metrics.store_objects.clone(),
+        );
         metrics
+    }
+
+    /// Counts one template load; `Some(n)` is a success leaving `n` templates live.
+    pub fn template_load(&self, loaded: Option<usize>) {
+        let result = if loaded.is_some() {
+            LoadResult::Success
+        } else {
+            LoadResult::Error
+        };
+        self.template_loads.get_or_create(&LoadLabels { result }).inc();
+        if let Some(count) = loaded {
+            self.templates_loaded.set(count as i64);
+        }
     }
 
     /// Metrics registered in a throwaway registry, for tests and offline commands.

@@ -1,0 +1,334 @@
+//! Admission over filled shared-cache stores: namespace label opt-in, network join,
+//! hot-reloaded templates, and no API call on the admission path.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use base64::Engine as _;
+use envoy_injector::admission::Admission;
+use envoy_injector::cache::{self, Stores};
+use envoy_injector::metrics::Metrics;
+use envoy_injector::network::crd::{Network, NetworkCondition, NetworkSpec, NetworkStatus};
+use envoy_injector::templates::LiveTemplates;
+use http::{Request, Response};
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Pod};
+use kube::api::ObjectMeta;
+use kube::client::Body;
+use kube::core::PartialObjectMeta;
+use kube::runtime::reflector;
+use kube::runtime::watcher::Event;
+use serde_json::{Value, json};
+
+fn fixture(name: &str) -> Value {
+    let path = format!("{}/tests/fixtures/admission/{name}", env!("CARGO_MANIFEST_DIR"));
+    serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
+}
+
+fn namespace(name: &str, labeled: bool) -> PartialObjectMeta<Namespace> {
+    let labels =
+        labeled.then(|| BTreeMap::from([("sidecar.samplecrd.k8s.io/inject".to_string(), "enabled".to_string())]));
+    PartialObjectMeta {
+        metadata: ObjectMeta {
+            name: Some(name.into()),
+            labels,
+            ..Default::default()
+        },
+        ..Default::default()
+    }
+}
+
+fn network(name: &str, ready: bool, observed: i64) -> Network {
+    let mut network = Network::new(
+        name,
+        NetworkSpec {
+            cidr: "192.168.0.0/16".into(),
+            gateway: "192.168.0.1".into(),
+        },
+    );
+    network.metadata.namespace = Some("default".into());
+    network.metadata.generation = Some(2);
+    network.status = Some(NetworkStatus {
+        conditions: vec![NetworkCondition {
+            type_: "Ready".into(),
+            status: if ready { "True" } else { "False" }.into(),
+            reason: if ready { "Ready" } else { "Overlaps" }.into(),
+            message: if ready {
+                "ready".into()
+            } else {
+                "overlaps Network `other` (192.168.0.0/24)".into()
+            },
+            last_transition_time: "2026-11-21T00:00:00Z".into(),
+            observed_generation: Some(observed),
+        }],
+        observed_generation: Some(observed),
+        attached_pods: 0,
+        backend_ref: None,
+    });
+    network
+}
+
+/// Stores filled by hand, as the reflectors would fill them.
+fn stores(namespaces: Vec<PartialObjectMeta<Namespace>>, networks: Vec<Network>) -> Stores {
+    let (configmap, _) = reflector::store::<ConfigMap>();
+    let (namespace_store, mut namespace_writer) = reflector::store();
+    for ns in namespaces {
+        namespace_writer.apply_watcher_event(&Event::Apply(ns));
+    }
+    let (network_store, mut network_writer) = reflector::store();
+    for n in networks {
+        network_writer.apply_watcher_event(&Event::Apply(n));
+    }
+    let (member_pods, _) = reflector::store::<PartialObjectMeta<Pod>>();
+    // Writers dropped: the stores stay readable with what they hold.
+    Stores {
+        configmap,
+        namespaces: namespace_store,
+        networks: network_store,
+        member_pods,
+    }
+}
+
+fn admission(stores: Stores, template: &str) -> (Admission, Arc<LiveTemplates>) {
+    let mut data = BTreeMap::new();
+    data.insert("config".to_string(), template.to_string());
+    let live = Arc::new(LiveTemplates::new(Some(
+        envoy_injector::config::TemplateSet::from_data("t", &data).unwrap(),
+    )));
+    (
+        Admission::new(live.clone(), Arc::new(stores), Metrics::unregistered()),
+        live,
+    )
+}
+
+const SIDECAR: &str = "containers:\n- name: proxy\n  image: envoy\n";
+
+fn respond(admission: &Admission, review: &Value) -> Value {
+    let bytes = admission.handle(&serde_json::to_vec(review).unwrap()).unwrap();
+    serde_json::from_slice::<Value>(&bytes).unwrap()["response"].clone()
+}
+
+fn patched(review: &Value, response: &Value) -> Value {
+    let bytes = base64::engine::general_purpose::STANDARD
+        .decode(response["patch"].as_str().expect("a patch"))
+        .unwrap();
+    let patch: json_patch::Patch = serde_json::from_slice(&bytes).unwrap();
+    let mut pod = review["request"]["object"].clone();
+    json_patch::patch(&mut pod, &patch).unwrap();
+    serde_json::from_value::<Pod>(pod.clone()).unwrap();
+    pod
+}
+
+#[test]
+fn namespace_label_opts_in_and_pod_opt_out_still_wins() {
+    let review = fixture("namespace-labeled.json");
+    let (labeled, _) = admission(stores(vec![namespace("mesh", true)], vec![]), SIDECAR);
+    let pod = patched(&review, &respond(&labeled, &review));
+    assert_eq!(
+        pod["spec"]["containers"].as_array().unwrap().last().unwrap()["name"],
+        "proxy"
+    );
+
+    let (unlabeled, _) = admission(stores(vec![namespace("mesh", false)], vec![]), SIDECAR);
+    assert!(respond(&unlabeled, &review).get("patch").is_none());
+
+    let mut opted_out = review.clone();
+    opted_out["request"]["object"]["metadata"]["annotations"] = json!({"sidecar.samplecrd.k8s.io/inject": "false"});
+    assert!(respond(&labeled, &opted_out).get("patch").is_none());
+}
+
+#[test]
+fn joining_a_ready_network_adds_multus_annotation_label_and_env() {
+    let review = fixture("network-annotation.json");
+    let (admission, _) = admission(stores(vec![], vec![network("example-network", true, 2)]), SIDECAR);
+    let response = respond(&admission, &review);
+    assert_eq!(response["allowed"], true, "{response}");
+    let pod = patched(&review, &response);
+    assert_eq!(
+        pod["metadata"]["annotations"]["k8s.v1.cni.cncf.io/networks"],
+        "example-network"
+    );
+    assert_eq!(
+        pod["metadata"]["labels"]["sidecar.samplecrd.k8s.io/network"],
+        "example-network"
+    );
+    let env = &pod["spec"]["containers"][1]["env"];
+    assert_eq!(
+        env,
+        &json!([{"name": "NETWORK_CIDR", "value": "192.168.0.0/16"}, {"name": "NETWORK_GATEWAY", "value": "192.168.0.1"}])
+    );
+    // The app container is not given the env: only the injected sidecar is.
+    assert!(pod["spec"]["containers"][0].get("env").is_none());
+}
+
+#[test]
+fn missing_unready_or_stale_networks_are_denied_by_name() {
+    let review = fixture("network-annotation.json");
+    let (none, _) = admission(stores(vec![], vec![]), SIDECAR);
+    let response = respond(&none, &review);
+    assert_eq!(response["allowed"], false);
+    let message = response["status"]["message"].as_str().unwrap();
+    assert!(
+        message.contains("`example-network`") && message.contains("does not exist"),
+        "{message}"
+    );
+
+    let (unready, _) = admission(stores(vec![], vec![network("example-network", false, 2)]), SIDECAR);
+    let message = respond(&unready, &review)["status"]["message"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(
+        message.contains("is not Ready") && message.contains("Overlaps"),
+        "{message}"
+    );
+
+    // Ready, but for an older generation: the new spec is not checked yet.
+    let (stale, _) = admission(stores(vec![], vec![network("example-network", true, 1)]), SIDECAR);
+    let message = respond(&stale, &review)["status"]["message"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(message.contains("not processed its latest spec"), "{message}");
+}
+
+#[tokio::test]
+async fn hot_reloaded_template_serves_the_next_admission() {
+    let review = fixture("seed-initializer-annotation.json");
+    let (admission, live) = admission(stores(vec![], vec![]), SIDECAR);
+    let first = patched(&review, &respond(&admission, &review));
+    assert_eq!(first["spec"]["containers"][1]["name"], "proxy");
+
+    let mut configmap = ConfigMap {
+        metadata: ObjectMeta {
+            name: Some("envoy-injector".into()),
+            namespace: Some("ei".into()),
+            ..Default::default()
+        },
+        data: Some(BTreeMap::from([(
+            "config".to_string(),
+            "containers:\n- name: proxy-v2\n  image: envoy:2\n".to_string(),
+        )])),
+        ..Default::default()
+    };
+    struct Quiet;
+    impl envoy_injector::reload::ConfigMapEventSink for Quiet {
+        fn publish(&self, _: &ConfigMap, _: bool, _: &str, _: String) -> futures::future::BoxFuture<'_, ()> {
+            Box::pin(async {})
+        }
+    }
+    let metrics = Metrics::unregistered();
+    assert!(envoy_injector::reload::apply(Some(&configmap), &live, &metrics, &Quiet).await);
+    let second = patched(&review, &respond(&admission, &review));
+    assert_eq!(second["spec"]["containers"][1]["name"], "proxy-v2");
+
+    // A bad edit: the last good template stays live.
+    configmap.data = Some(BTreeMap::from([(
+        "config".to_string(),
+        "containers:\n- nme: broken\n".to_string(),
+    )]));
+    assert!(!envoy_injector::reload::apply(Some(&configmap), &live, &metrics, &Quiet).await);
+    let third = patched(&review, &respond(&admission, &review));
+    assert_eq!(third["spec"]["containers"][1]["name"], "proxy-v2");
+}
+
+/// Answers the cache's initial LISTs from a mocked API server, then holds every WATCH
+/// open. After the stores sync, admission runs while the mock records any further
+/// request: there must be none.
+#[tokio::test]
+async fn admission_makes_no_api_call_once_the_cache_has_synced() {
+    let (service, mut handle) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
+    let client = kube::Client::new(service, "default");
+    let (cache, mut configmap_feed) = cache::start(client, "ei", Metrics::unregistered());
+
+    let list = |kind: &str, items: Value| json!({"kind": kind, "apiVersion": "v1", "metadata": {"resourceVersion": "1"}, "items": items});
+    let mut held_watches = Vec::new();
+    let server = async {
+        let mut lists = 0;
+        while lists < 4 {
+            let (request, send) = handle.next_request().await.expect("the cache asks for its lists");
+            let uri = request.uri().to_string();
+            if uri.contains("watch=true") {
+                held_watches.push(send);
+                continue;
+            }
+            lists += 1;
+            let body = if uri.contains("/configmaps") {
+                list(
+                    "ConfigMapList",
+                    json!([{"metadata": {"name": "envoy-injector", "namespace": "ei", "resourceVersion": "1"},
+                    "data": {"config": SIDECAR}}]),
+                )
+            } else if uri.contains("/namespaces") {
+                list(
+                    "PartialObjectMetadataList",
+                    json!([{"apiVersion": "meta.k8s.io/v1", "kind": "PartialObjectMetadata",
+                    "metadata": {"name": "mesh", "resourceVersion": "1", "labels": {"sidecar.samplecrd.k8s.io/inject": "enabled"}}}]),
+                )
+            } else if uri.contains("/networks") {
+                let mut n = serde_json::to_value(network("example-network", true, 2)).unwrap();
+                n["metadata"]["resourceVersion"] = json!("1");
+                list("NetworkList", json!([n]))
+            } else if uri.contains("/pods") {
+                assert!(
+                    uri.contains("labelSelector=sidecar.samplecrd.k8s.io"),
+                    "member Pods only: {uri}"
+                );
+                list("PartialObjectMetadataList", json!([]))
+            } else {
+                panic!("unexpected request {uri}");
+            };
+            send.send_response(
+                Response::builder()
+                    .body(Body::from(serde_json::to_vec(&body).unwrap()))
+                    .unwrap(),
+            );
+        }
+    };
+    tokio::time::timeout(Duration::from_secs(10), server)
+        .await
+        .expect("the cache listed every kind");
+    tokio::time::timeout(Duration::from_secs(10), async {
+        while cache.synced.check().is_err() {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    })
+    .await
+    .expect("all stores synced");
+    let configmap = configmap_feed.recv().await.unwrap().expect("the ConfigMap was listed");
+    let live = Arc::new(LiveTemplates::new(None));
+    let data = configmap.data.clone().unwrap();
+    live.replace(envoy_injector::config::TemplateSet::from_data("ei/envoy-injector", &data).unwrap());
+
+    let admission = Admission::new(live, Arc::new(cache.stores.clone()), Metrics::unregistered());
+    for name in [
+        "network-annotation.json",
+        "namespace-labeled.json",
+        "plain-no-annotation.json",
+    ] {
+        let review = fixture(name);
+        let response = respond(&admission, &review);
+        assert_eq!(response["allowed"], true, "{name}: {response}");
+    }
+    assert!(
+        respond(&admission, &fixture("namespace-labeled.json"))
+            .get("patch")
+            .is_some()
+    );
+    // Anything admission asked of the API server would be waiting here now.
+    let extra = tokio::time::timeout(Duration::from_millis(300), async {
+        loop {
+            let (request, send) = handle.next_request().await?;
+            if request.uri().to_string().contains("watch=true") {
+                held_watches.push(send);
+                continue;
+            }
+            return Some(request.uri().to_string());
+        }
+    })
+    .await;
+    assert!(
+        matches!(extra, Err(_) | Ok(None)),
+        "admission made an API call: {extra:?}"
+    );
+}
