@@ -1,0 +1,887 @@
+//! Network controller scenarios against a mocked API server (tower-test), in the style of
+//! kube-rs' own controller tests: `reconcile` runs against a `kube::Client` whose transport
+//! is a scripted fake; every request's method, path (and body where it matters) is
+//! asserted and answered in order, and after the reconcile no further request may arrive.
+//!
+//! Events go through kube-runtime's real `Recorder`, so the script answers its
+//! `POST /apis/events.k8s.io/v1/namespaces/default/events` like any other request.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use envoy_injector::metrics::{Metrics, ReconcileLabels, ReconcileResult};
+use envoy_injector::network::backend::{Backend, MultusBackend, NoBackend};
+use envoy_injector::network::controller::{self, Context, Error, NETWORK_LABEL};
+use envoy_injector::network::crd::{FINALIZER, Network, NetworkCondition, NetworkSpec, NetworkStatus, READY};
+use envoy_injector::network::nad;
+use http::{Method, Request, Response};
+use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use k8s_openapi::jiff::Timestamp;
+use kube::Client;
+use kube::client::Body;
+use kube::core::{ObjectMeta, PartialObjectMeta};
+use kube::runtime::controller::Action;
+use kube::runtime::reflector::{self, ObjectRef, store::Writer};
+use kube::runtime::watcher;
+use serde_json::{Value, json};
+use tokio::time::timeout;
+use tower_test::mock::{self, Handle, SendResponse};
+
+const NS: &str = "default";
+const NAME: &str = "example-network";
+/// Safety bound for a whole scripted exchange; never a performance expectation.
+const PATIENCE: Duration = Duration::from_secs(10);
+const NETWORKS: &str = "/apis/samplecrd.k8s.io/v1/namespaces/default/networks";
+const NADS: &str = "/apis/k8s.cni.cncf.io/v1/namespaces/default/network-attachment-definitions";
+const EVENTS: &str = "/apis/events.k8s.io/v1/namespaces/default/events";
+const NAD_REF: &str = "NetworkAttachmentDefinition/default/example-network";
+const READY_MESSAGE: &str = "multus backend: NetworkAttachmentDefinition/default/example-network is in place";
+
+// ---------------------------------------------------------------- fake API server
+
+/// The scripted side of the mocked transport.
+struct ApiServer {
+    handle: Handle<Request<Body>, Response<Body>>,
+}
+
+/// One request the controller made, waiting for its answer.
+struct Call {
+    method: Method,
+    path: String,
+    content_type: String,
+    body: Value,
+    respond: SendResponse<Response<Body>>,
+}
+
+impl Call {
+    fn reply(self, status: u16, body: &Value) {
+        let response = Response::builder()
+            .status(status)
+            .header("content-type", "application/json")
+            .body(Body::from(serde_json::to_vec(body).unwrap()))
+            .unwrap();
+        self.respond.send_response(response);
+    }
+
+    fn reply_text(self, status: u16, text: &str) {
+        let response = Response::builder()
+            .status(status)
+            .header("content-type", "text/plain")
+            .body(Body::from(text.as_bytes().to_vec()))
+            .unwrap();
+        self.respond.send_response(response);
+    }
+
+    /// Answers a create/update with the object it carried.
+    fn echo(self, status: u16) {
+        let body = self.body.clone();
+        self.reply(status, &body);
+    }
+}
+
+impl ApiServer {
+    async fn next(&mut self) -> Call {
+        let (request, respond) = self
+            .handle
+            .next_request()
+            .await
+            .expect("expected another request from the controller, but its client is gone");
+        let method = request.method().clone();
+        let path = request.uri().path().to_string();
+        let content_type = request
+            .headers()
+            .get("content-type")
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("")
+            .to_string();
+        let bytes = request.into_body().collect_bytes().await.unwrap();
+        let body = if bytes.is_empty() {
+            Value::Null
+        } else {
+            serde_json::from_slice(&bytes).unwrap_or_else(|_| Value::String(String::from_utf8_lossy(&bytes).into()))
+        };
+        Call {
+            method,
+            path,
+            content_type,
+            body,
+            respond,
+        }
+    }
+
+    /// The next request must be `method path`.
+    async fn expect(&mut self, method: Method, path: &str) -> Call {
+        let call = self.next().await;
+        assert_eq!(
+            (&call.method, call.path.as_str()),
+            (&method, path),
+            "expected {method} {path}, found {} {} with body {}",
+            call.method,
+            call.path,
+            call.body
+        );
+        call
+    }
+
+    /// Once every client clone is dropped, the transport must have seen no other request.
+    async fn assert_no_more_requests(mut self) {
+        match timeout(PATIENCE, self.handle.next_request()).await {
+            Ok(None) => {}
+            Ok(Some((request, _))) => panic!(
+                "expected no further request, found {} {}",
+                request.method(),
+                request.uri()
+            ),
+            Err(_) => panic!("the mocked client was never released (a Client clone is still alive)"),
+        }
+    }
+}
+
+fn mock_client() -> (Client, ApiServer) {
+    let (service, handle) = mock::pair::<Request<Body>, Response<Body>>();
+    (Client::new(service, NS), ApiServer { handle })
+}
+
+// ---------------------------------------------------------------- fixtures
+
+fn at(second: i64) -> Time {
+    Time(Timestamp::from_second(1_704_067_200 + second).unwrap())
+}
+
+fn network(name: &str, cidr: &str, gateway: &str) -> Network {
+    let mut n = Network::new(
+        name,
+        NetworkSpec {
+            cidr: cidr.into(),
+            gateway: gateway.into(),
+        },
+    );
+    n.metadata = ObjectMeta {
+        name: Some(name.into()),
+        namespace: Some(NS.into()),
+        uid: Some(format!("uid-{name}")),
+        generation: Some(2),
+        resource_version: Some("100".into()),
+        creation_timestamp: Some(at(0)),
+        finalizers: Some(vec![FINALIZER.into()]),
+        ..ObjectMeta::default()
+    };
+    n
+}
+
+fn example() -> Network {
+    network(NAME, "192.168.0.0/16", "192.168.0.1")
+}
+
+fn ready_condition(message: &str) -> NetworkCondition {
+    NetworkCondition {
+        type_: READY.into(),
+        status: "True".into(),
+        reason: "Ready".into(),
+        message: message.into(),
+        last_transition_time: "2024-01-01T00:00:05Z".into(),
+        observed_generation: Some(2),
+    }
+}
+
+fn with_status(mut n: Network, status: NetworkStatus) -> Network {
+    n.status = Some(status);
+    n
+}
+
+fn ready_status(attached_pods: i64) -> NetworkStatus {
+    NetworkStatus {
+        conditions: vec![ready_condition(READY_MESSAGE)],
+        observed_generation: Some(2),
+        attached_pods,
+        backend_ref: Some(NAD_REF.into()),
+    }
+}
+
+/// The NAD as the API server would store it for `n`.
+fn live_nad(n: &Network) -> Value {
+    let owner = nad::Owner {
+        api_version: "samplecrd.k8s.io/v1",
+        kind: "Network",
+        name: n.metadata.name.as_deref().unwrap(),
+        uid: n.metadata.uid.as_deref().unwrap(),
+    };
+    let mut value = nad::render(NS, &owner, &n.spec.cidr, &n.spec.gateway);
+    value["metadata"]["uid"] = json!("nad-uid");
+    value["metadata"]["resourceVersion"] = json!("5");
+    value
+}
+
+/// 404 for a missing object: the Status names it.
+fn object_not_found(name: &str) -> Value {
+    json!({
+        "kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+        "message": format!("network-attachment-definitions.k8s.cni.cncf.io \"{name}\" not found"),
+        "reason": "NotFound",
+        "details": {"name": name, "group": "k8s.cni.cncf.io", "kind": "network-attachment-definitions"},
+        "code": 404
+    })
+}
+
+/// 404 for the resource type itself: no object name in the answer.
+fn resource_type_not_found() -> Value {
+    json!({
+        "kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+        "message": "the server could not find the requested resource",
+        "reason": "NotFound",
+        "details": {"group": "k8s.cni.cncf.io", "kind": "network-attachment-definitions"},
+        "code": 404
+    })
+}
+
+fn member_pod(namespace: &str, name: &str, network: &str) -> PartialObjectMeta<Pod> {
+    PartialObjectMeta {
+        types: None,
+        metadata: ObjectMeta {
+            name: Some(name.into()),
+            namespace: Some(namespace.into()),
+            labels: Some([(NETWORK_LABEL.to_string(), network.to_string())].into()),
+            ..ObjectMeta::default()
+        },
+        _phantom: std::marker::PhantomData,
+    }
+}
+
+struct Fixture {
+    ctx: Arc<Context>,
+    networks: Writer<Network>,
+    pods: Writer<PartialObjectMeta<Pod>>,
+}
+
+fn fixture(
+    client: Client,
+    backend: Arc<dyn Backend>,
+    networks: &[&Network],
+    pods: &[PartialObjectMeta<Pod>],
+) -> Fixture {
+    let (network_store, mut network_writer) = reflector::store::<Network>();
+    let (pod_store, mut pod_writer) = reflector::store::<PartialObjectMeta<Pod>>();
+    // As a reflector's initial list: Init, InitApply per object, InitDone (the store is
+    // swapped in and marked ready at InitDone).
+    network_writer.apply_watcher_event(&watcher::Event::Init);
+    for n in networks {
+        network_writer.apply_watcher_event(&watcher::Event::InitApply((*n).clone()));
+    }
+    network_writer.apply_watcher_event(&watcher::Event::InitDone);
+    pod_writer.apply_watcher_event(&watcher::Event::Init);
+    for p in pods {
+        pod_writer.apply_watcher_event(&watcher::Event::InitApply(p.clone()));
+    }
+    pod_writer.apply_watcher_event(&watcher::Event::InitDone);
+    let ctx = Context::new(
+        client.clone(),
+        backend,
+        controller::recorder(client),
+        network_store,
+        pod_store,
+        Metrics::unregistered(),
+    );
+    Fixture {
+        ctx: Arc::new(ctx),
+        networks: network_writer,
+        pods: pod_writer,
+    }
+}
+
+fn multus(client: &Client) -> Arc<dyn Backend> {
+    Arc::new(MultusBackend::new(client.clone()))
+}
+
+fn count(ctx: &Context, result: ReconcileResult) -> u64 {
+    ctx.metrics.reconciles.get_or_create(&ReconcileLabels { result }).get()
+}
+
+/// Runs `reconcile` and the server script side by side, under the safety bound.
+async fn exchange<S>(network: &Network, ctx: &Arc<Context>, script: S) -> Result<Action, Error>
+where
+    S: Future<Output = ()>,
+{
+    let (result, ()) = timeout(
+        PATIENCE,
+        futures::future::join(controller::reconcile(Arc::new(network.clone()), ctx.clone()), script),
+    )
+    .await
+    .expect("the scripted exchange did not finish");
+    result
+}
+
+fn ready_of(status_patch: &Value) -> &Value {
+    let conditions = status_patch["status"]["conditions"]
+        .as_array()
+        .expect("conditions sent whole");
+    conditions
+        .iter()
+        .find(|c| c["type"] == READY)
+        .expect("a Ready condition")
+}
+
+async fn expect_event(server: &mut ApiServer, type_: &str, reason: &str) -> Value {
+    let call = server.expect(Method::POST, EVENTS).await;
+    let body = call.body.clone();
+    assert_eq!(body["type"], type_, "{body}");
+    assert_eq!(body["reason"], reason, "{body}");
+    assert_eq!(body["regarding"]["kind"], "Network", "{body}");
+    assert_eq!(body["reportingController"], "envoy-injector", "{body}");
+    call.echo(201);
+    body
+}
+
+// ---------------------------------------------------------------- scenarios
+
+/// (1) create: the finalizer comes first; then NAD GET 404 → NAD created → status
+/// Ready=True with observedGeneration, attachedPods and backendRef → Event `Ready`.
+#[tokio::test]
+async fn create_adds_finalizer_then_nad_then_ready_status_and_event() {
+    let (client, mut server) = mock_client();
+    let mut fresh = example();
+    fresh.metadata.finalizers = None;
+    let pods = [
+        member_pod(NS, "p1", NAME),
+        member_pod(NS, "p2", "other-network"),
+        member_pod("elsewhere", "p3", NAME),
+    ];
+    let fx = fixture(client.clone(), multus(&client), &[&fresh], &pods);
+    drop(client);
+
+    // First pass: only the finalizer.
+    let action = exchange(&fresh, &fx.ctx, async {
+        let call = server.expect(Method::PATCH, &format!("{NETWORKS}/{NAME}")).await;
+        assert_eq!(call.content_type, "application/json-patch+json");
+        assert_eq!(
+            call.body,
+            json!([
+                {"op": "test", "path": "/metadata/finalizers", "value": null},
+                {"op": "add", "path": "/metadata/finalizers", "value": [FINALIZER]}
+            ])
+        );
+        call.reply(200, &serde_json::to_value(example()).unwrap());
+    })
+    .await
+    .expect("finalizer pass succeeds");
+    assert_eq!(action, Action::await_change());
+
+    // Second pass, as the watch delivers the object with the finalizer.
+    let action = exchange(&example(), &fx.ctx, async {
+        server
+            .expect(Method::GET, &format!("{NADS}/{NAME}"))
+            .await
+            .reply(404, &object_not_found(NAME));
+
+        let create = server.expect(Method::POST, NADS).await;
+        let nad = create.body.clone();
+        assert_eq!(nad["kind"], "NetworkAttachmentDefinition");
+        assert_eq!(nad["metadata"]["name"], NAME);
+        assert_eq!(nad["metadata"]["ownerReferences"][0]["uid"], "uid-example-network");
+        assert_eq!(nad["metadata"]["ownerReferences"][0]["kind"], "Network");
+        let config: Value = serde_json::from_str(nad["spec"]["config"].as_str().unwrap()).unwrap();
+        assert_eq!(config["type"], "bridge");
+        assert_eq!(config["ipam"]["ranges"][0][0]["subnet"], "192.168.0.0/16");
+        assert_eq!(config["ipam"]["ranges"][0][0]["gateway"], "192.168.0.1");
+        create.echo(201);
+
+        let patch = server.expect(Method::PATCH, &format!("{NETWORKS}/{NAME}/status")).await;
+        assert_eq!(patch.content_type, "application/merge-patch+json");
+        let ready = ready_of(&patch.body);
+        assert_eq!(ready["status"], "True");
+        assert_eq!(ready["reason"], "Ready");
+        assert_eq!(ready["observedGeneration"], 2);
+        assert!(ready["lastTransitionTime"].as_str().unwrap().ends_with('Z'));
+        assert_eq!(patch.body["status"]["observedGeneration"], 2);
+        assert_eq!(patch.body["status"]["attachedPods"], 1, "only p1 is a member");
+        assert_eq!(patch.body["status"]["backendRef"], NAD_REF);
+        let mut stored = serde_json::to_value(example()).unwrap();
+        stored["status"] = patch.body["status"].clone();
+        patch.reply(200, &stored);
+
+        let event = expect_event(&mut server, "Normal", "Ready").await;
+        assert_eq!(event["regarding"]["name"], NAME);
+    })
+    .await
+    .expect("apply pass succeeds");
+    assert_eq!(action, Action::requeue(controller::RESYNC));
+    assert_eq!(count(&fx.ctx, ReconcileResult::Changed), 2);
+    assert_eq!(count(&fx.ctx, ReconcileResult::Error), 0);
+
+    drop(fx);
+    server.assert_no_more_requests().await;
+}
+
+/// (2) a resync that changes nothing: status and NAD already match → one GET, no write.
+#[tokio::test]
+async fn noop_resync_only_reads() {
+    let (client, mut server) = mock_client();
+    let current = with_status(example(), ready_status(1));
+    let pods = [member_pod(NS, "p1", NAME)];
+    let fx = fixture(client.clone(), multus(&client), &[&current], &pods);
+    drop(client);
+
+    let action = exchange(&current, &fx.ctx, async {
+        server
+            .expect(Method::GET, &format!("{NADS}/{NAME}"))
+            .await
+            .reply(200, &live_nad(&current));
+    })
+    .await
+    .expect("no-op reconcile succeeds");
+    assert_eq!(action, Action::requeue(controller::RESYNC));
+    assert_eq!(count(&fx.ctx, ReconcileResult::Unchanged), 1);
+    assert_eq!(count(&fx.ctx, ReconcileResult::Changed), 0);
+
+    drop(fx);
+    // No PATCH, POST, PUT or DELETE followed the GET.
+    server.assert_no_more_requests().await;
+}
+
+/// (3) gateway outside the cidr: Ready=False InvalidSpec, Warning Event, no NAD request.
+#[tokio::test]
+async fn invalid_spec_reports_condition_and_never_calls_the_backend() {
+    let (client, mut server) = mock_client();
+    let bad = network(NAME, "10.0.0.0/24", "10.0.1.1");
+    let fx = fixture(client.clone(), multus(&client), &[&bad], &[]);
+    drop(client);
+
+    let action = exchange(&bad, &fx.ctx, async {
+        let patch = server.expect(Method::PATCH, &format!("{NETWORKS}/{NAME}/status")).await;
+        let ready = ready_of(&patch.body).clone();
+        assert_eq!(ready["status"], "False");
+        assert_eq!(ready["reason"], "InvalidSpec");
+        assert_eq!(ready["message"], "gateway 10.0.1.1 is not inside cidr 10.0.0.0/24");
+        assert_eq!(patch.body["status"]["backendRef"], Value::Null);
+        assert_eq!(patch.body["status"]["observedGeneration"], 2);
+        patch.reply(200, &serde_json::to_value(&bad).unwrap());
+
+        let event = expect_event(&mut server, "Warning", "InvalidSpec").await;
+        assert_eq!(event["note"], "gateway 10.0.1.1 is not inside cidr 10.0.0.0/24");
+    })
+    .await
+    .expect("an invalid spec is reported, not an error");
+    assert_eq!(action, Action::requeue(controller::RESYNC));
+
+    drop(fx);
+    server.assert_no_more_requests().await;
+}
+
+/// (4) the NAD CRD is missing (404 without an object name, then a plain-text 404):
+/// Ready=False BackendUnavailable once, retried with growing backoff without further
+/// writes; when the CRD appears the NAD is created and the Network turns Ready.
+#[tokio::test]
+async fn backend_missing_reports_unavailable_and_backs_off() {
+    let (client, mut server) = mock_client();
+    let n = example();
+    let fx = fixture(client.clone(), multus(&client), &[&n], &[]);
+    drop(client);
+    let object = ObjectRef::from_obj(&n);
+
+    let mut reported = None;
+    let result = exchange(&n, &fx.ctx, async {
+        server
+            .expect(Method::GET, &format!("{NADS}/{NAME}"))
+            .await
+            .reply(404, &resource_type_not_found());
+        let patch = server.expect(Method::PATCH, &format!("{NETWORKS}/{NAME}/status")).await;
+        let ready = ready_of(&patch.body).clone();
+        assert_eq!(ready["status"], "False");
+        assert_eq!(ready["reason"], "BackendUnavailable");
+        assert_eq!(
+            ready["message"],
+            "NetworkAttachmentDefinition CRD (k8s.cni.cncf.io/v1) is not installed; install Multus or run with --network-backend none"
+        );
+        assert_eq!(patch.body["status"]["backendRef"], Value::Null);
+        reported = Some(patch.body["status"].clone());
+        patch.reply(200, &serde_json::to_value(&n).unwrap());
+        expect_event(&mut server, "Warning", "BackendUnavailable").await;
+    })
+    .await;
+    let error = result.expect_err("an unavailable backend is retried");
+    assert!(matches!(error, Error::BackendUnavailable { .. }), "{error}");
+    assert!(error.to_string().contains("is not installed"), "{error}");
+    let first = controller::error_policy(Arc::new(n.clone()), &error, fx.ctx.clone());
+    assert_eq!(first, Action::requeue(Duration::from_secs(1)));
+
+    // Retry with the reported status in the store; the whole API group is unknown now
+    // (plain-text 404): still unavailable, nothing written, no second Event.
+    let reported: NetworkStatus = serde_json::from_value(reported.unwrap()).unwrap();
+    let retried = with_status(n.clone(), reported);
+    let error = exchange(&retried, &fx.ctx, async {
+        server
+            .expect(Method::GET, &format!("{NADS}/{NAME}"))
+            .await
+            .reply_text(404, "404 page not found");
+    })
+    .await
+    .expect_err("still unavailable");
+    assert!(matches!(error, Error::BackendUnavailable { .. }), "{error}");
+    let second = controller::error_policy(Arc::new(retried.clone()), &error, fx.ctx.clone());
+    assert_eq!(second, Action::requeue(Duration::from_secs(2)), "backoff grows");
+    assert_eq!(fx.ctx.failures(&object), 2);
+    assert_eq!(count(&fx.ctx, ReconcileResult::Error), 2);
+
+    // Multus gets installed: the NAD is created, Ready flips, the backoff resets.
+    let action = exchange(&retried, &fx.ctx, async {
+        server
+            .expect(Method::GET, &format!("{NADS}/{NAME}"))
+            .await
+            .reply(404, &object_not_found(NAME));
+        server.expect(Method::POST, NADS).await.echo(201);
+        let patch = server.expect(Method::PATCH, &format!("{NETWORKS}/{NAME}/status")).await;
+        assert_eq!(ready_of(&patch.body)["status"], "True");
+        assert_eq!(patch.body["status"]["backendRef"], NAD_REF);
+        patch.reply(200, &serde_json::to_value(&retried).unwrap());
+        expect_event(&mut server, "Normal", "Ready").await;
+    })
+    .await
+    .expect("ready once the CRD exists");
+    assert_eq!(action, Action::requeue(controller::RESYNC));
+    assert_eq!(fx.ctx.failures(&object), 0);
+
+    drop(fx);
+    server.assert_no_more_requests().await;
+}
+
+/// (5) drift: the NAD was edited → replaced (PUT, resourceVersion kept) → the status
+/// already says Ready, so no status write and no Event.
+#[tokio::test]
+async fn drifted_nad_is_replaced() {
+    let (client, mut server) = mock_client();
+    let current = with_status(example(), ready_status(0));
+    let fx = fixture(client.clone(), multus(&client), &[&current], &[]);
+    drop(client);
+    let mut edited = live_nad(&current);
+    edited["spec"]["config"] = json!("{\"cniVersion\":\"0.3.1\",\"type\":\"macvlan\"}");
+    edited["metadata"]["annotations"] = json!({"note": "hand edited"});
+
+    let action = exchange(&current, &fx.ctx, async {
+        server
+            .expect(Method::GET, &format!("{NADS}/{NAME}"))
+            .await
+            .reply(200, &edited);
+        let put = server.expect(Method::PUT, &format!("{NADS}/{NAME}")).await;
+        let body = put.body.clone();
+        assert!(
+            !nad::drifted(&body, &live_nad(&current)),
+            "replaced with the desired config: {body}"
+        );
+        assert_eq!(body["metadata"]["resourceVersion"], "5", "optimistic concurrency");
+        assert_eq!(
+            body["metadata"]["annotations"]["note"], "hand edited",
+            "foreign metadata kept"
+        );
+        put.echo(200);
+    })
+    .await
+    .expect("drift repaired");
+    assert_eq!(action, Action::requeue(controller::RESYNC));
+    assert_eq!(count(&fx.ctx, ReconcileResult::Changed), 1);
+
+    drop(fx);
+    server.assert_no_more_requests().await;
+}
+
+/// A NAD of the same name that is not ours is never overwritten: BackendConflict.
+#[tokio::test]
+async fn foreign_nad_is_left_alone() {
+    let (client, mut server) = mock_client();
+    let n = example();
+    let fx = fixture(client.clone(), multus(&client), &[&n], &[]);
+    drop(client);
+    let foreign = json!({
+        "apiVersion": "k8s.cni.cncf.io/v1", "kind": "NetworkAttachmentDefinition",
+        "metadata": {"name": NAME, "namespace": NS, "uid": "theirs", "resourceVersion": "1"},
+        "spec": {"config": "{\"type\":\"macvlan\"}"}
+    });
+
+    let error = exchange(&n, &fx.ctx, async {
+        server
+            .expect(Method::GET, &format!("{NADS}/{NAME}"))
+            .await
+            .reply(200, &foreign);
+        let patch = server.expect(Method::PATCH, &format!("{NETWORKS}/{NAME}/status")).await;
+        let ready = ready_of(&patch.body).clone();
+        assert_eq!(ready["reason"], "BackendConflict");
+        assert!(
+            ready["message"]
+                .as_str()
+                .unwrap()
+                .contains("not managed by envoy-injector")
+        );
+        patch.reply(200, &serde_json::to_value(&n).unwrap());
+        expect_event(&mut server, "Warning", "BackendConflict").await;
+    })
+    .await
+    .expect_err("retried with backoff");
+    assert!(matches!(error, Error::BackendConflict { .. }), "{error}");
+
+    drop(fx);
+    server.assert_no_more_requests().await;
+}
+
+/// (6) deletion through the finalizer: NAD deleted (uid precondition) → Event `Cleanup` →
+/// finalizer removed by JSON patch.
+#[tokio::test]
+async fn delete_removes_nad_then_finalizer() {
+    let (client, mut server) = mock_client();
+    let mut deleting = with_status(example(), ready_status(0));
+    deleting.metadata.deletion_timestamp = Some(at(100));
+    let fx = fixture(client.clone(), multus(&client), &[&deleting], &[]);
+    drop(client);
+
+    let action = exchange(&deleting, &fx.ctx, async {
+        server
+            .expect(Method::GET, &format!("{NADS}/{NAME}"))
+            .await
+            .reply(200, &live_nad(&deleting));
+        let delete = server.expect(Method::DELETE, &format!("{NADS}/{NAME}")).await;
+        assert_eq!(delete.body["preconditions"]["uid"], "nad-uid", "{}", delete.body);
+        delete.reply(200, &live_nad(&deleting));
+
+        let event = expect_event(&mut server, "Normal", "Cleanup").await;
+        assert!(event["note"].as_str().unwrap().contains(NAD_REF), "{event}");
+
+        let patch = server.expect(Method::PATCH, &format!("{NETWORKS}/{NAME}")).await;
+        assert_eq!(patch.content_type, "application/json-patch+json");
+        assert_eq!(
+            patch.body,
+            json!([
+                {"op": "test", "path": "/metadata/finalizers/0", "value": FINALIZER},
+                {"op": "remove", "path": "/metadata/finalizers/0"}
+            ])
+        );
+        let mut gone = deleting.clone();
+        gone.metadata.finalizers = None;
+        patch.reply(200, &serde_json::to_value(&gone).unwrap());
+    })
+    .await
+    .expect("cleanup succeeds");
+    assert_eq!(action, Action::await_change());
+    assert_eq!(count(&fx.ctx, ReconcileResult::Changed), 1);
+
+    drop(fx);
+    server.assert_no_more_requests().await;
+}
+
+/// Deleting while the NAD CRD is missing must not get stuck: nothing to remove.
+#[tokio::test]
+async fn delete_without_nad_crd_still_releases_the_finalizer() {
+    let (client, mut server) = mock_client();
+    let mut deleting = example();
+    deleting.metadata.deletion_timestamp = Some(at(100));
+    let fx = fixture(client.clone(), multus(&client), &[&deleting], &[]);
+    drop(client);
+
+    exchange(&deleting, &fx.ctx, async {
+        server
+            .expect(Method::GET, &format!("{NADS}/{NAME}"))
+            .await
+            .reply(404, &resource_type_not_found());
+        let event = expect_event(&mut server, "Normal", "Cleanup").await;
+        assert!(event["note"].as_str().unwrap().contains("nothing to remove"), "{event}");
+        let patch = server.expect(Method::PATCH, &format!("{NETWORKS}/{NAME}")).await;
+        assert_eq!(patch.body[1], json!({"op": "remove", "path": "/metadata/finalizers/0"}));
+        patch.reply(200, &serde_json::to_value(&deleting).unwrap());
+    })
+    .await
+    .expect("cleanup succeeds");
+
+    drop(fx);
+    server.assert_no_more_requests().await;
+}
+
+/// (7) two overlapping Networks in one namespace: the later one gets Overlaps naming the
+/// other and both cidrs (and no backend call); the earlier one stays Ready untouched.
+#[tokio::test]
+async fn overlap_goes_to_the_later_network() {
+    let (client, mut server) = mock_client();
+    let mut first = with_status(
+        network("a", "10.0.0.0/16", "10.0.0.1"),
+        NetworkStatus {
+            conditions: vec![ready_condition(
+                "multus backend: NetworkAttachmentDefinition/default/a is in place",
+            )],
+            observed_generation: Some(2),
+            attached_pods: 0,
+            backend_ref: Some("NetworkAttachmentDefinition/default/a".into()),
+        },
+    );
+    first.metadata.creation_timestamp = Some(at(0));
+    let mut later = network("b", "10.0.5.0/24", "10.0.5.1");
+    later.metadata.creation_timestamp = Some(at(60));
+    let fx = fixture(client.clone(), multus(&client), &[&first, &later], &[]);
+    drop(client);
+
+    exchange(&later, &fx.ctx, async {
+        let patch = server.expect(Method::PATCH, &format!("{NETWORKS}/b/status")).await;
+        let ready = ready_of(&patch.body).clone();
+        assert_eq!(ready["status"], "False");
+        assert_eq!(ready["reason"], "Overlaps");
+        let message = ready["message"].as_str().unwrap();
+        for part in ["\"a\"", "10.0.0.0/16", "10.0.5.0/24"] {
+            assert!(message.contains(part), "{part} missing from {message}");
+        }
+        patch.reply(200, &serde_json::to_value(&later).unwrap());
+        expect_event(&mut server, "Warning", "Overlaps").await;
+    })
+    .await
+    .expect("overlap is a condition, not an error");
+
+    // The earlier Network: its NAD is checked, nothing is written.
+    exchange(&first, &fx.ctx, async {
+        server
+            .expect(Method::GET, &format!("{NADS}/a"))
+            .await
+            .reply(200, &live_nad(&first));
+    })
+    .await
+    .expect("earlier network stays ready");
+    assert_eq!(count(&fx.ctx, ReconcileResult::Unchanged), 1);
+
+    drop(fx);
+    server.assert_no_more_requests().await;
+}
+
+/// `run` wiring with `--network-backend none`: a Network from the trigger stream is
+/// reconciled (status only, backendRef `none`, no NAD watch); a member Pod on the Pod
+/// stream re-triggers its Network (attachedPods); shutdown ends `run`.
+#[tokio::test]
+async fn run_reconciles_triggers_and_stops_on_shutdown() {
+    let (client, mut server) = mock_client();
+    let n = example();
+    let mut fx = fixture(client.clone(), Arc::new(NoBackend), &[&n], &[]);
+    drop(client);
+    let (network_tx, network_rx) = futures::channel::mpsc::unbounded::<Arc<Network>>();
+    let (pod_tx, pod_rx) = futures::channel::mpsc::unbounded::<Arc<PartialObjectMeta<Pod>>>();
+    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+    let running = tokio::spawn(controller::run(fx.ctx.clone(), network_rx, pod_rx, async {
+        let _ = stop_rx.await;
+    }));
+
+    timeout(PATIENCE, async {
+        network_tx.unbounded_send(Arc::new(n.clone())).unwrap();
+        let patch = server.expect(Method::PATCH, &format!("{NETWORKS}/{NAME}/status")).await;
+        assert_eq!(ready_of(&patch.body)["status"], "True");
+        assert_eq!(patch.body["status"]["backendRef"], "none");
+        assert_eq!(patch.body["status"]["attachedPods"], 0);
+        let status = patch.body["status"].clone();
+        let mut stored = n.clone();
+        stored.status = Some(serde_json::from_value(status).unwrap());
+        patch.reply(200, &serde_json::to_value(&stored).unwrap());
+        expect_event(&mut server, "Normal", "Ready").await;
+
+        // The watch would now deliver the patched Network; then a Pod joins.
+        fx.networks.apply_watcher_event(&watcher::Event::Apply(stored));
+        let pod = member_pod(NS, "p1", NAME);
+        fx.pods.apply_watcher_event(&watcher::Event::Apply(pod.clone()));
+        pod_tx.unbounded_send(Arc::new(pod)).unwrap();
+        let patch = server.expect(Method::PATCH, &format!("{NETWORKS}/{NAME}/status")).await;
+        assert_eq!(patch.body["status"]["attachedPods"], 1);
+        assert_eq!(ready_of(&patch.body)["status"], "True");
+        patch.reply(200, &serde_json::to_value(&n).unwrap());
+        // Ready did not change: no Event follows (checked by assert_no_more_requests).
+
+        stop_tx.send(()).unwrap();
+        running.await.unwrap();
+    })
+    .await
+    .expect("run reconciled both triggers and stopped");
+
+    drop(network_tx);
+    drop(pod_tx);
+    drop(fx);
+    server.assert_no_more_requests().await;
+}
+
+/// `run` with the Multus backend while the NAD CRD is missing: the NAD watch keeps failing
+/// and backs off with growing delays (virtual time: the runtime clock is paused and
+/// advanced only when everything waits), the controller keeps running and reconciling,
+/// the Network reports BackendUnavailable exactly once (retries write nothing), and
+/// shutdown still ends `run`.
+#[tokio::test(start_paused = true)]
+async fn missing_nad_crd_watch_backs_off_and_never_stops_the_controller() {
+    let (client, mut server) = mock_client();
+    let n = example();
+    let mut fx = fixture(client.clone(), multus(&client), &[&n], &[]);
+    drop(client);
+    let (network_tx, network_rx) = futures::channel::mpsc::unbounded::<Arc<Network>>();
+    let (_pod_tx, pod_rx) = futures::channel::mpsc::unbounded::<Arc<PartialObjectMeta<Pod>>>();
+    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+    let running = tokio::spawn(controller::run(fx.ctx.clone(), network_rx, pod_rx, async {
+        let _ = stop_rx.await;
+    }));
+    network_tx.unbounded_send(Arc::new(n.clone())).unwrap();
+
+    let cluster_wide = "/apis/k8s.cni.cncf.io/v1/network-attachment-definitions";
+    let mut watch_attempts = Vec::new();
+    let (mut status_patches, mut events, mut nad_gets) = (0, 0, 0);
+    timeout(Duration::from_secs(3600), async {
+        while watch_attempts.len() < 5 || nad_gets < 3 {
+            let call = server.next().await;
+            match (call.method.clone(), call.path.as_str()) {
+                (Method::GET, path) if path == cluster_wide => {
+                    watch_attempts.push(tokio::time::Instant::now());
+                    call.reply(404, &resource_type_not_found());
+                }
+                (Method::GET, path) if path == format!("{NADS}/{NAME}") => {
+                    nad_gets += 1;
+                    call.reply(404, &resource_type_not_found());
+                }
+                (Method::PATCH, path) if path == format!("{NETWORKS}/{NAME}/status") => {
+                    status_patches += 1;
+                    assert_eq!(ready_of(&call.body)["reason"], "BackendUnavailable");
+                    let mut stored = n.clone();
+                    stored.status = Some(serde_json::from_value(call.body["status"].clone()).unwrap());
+                    // As the Network watch would deliver the patched object.
+                    fx.networks.apply_watcher_event(&watcher::Event::Apply(stored.clone()));
+                    call.reply(200, &serde_json::to_value(&stored).unwrap());
+                }
+                (Method::POST, EVENTS) => {
+                    events += 1;
+                    call.echo(201);
+                }
+                (method, path) => panic!("unexpected request {method} {path}"),
+            }
+        }
+    })
+    .await
+    .expect("the watch retried and the Network was retried (virtual time)");
+
+    assert_eq!(
+        status_patches, 1,
+        "BackendUnavailable is written once, not on every retry"
+    );
+    assert_eq!(events, 1, "one Warning Event, not one per retry");
+    let gaps: Vec<Duration> = watch_attempts.windows(2).map(|w| w[1] - w[0]).collect();
+    assert!(gaps[0] >= Duration::from_secs(1), "the watch backs off: {gaps:?}");
+    assert!(gaps.windows(2).all(|g| g[1] > g[0]), "and the backoff grows: {gaps:?}");
+    assert!(!running.is_finished(), "watch errors never end the controller");
+
+    // Graceful shutdown lets reconciles in flight finish: keep answering until `run` ends.
+    stop_tx.send(()).unwrap();
+    let mut running = running;
+    timeout(PATIENCE, async {
+        loop {
+            tokio::select! {
+                finished = &mut running => break finished.unwrap(),
+                call = server.next() => {
+                    assert_eq!(call.method, Method::GET, "only reads may be in flight: {}", call.path);
+                    call.reply(404, &resource_type_not_found());
+                }
+            }
+        }
+    })
+    .await
+    .expect("run stopped");
+    drop(network_tx);
+    drop(fx);
+    server.assert_no_more_requests().await;
+}
+
+#[test]
+fn backends_name_themselves() {
+    assert_eq!(NoBackend.name(), "none");
+    assert!(NoBackend.owned_resource().is_none());
+}
