@@ -2,24 +2,34 @@
 
 use std::sync::Arc;
 
+use kube::runtime::events::{Recorder, Reporter};
 use prometheus_client::registry::Registry;
-use tracing::info;
+use tracing::{info, warn};
 
-use crate::admission::{Admission, NoNamespaces};
+use crate::admission::{Admission, Standalone};
 use crate::certs::{self, CertError};
-use crate::cli::ServeArgs;
+use crate::cli::{NetworkBackendKind, ServeArgs};
 use crate::config::{ConfigError, TemplateSet};
-use crate::metrics::{LoadLabels, LoadResult, Metrics};
+use crate::metrics::Metrics;
+use crate::network::{
+    self,
+    backend::{Backend, MultusBackend, NoBackend},
+    controller::Context,
+};
 use crate::server::{self, AppState, Readiness, ServerConfig, ServerError, TlsSource};
 use crate::templates::LiveTemplates;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ServeError {
     #[error(
-        "expected --standalone: cluster mode (ConfigMap, Namespace and Network caches) is not \
-         available in this build yet; run `envoy-injector serve --standalone`"
+        "cluster mode needs --tls-cert and --tls-key: the API server must trust the serving certificate \
+         (generate one with `envoy-injector certs`, or run `serve --standalone` for a self-signed one)"
     )]
-    ClusterModeUnavailable,
+    ClusterNeedsTls,
+    #[error("--config is for --standalone; in cluster mode templates come from ConfigMap {namespace}/envoy-injector")]
+    ConfigInClusterMode { namespace: String },
+    #[error("cannot reach the cluster (KUBECONFIG or in-cluster config): {0}")]
+    Client(#[from] kube::Error),
     #[error("cannot load the injection templates: {0}")]
     Templates(#[from] ConfigError),
     #[error("cannot generate the self-signed certificate: {0}")]
@@ -34,8 +44,98 @@ pub async fn run(args: ServeArgs) -> Result<(), ServeError> {
     if args.standalone {
         run_standalone(args).await
     } else {
-        Err(ServeError::ClusterModeUnavailable)
+        run_cluster(args).await
     }
+}
+
+/// Webhook and Network controller against the cluster, reading one shared cache.
+async fn run_cluster(args: ServeArgs) -> Result<(), ServeError> {
+    let signals = Signals::register().map_err(ServeError::Signal)?;
+    if args.config.is_some() {
+        return Err(ServeError::ConfigInClusterMode {
+            namespace: args.namespace.clone(),
+        });
+    }
+    let (Some(cert), Some(key)) = (&args.tls_cert, &args.tls_key) else {
+        return Err(ServeError::ClusterNeedsTls);
+    };
+    let tls = TlsSource::Files {
+        cert: cert.clone(),
+        key: key.clone(),
+        reload_interval: args.tls_reload_interval,
+    };
+    let mut registry = Registry::default();
+    let metrics = Metrics::register(&mut registry);
+    let client = kube::Client::try_default().await?;
+    let identity = args.identity.clone().unwrap_or_else(crate::leader::default_identity);
+    info!(namespace = %args.namespace, %identity, "starting in cluster mode");
+
+    let (cache, configmap_feed) = crate::cache::start(client.clone(), &args.namespace, metrics.clone());
+    let templates = Arc::new(LiveTemplates::new(None));
+    let recorder = Recorder::new(
+        client.clone(),
+        Reporter {
+            controller: String::from("envoy-injector"),
+            instance: Some(identity.clone()),
+        },
+    );
+    tokio::spawn(crate::reload::run(
+        configmap_feed,
+        templates.clone(),
+        metrics.clone(),
+        Arc::new(crate::reload::RecorderSink(recorder.clone())),
+    ));
+
+    let readiness: Readiness = {
+        let templates = templates.clone();
+        let synced = cache.synced.clone();
+        let namespace = args.namespace.clone();
+        Arc::new(move || {
+            synced.check()?;
+            if templates.is_loaded() {
+                Ok(())
+            } else {
+                Err(format!(
+                    "no valid templates loaded from ConfigMap {namespace}/envoy-injector"
+                ))
+            }
+        })
+    };
+    let state = AppState {
+        admission: Arc::new(Admission::new(
+            templates,
+            Arc::new(cache.stores.clone()),
+            metrics.clone(),
+        )),
+        registry: Arc::new(registry),
+        metrics: metrics.clone(),
+        readiness,
+    };
+    let server = server::start(ServerConfig::from(&args), tls, state).await?;
+
+    let (stop_controller, controller_shutdown) = tokio::sync::watch::channel(false);
+    let election = args.leader_elect.then(|| crate::leader::Election {
+        client: client.clone(),
+        namespace: args.namespace.clone(),
+        lease_name: args.lease_name.clone(),
+        identity: identity.clone(),
+        duration_seconds: args.lease_duration_seconds,
+    });
+    let controller = {
+        let cache = Arc::new(cache);
+        let start = controller_starter(client, recorder, cache, metrics.clone(), args.network_backend);
+        tokio::spawn(crate::leader::supervise(election, metrics, controller_shutdown, start))
+    };
+
+    let signal = signals.recv().await;
+    info!(signal, "shutting down: finishing in-flight requests");
+    let _ = stop_controller.send(true);
+    server.shutdown();
+    if let Err(err) = controller.await {
+        warn!(error = %err, "the controller supervisor failed");
+    }
+    server.wait().await?;
+    Ok(())
 }
 
 async fn run_standalone(args: ServeArgs) -> Result<(), ServeError> {
@@ -51,22 +151,11 @@ async fn run_standalone(args: ServeArgs) -> Result<(), ServeError> {
     let set = match loaded {
         Ok(set) => set,
         Err(err) => {
-            metrics
-                .template_loads
-                .get_or_create(&LoadLabels {
-                    result: LoadResult::Error,
-                })
-                .inc();
+            metrics.template_load(None);
             return Err(err.into());
         }
     };
-    metrics
-        .template_loads
-        .get_or_create(&LoadLabels {
-            result: LoadResult::Success,
-        })
-        .inc();
-    metrics.templates_loaded.set(set.len() as i64);
+    metrics.template_load(Some(set.len()));
     info!(source = %set.source, templates = ?set.names().collect::<Vec<_>>(), "templates loaded");
     let templates = Arc::new(LiveTemplates::new(Some(set)));
 
@@ -81,7 +170,7 @@ async fn run_standalone(args: ServeArgs) -> Result<(), ServeError> {
         })
     };
     let state = AppState {
-        admission: Arc::new(Admission::new(templates, Arc::new(NoNamespaces), metrics.clone())),
+        admission: Arc::new(Admission::new(templates, Arc::new(Standalone), metrics.clone())),
         registry: Arc::new(registry),
         metrics,
         readiness,
@@ -151,5 +240,45 @@ impl Signals {
             let _ = tokio::signal::ctrl_c().await;
             "Ctrl-C"
         }
+    }
+}
+
+/// Builds what `leader::supervise` calls each time this replica starts leading.
+fn controller_starter(
+    client: kube::Client,
+    recorder: Recorder,
+    cache: Arc<crate::cache::Cache>,
+    metrics: Metrics,
+    backend: NetworkBackendKind,
+) -> impl Fn(tokio::sync::oneshot::Receiver<()>) -> futures::future::BoxFuture<'static, ()> {
+    move |stop| {
+        let (client, recorder, cache, metrics) = (client.clone(), recorder.clone(), cache.clone(), metrics.clone());
+        Box::pin(async move {
+            use futures::StreamExt as _;
+            let backend: Arc<dyn Backend> = match backend {
+                NetworkBackendKind::Multus => Arc::new(MultusBackend::new(client.clone())),
+                NetworkBackendKind::None => Arc::new(NoBackend),
+            };
+            let stores = &cache.stores;
+            let ctx = Arc::new(Context::new(
+                client,
+                backend,
+                recorder,
+                stores.networks.clone(),
+                stores.member_pods.clone(),
+                metrics,
+            ));
+            // Attach before taking the snapshot: an event in between is seen twice (the
+            // controller dedups), never lost.
+            let network_events = cache.network_events.attach().await;
+            let pod_events = cache.pod_events.attach().await;
+            let networks = futures::stream::iter(stores.networks.state()).chain(network_events);
+            network::controller::run(ctx, networks, pod_events, async move {
+                let _ = stop.await;
+            })
+            .await;
+            cache.network_events.detach().await;
+            cache.pod_events.detach().await;
+        })
     }
 }
