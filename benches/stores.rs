@@ -1,0 +1,167 @@
+//! Shared-cache footprint and admission latency with full stores.
+//!
+//! Fills the reflector stores the way the watches would — 10,000 Networks and 10,000
+//! member Pods (metadata only, managedFields stripped), spread over 100 namespaces — and
+//! reports the process RSS before and after, bytes per object, then measures admission
+//! (network join) against those stores with criterion.
+//!
+//! Run: `cargo bench --bench stores` (or `make bench-stores`).
+
+use std::collections::BTreeMap;
+use std::hint::black_box;
+use std::sync::Arc;
+
+use criterion::Criterion;
+use envoy_injector::admission::Admission;
+use envoy_injector::cache::Stores;
+use envoy_injector::config::TemplateSet;
+use envoy_injector::metrics::Metrics;
+use envoy_injector::network::crd::{Network, NetworkCondition, NetworkSpec, NetworkStatus};
+use envoy_injector::templates::LiveTemplates;
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Pod};
+use kube::api::ObjectMeta;
+use kube::core::PartialObjectMeta;
+use kube::runtime::reflector;
+use kube::runtime::watcher::Event;
+
+const NAMESPACES: usize = 100;
+const NETWORKS: usize = 10_000;
+const PODS: usize = 10_000;
+
+fn rss_kib() -> u64 {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    status
+        .lines()
+        .find(|l| l.starts_with("VmRSS:"))
+        .and_then(|l| l.split_whitespace().nth(1))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0)
+}
+
+fn network(i: usize) -> Network {
+    let ns = format!("team-{:03}", i % NAMESPACES);
+    // 10.x.y.0/24 ranges, unique per Network.
+    let cidr = format!("10.{}.{}.0/24", i / 256, i % 256);
+    let gateway = format!("10.{}.{}.1", i / 256, i % 256);
+    let mut n = Network::new(&format!("net-{i:05}"), NetworkSpec { cidr, gateway });
+    n.metadata.namespace = Some(ns);
+    n.metadata.uid = Some(format!("00000000-0000-4000-8000-{i:012}"));
+    n.metadata.resource_version = Some(format!("{}", 100_000 + i));
+    n.metadata.generation = Some(1);
+    n.metadata.finalizers = Some(vec!["samplecrd.k8s.io/network-cleanup".into()]);
+    n.status = Some(NetworkStatus {
+        conditions: vec![NetworkCondition {
+            type_: "Ready".into(),
+            status: "True".into(),
+            reason: "Ready".into(),
+            message: "NetworkAttachmentDefinition is in place".into(),
+            last_transition_time: "2026-11-21T00:00:00Z".into(),
+            observed_generation: Some(1),
+        }],
+        observed_generation: Some(1),
+        attached_pods: 1,
+        backend_ref: Some(format!(
+            "NetworkAttachmentDefinition/team-{:03}/net-{i:05}",
+            i % NAMESPACES
+        )),
+    });
+    n
+}
+
+fn member_pod(i: usize) -> PartialObjectMeta<Pod> {
+    let ns = format!("team-{:03}", i % NAMESPACES);
+    let labels = BTreeMap::from([
+        ("app".to_string(), format!("web-{}", i % 50)),
+        ("pod-template-hash".to_string(), "7d9f8b6c5".to_string()),
+        ("sidecar.samplecrd.k8s.io/network".to_string(), format!("net-{i:05}")),
+    ]);
+    let annotations = BTreeMap::from([
+        ("k8s.v1.cni.cncf.io/networks".to_string(), format!("net-{i:05}")),
+        ("sidecar.samplecrd.k8s.io/status".to_string(), r#"{"template":"config","revision":"f1df362b6143","containers":["envoy"],"initContainers":[],"volumes":["envoy-conf"],"imagePullSecrets":[],"nativeSidecar":false}"#.to_string()),
+    ]);
+    PartialObjectMeta {
+        metadata: ObjectMeta {
+            name: Some(format!("web-{}-7d9f8b6c5-{i:05}", i % 50)),
+            namespace: Some(ns),
+            uid: Some(format!("10000000-0000-4000-8000-{i:012}")),
+            resource_version: Some(format!("{}", 200_000 + i)),
+            labels: Some(labels),
+            annotations: Some(annotations),
+            ..Default::default()
+        },
+        ..Default::default()
+    }
+}
+
+fn main() {
+    let before = rss_kib();
+    let (configmap, _) = reflector::store::<ConfigMap>();
+    let (namespaces, mut namespace_writer) = reflector::store::<PartialObjectMeta<Namespace>>();
+    for i in 0..NAMESPACES {
+        let meta = ObjectMeta {
+            name: Some(format!("team-{i:03}")),
+            ..Default::default()
+        };
+        namespace_writer.apply_watcher_event(&Event::Apply(PartialObjectMeta {
+            metadata: meta,
+            ..Default::default()
+        }));
+    }
+    let (networks, mut network_writer) = reflector::store::<Network>();
+    for i in 0..NETWORKS {
+        network_writer.apply_watcher_event(&Event::Apply(network(i)));
+    }
+    let after_networks = rss_kib();
+    let (member_pods, mut pod_writer) = reflector::store::<PartialObjectMeta<Pod>>();
+    for i in 0..PODS {
+        pod_writer.apply_watcher_event(&Event::Apply(member_pod(i)));
+    }
+    let after_pods = rss_kib();
+    let per = |kib: u64, n: usize| kib * 1024 / n as u64;
+    println!("stores: {NETWORKS} Networks, {PODS} member Pods (metadata), {NAMESPACES} Namespaces");
+    println!("  RSS before filling: {} KiB", before);
+    println!(
+        "  Networks: +{} KiB ({} bytes per Network)",
+        after_networks - before,
+        per(after_networks - before, NETWORKS)
+    );
+    println!(
+        "  member Pods: +{} KiB ({} bytes per Pod)",
+        after_pods - after_networks,
+        per(after_pods - after_networks, PODS)
+    );
+    println!(
+        "  RSS with full stores: {} KiB ({:.1} MiB)",
+        after_pods,
+        after_pods as f64 / 1024.0
+    );
+
+    let stores = Stores {
+        configmap,
+        namespaces,
+        networks,
+        member_pods,
+    };
+    let live = Arc::new(LiveTemplates::new(Some(TemplateSet::embedded())));
+    let admission = Admission::new(live, Arc::new(stores), Metrics::unregistered());
+    let mut review: serde_json::Value =
+        serde_json::from_str(include_str!("../tests/fixtures/admission/network-annotation.json")).unwrap();
+    review["request"]["namespace"] = "team-042".into();
+    review["request"]["object"]["metadata"]["namespace"] = "team-042".into();
+    review["request"]["object"]["metadata"]["annotations"]["sidecar.samplecrd.k8s.io/network"] = "net-00042".into();
+    let body = serde_json::to_vec(&review).unwrap();
+    let check: serde_json::Value = serde_json::from_slice(&admission.handle(&body).unwrap()).unwrap();
+    assert!(
+        check["response"]["patch"].is_string(),
+        "network join must inject: {check}"
+    );
+
+    let mut criterion = Criterion::default().configure_from_args();
+    criterion.bench_function("admission_handle/network-join-with-10k-networks", |b| {
+        b.iter(|| admission.handle(black_box(&body)).unwrap())
+    });
+    criterion.final_summary();
+    drop(pod_writer);
+    drop(network_writer);
+    drop(namespace_writer);
+}

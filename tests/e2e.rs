@@ -1,0 +1,1093 @@
+//! Cluster end-to-end suite: the real `envoy-injector serve` binary against whatever cluster
+//! `KUBECONFIG` names, checked through the Kubernetes API alone (Pods need not run).
+//!
+//! One `#[test]` drives ordered steps, so a skip is reported once:
+//!
+//! | env | effect |
+//! |---|---|
+//! | `KUBECONFIG` | unset or empty: the suite prints `SKIPPED e2e: ...` and passes |
+//! | `E2E_WEBHOOK_HOST` | host or IP where the API server reaches this machine; unset: the admission steps are skipped (loudly), the controller steps still run |
+//! | `E2E_RUN_PODS=1` | with nodes in the cluster: also check that an injected Pod runs with its sidecar |
+//! | `E2E_SIDECAR_IMAGE`, `E2E_APP_IMAGE` | images of the test sidecar and app container (default `registry.k8s.io/pause:3.10`, preloaded on kind nodes) |
+//!
+//! `E2E_WEBHOOK_HOST` for kind on Linux is the gateway of the `kind` docker network, e.g.
+//! `172.18.0.1`: `docker network inspect kind -f '{{range .IPAM.Config}}{{.Gateway}} {{end}}'`
+//! (take the IPv4 one). For an API server on this machine it is `127.0.0.1`. The webhook
+//! listens on `0.0.0.0:<free port>`; a host firewall must let the API server in.
+//!
+//! Run against kind (`tests/e2e/kind.yaml`):
+//!
+//! ```text
+//! kind create cluster --config tests/e2e/kind.yaml
+//! kind get kubeconfig --name envoy-injector > /tmp/kind.kubeconfig
+//! KUBECONFIG=/tmp/kind.kubeconfig E2E_WEBHOOK_HOST=172.18.0.1 E2E_RUN_PODS=1 \
+//!   cargo test --test e2e -- --nocapture
+//! ```
+//!
+//! Use a cluster where envoy-injector is not also deployed: a deployed controller would
+//! reconcile the test Networks too, and its webhook would inject the test Pods.
+//!
+//! The suite creates a namespace `ei-e2e-<random>` and a MutatingWebhookConfiguration
+//! `envoy-injector-e2e-<random>` that only matches that namespace, and deletes both at the
+//! end, also when a step fails. It installs (server-side apply) the Network CRD from
+//! `manifests/crd.yaml` and leaves it installed.
+
+#[path = "e2e/support.rs"]
+mod support;
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::admissionregistration::v1::MutatingWebhookConfiguration;
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::{ConfigMap, Event, Namespace, Node, Pod, ServiceAccount};
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams};
+use kube::{Client, ResourceExt};
+use serde_json::{Value, json};
+use support::*;
+
+const CONFIGMAP: &str = "envoy-injector";
+const SEED_NETWORK: &str = "example-network";
+const SEED_CIDR: &str = "192.168.0.0/16";
+const SEED_GATEWAY: &str = "192.168.0.1";
+const FINALIZER: &str = "samplecrd.k8s.io/network-cleanup";
+const INJECT: &str = "sidecar.samplecrd.k8s.io/inject";
+const NETWORK: &str = "sidecar.samplecrd.k8s.io/network";
+const STATUS: &str = "sidecar.samplecrd.k8s.io/status";
+const MULTUS: &str = "k8s.v1.cni.cncf.io/networks";
+const SIDECAR_V1: &str = "e2e-sidecar";
+const SIDECAR_V2: &str = "e2e-sidecar-v2";
+/// The name in the rejected template: it must never reach a Pod.
+const SIDECAR_BAD: &str = "e2e-sidecar-bad";
+/// The misspelt field of the rejected template; the Event on the ConfigMap must name it.
+const BAD_FIELD: &str = "imagee";
+/// Two Networks that overlap: the later one must report `Overlaps`.
+const OVERLAP_A: (&str, &str, &str) = ("e2e-net-a", "10.50.0.0/16", "10.50.0.1");
+const OVERLAP_B: (&str, &str, &str) = ("e2e-net-b", "10.50.1.0/24", "10.50.1.1");
+/// Networks the suite never creates.
+const MISSING_NETWORK: &str = "e2e-missing-net";
+
+#[test]
+fn cluster_end_to_end() {
+    let Some(settings) = Settings::from_env() else {
+        return;
+    };
+    // Declared before the runtime, so it is dropped after it, outside any runtime, on
+    // success and on panic alike.
+    let cleanup = Cleanup::default();
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("tokio runtime");
+    let summary = runtime.block_on(scenario(&settings, &cleanup));
+    drop(runtime);
+    drop(cleanup);
+    shout(&summary);
+}
+
+/// Runs everywhere, no cluster needed: what the cluster steps send is well-formed for the
+/// API types, the repository manifests are the ones the steps expect, and the test
+/// templates are accepted (or, the bad one, refused naming its field) by the real parser
+/// through `envoy-injector inject`. A cluster run then fails only on the cluster's answers.
+#[test]
+fn cluster_inputs_are_well_formed() {
+    let url = format!("https://{}/mutate", host_port("172.18.0.1", 8443));
+    let config = webhook_configuration("envoy-injector-e2e-x", "ei-e2e-x", &url, b"PEM BYTES");
+    let hooks = config.webhooks.as_deref().unwrap_or_default();
+    assert_eq!(hooks.len(), 1, "{config:?}");
+    let hook = &hooks[0];
+    assert_eq!(
+        hook.client_config.url.as_deref(),
+        Some("https://172.18.0.1:8443/mutate")
+    );
+    assert_eq!(
+        hook.client_config.ca_bundle.as_ref().map(|b| b.0.as_slice()),
+        Some(&b"PEM BYTES"[..])
+    );
+    assert_eq!(
+        (
+            hook.failure_policy.as_deref(),
+            hook.side_effects.as_str(),
+            hook.reinvocation_policy.as_deref()
+        ),
+        (Some("Fail"), "None", Some("IfNeeded"))
+    );
+    assert_eq!(
+        (hook.timeout_seconds, hook.admission_review_versions.as_slice()),
+        (Some(5), &["v1".to_string()][..])
+    );
+    let selector = hook.namespace_selector.as_ref().and_then(|s| s.match_labels.as_ref());
+    assert_eq!(
+        selector
+            .and_then(|l| l.get("kubernetes.io/metadata.name"))
+            .map(String::as_str),
+        Some("ei-e2e-x")
+    );
+    let rule = &hook.rules.as_deref().unwrap_or_default()[0];
+    assert_eq!(
+        (rule.operations.as_deref(), rule.resources.as_deref()),
+        (Some(&["CREATE".to_string()][..]), Some(&["pods".to_string()][..]))
+    );
+    assert_eq!(host_port("fd00::1", 8443), "[fd00::1]:8443");
+    let _ = admin_client();
+
+    assert_eq!(namespace_object("ei-e2e-x").metadata.name.as_deref(), Some("ei-e2e-x"));
+    assert_eq!(
+        service_account_object("default").metadata.name.as_deref(),
+        Some("default")
+    );
+    let cm = configmap_object(CONFIGMAP, "containers: []\n");
+    assert_eq!(
+        cm.data.unwrap_or_default().get("config").map(String::as_str),
+        Some("containers: []\n")
+    );
+    let net = network(OVERLAP_A.0, OVERLAP_A.1, OVERLAP_A.2);
+    assert_eq!(net.data["spec"], json!({ "cidr": OVERLAP_A.1, "gateway": OVERLAP_A.2 }));
+    assert_eq!(
+        read_manifest("manifests/crd.yaml")["metadata"]["name"],
+        "networks.samplecrd.k8s.io"
+    );
+    let seed = read_manifest("manifests/examples/example-network.yaml");
+    assert_eq!(seed["metadata"]["name"], SEED_NETWORK);
+    assert_eq!(seed["spec"], json!({ "cidr": SEED_CIDR, "gateway": SEED_GATEWAY }));
+
+    let dir = tempfile::tempdir().expect("temporary directory");
+    let pod_file = dir.path().join("pod.json");
+    let opted_in = pod("e2e-offline", &[(INJECT, "true")], DEFAULT_IMAGE);
+    std::fs::write(&pod_file, serde_json::to_vec(&opted_in).expect("Pod JSON")).expect("write the Pod");
+    let inject = |template_text: &str| {
+        let template_file = dir.path().join("template.yaml");
+        std::fs::write(&template_file, template_text).expect("write the template");
+        std::process::Command::new(env!("CARGO_BIN_EXE_envoy-injector"))
+            .args(["inject", "-o", "json", "-f"])
+            .arg(&pod_file)
+            .arg("--config")
+            .arg(&template_file)
+            .output()
+            .expect("run envoy-injector inject")
+    };
+    for sidecar in [SIDECAR_V1, SIDECAR_V2] {
+        let output = inject(&template(sidecar, DEFAULT_IMAGE));
+        assert!(
+            output.status.success(),
+            "expected the test template ({sidecar}) to be accepted, found {}: {}",
+            output.status,
+            String::from_utf8_lossy(&output.stderr)
+        );
+        let injected: Pod = serde_json::from_slice(&output.stdout).expect("inject -o json prints the Pod");
+        let found = container(&injected, sidecar).and_then(|c| c.image.as_deref());
+        assert_eq!(found, Some(DEFAULT_IMAGE), "{}", describe_pod(&injected));
+    }
+    let output = inject(&bad_template(DEFAULT_IMAGE));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        !output.status.success() && stderr.contains(BAD_FIELD),
+        "expected the bad test template to be refused naming `{BAD_FIELD}`, found {}: {stderr}",
+        output.status
+    );
+}
+
+/// A template as the `envoy-injector` ConfigMap holds it.
+fn template(sidecar: &str, image: &str) -> String {
+    format!(
+        "containers:\n- name: {sidecar}\n  image: {image}\n  imagePullPolicy: IfNotPresent\n  resources:\n    requests:\n      cpu: 5m\n      memory: 8Mi\n"
+    )
+}
+
+/// The rejected template: a misspelt container field.
+fn bad_template(image: &str) -> String {
+    format!("containers:\n- name: {SIDECAR_BAD}\n  {BAD_FIELD}: {image}\n")
+}
+
+async fn scenario(settings: &Settings, cleanup: &Cleanup) -> String {
+    let client = Client::try_default()
+        .await
+        .unwrap_or_else(|e| panic!("KUBECONFIG is set but no Kubernetes client can be built from it: {e}"));
+    let version = client.apiserver_version().await.unwrap_or_else(|e| {
+        panic!(
+            "expected the API server named by KUBECONFIG to answer, found: {}",
+            api_error(&e)
+        )
+    });
+    step!(
+        "cluster {} (Kubernetes {}.{})",
+        version.git_version,
+        version.major,
+        version.minor
+    );
+    warn_if_deployed(&client).await;
+
+    let ns = format!("ei-e2e-{}", unique_suffix());
+    let ctx = Ctx::new(client, &ns, settings, cleanup);
+    ctx.create_namespace().await;
+    ctx.install_crd().await;
+    ctx.create_configmap(&template(SIDECAR_V1, &settings.sidecar_image))
+        .await;
+    let san = settings.webhook_host.as_deref().unwrap_or("127.0.0.1");
+    let webhook = ctx.start_server(san).await;
+
+    ctx.seed_network_becomes_ready().await;
+    ctx.invalid_specs_are_refused().await;
+    ctx.overlap_is_reported().await;
+
+    let mut done = vec!["controller"];
+    let live_sidecar = match &settings.webhook_host {
+        Some(host) => {
+            ctx.register_webhook(host, &webhook).await;
+            ctx.opted_in_and_plain_pods().await;
+            ctx.network_join().await;
+            ctx.namespace_label_opt_in().await;
+            ctx.hot_reload().await;
+            done.push("admission");
+            Some(SIDECAR_V2)
+        }
+        None => {
+            shout(&format!(
+                "SKIPPED e2e admission steps: E2E_WEBHOOK_HOST is not set, so the API server cannot reach the \
+                 webhook. Set it to this machine's address as seen from the API server (kind on Linux: the \
+                 `kind` docker network gateway, e.g. 172.18.0.1; a local API server: 127.0.0.1). \
+                 Controller steps still run in namespace {ns}."
+            ));
+            None
+        }
+    };
+    ctx.invalid_template_edit(live_sidecar).await;
+    if ctx.running_tier_enabled(live_sidecar.is_some()).await
+        && let Some(sidecar) = live_sidecar
+    {
+        ctx.injected_pod_runs(sidecar).await;
+        done.push("running pods");
+    }
+    ctx.networks_deleted_through_finalizer(live_sidecar.is_some()).await;
+    format!("e2e: PASSED cluster checks ({}) in namespace {ns}", done.join(", "))
+}
+
+/// Loud warning when the product is also deployed in the cluster (see the module docs).
+async fn warn_if_deployed(client: &Client) {
+    let deployments: Api<Deployment> = Api::namespaced(client.clone(), "envoy-injector");
+    if let Ok(Some(_)) = deployments.get_opt("envoy-injector").await {
+        shout(
+            "WARNING e2e: Deployment envoy-injector/envoy-injector exists in this cluster; its controller and \
+             webhook also act on the test namespace and may make these checks fail. Run `make undeploy` first.",
+        );
+    }
+}
+
+struct Webhook {
+    port: u16,
+    ca_pem: Vec<u8>,
+    admin: std::net::SocketAddr,
+}
+
+struct Ctx<'a> {
+    client: Client,
+    ns: String,
+    settings: &'a Settings,
+    cleanup: &'a Cleanup,
+    pods: Api<Pod>,
+    networks: Api<DynamicObject>,
+    configmaps: Api<ConfigMap>,
+    events: Api<Event>,
+    http: reqwest::Client,
+    admin_url: std::sync::OnceLock<String>,
+}
+
+impl<'a> Ctx<'a> {
+    fn new(client: Client, ns: &str, settings: &'a Settings, cleanup: &'a Cleanup) -> Ctx<'a> {
+        Ctx {
+            pods: Api::namespaced(client.clone(), ns),
+            networks: Api::namespaced_with(client.clone(), ns, &network_resource()),
+            configmaps: Api::namespaced(client.clone(), ns),
+            events: Api::namespaced(client.clone(), ns),
+            client,
+            ns: ns.to_string(),
+            settings,
+            cleanup,
+            http: admin_client(),
+            admin_url: std::sync::OnceLock::new(),
+        }
+    }
+
+    /// Polls `probe` every 250 ms until it returns `Ok`, for at most `patience`; panics with
+    /// what was awaited and the last thing found. Also fails at once when `serve` died.
+    async fn eventually<T>(
+        &self,
+        what: &str,
+        patience: Duration,
+        mut probe: impl AsyncFnMut() -> Result<T, String>,
+    ) -> T {
+        let start = Instant::now();
+        loop {
+            if let Err(dead) = self.cleanup.check_server() {
+                panic!("while waiting for {what}: {dead}");
+            }
+            let found = match probe().await {
+                Ok(value) => return value,
+                Err(found) => found,
+            };
+            if start.elapsed() >= patience {
+                panic!("expected {what} within {patience:?}; last found: {found}");
+            }
+            tokio::time::sleep(POLL).await;
+        }
+    }
+
+    // ---- set-up -------------------------------------------------------------------------
+
+    async fn create_namespace(&self) {
+        let namespaces: Api<Namespace> = Api::all(self.client.clone());
+        let namespace = namespace_object(&self.ns);
+        namespaces
+            .create(&PostParams::default(), &namespace)
+            .await
+            .unwrap_or_else(|e| panic!("expected to create namespace {}, found: {}", self.ns, api_error(&e)));
+        self.cleanup.namespace(&self.ns);
+        step!("namespace {} created", self.ns);
+
+        // Pod admission needs the `default` ServiceAccount. kube-controller-manager creates it;
+        // a bare API server has none, so make it after a short wait.
+        let accounts: Api<ServiceAccount> = Api::namespaced(self.client.clone(), &self.ns);
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while Instant::now() < deadline {
+            if let Ok(Some(_)) = accounts.get_opt("default").await {
+                return;
+            }
+            tokio::time::sleep(POLL).await;
+        }
+        let account = service_account_object("default");
+        match accounts.create(&PostParams::default(), &account).await {
+            Ok(_) => step!("created ServiceAccount default (no controller-manager made one)"),
+            Err(kube::Error::Api(s)) if s.is_already_exists() => {}
+            Err(e) => panic!(
+                "expected ServiceAccount {}/default to exist or be creatable, found: {}",
+                self.ns,
+                api_error(&e)
+            ),
+        }
+    }
+
+    /// Step: the CRD from `manifests/crd.yaml` applies (server-side) and becomes Established.
+    async fn install_crd(&self) {
+        let crd = read_manifest("manifests/crd.yaml");
+        let name = crd["metadata"]["name"]
+            .as_str()
+            .expect("manifests/crd.yaml has metadata.name")
+            .to_string();
+        let crds: Api<CustomResourceDefinition> = Api::all(self.client.clone());
+        crds.patch(&name, &PatchParams::apply(FIELD_MANAGER).force(), &Patch::Apply(&crd))
+            .await
+            .unwrap_or_else(|e| panic!("expected manifests/crd.yaml to apply, found: {}", api_error(&e)));
+        self.eventually(&format!("CRD {name} to be Established"), PATIENCE, async || {
+            let crd = crds.get(&name).await.map_err(|e| api_error(&e))?;
+            let conditions = crd.status.and_then(|s| s.conditions).unwrap_or_default();
+            let established = conditions
+                .iter()
+                .any(|c| c.type_ == "Established" && c.status == "True");
+            if established {
+                Ok(())
+            } else {
+                Err(format!(
+                    "conditions {:?}",
+                    conditions
+                        .iter()
+                        .map(|c| format!("{}={} ({})", c.type_, c.status, c.message.as_deref().unwrap_or("")))
+                        .collect::<Vec<_>>()
+                ))
+            }
+        })
+        .await;
+        // Established means served; discovery may lag a moment behind it.
+        self.eventually("the Network resource to be served", PATIENCE, async || {
+            self.networks
+                .list(&ListParams::default().limit(1))
+                .await
+                .map(drop)
+                .map_err(|e| api_error(&e))
+        })
+        .await;
+        step!("CRD {name} established");
+    }
+
+    async fn create_configmap(&self, config: &str) {
+        let cm = configmap_object(CONFIGMAP, config);
+        self.configmaps
+            .create(&PostParams::default(), &cm)
+            .await
+            .unwrap_or_else(|e| panic!("expected to create ConfigMap {CONFIGMAP}, found: {}", api_error(&e)));
+    }
+
+    async fn set_template(&self, config: &str) {
+        let patch = json!({ "data": { "config": config } });
+        self.configmaps
+            .patch(CONFIGMAP, &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+            .unwrap_or_else(|e| panic!("expected to update ConfigMap {CONFIGMAP}, found: {}", api_error(&e)));
+    }
+
+    /// Step: `serve` starts in cluster mode and turns ready (caches synced, template loaded).
+    async fn start_server(&self, san: &str) -> Webhook {
+        let server = Server::start(&self.ns, san);
+        let webhook = Webhook {
+            port: server.webhook_port,
+            ca_pem: server.ca_pem.clone(),
+            admin: server.admin,
+        };
+        self.cleanup.server(server);
+        let _ = self.admin_url.set(format!("http://{}", webhook.admin));
+        self.expect_ready("envoy-injector serve to answer 200 on /readyz", Duration::from_secs(90))
+            .await;
+        step!("serve is ready (admin {})", webhook.admin);
+        webhook
+    }
+
+    async fn readyz(&self) -> Result<(), String> {
+        let url = format!("{}/readyz", self.admin_url.get().expect("server started"));
+        match self.http.get(&url).send().await {
+            Ok(response) if response.status().is_success() => Ok(()),
+            Ok(response) => {
+                let status = response.status();
+                Err(format!(
+                    "{url}: HTTP {status}: {}",
+                    response.text().await.unwrap_or_default()
+                ))
+            }
+            Err(e) => Err(format!("{url}: {e}")),
+        }
+    }
+
+    async fn expect_ready(&self, what: &str, patience: Duration) {
+        self.eventually(what, patience, async || self.readyz().await).await;
+    }
+
+    // ---- controller ---------------------------------------------------------------------
+
+    async fn network(&self, name: &str) -> Result<DynamicObject, String> {
+        match self.networks.get_opt(name).await {
+            Ok(Some(obj)) => Ok(obj),
+            Ok(None) => Err(format!("Network {name} does not exist")),
+            Err(e) => Err(api_error(&e)),
+        }
+    }
+
+    async fn events_about(&self, kind: &str, name: &str) -> Result<Vec<Event>, String> {
+        let selector = format!("involvedObject.kind={kind},involvedObject.name={name}");
+        self.events
+            .list(&ListParams::default().fields(&selector))
+            .await
+            .map(|list| list.items)
+            .map_err(|e| api_error(&e))
+    }
+
+    /// Step: the seed example applies unchanged; Ready=True for the current generation,
+    /// finalizer in place, no Pods attached, and an Event about it.
+    async fn seed_network_becomes_ready(&self) {
+        let seed = read_manifest("manifests/examples/example-network.yaml");
+        assert_eq!(seed["metadata"]["name"], SEED_NETWORK, "the seed example's name");
+        assert_eq!(
+            seed["spec"],
+            json!({ "cidr": SEED_CIDR, "gateway": SEED_GATEWAY }),
+            "the seed example's spec"
+        );
+        self.networks
+            .patch(SEED_NETWORK, &PatchParams::apply(FIELD_MANAGER), &Patch::Apply(&seed))
+            .await
+            .unwrap_or_else(|e| {
+                panic!(
+                    "expected manifests/examples/example-network.yaml to apply unchanged, found: {}",
+                    api_error(&e)
+                )
+            });
+        let what = format!("Network {SEED_NETWORK} Ready=True with status.observedGeneration == metadata.generation");
+        let obj = self
+            .eventually(&what, PATIENCE, async || {
+                let obj = self.network(SEED_NETWORK).await?;
+                let ready = ready_condition(&obj).is_some_and(|c| c["status"] == "True");
+                let observed = obj.data["status"]["observedGeneration"].as_i64();
+                if ready && observed.is_some() && observed == obj.metadata.generation {
+                    Ok(obj)
+                } else {
+                    Err(network_summary(&obj))
+                }
+            })
+            .await;
+        let ready = ready_condition(&obj).expect("checked above");
+        assert_eq!(
+            ready["reason"],
+            "Ready",
+            "expected Ready=True to have reason Ready, found: {}",
+            network_summary(&obj)
+        );
+        assert!(
+            obj.finalizers().iter().any(|f| f == FINALIZER),
+            "expected finalizer {FINALIZER} on a reconciled Network, found: {}",
+            network_summary(&obj)
+        );
+        assert_eq!(
+            obj.data["status"]["attachedPods"],
+            json!(0),
+            "expected status.attachedPods 0 before any Pod joined, found: {}",
+            network_summary(&obj)
+        );
+        let events = self
+            .eventually(
+                &format!("an Event about Network {SEED_NETWORK}"),
+                PATIENCE,
+                async || {
+                    let events = self.events_about("Network", SEED_NETWORK).await?;
+                    if events.is_empty() {
+                        Err("no Events about it".to_string())
+                    } else {
+                        Ok(events)
+                    }
+                },
+            )
+            .await;
+        let reasons: Vec<&str> = events.iter().filter_map(|e| e.reason.as_deref()).collect();
+        step!(
+            "Network {SEED_NETWORK} Ready (generation {:?}), Events {reasons:?}",
+            obj.metadata.generation
+        );
+    }
+
+    /// Step: CEL in the CRD refuses a gateway outside the cidr and a malformed cidr at create.
+    async fn invalid_specs_are_refused(&self) {
+        let cases = [
+            ("e2e-bad-gateway", "10.10.0.0/16", "10.20.0.1", "gateway"),
+            ("e2e-bad-cidr", "10.10.0.0/33", "10.10.0.1", "cidr"),
+        ];
+        for (name, cidr, gateway, field) in cases {
+            match self
+                .networks
+                .create(&PostParams::default(), &network(name, cidr, gateway))
+                .await
+            {
+                Ok(_) => panic!(
+                    "expected the API server to refuse Network {name} (cidr {cidr}, gateway {gateway}), but it was created"
+                ),
+                Err(kube::Error::Api(status)) => {
+                    assert!(
+                        status.is_invalid() && status.message.contains(field),
+                        "expected 422 Invalid naming `{field}` for Network {name} (cidr {cidr}, gateway {gateway}), \
+                         found HTTP {} {}: {}",
+                        status.code,
+                        status.reason,
+                        status.message
+                    );
+                    step!("refused {name}: {}", status.message);
+                }
+                Err(e) => panic!("expected a 422 for Network {name}, found: {}", api_error(&e)),
+            }
+        }
+    }
+
+    /// Step: two overlapping Networks in one namespace: the later reports Ready=False Overlaps.
+    async fn overlap_is_reported(&self) {
+        for (name, cidr, gateway) in [OVERLAP_A, OVERLAP_B] {
+            self.networks
+                .create(&PostParams::default(), &network(name, cidr, gateway))
+                .await
+                .unwrap_or_else(|e| panic!("expected to create Network {name}, found: {}", api_error(&e)));
+            if name == OVERLAP_A.0 {
+                // Ready first, so B is unambiguously the newcomer.
+                self.eventually(&format!("Network {name} Ready=True"), PATIENCE, async || {
+                    let obj = self.network(name).await?;
+                    match ready_condition(&obj) {
+                        Some(c) if c["status"] == "True" => Ok(()),
+                        _ => Err(network_summary(&obj)),
+                    }
+                })
+                .await;
+            }
+        }
+        let (b, b_cidr, _) = OVERLAP_B;
+        let what = format!(
+            "Network {b} ({b_cidr}, inside {}) Ready=False reason Overlaps",
+            OVERLAP_A.1
+        );
+        let message = self
+            .eventually(&what, PATIENCE, async || {
+                let obj = self.network(b).await?;
+                match ready_condition(&obj) {
+                    Some(c) if c["status"] == "False" && c["reason"] == "Overlaps" => {
+                        Ok(c["message"].as_str().unwrap_or_default().to_string())
+                    }
+                    _ => Err(network_summary(&obj)),
+                }
+            })
+            .await;
+        step!("Network {b} reports Overlaps: {message}");
+    }
+
+    /// Step: when every Network is deleted, each one disappears: the controller removed its
+    /// finalizer. Member Pods go first, and the count drops back to 0.
+    async fn networks_deleted_through_finalizer(&self, joined: bool) {
+        self.pods
+            .delete_collection(&DeleteParams::default().grace_period(0), &ListParams::default())
+            .await
+            .unwrap_or_else(|e| panic!("expected to delete the test Pods, found: {}", api_error(&e)));
+        if joined {
+            let what = format!("status.attachedPods of Network {SEED_NETWORK} back to 0 after its Pod was deleted");
+            self.eventually(&what, PATIENCE, async || {
+                let obj = self.network(SEED_NETWORK).await?;
+                if obj.data["status"]["attachedPods"] == json!(0) {
+                    Ok(())
+                } else {
+                    Err(network_summary(&obj))
+                }
+            })
+            .await;
+        }
+        let names = [SEED_NETWORK, OVERLAP_A.0, OVERLAP_B.0];
+        for name in names {
+            let obj = self
+                .network(name)
+                .await
+                .unwrap_or_else(|found| panic!("expected Network {name} before deleting it, found: {found}"));
+            assert!(
+                obj.finalizers().iter().any(|f| f == FINALIZER),
+                "expected finalizer {FINALIZER} on Network {name} before deletion, found: {}",
+                network_summary(&obj)
+            );
+            self.networks
+                .delete(name, &DeleteParams::default())
+                .await
+                .unwrap_or_else(|e| panic!("expected to delete Network {name}, found: {}", api_error(&e)));
+        }
+        self.eventually(
+            "every deleted Network to disappear (finalizer removed by the controller)",
+            PATIENCE,
+            async || {
+                let mut left = Vec::new();
+                for name in names {
+                    match self.networks.get_opt(name).await {
+                        Ok(None) => {}
+                        Ok(Some(obj)) => left.push(network_summary(&obj)),
+                        Err(e) => left.push(format!("{name}: {}", api_error(&e))),
+                    }
+                }
+                if left.is_empty() { Ok(()) } else { Err(left.join("; ")) }
+            },
+        )
+        .await;
+        step!("Networks {names:?} deleted through the finalizer");
+    }
+
+    // ---- admission ----------------------------------------------------------------------
+
+    /// Registers the webhook for Pod CREATE in the test namespace only, then waits until the
+    /// API server actually calls it (dry-run creates, which persist nothing).
+    async fn register_webhook(&self, host: &str, webhook: &Webhook) {
+        let name = format!("envoy-injector-e2e-{}", self.ns.trim_start_matches("ei-e2e-"));
+        let url = format!("https://{}/mutate", host_port(host, webhook.port));
+        let config = webhook_configuration(&name, &self.ns, &url, &webhook.ca_pem);
+        let configs: Api<MutatingWebhookConfiguration> = Api::all(self.client.clone());
+        configs
+            .create(&PostParams::default(), &config)
+            .await
+            .unwrap_or_else(|e| {
+                panic!(
+                    "expected to create MutatingWebhookConfiguration {name}, found: {}",
+                    api_error(&e)
+                )
+            });
+        self.cleanup.webhook_config(&name);
+        step!("registered MutatingWebhookConfiguration {name} -> {url}");
+
+        let probe = pod("e2e-probe", &[(INJECT, "true")], &self.settings.app_image);
+        let what = format!(
+            "the API server to call {url} and inject `{SIDECAR_V1}` (if this times out with a connection error, \
+             E2E_WEBHOOK_HOST={host} is not reachable from the API server: check the address and the host firewall)"
+        );
+        self.eventually(&what, Duration::from_secs(60), async || {
+            let admitted = self.create_pod(&probe, true).await.map_err(|e| api_error(&e))?;
+            if container(&admitted, SIDECAR_V1).is_some() {
+                Ok(())
+            } else {
+                Err(describe_pod(&admitted))
+            }
+        })
+        .await;
+    }
+
+    async fn create_pod(&self, pod: &Pod, dry_run: bool) -> Result<Pod, kube::Error> {
+        let params = PostParams {
+            dry_run,
+            field_manager: Some(FIELD_MANAGER.to_string()),
+        };
+        self.pods.create(&params, pod).await
+    }
+
+    /// Creates `pod` for real and reads it back: what the API server stored.
+    async fn create_stored(&self, pod: &Pod) -> Pod {
+        let name = pod.metadata.name.clone().unwrap_or_default();
+        self.create_pod(pod, false)
+            .await
+            .unwrap_or_else(|e| panic!("expected Pod {name} to be admitted, found: {}", api_error(&e)));
+        self.pods
+            .get(&name)
+            .await
+            .unwrap_or_else(|e| panic!("expected to read Pod {name} back, found: {}", api_error(&e)))
+    }
+
+    /// Dry-run creates of `pod` until `check` passes (caches and reloads are eventually
+    /// consistent), bounded.
+    async fn eventually_admitted(&self, what: &str, pod: &Pod, check: impl Fn(&Pod) -> Result<(), String>) {
+        self.eventually(what, PATIENCE, async || {
+            let admitted = self
+                .create_pod(pod, true)
+                .await
+                .map_err(|e| format!("create refused: {}", api_error(&e)))?;
+            check(&admitted).map_err(|e| format!("{e}; {}", describe_pod(&admitted)))
+        })
+        .await;
+    }
+
+    /// A create the webhook must deny with a message naming `needle`.
+    async fn expect_denied(&self, pod: &Pod, needle: &str) -> String {
+        let name = pod.metadata.name.clone().unwrap_or_default();
+        match self.create_pod(pod, false).await {
+            Ok(admitted) => {
+                let _ = self.pods.delete(&name, &DeleteParams::default().grace_period(0)).await;
+                panic!(
+                    "expected Pod {name} to be denied with a message naming `{needle}`, but it was admitted: {}",
+                    describe_pod(&admitted)
+                )
+            }
+            Err(kube::Error::Api(status)) => {
+                assert!(
+                    status.message.contains(needle),
+                    "expected the denial of Pod {name} to name `{needle}`, found HTTP {} {}: {}",
+                    status.code,
+                    status.reason,
+                    status.message
+                );
+                status.message
+            }
+            Err(e) => panic!(
+                "expected Pod {name} to be denied by the webhook, found: {}",
+                api_error(&e)
+            ),
+        }
+    }
+
+    /// Step: an opted-in Pod is stored with the sidecar and the status annotation; a plain
+    /// Pod (no annotations at all) is stored untouched although the webhook is called.
+    async fn opted_in_and_plain_pods(&self) {
+        let image = &self.settings.app_image;
+        let stored = self
+            .create_stored(&pod("e2e-opted-in", &[(INJECT, "true")], image))
+            .await;
+        let sidecar = container(&stored, SIDECAR_V1).unwrap_or_else(|| {
+            panic!(
+                "expected container {SIDECAR_V1} in the stored Pod, found: {}",
+                describe_pod(&stored)
+            )
+        });
+        assert_eq!(
+            sidecar.image.as_deref(),
+            Some(self.settings.sidecar_image.as_str()),
+            "expected the template's image on {SIDECAR_V1}, found: {}",
+            describe_pod(&stored)
+        );
+        let status = annotation(&stored, STATUS).unwrap_or_else(|| {
+            panic!(
+                "expected annotation {STATUS} on the stored Pod, found: {}",
+                describe_pod(&stored)
+            )
+        });
+        let parsed: Value = serde_json::from_str(status)
+            .unwrap_or_else(|e| panic!("expected annotation {STATUS} to be JSON, found {status:?}: {e}"));
+        assert!(
+            parsed.is_object() && status.contains(SIDECAR_V1),
+            "expected annotation {STATUS} to be a JSON object naming {SIDECAR_V1}, found {status}"
+        );
+        let app_count = stored
+            .spec
+            .as_ref()
+            .map_or(0, |s| s.containers.iter().filter(|c| c.name == "app").count());
+        assert_eq!(
+            app_count,
+            1,
+            "expected the app container once, found: {}",
+            describe_pod(&stored)
+        );
+        step!("opted-in Pod stored with {SIDECAR_V1} and {STATUS}: {status}");
+
+        let stored = self.create_stored(&pod("e2e-plain", &[], image)).await;
+        let spec = stored.spec.as_ref().expect("a stored Pod has a spec");
+        let untouched = spec.containers.iter().map(|c| c.name.as_str()).eq(["app"])
+            && spec.init_containers.as_ref().is_none_or(Vec::is_empty)
+            && spec.volumes.as_ref().is_none_or(Vec::is_empty)
+            && stored.metadata.annotations.as_ref().is_none_or(BTreeMap::is_empty)
+            && stored.metadata.labels
+                == Some(BTreeMap::from([(
+                    "app.kubernetes.io/name".to_string(),
+                    "e2e".to_string(),
+                )]));
+        assert!(
+            untouched,
+            "expected the plain Pod stored exactly as sent (container app, no annotations, label app.kubernetes.io/name=e2e), \
+             found: {}",
+            describe_pod(&stored)
+        );
+        step!("plain Pod stored untouched");
+    }
+
+    /// Step: a Pod joining the Ready seed Network gets the Multus annotation, the label and
+    /// the env; the Network counts it; missing and not-Ready Networks are denied by name.
+    async fn network_join(&self) {
+        let image = &self.settings.app_image;
+        let joining = pod("e2e-join", &[(INJECT, "true"), (NETWORK, SEED_NETWORK)], image);
+        let joined = |p: &Pod| -> Result<(), String> {
+            let sidecar = container(p, SIDECAR_V1).ok_or(format!("no container {SIDECAR_V1}"))?;
+            let cidr = env_value(sidecar, "NETWORK_CIDR");
+            let gateway = env_value(sidecar, "NETWORK_GATEWAY");
+            if cidr != Some(SEED_CIDR) || gateway != Some(SEED_GATEWAY) {
+                return Err(format!(
+                    "expected NETWORK_CIDR={SEED_CIDR} NETWORK_GATEWAY={SEED_GATEWAY} in {SIDECAR_V1}, found {cidr:?} {gateway:?}"
+                ));
+            }
+            if !annotation(p, MULTUS).is_some_and(|v| v.contains(SEED_NETWORK)) {
+                return Err(format!("expected annotation {MULTUS} containing {SEED_NETWORK}"));
+            }
+            if label(p, NETWORK) != Some(SEED_NETWORK) {
+                return Err(format!("expected label {NETWORK}={SEED_NETWORK}"));
+            }
+            Ok(())
+        };
+        // The webhook's cache follows the Network's status by watch: let it catch up.
+        self.eventually_admitted(
+            &format!("a Pod joining {SEED_NETWORK} to be admitted joined"),
+            &joining,
+            joined,
+        )
+        .await;
+        let stored = self.create_stored(&joining).await;
+        if let Err(e) = joined(&stored) {
+            panic!("stored Pod e2e-join: {e}; {}", describe_pod(&stored));
+        }
+        step!(
+            "Pod joined {SEED_NETWORK}: {MULTUS}={:?}",
+            annotation(&stored, MULTUS).unwrap_or_default()
+        );
+        let what = format!("status.attachedPods of Network {SEED_NETWORK} to be 1");
+        self.eventually(&what, PATIENCE, async || {
+            let obj = self.network(SEED_NETWORK).await?;
+            if obj.data["status"]["attachedPods"] == json!(1) {
+                Ok(())
+            } else {
+                Err(network_summary(&obj))
+            }
+        })
+        .await;
+
+        let missing = pod(
+            "e2e-join-missing",
+            &[(INJECT, "true"), (NETWORK, MISSING_NETWORK)],
+            image,
+        );
+        let message = self.expect_denied(&missing, MISSING_NETWORK).await;
+        step!("Pod naming a missing Network denied: {message}");
+        let not_ready = pod("e2e-join-not-ready", &[(INJECT, "true"), (NETWORK, OVERLAP_B.0)], image);
+        let message = self.expect_denied(&not_ready, OVERLAP_B.0).await;
+        step!("Pod naming a not-Ready Network denied: {message}");
+    }
+
+    /// Step: the namespace label opts every Pod in; `inject: "false"` still opts out.
+    async fn namespace_label_opt_in(&self) {
+        let namespaces: Api<Namespace> = Api::all(self.client.clone());
+        let set_label = async |value: Value| {
+            let patch = json!({ "metadata": { "labels": { INJECT: value } } });
+            namespaces
+                .patch(&self.ns, &PatchParams::default(), &Patch::Merge(&patch))
+                .await
+                .unwrap_or_else(|e| panic!("expected to label namespace {}, found: {}", self.ns, api_error(&e)));
+        };
+        let image = &self.settings.app_image;
+        let bare = pod("e2e-ns-label", &[], image);
+        set_label(json!("enabled")).await;
+        let what = format!("a Pod without annotations to be injected once the namespace has {INJECT}=enabled");
+        self.eventually_admitted(&what, &bare, |p| {
+            container(p, SIDECAR_V1)
+                .map(drop)
+                .ok_or(format!("no container {SIDECAR_V1}"))
+        })
+        .await;
+        let opted_out = self
+            .create_pod(&pod("e2e-opt-out", &[(INJECT, "false")], image), true)
+            .await
+            .unwrap_or_else(|e| panic!("expected an opted-out Pod to be admitted, found: {}", api_error(&e)));
+        assert!(
+            container(&opted_out, SIDECAR_V1).is_none() && annotation(&opted_out, STATUS).is_none(),
+            "expected `{INJECT}: \"false\"` to win over the namespace label, found: {}",
+            describe_pod(&opted_out)
+        );
+        set_label(Value::Null).await;
+        let what = "a Pod without annotations to be left alone once the namespace label is removed";
+        self.eventually_admitted(what, &bare, |p| match container(p, SIDECAR_V1) {
+            None => Ok(()),
+            Some(_) => Err(format!("container {SIDECAR_V1} was injected")),
+        })
+        .await;
+        step!("namespace label opts in; the Pod annotation opts out");
+    }
+
+    /// Step: a ConfigMap edit is live for the next admission (bounded wait; time printed).
+    async fn hot_reload(&self) {
+        let start = Instant::now();
+        self.set_template(&template(SIDECAR_V2, &self.settings.sidecar_image))
+            .await;
+        let opted_in = pod("e2e-reload", &[(INJECT, "true")], &self.settings.app_image);
+        let what = format!("the edited template (container {SIDECAR_V2}) to be injected");
+        self.eventually_admitted(&what, &opted_in, |p| {
+            match (container(p, SIDECAR_V2).is_some(), container(p, SIDECAR_V1).is_some()) {
+                (true, false) => Ok(()),
+                _ => Err(format!("expected {SIDECAR_V2} and not {SIDECAR_V1}")),
+            }
+        })
+        .await;
+        let elapsed = start.elapsed();
+        let stored = self.create_stored(&opted_in).await;
+        assert!(
+            container(&stored, SIDECAR_V2).is_some() && container(&stored, SIDECAR_V1).is_none(),
+            "expected the stored Pod to carry {SIDECAR_V2} only, found: {}",
+            describe_pod(&stored)
+        );
+        step!("template edit live after {elapsed:?} (bounded by {PATIENCE:?})");
+    }
+
+    /// Step: an invalid edit records an Event on the ConfigMap naming the error, readiness
+    /// holds, and (with admission) the next Pod still gets the last good template.
+    async fn invalid_template_edit(&self, live_sidecar: Option<&str>) {
+        self.set_template(&bad_template(&self.settings.sidecar_image)).await;
+        let what = format!("an Event on ConfigMap {CONFIGMAP} naming the unknown field `{BAD_FIELD}`");
+        let event = self
+            .eventually(&what, PATIENCE, async || {
+                let events = self.events_about("ConfigMap", CONFIGMAP).await?;
+                events
+                    .iter()
+                    .find(|e| e.message.as_deref().is_some_and(|m| m.contains(BAD_FIELD)))
+                    .cloned()
+                    .ok_or_else(|| {
+                        format!(
+                            "Events about it: {:?}",
+                            events
+                                .iter()
+                                .map(|e| format!("{:?} {:?}", e.reason, e.message))
+                                .collect::<Vec<_>>()
+                        )
+                    })
+            })
+            .await;
+        assert_eq!(
+            event.type_.as_deref(),
+            Some("Warning"),
+            "expected the bad-template Event to be a Warning, found {event:?}"
+        );
+        step!(
+            "bad template reported: {} {}",
+            event.reason.as_deref().unwrap_or_default(),
+            event.message.as_deref().unwrap_or_default()
+        );
+        if let Err(e) = self.readyz().await {
+            panic!("expected /readyz to stay 200 with the last good template live, found {e}");
+        }
+        let Some(live) = live_sidecar else {
+            return;
+        };
+        let stored = self
+            .create_stored(&pod(
+                "e2e-after-bad-edit",
+                &[(INJECT, "true")],
+                &self.settings.app_image,
+            ))
+            .await;
+        assert!(
+            container(&stored, live).is_some() && container(&stored, SIDECAR_BAD).is_none(),
+            "expected the last good template ({live}) after the invalid edit, found: {}",
+            describe_pod(&stored)
+        );
+        step!("next Pod still injected with the last good template ({live})");
+    }
+
+    // ---- second tier: Pods that run -----------------------------------------------------
+
+    async fn running_tier_enabled(&self, admission: bool) -> bool {
+        if !self.settings.run_pods {
+            shout(
+                "SKIPPED e2e running-Pod tier: set E2E_RUN_PODS=1 (and have nodes) to check that an injected Pod runs",
+            );
+            return false;
+        }
+        if !admission {
+            shout("SKIPPED e2e running-Pod tier: it needs the admission steps, so set E2E_WEBHOOK_HOST too");
+            return false;
+        }
+        let nodes: Api<Node> = Api::all(self.client.clone());
+        match nodes.list(&ListParams::default().limit(1)).await {
+            Ok(list) if !list.items.is_empty() => true,
+            Ok(_) => {
+                shout("SKIPPED e2e running-Pod tier: E2E_RUN_PODS=1 but the cluster has no nodes");
+                false
+            }
+            Err(e) => panic!(
+                "expected to list Nodes for the running-Pod tier, found: {}",
+                api_error(&e)
+            ),
+        }
+    }
+
+    /// Step (tier 2): an opted-in Pod is scheduled and runs, its sidecar container running.
+    async fn injected_pod_runs(&self, sidecar: &str) {
+        let name = "e2e-running";
+        self.create_stored(&pod(name, &[(INJECT, "true")], &self.settings.app_image))
+            .await;
+        let what = format!("Pod {name} Running with containers app and {sidecar} running (images may need pulling)");
+        self.eventually(&what, Duration::from_secs(180), async || {
+            let p = self.pods.get(name).await.map_err(|e| api_error(&e))?;
+            let status = p.status.clone().unwrap_or_default();
+            let statuses: Vec<_> = status
+                .container_statuses
+                .iter()
+                .flatten()
+                .chain(status.init_container_statuses.iter().flatten())
+                .collect();
+            let running = |c: &str| {
+                statuses
+                    .iter()
+                    .any(|s| s.name == c && s.state.as_ref().is_some_and(|st| st.running.is_some()))
+            };
+            if status.phase.as_deref() == Some("Running") && running("app") && running(sidecar) {
+                return Ok(());
+            }
+            Err(format!(
+                "phase {:?}, containers {:?}, conditions {:?}",
+                status.phase,
+                statuses
+                    .iter()
+                    .map(|s| {
+                        let state = s.state.as_ref();
+                        let waiting = state.and_then(|st| st.waiting.as_ref());
+                        format!(
+                            "{} running={} waiting={:?} {:?}",
+                            s.name,
+                            state.is_some_and(|st| st.running.is_some()),
+                            waiting.and_then(|w| w.reason.clone()),
+                            waiting.and_then(|w| w.message.clone()),
+                        )
+                    })
+                    .collect::<Vec<_>>(),
+                status
+                    .conditions
+                    .iter()
+                    .flatten()
+                    .map(|c| format!("{}={} {}", c.type_, c.status, c.message.as_deref().unwrap_or("")))
+                    .collect::<Vec<_>>()
+            ))
+        })
+        .await;
+        step!("Pod {name} runs with its sidecar {sidecar}");
+    }
+}
