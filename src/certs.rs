@@ -12,8 +12,9 @@ use time::{Duration, OffsetDateTime};
 /// Longest serving-certificate validity `--days` accepts; the CA gets ten times as long.
 pub const MAX_DAYS: u32 = 36_500;
 
-/// Backdating `not_before` tolerates clocks that lag behind the one that issued.
-const CLOCK_SKEW: Duration = Duration::hours(1);
+/// Backdating `not_before` tolerates clocks that lag behind the one that issued: every
+/// certificate made here has `not_before = issued - CLOCK_SKEW`.
+pub const CLOCK_SKEW: Duration = Duration::hours(1);
 
 /// Validity of the standalone self-signed certificate.
 const SELF_SIGNED_DAYS: u32 = 365;
@@ -34,6 +35,12 @@ pub enum CertError {
     InvalidDays { found: u32 },
     #[error("cannot generate the {what}: {source}")]
     Generate { what: &'static str, source: rcgen::Error },
+    #[error("expected {what} to be {expected}, found {found}")]
+    Unusable {
+        what: String,
+        expected: &'static str,
+        found: String,
+    },
 }
 
 /// PEM output of [`generate`]: what `certs` writes to `ca.crt`, `tls.crt` and `tls.key`.
@@ -85,8 +92,33 @@ pub fn generate(service: &str, namespace: &str, extra_sans: &[String], days: u32
     }
 
     let now = OffsetDateTime::now_utc();
-    let (ca_cert, issuer) = build_ca(service, namespace, days, now)?;
+    let (ca_cert, issuer) = build_ca(service, namespace, days * 10, now)?;
+    let serving = sign_serving(
+        &issuer,
+        service,
+        namespace,
+        sans,
+        now,
+        now + Duration::days(i64::from(days)),
+    )?;
 
+    Ok(ServiceCerts {
+        ca_cert_pem: ca_cert.pem(),
+        cert_pem: serving.cert_pem,
+        key_pem: serving.key_pem,
+    })
+}
+
+/// Issues a serving certificate (fresh key) for `sans`, valid from `now` (backdated by
+/// the clock skew) until `not_after`.
+fn sign_serving(
+    issuer: &Issuer<'_, KeyPair>,
+    service: &str,
+    namespace: &str,
+    sans: Vec<SanType>,
+    now: OffsetDateTime,
+    not_after: OffsetDateTime,
+) -> Result<CertAndKey, CertError> {
     let key = KeyPair::generate().map_err(|source| CertError::Generate {
         what: "serving key",
         source,
@@ -101,23 +133,22 @@ pub fn generate(service: &str, namespace: &str, extra_sans: &[String], days: u32
     params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
     params.use_authority_key_identifier_extension = true;
     params.not_before = now - CLOCK_SKEW;
-    params.not_after = now + Duration::days(i64::from(days));
-    let cert = params.signed_by(&key, &issuer).map_err(|source| CertError::Generate {
+    params.not_after = not_after;
+    let cert = params.signed_by(&key, issuer).map_err(|source| CertError::Generate {
         what: "serving certificate",
         source,
     })?;
-
-    Ok(ServiceCerts {
-        ca_cert_pem: ca_cert.pem(),
+    Ok(CertAndKey {
         cert_pem: cert.pem(),
         key_pem: key.serialize_pem(),
     })
 }
 
+/// A CA valid for `ca_days` from `now` (backdated by the clock skew).
 fn build_ca(
     service: &str,
     namespace: &str,
-    days: u32,
+    ca_days: u32,
     now: OffsetDateTime,
 ) -> Result<(rcgen::Certificate, Issuer<'static, KeyPair>), CertError> {
     let key = KeyPair::generate().map_err(|source| CertError::Generate { what: "CA key", source })?;
@@ -134,7 +165,7 @@ fn build_ca(
         KeyUsagePurpose::DigitalSignature,
     ];
     params.not_before = now - CLOCK_SKEW;
-    params.not_after = now + Duration::days(i64::from(days) * 10);
+    params.not_after = now + Duration::days(i64::from(ca_days));
     let cert = params.self_signed(&key).map_err(|source| CertError::Generate {
         what: "CA certificate",
         source,
@@ -186,6 +217,135 @@ pub fn sha256_fingerprint(der: &[u8]) -> String {
         .map(|b| format!("{b:02X}"))
         .collect::<Vec<_>>()
         .join(":")
+}
+
+/// A PEM certificate and its PEM private key. `Debug` never shows the key.
+#[derive(Clone, PartialEq, Eq)]
+pub struct CertAndKey {
+    pub cert_pem: String,
+    pub key_pem: String,
+}
+
+impl std::fmt::Debug for CertAndKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CertAndKey")
+            .field("cert_pem", &self.cert_pem)
+            .field("key_pem", &"<redacted>")
+            .finish()
+    }
+}
+
+/// What the certificate bootstrap needs to know about one certificate.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CertInfo {
+    pub not_before: OffsetDateTime,
+    pub not_after: OffsetDateTime,
+    /// Basic constraints say CA.
+    pub is_ca: bool,
+    /// DNS names among the subject alternative names.
+    pub dns_names: Vec<String>,
+    /// The subject public key (the contents of the SubjectPublicKeyInfo bit string), to
+    /// match the certificate with a private key.
+    pub public_key: Vec<u8>,
+}
+
+/// Generates a webhook CA for `service.namespace`, valid `ca_days` from `now`.
+pub fn generate_ca(service: &str, namespace: &str, ca_days: u32, now: OffsetDateTime) -> Result<CertAndKey, CertError> {
+    check_label("--service", service)?;
+    check_label("--namespace", namespace)?;
+    if ca_days == 0 || ca_days > MAX_DAYS * 10 {
+        return Err(CertError::InvalidDays { found: ca_days });
+    }
+    let (cert, issuer) = build_ca(service, namespace, ca_days, now)?;
+    Ok(CertAndKey {
+        cert_pem: cert.pem(),
+        key_pem: issuer.key().serialize_pem(),
+    })
+}
+
+/// Issues a serving certificate (with a fresh key) for the Service's DNS names, signed by
+/// an existing CA (`ca_cert_pem` + `ca_key_pem`, as kept in a Secret), valid from `now`
+/// until `not_after`.
+pub fn sign_serving_cert(
+    ca_cert_pem: &str,
+    ca_key_pem: &str,
+    service: &str,
+    namespace: &str,
+    now: OffsetDateTime,
+    not_after: OffsetDateTime,
+) -> Result<CertAndKey, CertError> {
+    check_label("--service", service)?;
+    check_label("--namespace", namespace)?;
+    if not_after <= now {
+        return Err(CertError::Unusable {
+            what: "the serving certificate's notAfter".to_string(),
+            expected: "later than now",
+            found: format!("{not_after} (now is {now})"),
+        });
+    }
+    let key = KeyPair::from_pem(ca_key_pem).map_err(|e| CertError::Unusable {
+        what: "the CA key".to_string(),
+        expected: "a PEM PKCS#8 private key",
+        found: format!("an unreadable key ({e})"),
+    })?;
+    let issuer = Issuer::from_ca_cert_pem(ca_cert_pem, key).map_err(|e| CertError::Unusable {
+        what: "the CA certificate".to_string(),
+        expected: "a PEM X.509 CA certificate",
+        found: format!("an unreadable certificate ({e})"),
+    })?;
+    let mut sans = Vec::new();
+    for name in service_dns_names(service, namespace) {
+        sans.push(dns_san(&name)?);
+    }
+    sign_serving(&issuer, service, namespace, sans, now, not_after)
+}
+
+/// Reads the validity, CA flag, DNS names and public key of a DER certificate.
+pub fn inspect_cert(der: &[u8]) -> Result<CertInfo, CertError> {
+    let unreadable = |message: String| CertError::Unusable {
+        what: "the certificate".to_string(),
+        expected: "a DER X.509 certificate",
+        found: message,
+    };
+    let (_, cert) =
+        x509_parser::parse_x509_certificate(der).map_err(|e| unreadable(format!("unparseable data ({e})")))?;
+    let validity = cert.validity();
+    let dns_names = match cert.subject_alternative_name() {
+        Ok(Some(san)) => san
+            .value
+            .general_names
+            .iter()
+            .filter_map(|name| match name {
+                x509_parser::extensions::GeneralName::DNSName(dns) => Some(dns.to_string()),
+                _ => None,
+            })
+            .collect(),
+        Ok(None) => Vec::new(),
+        Err(e) => return Err(unreadable(format!("a malformed subjectAltName extension ({e})"))),
+    };
+    Ok(CertInfo {
+        not_before: validity.not_before.to_datetime(),
+        not_after: validity.not_after.to_datetime(),
+        is_ca: cert.is_ca(),
+        dns_names,
+        public_key: cert.public_key().subject_public_key.data.to_vec(),
+    })
+}
+
+/// The public key of a PEM (PKCS#8) private key, to compare with [`CertInfo::public_key`].
+pub fn public_key_of(key_pem: &str) -> Result<Vec<u8>, CertError> {
+    let key = KeyPair::from_pem(key_pem).map_err(|e| CertError::Unusable {
+        what: "the private key".to_string(),
+        expected: "a PEM PKCS#8 private key",
+        found: format!("an unreadable key ({e})"),
+    })?;
+    Ok(rcgen::PublicKeyData::der_bytes(&key).to_vec())
+}
+
+/// Checks that `value` (the value of `flag`) is a DNS label, as Service and namespace
+/// names are.
+pub fn check_dns_label(flag: &'static str, value: &str) -> Result<(), CertError> {
+    check_label(flag, value)
 }
 
 fn check_label(flag: &'static str, value: &str) -> Result<(), CertError> {

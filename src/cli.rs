@@ -68,6 +68,10 @@ pub struct ServeArgs {
     /// How often the cert/key files are checked for changes.
     #[arg(long, value_parser = parse_duration, default_value = "1s")]
     pub tls_reload_interval: Duration,
+    /// Self-managed TLS (cluster mode without --tls-cert/--tls-key). Boxed: keeps the
+    /// `Command` variants of similar size.
+    #[command(flatten)]
+    pub self_tls: Box<SelfTlsArgs>,
     /// Largest accepted request body; larger ones get HTTP 413.
     #[arg(long, default_value_t = 8 * 1024 * 1024)]
     pub max_body_bytes: usize,
@@ -99,6 +103,31 @@ pub struct ServeArgs {
     /// On SIGTERM/SIGINT, how long in-flight requests may take to finish.
     #[arg(long, value_parser = parse_duration, default_value = "20s")]
     pub shutdown_timeout: Duration,
+}
+
+const SELF_TLS_HEADING: &str = "Self-managed TLS (cluster mode without --tls-cert/--tls-key)";
+
+/// `serve` flags for the self-managed certificate (`crate::tls_bootstrap`).
+#[derive(Debug, Clone, Args)]
+pub struct SelfTlsArgs {
+    /// The `kubernetes.io/tls` Secret (in --namespace) holding the self-managed CA and
+    /// serving certificate: created if missing, renewed before expiry, re-read by every replica.
+    #[arg(help_heading = SELF_TLS_HEADING, long, value_name = "NAME", default_value = "envoy-injector-tls")]
+    pub tls_secret: String,
+    /// MutatingWebhookConfiguration whose webhooks' `clientConfig.caBundle` is kept equal
+    /// to the Secret's `ca.crt` (self-managed TLS only); empty: touch none.
+    #[arg(help_heading = SELF_TLS_HEADING, long, value_name = "NAME", default_value = "envoy-injector")]
+    pub webhook_config: String,
+    /// The webhook's Service: the self-managed certificate is for `S`, `S.N`, `S.N.svc` and
+    /// `S.N.svc.cluster.local` (N = --namespace).
+    #[arg(help_heading = SELF_TLS_HEADING, long, value_name = "NAME", default_value = "envoy-injector")]
+    pub service: String,
+    /// Validity of a self-managed serving certificate, in days (its CA gets ten times as long).
+    #[arg(help_heading = SELF_TLS_HEADING, long, value_name = "DAYS", default_value_t = 365)]
+    pub cert_validity_days: u32,
+    /// Renew a self-managed serving certificate this many days before it expires.
+    #[arg(help_heading = SELF_TLS_HEADING, long, value_name = "DAYS", default_value_t = 30)]
+    pub cert_renew_before_days: u32,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]

@@ -15,3 +15,4 @@ pub mod offline;
 pub mod reload;
 pub mod server;
 pub mod templates;
+pub mod tls_bootstrap;

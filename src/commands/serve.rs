@@ -21,11 +21,8 @@ use crate::templates::LiveTemplates;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ServeError {
-    #[error(
-        "cluster mode needs --tls-cert and --tls-key: the API server must trust the serving certificate \
-         (generate one with `envoy-injector certs`, or run `serve --standalone` for a self-signed one)"
-    )]
-    ClusterNeedsTls,
+    #[error("cannot set up the self-managed serving certificate (or pass --tls-cert/--tls-key): {0}")]
+    TlsBootstrap(#[from] crate::tls_bootstrap::BootstrapError),
     #[error("--config is for --standalone; in cluster mode templates come from ConfigMap {namespace}/envoy-injector")]
     ConfigInClusterMode { namespace: String },
     #[error("cannot reach the cluster (KUBECONFIG or in-cluster config): {0}")]
@@ -56,17 +53,26 @@ async fn run_cluster(args: ServeArgs) -> Result<(), ServeError> {
             namespace: args.namespace.clone(),
         });
     }
-    let (Some(cert), Some(key)) = (&args.tls_cert, &args.tls_key) else {
-        return Err(ServeError::ClusterNeedsTls);
-    };
-    let tls = TlsSource::Files {
-        cert: cert.clone(),
-        key: key.clone(),
-        reload_interval: args.tls_reload_interval,
-    };
     let mut registry = Registry::default();
     let metrics = Metrics::register(&mut registry);
     let client = kube::Client::try_default().await?;
+    // Without files, the certificate lives in a Secret this process manages; the
+    // bootstrap keeps it current until `_tls_bootstrap` is dropped on return.
+    let (tls, _tls_bootstrap) = match (&args.tls_cert, &args.tls_key) {
+        (Some(cert), Some(key)) => (
+            TlsSource::Files {
+                cert: cert.clone(),
+                key: key.clone(),
+                reload_interval: args.tls_reload_interval,
+            },
+            None,
+        ),
+        _ => {
+            let config = crate::tls_bootstrap::BootstrapConfig::from_args(&args);
+            let running = crate::tls_bootstrap::start(client.clone(), config, metrics.clone()).await?;
+            (running.tls_source(), Some(running))
+        }
+    };
     let identity = args.identity.clone().unwrap_or_else(crate::leader::default_identity);
     info!(namespace = %args.namespace, %identity, "starting in cluster mode");
 

@@ -20,7 +20,7 @@ use tracing::{Instrument, info, info_span};
 use crate::admission::Admission;
 use crate::cli::ServeArgs;
 use crate::metrics::Metrics;
-pub use tls::{TlsError, TlsSource};
+pub use tls::{CertStore, TlsError, TlsSource, fingerprint, load_pem};
 
 /// Says whether the process may receive traffic; `Err` carries the reason it may not.
 pub type Readiness = Arc<dyn Fn() -> Result<(), String> + Send + Sync>;
@@ -126,7 +126,10 @@ impl RunningServer {
 pub async fn start(config: ServerConfig, tls: TlsSource, state: AppState) -> Result<RunningServer, ServerError> {
     let (certified, initial_bytes) = tls::load_source(&tls)?;
     info!(fingerprint = %tls::fingerprint(&certified), "serving certificate loaded (SHA-256)");
-    let store = Arc::new(tls::CertStore::new(certified));
+    let store = match &tls {
+        TlsSource::Store(store) => store.clone(),
+        _ => Arc::new(tls::CertStore::new(certified)),
+    };
     let acceptor = TlsAcceptor::from(tls::server_config(store.clone())?);
 
     let webhook_listener = bind("--addr", config.addr).await?;
@@ -158,7 +161,7 @@ pub async fn start(config: ServerConfig, tls: TlsSource, state: AppState) -> Res
             );
             Some(tokio::spawn(task.instrument(info_span!("tls_reload"))))
         }
-        TlsSource::Pem { .. } => None,
+        TlsSource::Pem { .. } | TlsSource::Store(_) => None,
     };
 
     let webhook_router = webhook::router(Arc::new(webhook::WebhookState {

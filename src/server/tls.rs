@@ -29,6 +29,9 @@ pub enum TlsSource {
     },
     /// PEM held in memory for the life of the process (the standalone self-signed pair).
     Pem { cert_pem: String, key_pem: String },
+    /// A store someone else keeps current (the Secret-backed bootstrap in
+    /// `crate::tls_bootstrap`); the server serves whatever it holds.
+    Store(Arc<CertStore>),
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -170,6 +173,7 @@ pub fn load_source(source: &TlsSource) -> Result<(CertifiedKey, Option<PemPair>)
             )?;
             Ok((loaded, None))
         }
+        TlsSource::Store(store) => Ok((store.current().as_ref().clone(), None)),
     }
 }
 

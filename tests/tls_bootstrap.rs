@@ -1,0 +1,562 @@
+//! Self-managed TLS (`tls_bootstrap`) against a mocked API server (tower-test): every
+//! request's method, path and (where it matters) body is asserted and answered in order;
+//! once the bootstrap and its client are gone, no further request may have been made.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use base64::Engine as _;
+use envoy_injector::certs::{self, CertAndKey};
+use envoy_injector::metrics::{LoadLabels, LoadResult, Metrics};
+use envoy_injector::server::CertStore;
+use envoy_injector::tls_bootstrap::{
+    BootstrapConfig, CA_CRT, CA_KEY, DEFAULT_CA_OVERLAP, SECRET_TYPE, TLS_CRT, TLS_KEY, TlsBootstrap, TlsMaterial,
+};
+use http::Method;
+use k8s_openapi::ByteString;
+use k8s_openapi::api::core::v1::Secret;
+use kube::Client;
+use kube::core::ObjectMeta;
+use prometheus_client::registry::Registry;
+use rustls::client::WebPkiServerVerifier;
+use rustls::client::danger::ServerCertVerifier;
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
+use serde_json::{Value, json};
+use time::OffsetDateTime;
+use tokio::time::timeout;
+
+mod mock_api;
+use mock_api::{ApiServer, PATIENCE, status};
+
+const NS: &str = "mesh";
+const SERVICE: &str = "injector";
+const SECRET: &str = "injector-tls";
+const WEBHOOK_CONFIG: &str = "injector";
+const SECRETS: &str = "/api/v1/namespaces/mesh/secrets";
+const SECRET_PATH: &str = "/api/v1/namespaces/mesh/secrets/injector-tls";
+const MWC_PATH: &str = "/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations/injector";
+const NAMES: [&str; 4] = [
+    "injector",
+    "injector.mesh",
+    "injector.mesh.svc",
+    "injector.mesh.svc.cluster.local",
+];
+
+// ---------------------------------------------------------------- fake API server
+
+fn mock_client() -> (Client, ApiServer) {
+    mock_api::mock_client("default")
+}
+
+// ---------------------------------------------------------------- fixtures
+
+fn config() -> BootstrapConfig {
+    BootstrapConfig {
+        namespace: NS.into(),
+        secret_name: SECRET.into(),
+        webhook_config: Some(WEBHOOK_CONFIG.into()),
+        service: SERVICE.into(),
+        validity_days: 365,
+        renew_before_days: 30,
+        // Long: tests that do not run the loop see no background request.
+        poll_interval: Duration::from_secs(3600),
+        check_interval: Duration::from_secs(3600),
+        ca_overlap: DEFAULT_CA_OVERLAP,
+    }
+}
+
+fn metrics() -> Metrics {
+    Metrics::register(&mut Registry::default())
+}
+
+fn reloads(metrics: &Metrics, result: LoadResult) -> u64 {
+    metrics.tls_reloads.get_or_create(&LoadLabels { result }).get()
+}
+
+fn now() -> OffsetDateTime {
+    OffsetDateTime::now_utc()
+}
+
+fn ca_issued(at: OffsetDateTime) -> CertAndKey {
+    certs::generate_ca(SERVICE, NS, 3650, at).unwrap()
+}
+
+fn leaf_issued(ca: &CertAndKey, at: OffsetDateTime, days: i64) -> CertAndKey {
+    certs::sign_serving_cert(
+        &ca.cert_pem,
+        &ca.key_pem,
+        SERVICE,
+        NS,
+        at,
+        at + time::Duration::days(days),
+    )
+    .unwrap()
+}
+
+fn material(ca: &CertAndKey, leaf: &CertAndKey) -> TlsMaterial {
+    TlsMaterial {
+        tls_crt: leaf.cert_pem.clone().into_bytes(),
+        tls_key: leaf.key_pem.clone().into_bytes(),
+        ca_crt: ca.cert_pem.clone().into_bytes(),
+        ca_key: Some(ca.key_pem.clone().into_bytes()),
+        next_ca_key: None,
+    }
+}
+
+fn secret_json(material: &TlsMaterial, resource_version: &str) -> Value {
+    let mut data = BTreeMap::new();
+    material.apply_to(&mut data);
+    data.insert("extra".into(), ByteString(b"kept".to_vec()));
+    let secret = Secret {
+        metadata: ObjectMeta {
+            name: Some(SECRET.into()),
+            namespace: Some(NS.into()),
+            resource_version: Some(resource_version.into()),
+            uid: Some("uid-secret".into()),
+            ..ObjectMeta::default()
+        },
+        type_: Some(SECRET_TYPE.into()),
+        data: Some(data),
+        ..Secret::default()
+    };
+    serde_json::to_value(secret).unwrap()
+}
+
+fn b64(bytes: &[u8]) -> String {
+    base64::engine::general_purpose::STANDARD.encode(bytes)
+}
+
+/// The MutatingWebhookConfiguration with two webhooks and the given caBundles.
+fn webhook_config(bundles: [Option<&Vec<u8>>; 2], resource_version: &str) -> Value {
+    let webhook = |name: &str, bundle: Option<&Vec<u8>>| {
+        let mut client_config = json!({ "service": { "name": SERVICE, "namespace": NS, "path": "/mutate" } });
+        if let Some(bundle) = bundle {
+            client_config["caBundle"] = json!(b64(bundle));
+        }
+        json!({
+            "name": name,
+            "clientConfig": client_config,
+            "admissionReviewVersions": ["v1"],
+            "sideEffects": "None",
+        })
+    };
+    json!({
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "MutatingWebhookConfiguration",
+        "metadata": { "name": WEBHOOK_CONFIG, "resourceVersion": resource_version },
+        "webhooks": [
+            webhook("namespaces.sidecar.samplecrd.k8s.io", bundles[0]),
+            webhook("pods.sidecar.samplecrd.k8s.io", bundles[1]),
+        ],
+    })
+}
+
+/// A key of a Secret in a request body, decoded.
+fn data(body: &Value, key: &str) -> Vec<u8> {
+    let encoded = body["data"][key]
+        .as_str()
+        .unwrap_or_else(|| panic!("expected data.{key} in {body}"));
+    base64::engine::general_purpose::STANDARD.decode(encoded).unwrap()
+}
+
+fn leaf_der(pem: &[u8]) -> Vec<u8> {
+    CertificateDer::from_pem_slice(pem).unwrap().to_vec()
+}
+
+fn served(store: &CertStore) -> Vec<u8> {
+    store.current().cert[0].to_vec()
+}
+
+/// The certificate verifies for `name` against the CAs in `ca_pem` (a bundle) now.
+fn verify(ca_pem: &[u8], cert_pem: &[u8], name: &str) -> Result<(), rustls::Error> {
+    let mut roots = rustls::RootCertStore::empty();
+    for ca in CertificateDer::pem_slice_iter(ca_pem) {
+        roots.add(ca.unwrap()).unwrap();
+    }
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let verifier = WebPkiServerVerifier::builder_with_provider(Arc::new(roots), provider)
+        .build()
+        .unwrap();
+    let leaf = CertificateDer::from_pem_slice(cert_pem).unwrap();
+    let name = ServerName::try_from(name.to_string()).unwrap();
+    verifier
+        .verify_server_cert(&leaf, &[], &name, &[], UnixTime::now())
+        .map(|_| ())
+}
+
+fn assert_serves_service(ca_pem: &[u8], cert_pem: &[u8]) {
+    for name in NAMES {
+        verify(ca_pem, cert_pem, name).unwrap_or_else(|e| panic!("expected the certificate to verify for {name}: {e}"));
+    }
+    assert!(verify(ca_pem, cert_pem, "other.mesh.svc").is_err());
+    let info = certs::inspect_cert(&leaf_der(cert_pem)).unwrap();
+    assert_eq!(info.dns_names, NAMES);
+}
+
+type Bootstrapped = (TlsBootstrap, Arc<CertStore>);
+
+/// Runs `bootstrap()` in a task while the test scripts the API server.
+fn spawn_bootstrap(client: Client, metrics: Metrics) -> tokio::task::JoinHandle<Bootstrapped> {
+    spawn_bootstrap_with(client, config(), metrics)
+}
+
+fn spawn_bootstrap_with(
+    client: Client,
+    config: BootstrapConfig,
+    metrics: Metrics,
+) -> tokio::task::JoinHandle<Bootstrapped> {
+    tokio::spawn(async move {
+        let mut bootstrap = TlsBootstrap::new(client, config, metrics).unwrap();
+        let store = bootstrap.bootstrap().await.expect("bootstrap should succeed");
+        (bootstrap, store)
+    })
+}
+
+async fn finished<T>(task: tokio::task::JoinHandle<T>) -> T {
+    timeout(PATIENCE, task)
+        .await
+        .expect("expected the bootstrap to finish within the safety bound")
+        .unwrap()
+}
+
+// ---------------------------------------------------------------- scenarios
+
+/// (a) No Secret: a CA and certificate are generated and POSTed, then every webhook's
+/// caBundle is PATCHed to the new ca.crt.
+#[tokio::test]
+async fn no_secret_generates_posts_and_publishes_the_ca_bundle() {
+    let (client, mut api) = mock_client();
+    let metrics = metrics();
+    let task = spawn_bootstrap(client, metrics.clone());
+
+    api.expect(Method::GET, SECRET_PATH)
+        .await
+        .reply(404, &status(404, "NotFound", "secrets \"injector-tls\" not found"));
+
+    let post = api.expect(Method::POST, SECRETS).await;
+    assert!(post.query.contains("fieldManager=envoy-injector"), "{}", post.query);
+    assert_eq!(post.body["type"], SECRET_TYPE);
+    assert_eq!(post.body["metadata"]["name"], SECRET);
+    assert_eq!(post.body["metadata"]["namespace"], NS);
+    let (tls_crt, ca_crt) = (data(&post.body, TLS_CRT), data(&post.body, CA_CRT));
+    assert_serves_service(&ca_crt, &tls_crt);
+    let ca_key = String::from_utf8(data(&post.body, CA_KEY)).unwrap();
+    let ca_info = certs::inspect_cert(&leaf_der(&ca_crt)).unwrap();
+    assert!(ca_info.is_ca);
+    assert_eq!(
+        certs::public_key_of(&ca_key).unwrap(),
+        ca_info.public_key,
+        "ca.key is the CA's key"
+    );
+    let tls_key = data(&post.body, TLS_KEY);
+    envoy_injector::server::load_pem(&tls_crt, &tls_key, "tls.crt", "tls.key").expect("tls.key matches tls.crt");
+    post.echo_at(201, "1");
+
+    api.expect(Method::GET, MWC_PATH)
+        .await
+        .reply(200, &webhook_config([None, Some(&b"stale".to_vec())], "7"));
+    let patch = api.expect(Method::PATCH, MWC_PATH).await;
+    assert_eq!(patch.content_type, "application/strategic-merge-patch+json");
+    assert_eq!(
+        patch.body["metadata"]["resourceVersion"], "7",
+        "guarded by resourceVersion"
+    );
+    let webhooks = patch.body["webhooks"].as_array().unwrap();
+    let names: Vec<&str> = webhooks.iter().map(|w| w["name"].as_str().unwrap()).collect();
+    assert_eq!(
+        names,
+        ["namespaces.sidecar.samplecrd.k8s.io", "pods.sidecar.samplecrd.k8s.io"]
+    );
+    for webhook in webhooks {
+        assert_eq!(webhook["clientConfig"]["caBundle"], b64(&ca_crt), "{webhook}");
+    }
+    patch.reply(200, &webhook_config([Some(&ca_crt), Some(&ca_crt)], "8"));
+
+    let (bootstrap, store) = finished(task).await;
+    assert_eq!(served(&store), leaf_der(&tls_crt), "serves the certificate it stored");
+    assert_eq!(reloads(&metrics, LoadResult::Error), 0);
+    drop(bootstrap);
+    api.assert_no_more_requests().await;
+}
+
+/// (b) Two replicas start together: this one's POST loses (409 AlreadyExists), it
+/// re-reads and serves the winner's certificate, byte for byte.
+#[tokio::test]
+async fn losing_the_create_race_serves_the_winners_certificate() {
+    let t = now();
+    let winner_ca = ca_issued(t);
+    let winner = material(&winner_ca, &leaf_issued(&winner_ca, t, 365));
+    let (client, mut api) = mock_client();
+    let task = spawn_bootstrap(client, metrics());
+
+    api.expect(Method::GET, SECRET_PATH)
+        .await
+        .reply(404, &status(404, "NotFound", "not found"));
+    let post = api.expect(Method::POST, SECRETS).await;
+    let ours = data(&post.body, TLS_CRT);
+    assert_ne!(ours, winner.tls_crt);
+    post.reply(
+        409,
+        &status(409, "AlreadyExists", "secrets \"injector-tls\" already exists"),
+    );
+    api.expect(Method::GET, SECRET_PATH)
+        .await
+        .reply(200, &secret_json(&winner, "3"));
+    // The winner already published its CA: nothing to patch.
+    api.expect(Method::GET, MWC_PATH)
+        .await
+        .reply(200, &webhook_config([Some(&winner.ca_crt), Some(&winner.ca_crt)], "9"));
+
+    let (bootstrap, store) = finished(task).await;
+    assert_eq!(served(&store), leaf_der(&winner.tls_crt));
+    assert_ne!(served(&store), leaf_der(&ours));
+    drop(bootstrap);
+    api.assert_no_more_requests().await;
+}
+
+/// (c) A valid Secret and an up-to-date caBundle: two reads, no write.
+#[tokio::test]
+async fn valid_secret_and_current_ca_bundle_only_read() {
+    let t = now();
+    let ca = ca_issued(t);
+    let current = material(&ca, &leaf_issued(&ca, t, 365));
+    let (client, mut api) = mock_client();
+    let metrics = metrics();
+    let task = spawn_bootstrap(client, metrics.clone());
+
+    api.expect(Method::GET, SECRET_PATH)
+        .await
+        .reply(200, &secret_json(&current, "11"));
+    api.expect(Method::GET, MWC_PATH).await.reply(
+        200,
+        &webhook_config([Some(&current.ca_crt), Some(&current.ca_crt)], "4"),
+    );
+
+    let (bootstrap, store) = finished(task).await;
+    assert_eq!(served(&store), leaf_der(&current.tls_crt));
+    assert_eq!(
+        reloads(&metrics, LoadResult::Success) + reloads(&metrics, LoadResult::Error),
+        0
+    );
+    drop(bootstrap);
+    api.assert_no_more_requests().await;
+}
+
+/// (d) A certificate within the renewal period is renewed with the same CA (the new one
+/// verifies against the old ca.crt) and PUT with the read resourceVersion; other keys
+/// survive.
+#[tokio::test]
+async fn near_expiry_is_renewed_with_the_same_ca_under_optimistic_concurrency() {
+    let issued = now() - time::Duration::days(340);
+    let ca = ca_issued(issued);
+    let old = material(&ca, &leaf_issued(&ca, issued, 365));
+    let (client, mut api) = mock_client();
+    let task = spawn_bootstrap(client, metrics());
+
+    api.expect(Method::GET, SECRET_PATH)
+        .await
+        .reply(200, &secret_json(&old, "42"));
+    let put = api.expect(Method::PUT, SECRET_PATH).await;
+    assert_eq!(put.body["metadata"]["resourceVersion"], "42");
+    assert_eq!(put.body["type"], SECRET_TYPE);
+    assert_eq!(data(&put.body, "extra"), b"kept", "unrelated keys are kept");
+    assert_eq!(data(&put.body, CA_CRT), old.ca_crt, "same CA");
+    assert_eq!(Some(data(&put.body, CA_KEY)), old.ca_key, "same CA key");
+    let renewed = data(&put.body, TLS_CRT);
+    assert_ne!(renewed, old.tls_crt);
+    assert_serves_service(&old.ca_crt, &renewed);
+    let old_expiry = certs::inspect_cert(&leaf_der(&old.tls_crt)).unwrap().not_after;
+    let new_expiry = certs::inspect_cert(&leaf_der(&renewed)).unwrap().not_after;
+    assert!(
+        new_expiry > old_expiry + time::Duration::days(300),
+        "{new_expiry} vs {old_expiry}"
+    );
+    put.echo_at(200, "43");
+    // Same CA: the caBundle is checked, not patched.
+    api.expect(Method::GET, MWC_PATH)
+        .await
+        .reply(200, &webhook_config([Some(&old.ca_crt), Some(&old.ca_crt)], "5"));
+
+    let (bootstrap, store) = finished(task).await;
+    assert_eq!(served(&store), leaf_der(&renewed));
+    drop(bootstrap);
+    api.assert_no_more_requests().await;
+}
+
+/// (d, continued) The renewal PUT loses to another replica (409 Conflict): re-read, and
+/// the other replica's renewal is used as is.
+#[tokio::test]
+async fn renewal_conflict_rereads_and_uses_the_other_replicas_renewal() {
+    let issued = now() - time::Duration::days(340);
+    let ca = ca_issued(issued);
+    let old = material(&ca, &leaf_issued(&ca, issued, 365));
+    let theirs = material(&ca, &leaf_issued(&ca, now(), 365));
+    let (client, mut api) = mock_client();
+    let task = spawn_bootstrap(client, metrics());
+
+    api.expect(Method::GET, SECRET_PATH)
+        .await
+        .reply(200, &secret_json(&old, "42"));
+    let put = api.expect(Method::PUT, SECRET_PATH).await;
+    assert_eq!(put.body["metadata"]["resourceVersion"], "42");
+    put.reply(409, &status(409, "Conflict", "the object has been modified"));
+    api.expect(Method::GET, SECRET_PATH)
+        .await
+        .reply(200, &secret_json(&theirs, "44"));
+    api.expect(Method::GET, MWC_PATH)
+        .await
+        .reply(200, &webhook_config([Some(&theirs.ca_crt), Some(&theirs.ca_crt)], "5"));
+
+    let (bootstrap, store) = finished(task).await;
+    assert_eq!(served(&store), leaf_der(&theirs.tls_crt));
+    drop(bootstrap);
+    api.assert_no_more_requests().await;
+}
+
+/// A missing MutatingWebhookConfiguration is not fatal: the bootstrap serves, and the
+/// sync is retried later.
+#[tokio::test]
+async fn missing_webhook_configuration_does_not_fail_the_bootstrap() {
+    let t = now();
+    let ca = ca_issued(t);
+    let current = material(&ca, &leaf_issued(&ca, t, 365));
+    let (client, mut api) = mock_client();
+    let task = spawn_bootstrap(client, metrics());
+
+    api.expect(Method::GET, SECRET_PATH)
+        .await
+        .reply(200, &secret_json(&current, "11"));
+    api.expect(Method::GET, MWC_PATH).await.reply(
+        404,
+        &status(404, "NotFound", "mutatingwebhookconfigurations \"injector\" not found"),
+    );
+
+    let (bootstrap, store) = finished(task).await;
+    assert_eq!(served(&store), leaf_der(&current.tls_crt));
+    drop(bootstrap);
+    api.assert_no_more_requests().await;
+}
+
+/// (e) The reload loop: a Secret renewed by another replica is served without restart;
+/// a garbage Secret keeps the current certificate (and counts an error), then gets
+/// repaired with the same CA and the repair is served.
+#[tokio::test]
+async fn reload_loop_serves_changed_secrets_and_keeps_the_old_one_on_garbage() {
+    let t = now();
+    let ca = ca_issued(t);
+    let first = material(&ca, &leaf_issued(&ca, t, 365));
+    let second = material(&ca, &leaf_issued(&ca, t, 365));
+    let garbage = TlsMaterial {
+        tls_crt: b"-----BEGIN CERTIFICATE-----\nnot base64 at all\n-----END CERTIFICATE-----\n".to_vec(),
+        ..second.clone()
+    };
+    let bundle = first.ca_crt.clone();
+    let (client, mut api) = mock_client();
+    let metrics = metrics();
+    let mut config = config();
+    // Poll quickly; full checks stay an hour away.
+    config.poll_interval = Duration::from_millis(20);
+    let task = spawn_bootstrap_with(client, config, metrics.clone());
+    api.expect(Method::GET, SECRET_PATH)
+        .await
+        .reply(200, &secret_json(&first, "1"));
+    api.expect(Method::GET, MWC_PATH)
+        .await
+        .reply(200, &webhook_config([Some(&bundle), Some(&bundle)], "5"));
+    let (bootstrap, store) = finished(task).await;
+    assert_eq!(served(&store), leaf_der(&first.tls_crt));
+
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let running = tokio::spawn(bootstrap.run(store.clone(), async move {
+        let _ = stopped.await;
+    }));
+
+    // Another replica renewed the certificate.
+    api.expect(Method::GET, SECRET_PATH)
+        .await
+        .reply(200, &secret_json(&second, "2"));
+    // The next poll means the previous answer has been handled.
+    let poll = api.expect(Method::GET, SECRET_PATH).await;
+    assert_eq!(served(&store), leaf_der(&second.tls_crt), "reloaded without restart");
+    assert_eq!(reloads(&metrics, LoadResult::Success), 1);
+    assert_eq!(reloads(&metrics, LoadResult::Error), 0);
+
+    // Garbage: the store keeps the current certificate, the error is counted, and the
+    // Secret is repaired from the same CA (PUT at the garbage's resourceVersion).
+    poll.reply(200, &secret_json(&garbage, "3"));
+    let put = api.expect(Method::PUT, SECRET_PATH).await;
+    assert_eq!(
+        served(&store),
+        leaf_der(&second.tls_crt),
+        "a bad Secret keeps the old certificate"
+    );
+    assert_eq!(reloads(&metrics, LoadResult::Error), 1);
+    assert_eq!(put.body["metadata"]["resourceVersion"], "3");
+    assert_eq!(data(&put.body, CA_CRT), bundle, "repaired with the same CA");
+    let repaired = data(&put.body, TLS_CRT);
+    assert_serves_service(&bundle, &repaired);
+    let written = {
+        let mut body = put.body.clone();
+        body["metadata"]["resourceVersion"] = json!("4");
+        body
+    };
+    put.echo_at(200, "4");
+
+    // The repair is served (its caBundle did not change: no webhook call).
+    let poll = api.expect(Method::GET, SECRET_PATH).await;
+    assert_eq!(served(&store), leaf_der(&repaired));
+    assert_eq!(reloads(&metrics, LoadResult::Success), 2);
+    assert_eq!(reloads(&metrics, LoadResult::Error), 1);
+
+    stop.send(()).unwrap();
+    poll.reply(200, &written);
+    finished(running).await;
+    api.assert_no_more_requests().await;
+}
+
+/// The `serve` flags map onto the bootstrap configuration; `--webhook-config ""` manages
+/// no caBundle.
+#[test]
+fn serve_flags_map_onto_the_bootstrap_config() {
+    use clap::Parser as _;
+    use envoy_injector::cli::{Cli, Command};
+    let parse = |args: &[&str]| {
+        let cli = Cli::try_parse_from([&["envoy-injector", "serve"], args].concat()).unwrap();
+        let Command::Serve(args) = cli.command else {
+            panic!("expected the serve command")
+        };
+        BootstrapConfig::from_args(&args)
+    };
+    let defaults = parse(&["--namespace", "ns"]);
+    assert_eq!(defaults.secret_name, "envoy-injector-tls");
+    assert_eq!(defaults.webhook_config.as_deref(), Some("envoy-injector"));
+    assert_eq!(defaults.service, "envoy-injector");
+    assert_eq!((defaults.validity_days, defaults.renew_before_days), (365, 30));
+    defaults.validate().unwrap();
+    let custom = parse(&[
+        "--namespace",
+        "ns",
+        "--tls-secret",
+        "s",
+        "--webhook-config",
+        "",
+        "--service",
+        "svc",
+        "--cert-validity-days",
+        "90",
+        "--cert-renew-before-days",
+        "10",
+    ]);
+    assert_eq!(custom.secret_name, "s");
+    assert_eq!(custom.webhook_config, None);
+    assert_eq!(custom.service, "svc");
+    assert_eq!((custom.validity_days, custom.renew_before_days), (90, 10));
+    let bad = parse(&["--namespace", "ns", "--cert-renew-before-days", "400"]);
+    let err = bad.validate().unwrap_err().to_string();
+    assert!(
+        err.contains("--cert-renew-before-days") && err.contains("found 400"),
+        "{err}"
+    );
+}
