@@ -14,24 +14,23 @@ use envoy_injector::network::backend::{Backend, MultusBackend, NoBackend};
 use envoy_injector::network::controller::{self, Context, Error, NETWORK_LABEL};
 use envoy_injector::network::crd::{FINALIZER, Network, NetworkCondition, NetworkSpec, NetworkStatus, READY};
 use envoy_injector::network::nad;
-use http::{Method, Request, Response};
+use http::Method;
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 use kube::Client;
-use kube::client::Body;
 use kube::core::{ObjectMeta, PartialObjectMeta};
 use kube::runtime::controller::Action;
 use kube::runtime::reflector::{self, ObjectRef, store::Writer};
 use kube::runtime::watcher;
 use serde_json::{Value, json};
 use tokio::time::timeout;
-use tower_test::mock::{self, Handle, SendResponse};
+
+mod mock_api;
+use mock_api::{ApiServer, PATIENCE};
 
 const NS: &str = "default";
 const NAME: &str = "example-network";
-/// Safety bound for a whole scripted exchange; never a performance expectation.
-const PATIENCE: Duration = Duration::from_secs(10);
 const NETWORKS: &str = "/apis/samplecrd.k8s.io/v1/namespaces/default/networks";
 const NADS: &str = "/apis/k8s.cni.cncf.io/v1/namespaces/default/network-attachment-definitions";
 const EVENTS: &str = "/apis/events.k8s.io/v1/namespaces/default/events";
@@ -40,107 +39,8 @@ const READY_MESSAGE: &str = "multus backend: NetworkAttachmentDefinition/default
 
 // ---------------------------------------------------------------- fake API server
 
-/// The scripted side of the mocked transport.
-struct ApiServer {
-    handle: Handle<Request<Body>, Response<Body>>,
-}
-
-/// One request the controller made, waiting for its answer.
-struct Call {
-    method: Method,
-    path: String,
-    content_type: String,
-    body: Value,
-    respond: SendResponse<Response<Body>>,
-}
-
-impl Call {
-    fn reply(self, status: u16, body: &Value) {
-        let response = Response::builder()
-            .status(status)
-            .header("content-type", "application/json")
-            .body(Body::from(serde_json::to_vec(body).unwrap()))
-            .unwrap();
-        self.respond.send_response(response);
-    }
-
-    fn reply_text(self, status: u16, text: &str) {
-        let response = Response::builder()
-            .status(status)
-            .header("content-type", "text/plain")
-            .body(Body::from(text.as_bytes().to_vec()))
-            .unwrap();
-        self.respond.send_response(response);
-    }
-
-    /// Answers a create/update with the object it carried.
-    fn echo(self, status: u16) {
-        let body = self.body.clone();
-        self.reply(status, &body);
-    }
-}
-
-impl ApiServer {
-    async fn next(&mut self) -> Call {
-        let (request, respond) = self
-            .handle
-            .next_request()
-            .await
-            .expect("expected another request from the controller, but its client is gone");
-        let method = request.method().clone();
-        let path = request.uri().path().to_string();
-        let content_type = request
-            .headers()
-            .get("content-type")
-            .and_then(|v| v.to_str().ok())
-            .unwrap_or("")
-            .to_string();
-        let bytes = request.into_body().collect_bytes().await.unwrap();
-        let body = if bytes.is_empty() {
-            Value::Null
-        } else {
-            serde_json::from_slice(&bytes).unwrap_or_else(|_| Value::String(String::from_utf8_lossy(&bytes).into()))
-        };
-        Call {
-            method,
-            path,
-            content_type,
-            body,
-            respond,
-        }
-    }
-
-    /// The next request must be `method path`.
-    async fn expect(&mut self, method: Method, path: &str) -> Call {
-        let call = self.next().await;
-        assert_eq!(
-            (&call.method, call.path.as_str()),
-            (&method, path),
-            "expected {method} {path}, found {} {} with body {}",
-            call.method,
-            call.path,
-            call.body
-        );
-        call
-    }
-
-    /// Once every client clone is dropped, the transport must have seen no other request.
-    async fn assert_no_more_requests(mut self) {
-        match timeout(PATIENCE, self.handle.next_request()).await {
-            Ok(None) => {}
-            Ok(Some((request, _))) => panic!(
-                "expected no further request, found {} {}",
-                request.method(),
-                request.uri()
-            ),
-            Err(_) => panic!("the mocked client was never released (a Client clone is still alive)"),
-        }
-    }
-}
-
 fn mock_client() -> (Client, ApiServer) {
-    let (service, handle) = mock::pair::<Request<Body>, Response<Body>>();
-    (Client::new(service, NS), ApiServer { handle })
+    mock_api::mock_client(NS)
 }
 
 // ---------------------------------------------------------------- fixtures
