@@ -5,6 +5,7 @@ BIN := target/debug/envoy-injector
 RELEASE_BIN := target/release/envoy-injector
 
 .PHONY: help build test lint demo certs crd bench bench-engine bench-stores bench-load kind-up e2e kind-down clean
+.PHONY: image kind-load kind-multus deploy undeploy e2e-local e2e-incluster manifests-check
 
 help: ## List targets
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-14s %s\n", $$1, $$2}'
@@ -34,7 +35,17 @@ E2E_KUBECONFIG := $(CURDIR)/target/kind-$(KIND_CLUSTER).kubeconfig
 kind-up: ## Create the kind cluster for the e2e suite (needs Docker and kind)
 	kind create cluster --name $(KIND_CLUSTER) --config tests/e2e/kind.yaml
 
-e2e: ## Cluster e2e against the kind cluster: local `serve` behind a url: webhook (make kind-up first)
+e2e: ## Cluster e2e on kind against the deployed image: image, kind-load, deploy, e2e-incluster (make kind-up first)
+	@kind get clusters 2>/dev/null | grep -qx '$(KIND_CLUSTER)' || { echo "no kind cluster '$(KIND_CLUSTER)': run make kind-up" >&2; exit 1; }
+	@mkdir -p target
+	kind get kubeconfig --name $(KIND_CLUSTER) > $(E2E_KUBECONFIG)
+	$(MAKE) --no-print-directory image
+	$(MAKE) --no-print-directory kind-load
+	@if [ '$(E2E_MULTUS)' = 1 ]; then KUBECONFIG=$(E2E_KUBECONFIG) $(MAKE) --no-print-directory kind-multus; fi
+	KUBECONFIG=$(E2E_KUBECONFIG) $(MAKE) --no-print-directory deploy DEPLOY_RESTART=1
+	KUBECONFIG=$(E2E_KUBECONFIG) $(MAKE) --no-print-directory e2e-incluster
+
+e2e-local: ## Cluster e2e against the kind cluster: local `serve` behind a url: webhook (make kind-up first; nothing deployed)
 	@kind get clusters 2>/dev/null | grep -qx '$(KIND_CLUSTER)' || { echo "no kind cluster '$(KIND_CLUSTER)': run make kind-up" >&2; exit 1; }
 	@mkdir -p target
 	kind get kubeconfig --name $(KIND_CLUSTER) > $(E2E_KUBECONFIG)
@@ -45,6 +56,77 @@ e2e: ## Cluster e2e against the kind cluster: local `serve` behind a url: webhoo
 
 kind-down: ## Delete the kind cluster
 	kind delete cluster --name $(KIND_CLUSTER)
+
+# ---- image and in-cluster install ------------------------------------------------------
+# deploy, undeploy and e2e-incluster act on the cluster of KUBECONFIG (or kubectl's
+# current context); `make e2e` points them at the kind cluster.
+IMAGE ?= envoy-injector:dev
+DOCKER ?= docker
+KUBECTL ?= kubectl
+INJECTOR_NAMESPACE := envoy-injector
+ROLLOUT_TIMEOUT ?= 180s
+# `make e2e E2E_MULTUS=1` installs Multus (and the bridge CNI plugin) on kind first, so the
+# e2e checks that a Pod joining a Network gets an interface in its CIDR.
+E2E_MULTUS ?= 0
+MULTUS_VERSION ?= v4.1.4
+CNI_PLUGINS_VERSION ?= v1.6.2
+CNI_ARCH ?= $(shell uname -m | sed -e 's/x86_64/amd64/' -e 's/aarch64/arm64/')
+
+image: ## Build the container image (IMAGE, default envoy-injector:dev; needs Docker)
+	$(DOCKER) build -t $(IMAGE) .
+
+kind-load: ## Load the image into the kind cluster's nodes
+	kind load docker-image $(IMAGE) --name $(KIND_CLUSTER)
+
+kind-multus: ## Install Multus and the bridge/host-local CNI plugins on the kind cluster (optional)
+	@set -euo pipefail; \
+	dir=target/cni-plugins-$(CNI_PLUGINS_VERSION)-$(CNI_ARCH); \
+	if [ ! -x "$$dir/bridge" ]; then \
+	  mkdir -p "$$dir"; \
+	  curl -fsSL "https://github.com/containernetworking/plugins/releases/download/$(CNI_PLUGINS_VERSION)/cni-plugins-linux-$(CNI_ARCH)-$(CNI_PLUGINS_VERSION).tgz" \
+	    | tar -xz -C "$$dir"; \
+	fi; \
+	for node in $$(kind get nodes --name $(KIND_CLUSTER)); do \
+	  for plugin in bridge host-local; do $(DOCKER) cp "$$dir/$$plugin" "$$node:/opt/cni/bin/$$plugin"; done; \
+	done
+	$(KUBECTL) apply -f https://raw.githubusercontent.com/k8snetworkplumbingwg/multus-cni/$(MULTUS_VERSION)/deployments/multus-daemonset-thick.yml
+	$(KUBECTL) -n kube-system rollout status daemonset/kube-multus-ds --timeout=$(ROLLOUT_TIMEOUT)
+
+deploy: ## Install or upgrade everything in manifests/ (server-side apply; IMAGE=... to use another image) and wait for the rollout
+	@set -euo pipefail; \
+	existed=$$($(KUBECTL) -n $(INJECTOR_NAMESPACE) get deployment envoy-injector --ignore-not-found -o name); \
+	if [ '$(IMAGE)' = envoy-injector:dev ]; then \
+	  echo "$(KUBECTL) apply --server-side --force-conflicts -k manifests/"; \
+	  $(KUBECTL) apply --server-side --force-conflicts -k manifests/; \
+	else \
+	  rendered=$$($(KUBECTL) kustomize manifests/); \
+	  grep -q 'image: envoy-injector:dev$$' <<<"$$rendered" || { echo "deploy: manifests/ no longer render image envoy-injector:dev; cannot substitute $(IMAGE)" >&2; exit 1; }; \
+	  echo "$(KUBECTL) kustomize manifests/ | (image -> $(IMAGE)) | $(KUBECTL) apply --server-side --force-conflicts -f -"; \
+	  sed 's|image: envoy-injector:dev$$|image: $(IMAGE)|' <<<"$$rendered" | $(KUBECTL) apply --server-side --force-conflicts -f -; \
+	fi; \
+	if [ -n "$$existed" ] && [ '$(DEPLOY_RESTART)' = 1 ]; then \
+	  echo "restarting the running replicas to pick up the freshly loaded $(IMAGE)"; \
+	  $(KUBECTL) -n $(INJECTOR_NAMESPACE) rollout restart deployment/envoy-injector; \
+	fi
+	$(KUBECTL) -n $(INJECTOR_NAMESPACE) rollout status deployment/envoy-injector --timeout=$(ROLLOUT_TIMEOUT)
+
+undeploy: ## Remove everything deploy installed, the CRD and so every Network included
+	-$(KUBECTL) delete mutatingwebhookconfiguration envoy-injector --ignore-not-found
+	@# Networks first, while the controller still runs to remove their finalizers.
+	-@if $(KUBECTL) get crd networks.samplecrd.k8s.io >/dev/null 2>&1; then \
+	  echo "$(KUBECTL) delete networks.samplecrd.k8s.io --all --all-namespaces --timeout=60s"; \
+	  $(KUBECTL) delete networks.samplecrd.k8s.io --all --all-namespaces --timeout=60s; \
+	fi
+	$(KUBECTL) delete -k manifests/ --ignore-not-found --timeout=120s
+
+e2e-incluster: ## Cluster e2e against the deployed copy (make deploy first; KUBECONFIG names the cluster)
+	E2E_MODE=in-cluster \
+	E2E_RUN_PODS=$${E2E_RUN_PODS:-1} \
+	$(CARGO) test --locked --test e2e -- --nocapture
+
+manifests-check: ## kubectl kustomize manifests/, then the manifest checks (typed round trip, RBAC, webhook, shellcheck)
+	$(KUBECTL) kustomize manifests/ >/dev/null
+	$(CARGO) test --locked --test manifests
 
 bench: bench-engine bench-stores bench-load ## Run all benchmarks
 

@@ -6,9 +6,24 @@
 //! | env | effect |
 //! |---|---|
 //! | `KUBECONFIG` | unset or empty: the suite prints `SKIPPED e2e: ...` and passes |
-//! | `E2E_WEBHOOK_HOST` | host or IP where the API server reaches this machine; unset: the admission steps are skipped (loudly), the controller steps still run |
-//! | `E2E_RUN_PODS=1` | with nodes in the cluster: also check that an injected Pod runs with its sidecar |
+//! | `E2E_MODE` | `local` (default): this machine runs `serve` behind a `url:` webhook; `in-cluster`: the copy `make deploy` installed is checked (see below) |
+//! | `E2E_WEBHOOK_HOST` | local mode: host or IP where the API server reaches this machine; unset: the admission steps are skipped (loudly), the controller steps still run |
+//! | `E2E_RUN_PODS=1` | with nodes in the cluster: also check that injected Pods run with their sidecar (a Pod, a Deployment and its rollout) and, in-cluster with Multus, that a Pod joining a Network gets an interface in its CIDR |
 //! | `E2E_SIDECAR_IMAGE`, `E2E_APP_IMAGE` | images of the test sidecar and app container (default `registry.k8s.io/pause:3.10`, preloaded on kind nodes) |
+//! | `E2E_INJECTOR_NAMESPACE` | in-cluster: namespace of the deployed copy (default `envoy-injector`) |
+//!
+//! **In-cluster mode** (`make e2e`: image, kind load, `make deploy`, then this suite with
+//! `E2E_MODE=in-cluster`): nothing is started or registered here. The suite waits for the
+//! Deployment `envoy-injector` to be Available and for its MutatingWebhookConfiguration's
+//! `caBundle` to be filled in by the binary, replaces the deployed ConfigMap's `config`
+//! with a test template (small sidecar image) and puts the original back at the end, also
+//! when a step fails; then it runs the same steps in a fresh test namespace, through the
+//! API server, the Service and the shipped webhook configuration. The controller steps
+//! expect what the deployed backend can do: with `--network-backend multus` and no
+//! NetworkAttachmentDefinition CRD, Networks must report `BackendUnavailable` and the
+//! steps that need a Ready Network are skipped loudly (`make e2e E2E_MULTUS=1` installs
+//! Multus on kind first). Two replicas follow the same watches a moment apart, so admission
+//! checks after a change must pass several times in a row.
 //!
 //! `E2E_WEBHOOK_HOST` for kind on Linux is the gateway of the `kind` docker network, e.g.
 //! `172.18.0.1`: `docker network inspect kind -f '{{range .IPAM.Config}}{{.Gateway}} {{end}}'`
@@ -24,13 +39,14 @@
 //!   cargo test --test e2e -- --nocapture
 //! ```
 //!
-//! Use a cluster where envoy-injector is not also deployed: a deployed controller would
-//! reconcile the test Networks too, and its webhook would inject the test Pods.
+//! In local mode use a cluster where envoy-injector is not also deployed: a deployed
+//! controller would reconcile the test Networks too, and its webhook would inject the test
+//! Pods.
 //!
-//! The suite creates a namespace `ei-e2e-<random>` and a MutatingWebhookConfiguration
-//! `envoy-injector-e2e-<random>` that only matches that namespace, and deletes both at the
-//! end, also when a step fails. It installs (server-side apply) the Network CRD from
-//! `manifests/crd.yaml` and leaves it installed.
+//! The suite creates a namespace `ei-e2e-<random>` (and, in local mode, a
+//! MutatingWebhookConfiguration `envoy-injector-e2e-<random>` that only matches that
+//! namespace), and deletes them at the end, also when a step fails. Local mode installs
+//! (server-side apply) the Network CRD from `manifests/crd.yaml` and leaves it installed.
 
 #[path = "e2e/support.rs"]
 mod support;
@@ -67,6 +83,96 @@ const OVERLAP_A: (&str, &str, &str) = ("e2e-net-a", "10.50.0.0/16", "10.50.0.1")
 const OVERLAP_B: (&str, &str, &str) = ("e2e-net-b", "10.50.1.0/24", "10.50.1.1");
 /// Networks the suite never creates.
 const MISSING_NETWORK: &str = "e2e-missing-net";
+/// The Multus NetworkAttachmentDefinition CRD: the multus backend needs it.
+const NAD_CRD: &str = "network-attachment-definitions.k8s.cni.cncf.io";
+/// What Multus writes on a Pod: its interfaces and their IPs.
+const NETWORK_STATUS: &str = "k8s.v1.cni.cncf.io/network-status";
+/// Pod-template annotation that makes the test Deployment roll out again.
+const ROLLOUT: &str = "e2e.samplecrd.k8s.io/rollout";
+/// Bound for Pods to start (images may need pulling): a safety limit, not an expectation.
+const RUN_PATIENCE: Duration = Duration::from_secs(180);
+
+/// `Ok` when the Pod is Running with each of `containers` running (regular or init, so a
+/// native sidecar counts); `Err` says what it is doing instead.
+fn running(p: &Pod, containers: &[&str]) -> Result<(), String> {
+    let status = p.status.clone().unwrap_or_default();
+    let statuses: Vec<_> = status
+        .container_statuses
+        .iter()
+        .flatten()
+        .chain(status.init_container_statuses.iter().flatten())
+        .collect();
+    let is_running = |c: &str| {
+        statuses
+            .iter()
+            .any(|s| s.name == c && s.state.as_ref().is_some_and(|st| st.running.is_some()))
+    };
+    if status.phase.as_deref() == Some("Running") && containers.iter().all(|c| is_running(c)) {
+        return Ok(());
+    }
+    Err(format!(
+        "phase {:?}, containers {:?}, conditions {:?}",
+        status.phase,
+        statuses
+            .iter()
+            .map(|s| {
+                let state = s.state.as_ref();
+                let waiting = state.and_then(|st| st.waiting.as_ref());
+                format!(
+                    "{} running={} waiting={:?} {:?}",
+                    s.name,
+                    state.is_some_and(|st| st.running.is_some()),
+                    waiting.and_then(|w| w.reason.clone()),
+                    waiting.and_then(|w| w.message.clone()),
+                )
+            })
+            .collect::<Vec<_>>(),
+        status
+            .conditions
+            .iter()
+            .flatten()
+            .map(|c| format!("{}={} {}", c.type_, c.status, c.message.as_deref().unwrap_or("")))
+            .collect::<Vec<_>>()
+    ))
+}
+
+/// The value of `--network-backend` in a container's args (`multus`, the default, if absent).
+fn network_backend_arg(args: &[String]) -> String {
+    let mut iter = args.iter();
+    while let Some(arg) = iter.next() {
+        if let Some(value) = arg.strip_prefix("--network-backend=") {
+            return value.to_string();
+        }
+        if arg == "--network-backend" {
+            return iter.next().cloned().unwrap_or_default();
+        }
+    }
+    "multus".to_string()
+}
+
+async fn list_events_about(events: &Api<Event>, kind: &str, name: &str) -> Result<Vec<Event>, String> {
+    let selector = format!("involvedObject.kind={kind},involvedObject.name={name}");
+    events
+        .list(&ListParams::default().fields(&selector))
+        .await
+        .map(|list| list.items)
+        .map_err(|e| api_error(&e))
+}
+
+/// What changes when an Event is recorded again: its object, count and times.
+fn event_fingerprint(event: &Event) -> String {
+    format!(
+        "{:?} {:?} {:?} {:?} {:?}",
+        event.metadata.name,
+        event.count,
+        event.last_timestamp.as_ref().map(|t| t.0.to_string()),
+        event.event_time.as_ref().map(|t| t.0.to_string()),
+        event
+            .series
+            .as_ref()
+            .map(|s| (s.count, s.last_observed_time.as_ref().map(|t| t.0.to_string()))),
+    )
+}
 
 #[test]
 fn cluster_end_to_end() {
@@ -189,6 +295,112 @@ fn cluster_inputs_are_well_formed() {
     );
 }
 
+/// Runs everywhere: the in-cluster mode's inputs and parsers.
+#[test]
+fn in_cluster_inputs_are_well_formed() {
+    assert_eq!(Mode::parse(None), Ok(Mode::Local));
+    assert_eq!(Mode::parse(Some("local")), Ok(Mode::Local));
+    assert_eq!(Mode::parse(Some(" in-cluster ")), Ok(Mode::InCluster));
+    assert!(Mode::parse(Some("incluster")).unwrap_err().contains("in-cluster"));
+
+    let args = |list: &[&str]| list.iter().map(|a| a.to_string()).collect::<Vec<_>>();
+    assert_eq!(network_backend_arg(&args(&["serve", "--log-format", "json"])), "multus");
+    assert_eq!(
+        network_backend_arg(&args(&["serve", "--network-backend", "none"])),
+        "none"
+    );
+    assert_eq!(network_backend_arg(&args(&["serve", "--network-backend=none"])), "none");
+
+    // The shipped Deployment is what the in-cluster mode reads its backend from.
+    let shipped = read_manifest("manifests/deployment.yaml");
+    assert_eq!(shipped["metadata"]["name"], INJECTOR_NAME);
+    assert_eq!(shipped["metadata"]["namespace"], INJECTOR_NAMESPACE);
+    let shipped: Deployment = serde_json::from_value(shipped).expect("manifests/deployment.yaml is a Deployment");
+    let shipped_args = shipped
+        .spec
+        .and_then(|s| s.template.spec)
+        .map(|p| p.containers[0].args.clone().unwrap_or_default());
+    assert_eq!(network_backend_arg(&shipped_args.unwrap_or_default()), "multus");
+
+    assert_eq!(ip_in_cidr("192.168.3.4", SEED_CIDR), Some(true));
+    assert_eq!(ip_in_cidr("192.168.3.4/16", SEED_CIDR), Some(true));
+    assert_eq!(ip_in_cidr("10.244.0.5", SEED_CIDR), Some(false));
+    assert_eq!(ip_in_cidr("192.169.0.1", SEED_CIDR), Some(false));
+    assert_eq!(ip_in_cidr("0.0.0.1", "0.0.0.0/0"), Some(true));
+    assert_eq!(ip_in_cidr("fd00::5", "fd00::/64"), Some(true));
+    assert_eq!(ip_in_cidr("fd01::5", "fd00::/64"), Some(false));
+    assert_eq!(ip_in_cidr("fd00::5", SEED_CIDR), Some(false));
+    assert_eq!(ip_in_cidr("nonsense", SEED_CIDR), None);
+
+    // As Multus writes it: the cluster network first, then one entry per attachment.
+    let status = r#"[
+        {"name": "kindnet", "interface": "eth0", "ips": ["10.244.0.7"], "mac": "aa:bb:cc:dd:ee:01", "default": true, "dns": {}},
+        {"name": "ei-e2e-x/example-network", "interface": "net1", "ips": ["192.168.0.2"], "mac": "aa:bb:cc:dd:ee:02", "dns": {}}
+    ]"#;
+    assert_eq!(
+        attachment_ips(status, "ei-e2e-x", SEED_NETWORK),
+        Ok(vec!["192.168.0.2".to_string()])
+    );
+    assert!(
+        attachment_ips(status, "other", "net-x")
+            .unwrap_err()
+            .contains("other/net-x")
+    );
+    assert!(attachment_ips("not json", "ns", SEED_NETWORK).is_err());
+
+    let web = deployment("e2e-web", 2, &[(INJECT, "true")], DEFAULT_IMAGE);
+    let spec = web.spec.expect("a Deployment spec");
+    assert_eq!(spec.replicas, Some(2));
+    let template_meta = spec.template.metadata.expect("template metadata");
+    assert_eq!(
+        template_meta
+            .annotations
+            .unwrap_or_default()
+            .get(INJECT)
+            .map(String::as_str),
+        Some("true")
+    );
+    assert_eq!(
+        spec.selector.match_labels, template_meta.labels,
+        "the test Deployment's selector matches its template"
+    );
+
+    let pod_json = |phase: &str, running_names: &[&str]| -> Pod {
+        serde_json::from_value(json!({
+            "metadata": { "name": "p" },
+            "status": {
+                "phase": phase,
+                "containerStatuses": running_names.iter().map(|n| json!({
+                    "name": n, "image": "i", "imageID": "", "ready": true, "restartCount": 0,
+                    "state": { "running": {} },
+                })).collect::<Vec<_>>(),
+            },
+        }))
+        .expect("a Pod status")
+    };
+    assert_eq!(
+        running(&pod_json("Running", &["app", SIDECAR_V2]), &["app", SIDECAR_V2]),
+        Ok(())
+    );
+    assert!(running(&pod_json("Running", &["app"]), &["app", SIDECAR_V2]).is_err());
+    assert!(
+        running(&pod_json("Pending", &[]), &["app"])
+            .unwrap_err()
+            .contains("Pending")
+    );
+
+    let event = |count: i32| -> Event {
+        serde_json::from_value(json!({
+            "metadata": { "name": "envoy-injector.1" },
+            "involvedObject": { "kind": "ConfigMap", "name": CONFIGMAP },
+            "count": count,
+        }))
+        .expect("an Event")
+    };
+    assert_eq!(event_fingerprint(&event(1)), event_fingerprint(&event(1)));
+    assert_ne!(event_fingerprint(&event(1)), event_fingerprint(&event(2)));
+}
+
 /// A template as the `envoy-injector` ConfigMap holds it.
 fn template(sidecar: &str, image: &str) -> String {
     format!(
@@ -212,67 +424,104 @@ async fn scenario(settings: &Settings, cleanup: &Cleanup) -> String {
         )
     });
     step!(
-        "cluster {} (Kubernetes {}.{})",
+        "cluster {} (Kubernetes {}.{}), mode {:?}",
         version.git_version,
         version.major,
-        version.minor
+        version.minor,
+        settings.mode
     );
-    warn_if_deployed(&client).await;
+    if settings.mode == Mode::Local {
+        warn_if_deployed(&client).await;
+    }
 
     let ns = format!("ei-e2e-{}", unique_suffix());
-    let ctx = Ctx::new(client, &ns, settings, cleanup);
+    let mut ctx = Ctx::new(client, &ns, settings, cleanup);
     ctx.create_namespace().await;
-    ctx.install_crd().await;
-    ctx.create_configmap(&template(SIDECAR_V1, &settings.sidecar_image))
-        .await;
-    let san = settings.webhook_host.as_deref().unwrap_or("127.0.0.1");
-    let webhook = ctx.start_server(san).await;
+    let webhook = match settings.mode {
+        Mode::Local => {
+            ctx.install_crd().await;
+            ctx.create_configmap(&template(SIDECAR_V1, &settings.sidecar_image))
+                .await;
+            let san = settings.webhook_host.as_deref().unwrap_or("127.0.0.1");
+            Some(ctx.start_server(san).await)
+        }
+        Mode::InCluster => {
+            ctx.deployed_copy_is_ready().await;
+            ctx.take_over_template(&template(SIDECAR_V1, &settings.sidecar_image))
+                .await;
+            None
+        }
+    };
 
-    ctx.seed_network_becomes_ready().await;
+    ctx.seed_network_reconciled().await;
     ctx.invalid_specs_are_refused().await;
     ctx.overlap_is_reported().await;
 
     let mut done = vec!["controller"];
-    let live_sidecar = match &settings.webhook_host {
-        Some(host) => {
-            ctx.register_webhook(host, &webhook).await;
-            ctx.opted_in_and_plain_pods().await;
-            ctx.network_join().await;
-            ctx.namespace_label_opt_in().await;
-            ctx.hot_reload().await;
-            done.push("admission");
-            Some(SIDECAR_V2)
+    let admission = match (settings.mode, &settings.webhook_host, &webhook) {
+        (Mode::InCluster, _, _) => {
+            ctx.deployed_webhook_injects().await;
+            true
         }
-        None => {
+        (Mode::Local, Some(host), Some(webhook)) => {
+            ctx.register_webhook(host, webhook).await;
+            true
+        }
+        (Mode::Local, _, _) => {
             shout(&format!(
                 "SKIPPED e2e admission steps: E2E_WEBHOOK_HOST is not set, so the API server cannot reach the \
                  webhook. Set it to this machine's address as seen from the API server (kind on Linux: the \
                  `kind` docker network gateway, e.g. 172.18.0.1; a local API server: 127.0.0.1). \
                  Controller steps still run in namespace {ns}."
             ));
-            None
+            false
         }
     };
+    let mut joined = false;
+    if admission {
+        ctx.opted_in_and_plain_pods().await;
+        joined = ctx.network_join().await;
+        ctx.namespace_label_opt_in().await;
+        ctx.hot_reload().await;
+        done.push("admission");
+    }
+    let live_sidecar = admission.then_some(SIDECAR_V2);
     ctx.invalid_template_edit(live_sidecar).await;
-    if ctx.running_tier_enabled(live_sidecar.is_some()).await
+    if ctx.running_tier_enabled(admission).await
         && let Some(sidecar) = live_sidecar
     {
         ctx.injected_pod_runs(sidecar).await;
+        ctx.deployment_rollout_is_injected(sidecar).await;
         done.push("running pods");
+        if ctx.multus_tier_enabled().await {
+            ctx.network_pod_gets_an_interface().await;
+            joined = true;
+            done.push("multus interface");
+        }
     }
-    ctx.networks_deleted_through_finalizer(live_sidecar.is_some()).await;
+    ctx.networks_deleted_through_finalizer(joined).await;
     format!("e2e: PASSED cluster checks ({}) in namespace {ns}", done.join(", "))
 }
 
 /// Loud warning when the product is also deployed in the cluster (see the module docs).
 async fn warn_if_deployed(client: &Client) {
-    let deployments: Api<Deployment> = Api::namespaced(client.clone(), "envoy-injector");
-    if let Ok(Some(_)) = deployments.get_opt("envoy-injector").await {
+    let deployments: Api<Deployment> = Api::namespaced(client.clone(), INJECTOR_NAMESPACE);
+    if let Ok(Some(_)) = deployments.get_opt(INJECTOR_NAME).await {
         shout(
             "WARNING e2e: Deployment envoy-injector/envoy-injector exists in this cluster; its controller and \
-             webhook also act on the test namespace and may make these checks fail. Run `make undeploy` first.",
+             webhook also act on the test namespace and may make these checks fail. Run `make undeploy` first, \
+             or check the deployed copy with `make e2e-incluster` (E2E_MODE=in-cluster).",
         );
     }
+}
+
+/// What the Network controller under test can do with a valid Network.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Backend {
+    /// `none`, or `multus` with the NetworkAttachmentDefinition CRD installed: Ready=True.
+    Ready { multus: bool },
+    /// `multus` without the NAD CRD: Ready=False, reason BackendUnavailable.
+    Unavailable,
 }
 
 struct Webhook {
@@ -283,30 +532,53 @@ struct Webhook {
 
 struct Ctx<'a> {
     client: Client,
+    /// The test namespace: Pods, Networks, the local mode's ConfigMap.
     ns: String,
+    /// Where the `envoy-injector` ConfigMap is: `ns` (local) or the deployed copy's namespace.
+    config_ns: String,
     settings: &'a Settings,
     cleanup: &'a Cleanup,
     pods: Api<Pod>,
     networks: Api<DynamicObject>,
     configmaps: Api<ConfigMap>,
+    /// Events in the test namespace (about Networks).
     events: Api<Event>,
+    /// Events in `config_ns` (about the ConfigMap).
+    config_events: Api<Event>,
     http: reqwest::Client,
     admin_url: std::sync::OnceLock<String>,
+    /// What a valid Network turns into (in-cluster: read from the Deployment and the cluster).
+    backend: Backend,
+    /// How many dry runs in a row must pass after a change: with several replicas the API
+    /// server may ask any of them, and each follows the watch on its own.
+    in_a_row: usize,
 }
 
 impl<'a> Ctx<'a> {
     fn new(client: Client, ns: &str, settings: &'a Settings, cleanup: &'a Cleanup) -> Ctx<'a> {
+        let config_ns = match settings.mode {
+            Mode::Local => ns.to_string(),
+            Mode::InCluster => settings.injector_namespace.clone(),
+        };
         Ctx {
             pods: Api::namespaced(client.clone(), ns),
             networks: Api::namespaced_with(client.clone(), ns, &network_resource()),
-            configmaps: Api::namespaced(client.clone(), ns),
+            configmaps: Api::namespaced(client.clone(), &config_ns),
             events: Api::namespaced(client.clone(), ns),
+            config_events: Api::namespaced(client.clone(), &config_ns),
             client,
             ns: ns.to_string(),
+            config_ns,
             settings,
             cleanup,
             http: admin_client(),
             admin_url: std::sync::OnceLock::new(),
+            // Local mode runs `serve --network-backend none`.
+            backend: Backend::Ready { multus: false },
+            in_a_row: match settings.mode {
+                Mode::Local => 1,
+                Mode::InCluster => 4,
+            },
         }
     }
 
@@ -379,8 +651,14 @@ impl<'a> Ctx<'a> {
         crds.patch(&name, &PatchParams::apply(FIELD_MANAGER).force(), &Patch::Apply(&crd))
             .await
             .unwrap_or_else(|e| panic!("expected manifests/crd.yaml to apply, found: {}", api_error(&e)));
+        self.crd_established(&name).await;
+    }
+
+    /// Step: the CRD is Established and the Network resource is served.
+    async fn crd_established(&self, name: &str) {
+        let crds: Api<CustomResourceDefinition> = Api::all(self.client.clone());
         self.eventually(&format!("CRD {name} to be Established"), PATIENCE, async || {
-            let crd = crds.get(&name).await.map_err(|e| api_error(&e))?;
+            let crd = crds.get(name).await.map_err(|e| api_error(&e))?;
             let conditions = crd.status.and_then(|s| s.conditions).unwrap_or_default();
             let established = conditions
                 .iter()
@@ -442,7 +720,12 @@ impl<'a> Ctx<'a> {
         webhook
     }
 
+    /// Local: `/readyz` of the `serve` child. In-cluster: every replica of the Deployment
+    /// Ready (their readiness probe is `/readyz`).
     async fn readyz(&self) -> Result<(), String> {
+        if self.settings.mode == Mode::InCluster {
+            return self.deployment_ready().await.map(drop);
+        }
         let url = format!("{}/readyz", self.admin_url.get().expect("server started"));
         match self.http.get(&url).send().await {
             Ok(response) if response.status().is_success() => Ok(()),
@@ -461,6 +744,161 @@ impl<'a> Ctx<'a> {
         self.eventually(what, patience, async || self.readyz().await).await;
     }
 
+    // ---- in-cluster set-up --------------------------------------------------------------
+
+    fn injector_deployments(&self) -> Api<Deployment> {
+        Api::namespaced(self.client.clone(), &self.settings.injector_namespace)
+    }
+
+    /// `Ok(Deployment)` when the deployed copy is rolled out: current generation observed,
+    /// every replica updated, Ready and Available; `Err` says what is missing.
+    async fn deployment_ready(&self) -> Result<Deployment, String> {
+        let ns = &self.settings.injector_namespace;
+        let deployment = self
+            .injector_deployments()
+            .get_opt(INJECTOR_NAME)
+            .await
+            .map_err(|e| api_error(&e))?
+            .ok_or_else(|| format!("no Deployment {ns}/{INJECTOR_NAME}: run `make deploy` first"))?;
+        let wanted = deployment.spec.as_ref().and_then(|s| s.replicas).unwrap_or(1);
+        let status = deployment.status.clone().unwrap_or_default();
+        let available = status
+            .conditions
+            .iter()
+            .flatten()
+            .any(|c| c.type_ == "Available" && c.status == "True");
+        let observed =
+            status.observed_generation.is_some() && status.observed_generation == deployment.metadata.generation;
+        let counts = (
+            status.replicas.unwrap_or(0),
+            status.updated_replicas.unwrap_or(0),
+            status.ready_replicas.unwrap_or(0),
+            status.available_replicas.unwrap_or(0),
+        );
+        if available && observed && counts == (wanted, wanted, wanted, wanted) {
+            Ok(deployment)
+        } else {
+            Err(format!(
+                "Deployment {ns}/{INJECTOR_NAME}: want {wanted} replicas; (replicas, updated, ready, available) = \
+                 {counts:?}, Available={available}, generation observed={observed}, conditions {:?}",
+                status
+                    .conditions
+                    .iter()
+                    .flatten()
+                    .map(|c| format!("{}={} {}", c.type_, c.status, c.message.as_deref().unwrap_or("")))
+                    .collect::<Vec<_>>()
+            ))
+        }
+    }
+
+    /// Step (in-cluster): the Deployment is rolled out, its webhook configuration carries the
+    /// CA the binary wrote, the CRD is served; and what the deployed backend can do.
+    async fn deployed_copy_is_ready(&mut self) {
+        let ns = self.settings.injector_namespace.clone();
+        let deployment = self
+            .eventually(
+                &format!("Deployment {ns}/{INJECTOR_NAME} to be Available with every replica Ready (make deploy)"),
+                Duration::from_secs(180),
+                async || self.deployment_ready().await,
+            )
+            .await;
+        step!("Deployment {ns}/{INJECTOR_NAME} Available");
+
+        let configs: Api<MutatingWebhookConfiguration> = Api::all(self.client.clone());
+        let what = format!(
+            "MutatingWebhookConfiguration {INJECTOR_NAME} with a caBundle in every webhook (written by the binary)"
+        );
+        let hooks = self
+            .eventually(&what, Duration::from_secs(90), async || {
+                let config = configs
+                    .get_opt(INJECTOR_NAME)
+                    .await
+                    .map_err(|e| api_error(&e))?
+                    .ok_or_else(|| {
+                        format!("no MutatingWebhookConfiguration {INJECTOR_NAME}: run `make deploy` first")
+                    })?;
+                let hooks = config.webhooks.unwrap_or_default();
+                let empty: Vec<&str> = hooks
+                    .iter()
+                    .filter(|h| h.client_config.ca_bundle.as_ref().is_none_or(|b| b.0.is_empty()))
+                    .map(|h| h.name.as_str())
+                    .collect();
+                if hooks.is_empty() || !empty.is_empty() {
+                    return Err(format!("webhooks without a caBundle: {empty:?} (of {})", hooks.len()));
+                }
+                Ok(hooks.iter().map(|h| h.name.clone()).collect::<Vec<_>>())
+            })
+            .await;
+        step!("webhooks {hooks:?} carry a caBundle");
+
+        self.crd_established("networks.samplecrd.k8s.io").await;
+
+        let args = deployment
+            .spec
+            .as_ref()
+            .and_then(|s| s.template.spec.as_ref())
+            .and_then(|p| p.containers.first())
+            .and_then(|c| c.args.clone())
+            .unwrap_or_default();
+        let backend = network_backend_arg(&args);
+        self.backend = if backend == "none" {
+            Backend::Ready { multus: false }
+        } else {
+            let crds: Api<CustomResourceDefinition> = Api::all(self.client.clone());
+            match crds.get_opt(NAD_CRD).await {
+                Ok(Some(_)) => Backend::Ready { multus: true },
+                Ok(None) => Backend::Unavailable,
+                Err(e) => panic!("expected to read CRD {NAD_CRD}, found: {}", api_error(&e)),
+            }
+        };
+        step!(
+            "deployed network backend `{backend}`: Networks expected {:?}",
+            self.backend
+        );
+        if self.backend == Backend::Unavailable {
+            shout(&format!(
+                "NOTE e2e: CRD {NAD_CRD} is not installed, so the deployed multus backend cannot realise \
+                 Networks: they must report BackendUnavailable, and the steps that need a Ready Network are \
+                 SKIPPED. Install Multus (`make e2e E2E_MULTUS=1` on kind) to run them."
+            ));
+        }
+    }
+
+    /// Step (in-cluster): the deployed ConfigMap's `config` becomes the test template; the
+    /// original is put back by the cleanup, whatever happens.
+    async fn take_over_template(&self, config: &str) {
+        let ns = &self.config_ns;
+        let current = self
+            .configmaps
+            .get_opt(CONFIGMAP)
+            .await
+            .unwrap_or_else(|e| panic!("expected to read ConfigMap {ns}/{CONFIGMAP}, found: {}", api_error(&e)))
+            .unwrap_or_else(|| {
+                panic!("expected ConfigMap {ns}/{CONFIGMAP} of the deployed copy: run `make deploy` first")
+            });
+        let original = current.data.unwrap_or_default().get("config").cloned();
+        self.cleanup.restore_template(ns, CONFIGMAP, original);
+        self.set_template(config).await;
+        step!("ConfigMap {ns}/{CONFIGMAP}: `config` replaced by the test template (restored at the end)");
+    }
+
+    /// Step (in-cluster): the API server calls the deployed webhook through its Service and
+    /// the shipped configuration, and the test template is live on every replica asked.
+    async fn deployed_webhook_injects(&self) {
+        let probe = pod("e2e-probe", &[(INJECT, "true")], &self.settings.app_image);
+        let what = format!(
+            "the deployed webhook (Service {}/{INJECTOR_NAME}) to inject `{SIDECAR_V1}` into an opted-in Pod",
+            self.settings.injector_namespace
+        );
+        self.eventually_admitted(&what, &probe, |p| {
+            container(p, SIDECAR_V1)
+                .map(drop)
+                .ok_or(format!("no container {SIDECAR_V1}"))
+        })
+        .await;
+        step!("the deployed webhook injects the test template");
+    }
+
     // ---- controller ---------------------------------------------------------------------
 
     async fn network(&self, name: &str) -> Result<DynamicObject, String> {
@@ -472,17 +910,30 @@ impl<'a> Ctx<'a> {
     }
 
     async fn events_about(&self, kind: &str, name: &str) -> Result<Vec<Event>, String> {
-        let selector = format!("involvedObject.kind={kind},involvedObject.name={name}");
-        self.events
-            .list(&ListParams::default().fields(&selector))
-            .await
-            .map(|list| list.items)
-            .map_err(|e| api_error(&e))
+        list_events_about(&self.events, kind, name).await
+    }
+
+    /// Events about the `envoy-injector` ConfigMap (in `config_ns`).
+    async fn configmap_events(&self) -> Result<Vec<Event>, String> {
+        list_events_about(&self.config_events, "ConfigMap", CONFIGMAP).await
+    }
+
+    /// Whether a reconciled Network has the Ready condition the backend calls for:
+    /// Ready=True, or (multus without the NAD CRD) Ready=False reason BackendUnavailable.
+    fn reconciled_as_expected(&self, obj: &DynamicObject) -> bool {
+        let observed = obj.data["status"]["observedGeneration"].as_i64();
+        let current = observed.is_some() && observed == obj.metadata.generation;
+        current
+            && ready_condition(obj).is_some_and(|c| match self.backend {
+                Backend::Ready { .. } => c["status"] == "True",
+                Backend::Unavailable => c["status"] == "False" && c["reason"] == "BackendUnavailable",
+            })
     }
 
     /// Step: the seed example applies unchanged; Ready=True for the current generation,
-    /// finalizer in place, no Pods attached, and an Event about it.
-    async fn seed_network_becomes_ready(&self) {
+    /// finalizer in place, no Pods attached, and an Event about it. (Multus backend without
+    /// the NAD CRD: Ready=False BackendUnavailable for the current generation instead.)
+    async fn seed_network_reconciled(&self) {
         let seed = read_manifest("manifests/examples/example-network.yaml");
         assert_eq!(seed["metadata"]["name"], SEED_NETWORK, "the seed example's name");
         assert_eq!(
@@ -499,29 +950,38 @@ impl<'a> Ctx<'a> {
                     api_error(&e)
                 )
             });
-        let what = format!("Network {SEED_NETWORK} Ready=True with status.observedGeneration == metadata.generation");
+        let expected = match self.backend {
+            Backend::Ready { .. } => "Ready=True",
+            Backend::Unavailable => "Ready=False reason BackendUnavailable",
+        };
+        let what = format!("Network {SEED_NETWORK} {expected} with status.observedGeneration == metadata.generation");
         let obj = self
             .eventually(&what, PATIENCE, async || {
                 let obj = self.network(SEED_NETWORK).await?;
-                let ready = ready_condition(&obj).is_some_and(|c| c["status"] == "True");
-                let observed = obj.data["status"]["observedGeneration"].as_i64();
-                if ready && observed.is_some() && observed == obj.metadata.generation {
+                if self.reconciled_as_expected(&obj) {
                     Ok(obj)
                 } else {
                     Err(network_summary(&obj))
                 }
             })
             .await;
+        assert!(
+            obj.finalizers().iter().any(|f| f == FINALIZER),
+            "expected finalizer {FINALIZER} on a reconciled Network, found: {}",
+            network_summary(&obj)
+        );
+        if self.backend == Backend::Unavailable {
+            let message = ready_condition(&obj)
+                .map(|c| c["message"].to_string())
+                .unwrap_or_default();
+            step!("Network {SEED_NETWORK} reports BackendUnavailable: {message}");
+            return;
+        }
         let ready = ready_condition(&obj).expect("checked above");
         assert_eq!(
             ready["reason"],
             "Ready",
             "expected Ready=True to have reason Ready, found: {}",
-            network_summary(&obj)
-        );
-        assert!(
-            obj.finalizers().iter().any(|f| f == FINALIZER),
-            "expected finalizer {FINALIZER} on a reconciled Network, found: {}",
             network_summary(&obj)
         );
         assert_eq!(
@@ -590,14 +1050,19 @@ impl<'a> Ctx<'a> {
                 .await
                 .unwrap_or_else(|e| panic!("expected to create Network {name}, found: {}", api_error(&e)));
             if name == OVERLAP_A.0 {
-                // Ready first, so B is unambiguously the newcomer.
-                self.eventually(&format!("Network {name} Ready=True"), PATIENCE, async || {
-                    let obj = self.network(name).await?;
-                    match ready_condition(&obj) {
-                        Some(c) if c["status"] == "True" => Ok(()),
-                        _ => Err(network_summary(&obj)),
-                    }
-                })
+                // Reconciled first, so B is unambiguously the newcomer.
+                self.eventually(
+                    &format!("Network {name} reconciled ({:?})", self.backend),
+                    PATIENCE,
+                    async || {
+                        let obj = self.network(name).await?;
+                        if self.reconciled_as_expected(&obj) {
+                            Ok(())
+                        } else {
+                            Err(network_summary(&obj))
+                        }
+                    },
+                )
                 .await;
             }
         }
@@ -731,15 +1196,29 @@ impl<'a> Ctx<'a> {
             .unwrap_or_else(|e| panic!("expected to read Pod {name} back, found: {}", api_error(&e)))
     }
 
-    /// Dry-run creates of `pod` until `check` passes (caches and reloads are eventually
-    /// consistent), bounded.
+    /// Dry-run creates of `pod` until `check` passes `self.in_a_row` times in a row (caches
+    /// and reloads are eventually consistent, on every replica), bounded.
     async fn eventually_admitted(&self, what: &str, pod: &Pod, check: impl Fn(&Pod) -> Result<(), String>) {
+        let streak = std::cell::Cell::new(0usize);
         self.eventually(what, PATIENCE, async || {
-            let admitted = self
-                .create_pod(pod, true)
-                .await
-                .map_err(|e| format!("create refused: {}", api_error(&e)))?;
-            check(&admitted).map_err(|e| format!("{e}; {}", describe_pod(&admitted)))
+            let outcome = match self.create_pod(pod, true).await {
+                Ok(admitted) => check(&admitted).map_err(|e| format!("{e}; {}", describe_pod(&admitted))),
+                Err(e) => Err(format!("create refused: {}", api_error(&e))),
+            };
+            match outcome {
+                Ok(()) => {
+                    streak.set(streak.get() + 1);
+                    if streak.get() >= self.in_a_row {
+                        Ok(())
+                    } else {
+                        Err(format!("passed {} of {} times in a row", streak.get(), self.in_a_row))
+                    }
+                }
+                Err(e) => {
+                    streak.set(0);
+                    Err(e)
+                }
+            }
         })
         .await;
     }
@@ -837,7 +1316,34 @@ impl<'a> Ctx<'a> {
 
     /// Step: a Pod joining the Ready seed Network gets the Multus annotation, the label and
     /// the env; the Network counts it; missing and not-Ready Networks are denied by name.
-    async fn network_join(&self) {
+    /// Returns whether a Pod joined (not when the backend leaves every Network not Ready).
+    async fn network_join(&self) -> bool {
+        let image = &self.settings.app_image;
+        let joined = match self.backend {
+            Backend::Ready { .. } => {
+                self.join_seed_network().await;
+                true
+            }
+            Backend::Unavailable => {
+                shout(&format!(
+                    "SKIPPED e2e step: a Pod joining {SEED_NETWORK} (the deployed backend cannot make it Ready: \
+                     {NAD_CRD} is not installed); a Pod naming it must be denied instead"
+                ));
+                let denied = pod(
+                    "e2e-join-unavailable",
+                    &[(INJECT, "true"), (NETWORK, SEED_NETWORK)],
+                    image,
+                );
+                let message = self.expect_denied(&denied, SEED_NETWORK).await;
+                step!("Pod naming the BackendUnavailable Network denied: {message}");
+                false
+            }
+        };
+        self.denials_by_network_name().await;
+        joined
+    }
+
+    async fn join_seed_network(&self) {
         let image = &self.settings.app_image;
         let joining = pod("e2e-join", &[(INJECT, "true"), (NETWORK, SEED_NETWORK)], image);
         let joined = |p: &Pod| -> Result<(), String> {
@@ -882,7 +1388,10 @@ impl<'a> Ctx<'a> {
             }
         })
         .await;
+    }
 
+    async fn denials_by_network_name(&self) {
+        let image = &self.settings.app_image;
         let missing = pod(
             "e2e-join-missing",
             &[(INJECT, "true"), (NETWORK, MISSING_NETWORK)],
@@ -961,14 +1470,28 @@ impl<'a> Ctx<'a> {
     /// Step: an invalid edit records an Event on the ConfigMap naming the error, readiness
     /// holds, and (with admission) the next Pod still gets the last good template.
     async fn invalid_template_edit(&self, live_sidecar: Option<&str>) {
+        // A deployed copy's ConfigMap may carry such Events from earlier runs: only a new
+        // Event, or a repeat of one (its count or time moves on), counts.
+        let naming_bad_field = |e: &Event| e.message.as_deref().is_some_and(|m| m.contains(BAD_FIELD));
+        let before: Vec<String> = self
+            .configmap_events()
+            .await
+            .unwrap_or_else(|e| panic!("expected to list Events in {}, found: {e}", self.config_ns))
+            .iter()
+            .filter(|e| naming_bad_field(e))
+            .map(event_fingerprint)
+            .collect();
         self.set_template(&bad_template(&self.settings.sidecar_image)).await;
-        let what = format!("an Event on ConfigMap {CONFIGMAP} naming the unknown field `{BAD_FIELD}`");
+        let what = format!(
+            "a new Event on ConfigMap {}/{CONFIGMAP} naming the unknown field `{BAD_FIELD}`",
+            self.config_ns
+        );
         let event = self
             .eventually(&what, PATIENCE, async || {
-                let events = self.events_about("ConfigMap", CONFIGMAP).await?;
+                let events = self.configmap_events().await?;
                 events
                     .iter()
-                    .find(|e| e.message.as_deref().is_some_and(|m| m.contains(BAD_FIELD)))
+                    .find(|e| naming_bad_field(e) && !before.contains(&event_fingerprint(e)))
                     .cloned()
                     .ok_or_else(|| {
                         format!(
@@ -1044,50 +1567,191 @@ impl<'a> Ctx<'a> {
         let name = "e2e-running";
         self.create_stored(&pod(name, &[(INJECT, "true")], &self.settings.app_image))
             .await;
-        let what = format!("Pod {name} Running with containers app and {sidecar} running (images may need pulling)");
-        self.eventually(&what, Duration::from_secs(180), async || {
+        self.pod_runs(name, &["app", sidecar]).await;
+        step!("Pod {name} runs with its sidecar {sidecar}");
+    }
+
+    /// Waits until Pod `name` is Running with every container of `containers` running.
+    async fn pod_runs(&self, name: &str, containers: &[&str]) -> Pod {
+        let what = format!("Pod {name} Running with containers {containers:?} running (images may need pulling)");
+        self.eventually(&what, RUN_PATIENCE, async || {
             let p = self.pods.get(name).await.map_err(|e| api_error(&e))?;
-            let status = p.status.clone().unwrap_or_default();
-            let statuses: Vec<_> = status
-                .container_statuses
-                .iter()
-                .flatten()
-                .chain(status.init_container_statuses.iter().flatten())
-                .collect();
-            let running = |c: &str| {
-                statuses
-                    .iter()
-                    .any(|s| s.name == c && s.state.as_ref().is_some_and(|st| st.running.is_some()))
-            };
-            if status.phase.as_deref() == Some("Running") && running("app") && running(sidecar) {
-                return Ok(());
+            match running(&p, containers) {
+                Ok(()) => Ok(p),
+                Err(e) => Err(format!("{e}; {}", self.pod_events(name).await)),
             }
-            Err(format!(
-                "phase {:?}, containers {:?}, conditions {:?}",
-                status.phase,
-                statuses
+        })
+        .await
+    }
+
+    /// The Warning Events about a Pod, for failure messages (sandbox and pull errors).
+    async fn pod_events(&self, name: &str) -> String {
+        match self.events_about("Pod", name).await {
+            Ok(events) => format!(
+                "Warning Events {:?}",
+                events
                     .iter()
-                    .map(|s| {
-                        let state = s.state.as_ref();
-                        let waiting = state.and_then(|st| st.waiting.as_ref());
-                        format!(
-                            "{} running={} waiting={:?} {:?}",
-                            s.name,
-                            state.is_some_and(|st| st.running.is_some()),
-                            waiting.and_then(|w| w.reason.clone()),
-                            waiting.and_then(|w| w.message.clone()),
-                        )
-                    })
-                    .collect::<Vec<_>>(),
-                status
-                    .conditions
-                    .iter()
-                    .flatten()
-                    .map(|c| format!("{}={} {}", c.type_, c.status, c.message.as_deref().unwrap_or("")))
+                    .filter(|e| e.type_.as_deref() == Some("Warning"))
+                    .map(|e| format!(
+                        "{} {}",
+                        e.reason.as_deref().unwrap_or_default(),
+                        e.message.as_deref().unwrap_or_default()
+                    ))
                     .collect::<Vec<_>>()
-            ))
+            ),
+            Err(e) => format!("(Events unreadable: {e})"),
+        }
+    }
+
+    /// Step (tier 2): a Deployment whose Pod template opts in rolls out with every Pod
+    /// (created by a ReplicaSet, `generateName` only) injected and running; so does a second
+    /// rollout of it.
+    async fn deployment_rollout_is_injected(&self, sidecar: &str) {
+        let name = "e2e-web";
+        let deployments: Api<Deployment> = Api::namespaced(self.client.clone(), &self.ns);
+        let web = deployment(name, 2, &[(INJECT, "true")], &self.settings.app_image);
+        deployments
+            .create(
+                &PostParams {
+                    dry_run: false,
+                    field_manager: Some(FIELD_MANAGER.to_string()),
+                },
+                &web,
+            )
+            .await
+            .unwrap_or_else(|e| panic!("expected to create Deployment {name}, found: {}", api_error(&e)));
+        self.rollout_is_injected(&deployments, name, "1", sidecar).await;
+
+        let patch = json!({ "spec": { "template": { "metadata": { "annotations": { ROLLOUT: "2" } } } } });
+        deployments
+            .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+            .unwrap_or_else(|e| panic!("expected to update Deployment {name}, found: {}", api_error(&e)));
+        self.rollout_is_injected(&deployments, name, "2", sidecar).await;
+    }
+
+    /// Waits for the rollout of Deployment `name` to finish, then checks that each of its
+    /// Pods of revision `revision` (the ROLLOUT annotation; "1" when absent) carries and
+    /// runs `sidecar`.
+    async fn rollout_is_injected(&self, deployments: &Api<Deployment>, name: &str, revision: &str, sidecar: &str) {
+        let what =
+            format!("Deployment {name} rollout {revision} complete (2 updated, available replicas, no old ones)");
+        self.eventually(&what, RUN_PATIENCE, async || {
+            let d = deployments.get(name).await.map_err(|e| api_error(&e))?;
+            let status = d.status.clone().unwrap_or_default();
+            let counts = (
+                status.replicas.unwrap_or(0),
+                status.updated_replicas.unwrap_or(0),
+                status.available_replicas.unwrap_or(0),
+            );
+            let observed = status.observed_generation.is_some() && status.observed_generation == d.metadata.generation;
+            if observed && counts == (2, 2, 2) {
+                Ok(())
+            } else {
+                let pods = self.deployment_pods(name).await.unwrap_or_default();
+                Err(format!(
+                    "(replicas, updated, available) = {counts:?}, generation observed={observed}; Pods: {:?}",
+                    pods.iter().map(describe_pod).collect::<Vec<_>>()
+                ))
+            }
         })
         .await;
-        step!("Pod {name} runs with its sidecar {sidecar}");
+        let pods: Vec<Pod> = self
+            .deployment_pods(name)
+            .await
+            .unwrap_or_else(|e| panic!("expected to list the Pods of Deployment {name}, found: {e}"))
+            .into_iter()
+            .filter(|p| p.metadata.deletion_timestamp.is_none())
+            .filter(|p| annotation(p, ROLLOUT).unwrap_or("1") == revision)
+            .collect();
+        assert_eq!(
+            pods.len(),
+            2,
+            "expected 2 Pods of Deployment {name} rollout {revision}, found: {:?}",
+            pods.iter().map(describe_pod).collect::<Vec<_>>()
+        );
+        for p in &pods {
+            let pod_name = p.metadata.name.clone().unwrap_or_default();
+            assert!(
+                p.metadata
+                    .name
+                    .as_deref()
+                    .is_some_and(|n| n.starts_with(&format!("{name}-")))
+                    && container(p, sidecar).is_some()
+                    && annotation(p, STATUS).is_some(),
+                "expected Pod {pod_name} of Deployment {name} injected with {sidecar} and {STATUS}, found: {}",
+                describe_pod(p)
+            );
+            if let Err(e) = running(p, &["app", sidecar]) {
+                panic!("expected Pod {pod_name} of Deployment {name} running: {e}");
+            }
+        }
+        step!(
+            "Deployment {name} rollout {revision}: Pods {:?} injected with {sidecar} and running",
+            pods.iter().filter_map(|p| p.metadata.name.clone()).collect::<Vec<_>>()
+        );
+    }
+
+    async fn deployment_pods(&self, name: &str) -> Result<Vec<Pod>, String> {
+        self.pods
+            .list(&ListParams::default().labels(&format!("app={name}")))
+            .await
+            .map(|list| list.items)
+            .map_err(|e| api_error(&e))
+    }
+
+    /// Whether the Multus tier applies: in-cluster, multus backend, NAD CRD installed.
+    async fn multus_tier_enabled(&self) -> bool {
+        match (self.settings.mode, self.backend) {
+            (Mode::InCluster, Backend::Ready { multus: true }) => true,
+            (Mode::Local, _) => {
+                shout(
+                    "SKIPPED e2e Multus tier: local mode runs `serve --network-backend none`; `make e2e` \
+                     (in-cluster) with Multus installed checks the interface",
+                );
+                false
+            }
+            _ => {
+                shout(&format!(
+                    "SKIPPED e2e Multus tier: the deployed copy has no multus backend, or {NAD_CRD} is not \
+                     installed (`make e2e E2E_MULTUS=1` installs Multus on kind)"
+                ));
+                false
+            }
+        }
+    }
+
+    /// Step (tier 2, Multus): a Pod joining the seed Network runs, and Multus reports an
+    /// interface for that Network with an address inside its CIDR.
+    async fn network_pod_gets_an_interface(&self) {
+        let name = "e2e-multus";
+        let joining = pod(
+            name,
+            &[(INJECT, "true"), (NETWORK, SEED_NETWORK)],
+            &self.settings.app_image,
+        );
+        self.create_stored(&joining).await;
+        self.pod_runs(name, &["app", SIDECAR_V2]).await;
+        let what = format!("Multus to report the {SEED_NETWORK} interface of Pod {name} in {NETWORK_STATUS}");
+        let ips = self
+            .eventually(&what, PATIENCE, async || {
+                let p = self.pods.get(name).await.map_err(|e| api_error(&e))?;
+                let status = annotation(&p, NETWORK_STATUS).ok_or_else(|| {
+                    format!(
+                        "no {NETWORK_STATUS} annotation (is Multus running?): {}",
+                        describe_pod(&p)
+                    )
+                })?;
+                let ips = attachment_ips(status, &self.ns, SEED_NETWORK)?;
+                if ips.iter().any(|ip| ip_in_cidr(ip, SEED_CIDR) == Some(true)) {
+                    Ok(ips)
+                } else {
+                    Err(format!(
+                        "no address in {SEED_CIDR} among {ips:?}; {NETWORK_STATUS}={status}"
+                    ))
+                }
+            })
+            .await;
+        step!("Pod {name} has an interface on {SEED_NETWORK} with {ips:?} (in {SEED_CIDR})");
     }
 }

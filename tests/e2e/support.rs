@@ -13,6 +13,7 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use k8s_openapi::api::admissionregistration::v1::MutatingWebhookConfiguration;
+use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{ConfigMap, Container, Namespace, Pod, ServiceAccount};
 use kube::Client;
 use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams};
@@ -46,9 +47,42 @@ macro_rules! step {
 }
 pub(crate) use step;
 
+/// Which copy of envoy-injector the suite checks (`E2E_MODE`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    /// `local` (default): the suite starts `serve` on this machine and registers a `url:`
+    /// webhook for its test namespace only.
+    Local,
+    /// `in-cluster`: the Deployment that `make deploy` installed, behind its Service and its
+    /// own MutatingWebhookConfiguration; the suite starts and registers nothing.
+    InCluster,
+}
+
+impl Mode {
+    pub fn parse(value: Option<&str>) -> Result<Mode, String> {
+        match value.map(str::trim) {
+            None | Some("") | Some("local") => Ok(Mode::Local),
+            Some("in-cluster") => Ok(Mode::InCluster),
+            Some(other) => Err(format!(
+                "E2E_MODE={other:?} is not a mode: expected `local` (the default) or `in-cluster`"
+            )),
+        }
+    }
+}
+
+/// The namespace `make deploy` installs into (`E2E_INJECTOR_NAMESPACE` overrides it).
+pub const INJECTOR_NAMESPACE: &str = "envoy-injector";
+/// Name of the Deployment, Service, ConfigMap and MutatingWebhookConfiguration installed by
+/// `make deploy`.
+pub const INJECTOR_NAME: &str = "envoy-injector";
+
 /// What the environment asks for.
 #[derive(Debug, Clone)]
 pub struct Settings {
+    /// `E2E_MODE`: `local` (default) or `in-cluster`.
+    pub mode: Mode,
+    /// `E2E_INJECTOR_NAMESPACE`: namespace of the deployed copy (in-cluster mode).
+    pub injector_namespace: String,
     /// `E2E_WEBHOOK_HOST`: where the API server reaches this machine.
     pub webhook_host: Option<String>,
     /// `E2E_RUN_PODS=1`: also check Pods that actually run (needs nodes).
@@ -66,11 +100,18 @@ pub const DEFAULT_IMAGE: &str = "registry.k8s.io/pause:3.10";
 impl Settings {
     /// `None` (after saying so, loudly) when the suite must skip.
     pub fn from_env() -> Option<Settings> {
+        let mode = Mode::parse(non_empty_env("E2E_MODE").as_deref()).unwrap_or_else(|e| panic!("{e}"));
         if non_empty_env("KUBECONFIG").is_none() {
             shout(SKIP_NO_KUBECONFIG);
+            if mode == Mode::InCluster {
+                shout("SKIPPED e2e (E2E_MODE=in-cluster): `make e2e` sets KUBECONFIG to the kind cluster itself");
+            }
             return None;
         }
         Some(Settings {
+            mode,
+            injector_namespace: non_empty_env("E2E_INJECTOR_NAMESPACE")
+                .unwrap_or_else(|| INJECTOR_NAMESPACE.to_string()),
             webhook_host: non_empty_env("E2E_WEBHOOK_HOST"),
             run_pods: non_empty_env("E2E_RUN_PODS").is_some_and(|v| v == "1" || v.eq_ignore_ascii_case("true")),
             sidecar_image: non_empty_env("E2E_SIDECAR_IMAGE").unwrap_or_else(|| DEFAULT_IMAGE.to_string()),
@@ -260,6 +301,68 @@ pub fn pod(name: &str, annotations: &[(&str, &str)], image: &str) -> Pod {
     .expect("a Pod")
 }
 
+/// A Deployment of `replicas` Pods like [`pod`], its template annotated with `annotations`.
+pub fn deployment(name: &str, replicas: i32, annotations: &[(&str, &str)], image: &str) -> Deployment {
+    let map: BTreeMap<&str, &str> = annotations.iter().copied().collect();
+    serde_json::from_value(json!({
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": { "name": name, "labels": { "app": name } },
+        "spec": {
+            "replicas": replicas,
+            "selector": { "matchLabels": { "app": name } },
+            "template": {
+                "metadata": { "labels": { "app": name }, "annotations": map },
+                "spec": {
+                    "automountServiceAccountToken": false,
+                    "terminationGracePeriodSeconds": 1,
+                    "containers": [{ "name": "app", "image": image, "imagePullPolicy": "IfNotPresent" }],
+                },
+            },
+        },
+    }))
+    .expect("a Deployment")
+}
+
+/// Whether `ip` lies in `cidr` (IPv4 or IPv6; `None` when either does not parse).
+pub fn ip_in_cidr(ip: &str, cidr: &str) -> Option<bool> {
+    use std::net::IpAddr;
+    let (network, prefix) = cidr.split_once('/')?;
+    let prefix: u32 = prefix.parse().ok()?;
+    // Multus may report an address with its prefix length.
+    let ip: IpAddr = ip.split('/').next()?.parse().ok()?;
+    match (ip, network.parse::<IpAddr>().ok()?) {
+        (IpAddr::V4(ip), IpAddr::V4(net)) if prefix <= 32 => {
+            let mask = u32::MAX.checked_shl(32 - prefix).unwrap_or(0);
+            Some(u32::from(ip) & mask == u32::from(net) & mask)
+        }
+        (IpAddr::V6(ip), IpAddr::V6(net)) if prefix <= 128 => {
+            let mask = u128::MAX.checked_shl(128 - prefix).unwrap_or(0);
+            Some(u128::from(ip) & mask == u128::from(net) & mask)
+        }
+        (IpAddr::V4(_), IpAddr::V6(_)) | (IpAddr::V6(_), IpAddr::V4(_)) => Some(false),
+        _ => None,
+    }
+}
+
+/// The Multus `k8s.v1.cni.cncf.io/network-status` annotation: the attachment named
+/// `network` (`namespace/name`, or `name`) and its IPs.
+pub fn attachment_ips(network_status: &str, namespace: &str, network: &str) -> Result<Vec<String>, String> {
+    let entries: Vec<Value> = serde_json::from_str(network_status)
+        .map_err(|e| format!("the network-status annotation is not a JSON list ({e}): {network_status}"))?;
+    let qualified = format!("{namespace}/{network}");
+    let entry = entries
+        .iter()
+        .find(|e| e["name"] == qualified.as_str() || e["name"] == network)
+        .ok_or_else(|| format!("no attachment named {qualified} in the network-status annotation: {network_status}"))?;
+    Ok(entry["ips"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|ip| ip.as_str().map(str::to_string))
+        .collect())
+}
+
 /// A container of the Pod by name, regular or init (a native sidecar is an init container).
 pub fn container<'p>(pod: &'p Pod, name: &str) -> Option<&'p Container> {
     let spec = pod.spec.as_ref()?;
@@ -442,10 +545,18 @@ impl Drop for Server {
     }
 }
 
+/// The deployed copy's template as it was before the suite replaced it.
+struct TemplateRestore {
+    namespace: String,
+    configmap: String,
+    original: Option<String>,
+}
+
 #[derive(Default)]
 struct Registered {
     namespace: Option<String>,
     webhook_config: Option<String>,
+    template: Option<TemplateRestore>,
     server: Option<Server>,
 }
 
@@ -472,6 +583,18 @@ impl Cleanup {
 
     pub fn server(&self, server: Server) {
         self.with(|r| r.server = Some(server));
+    }
+
+    /// Puts key `config` of ConfigMap `namespace/configmap` back to `original` (removes it
+    /// when `None`) at the end.
+    pub fn restore_template(&self, namespace: &str, configmap: &str, original: Option<String>) {
+        self.with(|r| {
+            r.template = Some(TemplateRestore {
+                namespace: namespace.to_string(),
+                configmap: configmap.to_string(),
+                original,
+            })
+        });
     }
 
     /// `Err` (with the server's log) if `serve` is no longer running.
@@ -523,9 +646,10 @@ async fn bounded<T>(what: &str, call: impl Future<Output = Result<T, kube::Error
     }
 }
 
-/// Webhook registration first (nothing may call a dead webhook), then the process, then
-/// the namespace. Finalizers the stopped controller can no longer remove are stripped so
-/// the namespace can go.
+/// Webhook registration first (nothing may call a dead webhook), then the deployed copy's
+/// template, then the process, then the namespace. Finalizers the stopped local controller
+/// can no longer remove are stripped so the namespace can go (a deployed controller removes
+/// them itself).
 async fn tidy(mut registered: Registered) {
     let client = match tokio::time::timeout(CALL_LIMIT, Client::try_default()).await {
         Ok(Ok(client)) => Some(client),
@@ -546,12 +670,39 @@ async fn tidy(mut registered: Registered) {
             step!("cleanup: deleted MutatingWebhookConfiguration {name}");
         }
     }
+    if let (Some(client), Some(restore)) = (&client, &registered.template) {
+        let configmaps: Api<ConfigMap> = Api::namespaced(client.clone(), &restore.namespace);
+        let patch = json!({ "data": { "config": restore.original } });
+        let what = format!(
+            "restoring the template of ConfigMap {}/{}",
+            restore.namespace, restore.configmap
+        );
+        if bounded(
+            &what,
+            configmaps.patch(&restore.configmap, &PatchParams::default(), &Patch::Merge(&patch)),
+        )
+        .await
+        .is_some()
+        {
+            step!(
+                "cleanup: restored the template of ConfigMap {}/{}",
+                restore.namespace,
+                restore.configmap
+            );
+        }
+    }
+    let local_controller = registered.server.is_some();
     if let Some(server) = registered.server.as_mut() {
         server.stop();
     }
     if let (Some(client), Some(ns)) = (&client, &registered.namespace) {
         let networks: Api<DynamicObject> = Api::namespaced_with(client.clone(), ns, &network_resource());
-        if let Some(list) = bounded("listing leftover Networks", networks.list(&ListParams::default())).await {
+        let leftovers = if local_controller {
+            bounded("listing leftover Networks", networks.list(&ListParams::default())).await
+        } else {
+            None
+        };
+        if let Some(list) = leftovers {
             for obj in list.items {
                 let Some(name) = obj.metadata.name.clone() else {
                     continue;
