@@ -123,17 +123,8 @@ fn sign_serving(
         what: "serving key",
         source,
     })?;
-    let mut params = CertificateParams::default();
-    params.distinguished_name = rcgen::DistinguishedName::new();
-    params
-        .distinguished_name
-        .push(DnType::CommonName, format!("{service}.{namespace}.svc"));
-    params.subject_alt_names = sans;
-    params.key_usages = vec![KeyUsagePurpose::DigitalSignature];
-    params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
+    let mut params = serving_params(format!("{service}.{namespace}.svc"), sans, now, not_after);
     params.use_authority_key_identifier_extension = true;
-    params.not_before = now - CLOCK_SKEW;
-    params.not_after = not_after;
     let cert = params.signed_by(&key, issuer).map_err(|source| CertError::Generate {
         what: "serving certificate",
         source,
@@ -142,6 +133,25 @@ fn sign_serving(
         cert_pem: cert.pem(),
         key_pem: key.serialize_pem(),
     })
+}
+
+/// Parameters of a TLS serving leaf (not a CA) for `sans`, valid from `now` (backdated
+/// by the clock skew) until `not_after`.
+fn serving_params(
+    common_name: String,
+    sans: Vec<SanType>,
+    now: OffsetDateTime,
+    not_after: OffsetDateTime,
+) -> CertificateParams {
+    let mut params = CertificateParams::default();
+    params.distinguished_name = rcgen::DistinguishedName::new();
+    params.distinguished_name.push(DnType::CommonName, common_name);
+    params.subject_alt_names = sans;
+    params.key_usages = vec![KeyUsagePurpose::DigitalSignature];
+    params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
+    params.not_before = now - CLOCK_SKEW;
+    params.not_after = not_after;
+    params
 }
 
 /// A CA valid for `ca_days` from `now` (backdated by the clock skew).
@@ -180,22 +190,19 @@ pub fn self_signed_localhost() -> Result<SelfSigned, CertError> {
         what: "self-signed key",
         source,
     })?;
-    let mut params = CertificateParams::default();
-    params.distinguished_name = rcgen::DistinguishedName::new();
-    params
-        .distinguished_name
-        .push(DnType::CommonName, "envoy-injector standalone");
-    params.subject_alt_names = vec![
+    let sans = vec![
         dns_san("localhost")?,
         SanType::IpAddress(IpAddr::from([127, 0, 0, 1])),
         SanType::IpAddress(IpAddr::from([0, 0, 0, 0, 0, 0, 0, 1])),
     ];
-    // Not a CA: clients that trust it directly as an anchor reject CA certs used as leaves.
-    params.key_usages = vec![KeyUsagePurpose::DigitalSignature];
-    params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
     let now = OffsetDateTime::now_utc();
-    params.not_before = now - CLOCK_SKEW;
-    params.not_after = now + Duration::days(i64::from(SELF_SIGNED_DAYS));
+    // Not a CA: clients that trust it directly as an anchor reject CA certs used as leaves.
+    let params = serving_params(
+        "envoy-injector standalone".to_string(),
+        sans,
+        now,
+        now + Duration::days(i64::from(SELF_SIGNED_DAYS)),
+    );
     let cert = params.self_signed(&key).map_err(|source| CertError::Generate {
         what: "self-signed certificate",
         source,
