@@ -278,6 +278,17 @@ impl std::fmt::Debug for TlsMaterial {
 }
 
 impl TlsMaterial {
+    /// A serving pair and the single CA that issued it (no CA rotation under way).
+    pub fn issued_by(ca: &certs::CertAndKey, serving: &certs::CertAndKey) -> TlsMaterial {
+        TlsMaterial {
+            tls_crt: serving.cert_pem.clone().into_bytes(),
+            tls_key: serving.key_pem.clone().into_bytes(),
+            ca_crt: ca.cert_pem.clone().into_bytes(),
+            ca_key: Some(ca.key_pem.clone().into_bytes()),
+            next_ca_key: None,
+        }
+    }
+
     /// Reads the keys of [`TLS_CRT`] and friends; absent keys read as empty / `None`.
     pub fn from_secret(secret: &Secret) -> TlsMaterial {
         let data = secret.data.as_ref();
@@ -541,13 +552,7 @@ pub fn decide(current: Option<&TlsMaterial>, policy: &Policy, now: OffsetDateTim
         let (ca, ca_not_after) = new_ca(policy, now)?;
         let serving = issue(policy, &ca.cert_pem, ca_not_after, &ca.key_pem, now)?;
         return Ok(Decision::Write {
-            material: TlsMaterial {
-                tls_crt: serving.cert_pem.into_bytes(),
-                tls_key: serving.key_pem.into_bytes(),
-                ca_crt: ca.cert_pem.into_bytes(),
-                ca_key: Some(ca.key_pem.into_bytes()),
-                next_ca_key: None,
-            },
+            material: TlsMaterial::issued_by(&ca, &serving),
             reason: WriteReason::Create,
         });
     };
@@ -1232,16 +1237,6 @@ mod tests {
         .unwrap()
     }
 
-    fn material(ca: &certs::CertAndKey, leaf: &certs::CertAndKey) -> TlsMaterial {
-        TlsMaterial {
-            tls_crt: leaf.cert_pem.clone().into_bytes(),
-            tls_key: leaf.key_pem.clone().into_bytes(),
-            ca_crt: ca.cert_pem.clone().into_bytes(),
-            ca_key: Some(ca.key_pem.clone().into_bytes()),
-            next_ca_key: None,
-        }
-    }
-
     /// Whether the serving certificate of `m` verifies for every Service name against
     /// `bundle` (PEM, one or more CAs) at `at`.
     fn trusted(m: &TlsMaterial, bundle: &[u8], at: OffsetDateTime) -> bool {
@@ -1336,7 +1331,7 @@ mod tests {
     fn a_fresh_secret_is_kept_until_its_renewal_time() {
         let t = now();
         let ca = ca(3650, t);
-        let m = material(&ca, &leaf(&ca, t, 365));
+        let m = TlsMaterial::issued_by(&ca, &leaf(&ca, t, 365));
         let due = keep(decide(Some(&m), &policy(), t).unwrap());
         assert_eq!(due, policy().renew_at(leaf_not_after(&m)));
     }
@@ -1345,7 +1340,7 @@ mod tests {
     fn renewal_keeps_the_ca_and_its_bundle_bytes() {
         let t = now();
         let ca = ca(3650, t - Duration::days(340));
-        let m = material(&ca, &leaf(&ca, t - Duration::days(340), 365));
+        let m = TlsMaterial::issued_by(&ca, &leaf(&ca, t - Duration::days(340), 365));
         let (renewed, reason) = write(decide(Some(&m), &policy(), t).unwrap());
         assert!(matches!(reason, WriteReason::Renew { .. }), "{reason}");
         assert_eq!(renewed.ca_crt, m.ca_crt, "same CA, same caBundle");
@@ -1363,7 +1358,7 @@ mod tests {
     fn unusable_certificates_are_replaced_at_once_from_the_same_ca() {
         let t = now();
         let ca = ca(3650, t);
-        let good = material(&ca, &leaf(&ca, t, 365));
+        let good = TlsMaterial::issued_by(&ca, &leaf(&ca, t, 365));
         let other_service = certs::sign_serving_cert(
             &ca.cert_pem,
             &ca.key_pem,
@@ -1393,8 +1388,12 @@ mod tests {
                 },
                 "key",
             ),
-            ("other service", material(&ca, &other_service), "do not cover"),
-            ("expired", material(&ca, &expired), "expired"),
+            (
+                "other service",
+                TlsMaterial::issued_by(&ca, &other_service),
+                "do not cover",
+            ),
+            ("expired", TlsMaterial::issued_by(&ca, &expired), "expired"),
             (
                 "signed by a CA not in ca.crt",
                 TlsMaterial {
@@ -1420,7 +1419,7 @@ mod tests {
     fn without_a_ca_key_a_valid_certificate_is_kept_and_renewal_rotates_the_ca() {
         let t = now();
         let ca = ca(3650, t - Duration::days(340));
-        let mut m = material(&ca, &leaf(&ca, t - Duration::days(340), 365));
+        let mut m = TlsMaterial::issued_by(&ca, &leaf(&ca, t - Duration::days(340), 365));
         m.ca_key = None;
         let due = keep(decide(Some(&m), &policy(), t - Duration::days(300)).unwrap());
         assert_eq!(due, policy().renew_at(leaf_not_after(&m)));
@@ -1439,7 +1438,7 @@ mod tests {
         let t0 = now();
         // A CA with 400 days left: less than 365 + 2 × 30, so it must be rotated.
         let old_ca = ca(400, t0);
-        let m0 = material(&old_ca, &leaf(&old_ca, t0, 200));
+        let m0 = TlsMaterial::issued_by(&old_ca, &leaf(&old_ca, t0, 200));
 
         // Phase 1: the new CA joins ca.crt, the serving certificate stays.
         let (m1, reason) = write(decide(Some(&m0), &p, t0).unwrap());
@@ -1486,7 +1485,7 @@ mod tests {
         let p = policy();
         let t0 = now();
         let old_ca = ca(400, t0 - Duration::days(10));
-        let m0 = material(&old_ca, &leaf(&old_ca, t0 - Duration::days(10), 11));
+        let m0 = TlsMaterial::issued_by(&old_ca, &leaf(&old_ca, t0 - Duration::days(10), 11));
         let (m1, _) = write(decide(Some(&m0), &p, t0).unwrap());
         let (m2, reason) = write(decide(Some(&m1), &p, t0 + Duration::days(2)).unwrap());
         assert!(matches!(reason, WriteReason::Replace(_)), "{reason}");

@@ -95,16 +95,6 @@ fn leaf_issued(ca: &CertAndKey, at: OffsetDateTime, days: i64) -> CertAndKey {
     .unwrap()
 }
 
-fn material(ca: &CertAndKey, leaf: &CertAndKey) -> TlsMaterial {
-    TlsMaterial {
-        tls_crt: leaf.cert_pem.clone().into_bytes(),
-        tls_key: leaf.key_pem.clone().into_bytes(),
-        ca_crt: ca.cert_pem.clone().into_bytes(),
-        ca_key: Some(ca.key_pem.clone().into_bytes()),
-        next_ca_key: None,
-    }
-}
-
 fn secret_json(material: &TlsMaterial, resource_version: &str) -> Value {
     let mut data = BTreeMap::new();
     material.apply_to(&mut data);
@@ -287,7 +277,7 @@ async fn no_secret_generates_posts_and_publishes_the_ca_bundle() {
 async fn losing_the_create_race_serves_the_winners_certificate() {
     let t = now();
     let winner_ca = ca_issued(t);
-    let winner = material(&winner_ca, &leaf_issued(&winner_ca, t, 365));
+    let winner = TlsMaterial::issued_by(&winner_ca, &leaf_issued(&winner_ca, t, 365));
     let (client, mut api) = mock_client();
     let task = spawn_bootstrap(client, metrics());
 
@@ -321,7 +311,7 @@ async fn losing_the_create_race_serves_the_winners_certificate() {
 async fn valid_secret_and_current_ca_bundle_only_read() {
     let t = now();
     let ca = ca_issued(t);
-    let current = material(&ca, &leaf_issued(&ca, t, 365));
+    let current = TlsMaterial::issued_by(&ca, &leaf_issued(&ca, t, 365));
     let (client, mut api) = mock_client();
     let metrics = metrics();
     let task = spawn_bootstrap(client, metrics.clone());
@@ -351,7 +341,7 @@ async fn valid_secret_and_current_ca_bundle_only_read() {
 async fn near_expiry_is_renewed_with_the_same_ca_under_optimistic_concurrency() {
     let issued = now() - time::Duration::days(340);
     let ca = ca_issued(issued);
-    let old = material(&ca, &leaf_issued(&ca, issued, 365));
+    let old = TlsMaterial::issued_by(&ca, &leaf_issued(&ca, issued, 365));
     let (client, mut api) = mock_client();
     let task = spawn_bootstrap(client, metrics());
 
@@ -391,8 +381,8 @@ async fn near_expiry_is_renewed_with_the_same_ca_under_optimistic_concurrency() 
 async fn renewal_conflict_rereads_and_uses_the_other_replicas_renewal() {
     let issued = now() - time::Duration::days(340);
     let ca = ca_issued(issued);
-    let old = material(&ca, &leaf_issued(&ca, issued, 365));
-    let theirs = material(&ca, &leaf_issued(&ca, now(), 365));
+    let old = TlsMaterial::issued_by(&ca, &leaf_issued(&ca, issued, 365));
+    let theirs = TlsMaterial::issued_by(&ca, &leaf_issued(&ca, now(), 365));
     let (client, mut api) = mock_client();
     let task = spawn_bootstrap(client, metrics());
 
@@ -421,7 +411,7 @@ async fn renewal_conflict_rereads_and_uses_the_other_replicas_renewal() {
 async fn missing_webhook_configuration_does_not_fail_the_bootstrap() {
     let t = now();
     let ca = ca_issued(t);
-    let current = material(&ca, &leaf_issued(&ca, t, 365));
+    let current = TlsMaterial::issued_by(&ca, &leaf_issued(&ca, t, 365));
     let (client, mut api) = mock_client();
     let task = spawn_bootstrap(client, metrics());
 
@@ -446,8 +436,8 @@ async fn missing_webhook_configuration_does_not_fail_the_bootstrap() {
 async fn reload_loop_serves_changed_secrets_and_keeps_the_old_one_on_garbage() {
     let t = now();
     let ca = ca_issued(t);
-    let first = material(&ca, &leaf_issued(&ca, t, 365));
-    let second = material(&ca, &leaf_issued(&ca, t, 365));
+    let first = TlsMaterial::issued_by(&ca, &leaf_issued(&ca, t, 365));
+    let second = TlsMaterial::issued_by(&ca, &leaf_issued(&ca, t, 365));
     let garbage = TlsMaterial {
         tls_crt: b"-----BEGIN CERTIFICATE-----\nnot base64 at all\n-----END CERTIFICATE-----\n".to_vec(),
         ..second.clone()
