@@ -16,8 +16,6 @@ use crate::config::{DEFAULT_TEMPLATE, Template, TemplateSet};
 pub use plan::{AppMount, Decision, Extras, InjectionStatus, Plan, plan};
 pub use policy::{NamespaceOptIn, OptIn, Skip};
 
-/// Prefix of every annotation and label this project reads or writes.
-pub const PREFIX: &str = "sidecar.samplecrd.k8s.io/";
 pub const INJECT_ANNOTATION: &str = "sidecar.samplecrd.k8s.io/inject";
 pub const TEMPLATE_ANNOTATION: &str = "sidecar.samplecrd.k8s.io/template";
 pub const NETWORK_ANNOTATION: &str = "sidecar.samplecrd.k8s.io/network";
