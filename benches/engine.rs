@@ -10,10 +10,10 @@ use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_m
 use serde_json::{Value, json};
 
 use envoy_injector::admission::{Admission, Standalone};
-use envoy_injector::config::{Template, TemplateSet};
 use envoy_injector::inject::{self, Decision, Extras};
 use envoy_injector::metrics::Metrics;
-use envoy_injector::templates::LiveTemplates;
+use envoy_injector::template::LiveTemplates;
+use envoy_injector::template::{Template, TemplateSet};
 
 /// Captured reviews whose Pod gets injected by the default template.
 const INJECTED_FIXTURES: &[&str] = &[

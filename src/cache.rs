@@ -11,20 +11,18 @@ use futures::{Stream, StreamExt};
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Pod};
 use kube::core::PartialObjectMeta;
 use kube::runtime::WatchStreamExt;
-use kube::runtime::reflector::{self, Lookup, ObjectRef, Store};
+use kube::runtime::reflector::{self, Lookup, Store};
 use kube::runtime::watcher::{self, Event};
-use kube::{Api, Client, Resource, ResourceExt};
+use kube::{Api, Client, Resource};
 use tokio::sync::{Mutex, mpsc};
 use tracing::{debug, warn};
 
-use crate::admission::ClusterView;
-use crate::inject::{NAMESPACE_LABEL, NamespaceOptIn};
 use crate::metrics::{Metrics, StoreLabels};
-use crate::network::crd::{Network, READY};
-use crate::network::join::{self, NETWORK_LABEL};
+use crate::network::crd::Network;
+use crate::network::join::NETWORK_LABEL;
 
 /// Name of the ConfigMap holding the templates.
-pub const CONFIGMAP_NAME: &str = "envoy-injector";
+pub const CONFIGMAP_NAME: &str = crate::NAME;
 /// Buffer of the shared reflectors' fan-out channel.
 const SHARED_BUFFER: usize = 1024;
 
@@ -262,42 +260,4 @@ pub fn start(client: Client, namespace: &str, metrics: Metrics) -> (Cache, Confi
         pod_events,
     };
     (cache, configmap_rx)
-}
-
-impl ClusterView for Stores {
-    fn namespace_opt_in(&self, namespace: &str) -> NamespaceOptIn {
-        let Some(ns) = self.namespaces.get(&ObjectRef::new(namespace)) else {
-            // Not in the cache (yet): the label cannot be confirmed, so it does not count.
-            return NamespaceOptIn::NotLabeled;
-        };
-        if ns.labels().get(NAMESPACE_LABEL).map(String::as_str) == Some("enabled") {
-            NamespaceOptIn::Labeled
-        } else {
-            NamespaceOptIn::NotLabeled
-        }
-    }
-
-    fn network(&self, namespace: &str, name: &str) -> join::Lookup {
-        let Some(network) = self.networks.get(&ObjectRef::new(name).within(namespace)) else {
-            return join::Lookup::Missing;
-        };
-        let ready = if network.is_ready() {
-            Ok(())
-        } else {
-            Err(match network.ready_condition() {
-                Some(c)
-                    if network.status.as_ref().and_then(|s| s.observed_generation) == network.metadata.generation =>
-                {
-                    format!("{}: {}", c.reason, c.message)
-                }
-                Some(_) => String::from("the controller has not processed its latest spec yet"),
-                None => format!("it has no {READY} condition yet"),
-            })
-        };
-        join::Lookup::Found(join::NetworkView {
-            cidr: network.spec.cidr.clone(),
-            gateway: network.spec.gateway.clone(),
-            ready,
-        })
-    }
 }

@@ -10,7 +10,11 @@ use tokio::sync::{oneshot, watch};
 use tokio::task::JoinHandle;
 use tracing::{info, warn};
 
+use crate::backoff::Exponential;
 use crate::metrics::Metrics;
+
+/// Retries of the Lease set-up while the API server is unreachable: 1 s doubling to 1 min.
+const LEASE_SETUP_BACKOFF: Exponential = Exponential::new(Duration::from_secs(1), Duration::from_secs(60));
 
 /// How long a stopping controller may take to finish its current reconciles.
 const CONTROLLER_STOP_GRACE: Duration = Duration::from_secs(5);
@@ -84,7 +88,7 @@ pub async fn supervise<F, Fut>(
     let grace = (election.duration_seconds / 3).max(1);
     // The webhook must keep serving while the API server is unreachable: retry setting up
     // the Lease with backoff instead of failing the process.
-    let mut delay = Duration::from_secs(1);
+    let mut failures = 0;
     let manager = loop {
         let built = LeaseManagerBuilder::new(election.client.clone(), &election.lease_name)
             .with_namespace(&election.namespace)
@@ -95,16 +99,19 @@ pub async fn supervise<F, Fut>(
             .await;
         match built {
             Ok(manager) => break manager,
-            Err(err) => warn!(
-                namespace = %election.namespace,
-                lease = %election.lease_name,
-                error = %err,
-                retry_in_s = delay.as_secs(),
-                "cannot set up leader election yet"
-            ),
+            Err(err) => {
+                failures += 1;
+                warn!(
+                    namespace = %election.namespace,
+                    lease = %election.lease_name,
+                    error = %err,
+                    retry_in_s = LEASE_SETUP_BACKOFF.delay(failures).as_secs(),
+                    "cannot set up leader election yet"
+                )
+            }
         }
         tokio::select! {
-            () = tokio::time::sleep(delay) => delay = (delay * 2).min(Duration::from_secs(60)),
+            () = tokio::time::sleep(LEASE_SETUP_BACKOFF.delay(failures)) => {}
             _ = shutdown.wait_for(|s| *s) => return,
         }
     };

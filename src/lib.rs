@@ -1,18 +1,23 @@
 //! envoy-injector: a mutating admission webhook that injects sidecars from templates.
 
+/// The product's name, used wherever the cluster sees us by name: the template ConfigMap,
+/// the Events' reporting controller, the field manager of our writes, the `managed-by`
+/// label of the objects we own.
+pub const NAME: &str = "envoy-injector";
+
 pub mod admission;
+pub mod backoff;
 pub mod cache;
 pub mod certs;
 pub mod cli;
 pub mod commands;
-pub mod config;
 pub mod duration;
+pub mod events;
 pub mod inject;
 pub mod leader;
 pub mod metrics;
 pub mod network;
 pub mod offline;
-pub mod reload;
 pub mod server;
-pub mod templates;
+pub mod template;
 pub mod tls_bootstrap;

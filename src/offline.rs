@@ -5,8 +5,8 @@
 use serde::Deserialize;
 use serde_json::{Map, Value};
 
-use crate::config::TemplateSet;
-use crate::inject::{self, Decision, Extras, INJECT_ANNOTATION, LEGACY_INJECT_ANNOTATION, Skip};
+use crate::inject::{self, Decision, Extras, policy};
+use crate::template::TemplateSet;
 
 #[derive(Debug, thiserror::Error)]
 pub enum OfflineError {
@@ -98,16 +98,6 @@ fn describe(document: &Value) -> String {
     }
 }
 
-fn opted_out(pod: &Value) -> bool {
-    let annotations = pod.pointer("/metadata/annotations").and_then(Value::as_object);
-    [INJECT_ANNOTATION, LEGACY_INJECT_ANNOTATION].iter().any(|key| {
-        annotations
-            .and_then(|a| a.get(*key))
-            .and_then(Value::as_str)
-            .is_some_and(|v| v.trim().eq_ignore_ascii_case("false"))
-    })
-}
-
 /// Nests `inner` under the object keys of `pointer` (`/spec/template` → {spec:{template:inner}}).
 fn nest(pointer: &str, inner: Value) -> Value {
     pointer
@@ -154,13 +144,8 @@ pub fn inject_document(index: usize, document: &Value, templates: &TemplateSet) 
         }
     };
     // Asking for offline injection is the opt-in; an explicit opt-out still wins.
-    if opted_out(pod) {
-        return Ok(unchanged(
-            Skip::OptedOut {
-                annotation: INJECT_ANNOTATION,
-            }
-            .to_string(),
-        ));
+    if let Some(opt_out) = policy::opted_out(pod.pointer("/metadata/annotations").and_then(Value::as_object)) {
+        return Ok(unchanged(opt_out.to_string()));
     }
     let err = |source| OfflineError::Inject {
         index,

@@ -4,9 +4,9 @@ use std::sync::Arc;
 
 use base64::Engine as _;
 use envoy_injector::admission::{Admission, RequestError, Standalone};
-use envoy_injector::config::TemplateSet;
 use envoy_injector::metrics::Metrics;
-use envoy_injector::templates::LiveTemplates;
+use envoy_injector::template::LiveTemplates;
+use envoy_injector::template::TemplateSet;
 use serde_json::{Value, json};
 
 fn fixture(name: &str) -> Value {

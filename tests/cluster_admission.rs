@@ -10,7 +10,7 @@ use envoy_injector::admission::Admission;
 use envoy_injector::cache::{self, Stores};
 use envoy_injector::metrics::Metrics;
 use envoy_injector::network::crd::{Network, NetworkCondition, NetworkSpec, NetworkStatus};
-use envoy_injector::templates::LiveTemplates;
+use envoy_injector::template::LiveTemplates;
 use http::{Request, Response};
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Pod};
 use kube::api::ObjectMeta;
@@ -93,7 +93,7 @@ fn admission(stores: Stores, template: &str) -> (Admission, Arc<LiveTemplates>) 
     let mut data = BTreeMap::new();
     data.insert("config".to_string(), template.to_string());
     let live = Arc::new(LiveTemplates::new(Some(
-        envoy_injector::config::TemplateSet::from_data("t", &data).unwrap(),
+        envoy_injector::template::TemplateSet::from_data("t", &data).unwrap(),
     )));
     (
         Admission::new(live.clone(), Arc::new(stores), Metrics::unregistered()),
@@ -212,13 +212,17 @@ async fn hot_reloaded_template_serves_the_next_admission() {
         ..Default::default()
     };
     struct Quiet;
-    impl envoy_injector::reload::ConfigMapEventSink for Quiet {
-        fn publish(&self, _: &ConfigMap, _: bool, _: &str, _: String) -> futures::future::BoxFuture<'_, ()> {
+    impl envoy_injector::events::EventSink for Quiet {
+        fn publish(
+            &self,
+            _: k8s_openapi::api::core::v1::ObjectReference,
+            _: kube::runtime::events::Event,
+        ) -> futures::future::BoxFuture<'_, ()> {
             Box::pin(async {})
         }
     }
     let metrics = Metrics::unregistered();
-    assert!(envoy_injector::reload::apply(Some(&configmap), &live, &metrics, &Quiet).await);
+    assert!(envoy_injector::template::reload::apply(Some(&configmap), &live, &metrics, &Quiet).await);
     let second = patched(&review, &respond(&admission, &review));
     assert_eq!(second["spec"]["containers"][1]["name"], "proxy-v2");
 
@@ -227,7 +231,7 @@ async fn hot_reloaded_template_serves_the_next_admission() {
         "config".to_string(),
         "containers:\n- nme: broken\n".to_string(),
     )]));
-    assert!(!envoy_injector::reload::apply(Some(&configmap), &live, &metrics, &Quiet).await);
+    assert!(!envoy_injector::template::reload::apply(Some(&configmap), &live, &metrics, &Quiet).await);
     let third = patched(&review, &respond(&admission, &review));
     assert_eq!(third["spec"]["containers"][1]["name"], "proxy-v2");
 }
@@ -298,7 +302,7 @@ async fn admission_makes_no_api_call_once_the_cache_has_synced() {
     let configmap = configmap_feed.recv().await.unwrap().expect("the ConfigMap was listed");
     let live = Arc::new(LiveTemplates::new(None));
     let data = configmap.data.clone().unwrap();
-    live.replace(envoy_injector::config::TemplateSet::from_data("ei/envoy-injector", &data).unwrap());
+    live.replace(envoy_injector::template::TemplateSet::from_data("ei/envoy-injector", &data).unwrap());
 
     let admission = Admission::new(live, Arc::new(cache.stores.clone()), Metrics::unregistered());
     for name in [

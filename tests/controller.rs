@@ -9,10 +9,12 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use envoy_injector::events::Publisher;
 use envoy_injector::metrics::{Metrics, ReconcileLabels, ReconcileResult};
 use envoy_injector::network::backend::{Backend, MultusBackend, NoBackend};
-use envoy_injector::network::controller::{self, Context, Error, NETWORK_LABEL};
+use envoy_injector::network::controller::{self, Context, Error};
 use envoy_injector::network::crd::{FINALIZER, Network, NetworkCondition, NetworkSpec, NetworkStatus, READY};
+use envoy_injector::network::join::NETWORK_LABEL;
 use envoy_injector::network::nad;
 use http::Method;
 use k8s_openapi::api::core::v1::Pod;
@@ -177,7 +179,7 @@ fn fixture(
     let ctx = Context::new(
         client.clone(),
         backend,
-        controller::recorder(client),
+        Arc::new(Publisher::new(client.clone(), "controller-test")),
         network_store,
         pod_store,
         Metrics::unregistered(),

@@ -1032,7 +1032,7 @@ fn deployment_is_hardened_and_wired_to_service_and_pdb() {
 
 #[test]
 fn configmap_holds_the_default_template_verbatim() {
-    let path = repo("src/config/default-template.yaml");
+    let path = repo("src/template/default-template.yaml");
     let template = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display()));
     // Straight from the file too, so the check holds without kubectl.
     let text = std::fs::read_to_string(repo("manifests/configmap.yaml")).expect("read manifests/configmap.yaml");
@@ -1056,7 +1056,7 @@ fn configmap_holds_the_default_template_verbatim() {
     }
     assert_eq!(
         template,
-        envoy_injector::config::EMBEDDED_DEFAULT,
+        envoy_injector::template::EMBEDDED_DEFAULT,
         "the embedded default is the file"
     );
 }

@@ -6,8 +6,8 @@ use std::process::{Command, Output, Stdio};
 
 use envoy_injector::cli::OutputFormat;
 use envoy_injector::commands::inject::render;
-use envoy_injector::config::{Template, TemplateSet};
 use envoy_injector::offline::{inject_document, read_documents};
+use envoy_injector::template::{Template, TemplateSet};
 use serde_json::Value;
 
 const BIN: &str = env!("CARGO_BIN_EXE_envoy-injector");

@@ -5,8 +5,8 @@ use std::io::{Read, Write};
 use serde_json::{Value, json};
 
 use crate::cli::{InjectArgs, OutputFormat};
-use crate::config::{ConfigError, TemplateSet};
 use crate::offline::{self, Injected, OfflineError};
+use crate::template::{ConfigError, TemplateSet};
 
 #[derive(Debug, thiserror::Error)]
 pub enum InjectCommandError {

@@ -2,14 +2,13 @@
 
 use std::sync::Arc;
 
-use kube::runtime::events::{Recorder, Reporter};
 use prometheus_client::registry::Registry;
 use tracing::{info, warn};
 
 use crate::admission::{Admission, Standalone};
 use crate::certs::{self, CertError};
 use crate::cli::{NetworkBackendKind, ServeArgs};
-use crate::config::{ConfigError, TemplateSet};
+use crate::events::{EventSink, Publisher};
 use crate::metrics::Metrics;
 use crate::network::{
     self,
@@ -17,7 +16,8 @@ use crate::network::{
     controller::Context,
 };
 use crate::server::{self, AppState, Readiness, ServerConfig, ServerError, TlsSource};
-use crate::templates::LiveTemplates;
+use crate::template::LiveTemplates;
+use crate::template::{ConfigError, TemplateSet};
 
 #[derive(Debug, thiserror::Error)]
 pub enum ServeError {
@@ -78,18 +78,12 @@ async fn run_cluster(args: ServeArgs) -> Result<(), ServeError> {
 
     let (cache, configmap_feed) = crate::cache::start(client.clone(), &args.namespace, metrics.clone());
     let templates = Arc::new(LiveTemplates::new(None));
-    let recorder = Recorder::new(
-        client.clone(),
-        Reporter {
-            controller: String::from("envoy-injector"),
-            instance: Some(identity.clone()),
-        },
-    );
-    tokio::spawn(crate::reload::run(
+    let events: Arc<dyn EventSink> = Arc::new(Publisher::new(client.clone(), &identity));
+    tokio::spawn(crate::template::reload::run(
         configmap_feed,
         templates.clone(),
         metrics.clone(),
-        Arc::new(crate::reload::RecorderSink(recorder.clone())),
+        events.clone(),
     ));
 
     let readiness: Readiness = {
@@ -129,7 +123,7 @@ async fn run_cluster(args: ServeArgs) -> Result<(), ServeError> {
     });
     let controller = {
         let cache = Arc::new(cache);
-        let start = controller_starter(client, recorder, cache, metrics.clone(), args.network_backend);
+        let start = controller_starter(client, events, cache, metrics.clone(), args.network_backend);
         tokio::spawn(crate::leader::supervise(election, metrics, controller_shutdown, start))
     };
 
@@ -252,15 +246,14 @@ impl Signals {
 /// Builds what `leader::supervise` calls each time this replica starts leading.
 fn controller_starter(
     client: kube::Client,
-    recorder: Recorder,
+    events: Arc<dyn EventSink>,
     cache: Arc<crate::cache::Cache>,
     metrics: Metrics,
     backend: NetworkBackendKind,
 ) -> impl Fn(tokio::sync::oneshot::Receiver<()>) -> futures::future::BoxFuture<'static, ()> {
     move |stop| {
-        let (client, recorder, cache, metrics) = (client.clone(), recorder.clone(), cache.clone(), metrics.clone());
+        let (client, events, cache, metrics) = (client.clone(), events.clone(), cache.clone(), metrics.clone());
         Box::pin(async move {
-            use futures::StreamExt as _;
             let backend: Arc<dyn Backend> = match backend {
                 NetworkBackendKind::Multus => Arc::new(MultusBackend::new(client.clone())),
                 NetworkBackendKind::None => Arc::new(NoBackend),
@@ -269,22 +262,15 @@ fn controller_starter(
             let ctx = Arc::new(Context::new(
                 client,
                 backend,
-                recorder,
+                events,
                 stores.networks.clone(),
                 stores.member_pods.clone(),
                 metrics,
             ));
-            // Attach before taking the snapshot: an event in between is seen twice (the
-            // controller dedups), never lost.
-            let network_events = cache.network_events.attach().await;
-            let pod_events = cache.pod_events.attach().await;
-            let networks = futures::stream::iter(stores.networks.state()).chain(network_events);
-            network::controller::run(ctx, networks, pod_events, async move {
+            network::controller::run_on_cache(ctx, &cache, async move {
                 let _ = stop.await;
             })
             .await;
-            cache.network_events.detach().await;
-            cache.pod_events.detach().await;
         })
     }
 }

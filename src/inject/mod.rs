@@ -11,7 +11,7 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
-use crate::config::{DEFAULT_TEMPLATE, Template, TemplateSet};
+use crate::template::{DEFAULT_TEMPLATE, Template, TemplateSet};
 
 pub use plan::{AppMount, Decision, Extras, InjectionStatus, Plan, plan};
 pub use policy::{NamespaceOptIn, OptIn, Skip};

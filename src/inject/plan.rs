@@ -8,7 +8,7 @@ use serde_json::Value;
 
 use super::pod::{PodView, is_subset, mounts_of, name_of, ports_of};
 use super::{InjectError, NATIVE_SIDECAR_ANNOTATION, STATUS_ANNOTATION, policy::Skip};
-use crate::config::Template;
+use crate::template::Template;
 
 /// Additions that come from outside the template (cluster state such as a Network).
 #[derive(Debug, Clone, Default, PartialEq)]

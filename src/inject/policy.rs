@@ -10,8 +10,6 @@ pub enum OptIn {
     Annotation,
     LegacyAnnotation,
     NamespaceLabel,
-    /// The offline `inject` command: asking for it is the opt-in.
-    Explicit,
 }
 
 /// Why a Pod is left as it is.
@@ -20,7 +18,6 @@ pub enum Skip {
     NotOptedIn,
     OptedOut { annotation: &'static str },
     AlreadyInjected { evidence: String },
-    NotAPodCreate { what: String },
 }
 
 impl std::fmt::Display for Skip {
@@ -32,7 +29,6 @@ impl std::fmt::Display for Skip {
             ),
             Skip::OptedOut { annotation } => write!(f, "opted out by `{annotation}: \"false\"`"),
             Skip::AlreadyInjected { evidence } => write!(f, "already injected ({evidence})"),
-            Skip::NotAPodCreate { what } => write!(f, "not a Pod CREATE ({what})"),
         }
     }
 }
@@ -65,28 +61,28 @@ pub fn decide(annotations: Option<&Map<String, Value>>, namespace: NamespaceOptI
             evidence: format!("annotation `{STATUS_ANNOTATION}` is present"),
         });
     }
-    let current = flag(annotations, INJECT_ANNOTATION);
-    let legacy = flag(annotations, LEGACY_INJECT_ANNOTATION);
-    if matches!(current, Some(Ok(false))) {
-        return Err(Skip::OptedOut {
-            annotation: INJECT_ANNOTATION,
-        });
+    if let Some(opt_out) = opted_out(annotations) {
+        return Err(opt_out);
     }
-    if matches!(legacy, Some(Ok(false))) {
-        return Err(Skip::OptedOut {
-            annotation: LEGACY_INJECT_ANNOTATION,
-        });
-    }
-    if matches!(current, Some(Ok(true))) {
+    if matches!(flag(annotations, INJECT_ANNOTATION), Some(Ok(true))) {
         return Ok(OptIn::Annotation);
     }
-    if matches!(legacy, Some(Ok(true))) {
+    if matches!(flag(annotations, LEGACY_INJECT_ANNOTATION), Some(Ok(true))) {
         return Ok(OptIn::LegacyAnnotation);
     }
     if namespace == NamespaceOptIn::Labeled {
         return Ok(OptIn::NamespaceLabel);
     }
     Err(Skip::NotOptedIn)
+}
+
+/// The opt-out, when an annotation says `"false"`: it wins over every opt-in, including
+/// the offline `inject` command, where asking for injection is the opt-in.
+pub fn opted_out(annotations: Option<&Map<String, Value>>) -> Option<Skip> {
+    [INJECT_ANNOTATION, LEGACY_INJECT_ANNOTATION]
+        .into_iter()
+        .find(|key| matches!(flag(annotations, key), Some(Ok(false))))
+        .map(|annotation| Skip::OptedOut { annotation })
 }
 
 /// Annotation values that are neither "true" nor "false": worth a warning to the user,

@@ -1,7 +1,7 @@
 use serde_json::{Value, json};
 
 use super::*;
-use crate::config::{Template, TemplateSet};
+use crate::template::{Template, TemplateSet};
 
 fn default_template() -> Arc<Template> {
     TemplateSet::embedded().get(DEFAULT_TEMPLATE).unwrap().clone()
@@ -308,7 +308,7 @@ fn wrong_pod_shapes_are_errors_not_panics() {
 #[test]
 fn template_is_selected_by_annotation() {
     let mut data = std::collections::BTreeMap::new();
-    data.insert("config".to_string(), crate::config::EMBEDDED_DEFAULT.to_string());
+    data.insert("config".to_string(), crate::template::EMBEDDED_DEFAULT.to_string());
     data.insert("debug".to_string(), "containers:\n- name: debug\n".to_string());
     let set = TemplateSet::from_data("t", &data).unwrap();
     let pod = json!({"metadata": {"annotations": {TEMPLATE_ANNOTATION: "debug"}}});

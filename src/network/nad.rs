@@ -8,7 +8,7 @@ pub const NAD_VERSION: &str = "v1";
 pub const NAD_KIND: &str = "NetworkAttachmentDefinition";
 pub const NAD_PLURAL: &str = "network-attachment-definitions";
 pub const MANAGED_BY_LABEL: &str = "app.kubernetes.io/managed-by";
-pub const MANAGER: &str = "envoy-injector";
+pub const MANAGER: &str = crate::NAME;
 
 /// Linux interface names hold at most 15 bytes (IFNAMSIZ 16 with the NUL).
 pub const MAX_BRIDGE_NAME: usize = 15;

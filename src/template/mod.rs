@@ -1,7 +1,10 @@
-//! Injection templates: parsing, validation and the set a ConfigMap holds.
+//! Injection templates: parsing (errors name the field and its YAML line), the set a
+//! ConfigMap holds, the live set admission reads, and its reload from the ConfigMap.
 
 mod error;
-mod template;
+mod live;
+mod parse;
+pub mod reload;
 pub mod yaml_locate;
 
 use std::collections::BTreeMap;
@@ -9,7 +12,8 @@ use std::path::Path;
 use std::sync::Arc;
 
 pub use error::{ConfigError, TemplateError, UnknownField};
-pub use template::{Template, TemplateSpec, content_revision};
+pub use live::LiveTemplates;
+pub use parse::{Template, TemplateSpec, content_revision};
 
 /// The ConfigMap key of the template used when a Pod names none.
 pub const DEFAULT_TEMPLATE: &str = "config";

@@ -16,10 +16,14 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use tracing::{debug, info, info_span, warn};
 
-use crate::inject::{self, Decision, Extras, NETWORK_ANNOTATION, NamespaceOptIn};
+use crate::inject::{self, Decision, Extras, NETWORK_ANNOTATION};
 use crate::metrics::{Metrics, Outcome, OutcomeLabels, TemplateLabels};
 use crate::network::join;
-use crate::templates::LiveTemplates;
+use crate::template::LiveTemplates;
+
+mod cluster;
+
+pub use cluster::{ClusterView, Standalone};
 
 /// A request that is not a readable AdmissionReview v1: answered with HTTP 400, since
 /// there is no uid to answer a review for.
@@ -37,26 +41,6 @@ pub enum RequestError {
     NoRequest,
     #[error("expected `request.uid` to be set, found it empty")]
     NoUid,
-}
-
-/// What admission reads of the cluster: Namespace labels and Networks, from the shared
-/// cache in cluster mode. Never an API call: lookups are in memory.
-pub trait ClusterView: Send + Sync {
-    fn namespace_opt_in(&self, namespace: &str) -> NamespaceOptIn;
-    fn network(&self, namespace: &str, name: &str) -> join::Lookup;
-}
-
-/// Standalone mode: Namespaces and Networks are not visible, only Pod annotations count.
-pub struct Standalone;
-
-impl ClusterView for Standalone {
-    fn namespace_opt_in(&self, _namespace: &str) -> NamespaceOptIn {
-        NamespaceOptIn::Unknown
-    }
-
-    fn network(&self, _namespace: &str, _name: &str) -> join::Lookup {
-        join::Lookup::Unsupported
-    }
 }
 
 /// The admission handler: templates and cluster views in, reviews out.

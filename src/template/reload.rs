@@ -4,70 +4,24 @@
 
 use std::sync::Arc;
 
-use k8s_openapi::api::core::v1::{ConfigMap, ObjectReference};
+use k8s_openapi::api::core::v1::ConfigMap;
 use kube::Resource;
-use kube::runtime::events::{Event, EventType, Recorder};
 use tracing::{error, info, warn};
 
+use super::{LiveTemplates, TemplateSet};
 use crate::cache::ConfigMapEvents;
-use crate::config::TemplateSet;
+use crate::events::{self, EventSink};
 use crate::metrics::Metrics;
-use crate::templates::LiveTemplates;
 
-/// Where the verdict on a ConfigMap goes besides logs and metrics.
-pub trait ConfigMapEventSink: Send + Sync {
-    fn publish(
-        &self,
-        configmap: &ConfigMap,
-        warning: bool,
-        reason: &str,
-        note: String,
-    ) -> futures::future::BoxFuture<'_, ()>;
-}
-
-/// Events through kube-runtime's Recorder (events.k8s.io/v1).
-pub struct RecorderSink(pub Recorder);
-
-impl ConfigMapEventSink for RecorderSink {
-    fn publish(
-        &self,
-        configmap: &ConfigMap,
-        warning: bool,
-        reason: &str,
-        note: String,
-    ) -> futures::future::BoxFuture<'_, ()> {
-        let reference: ObjectReference = configmap.object_ref(&());
-        let event = Event {
-            type_: if warning { EventType::Warning } else { EventType::Normal },
-            reason: reason.to_string(),
-            // The Events API caps notes at 1 KiB.
-            note: Some(truncate(note, 1000)),
-            action: String::from("LoadTemplates"),
-            secondary: None,
-        };
-        Box::pin(async move {
-            if let Err(err) = self.0.publish(&event, &reference).await {
-                warn!(error = %err, "cannot record an Event on the ConfigMap");
-            }
-        })
-    }
-}
-
-fn truncate(mut text: String, max: usize) -> String {
-    if text.len() > max {
-        let cut = text.floor_char_boundary(max - 1);
-        text.truncate(cut);
-        text.push('…');
-    }
-    text
-}
+/// The Events' `action`.
+const ACTION: &str = "LoadTemplates";
 
 /// Applies one ConfigMap state to the live templates. Returns whether it was loaded.
 pub async fn apply(
     configmap: Option<&ConfigMap>,
     live: &LiveTemplates,
     metrics: &Metrics,
-    events: &dyn ConfigMapEventSink,
+    events: &dyn EventSink,
 ) -> bool {
     let Some(configmap) = configmap else {
         if live.is_loaded() {
@@ -93,12 +47,11 @@ pub async fn apply(
             metrics.template_load(Some(set.len()));
             live.replace(set);
             info!(configmap = %source, templates = ?names, "templates loaded");
+            let note = format!("loaded templates {}", names.join(", "));
             events
                 .publish(
-                    configmap,
-                    false,
-                    "TemplatesLoaded",
-                    format!("loaded templates {}", names.join(", ")),
+                    configmap.object_ref(&()),
+                    events::event(false, "TemplatesLoaded", ACTION, note),
                 )
                 .await;
             true
@@ -111,8 +64,12 @@ pub async fn apply(
                 "no templates loaded yet"
             };
             error!(configmap = %source, error = %err, "invalid templates; {kept}");
+            let note = format!("{err}; {kept}");
             events
-                .publish(configmap, true, "TemplatesInvalid", format!("{err}; {kept}"))
+                .publish(
+                    configmap.object_ref(&()),
+                    events::event(true, "TemplatesInvalid", ACTION, note),
+                )
                 .await;
             false
         }
@@ -120,12 +77,7 @@ pub async fn apply(
 }
 
 /// Runs until the ConfigMap feed ends (the cache stopped).
-pub async fn run(
-    mut feed: ConfigMapEvents,
-    live: Arc<LiveTemplates>,
-    metrics: Metrics,
-    events: Arc<dyn ConfigMapEventSink>,
-) {
+pub async fn run(mut feed: ConfigMapEvents, live: Arc<LiveTemplates>, metrics: Metrics, events: Arc<dyn EventSink>) {
     while let Some(configmap) = feed.recv().await {
         apply(configmap.as_deref(), &live, &metrics, events.as_ref()).await;
     }
@@ -140,15 +92,17 @@ mod tests {
     #[derive(Default)]
     struct Recorded(Mutex<Vec<(bool, String, String)>>);
 
-    impl ConfigMapEventSink for Recorded {
+    impl EventSink for Recorded {
         fn publish(
             &self,
-            _: &ConfigMap,
-            warning: bool,
-            reason: &str,
-            note: String,
+            _: k8s_openapi::api::core::v1::ObjectReference,
+            event: kube::runtime::events::Event,
         ) -> futures::future::BoxFuture<'_, ()> {
-            self.0.lock().unwrap().push((warning, reason.to_string(), note));
+            let warning = event.type_ == events::EventType::Warning;
+            self.0
+                .lock()
+                .unwrap()
+                .push((warning, event.reason, event.note.unwrap_or_default()));
             Box::pin(async {})
         }
     }
@@ -219,12 +173,5 @@ mod tests {
         );
         assert!(!apply(None, &live, &metrics, &events).await);
         assert!(live.is_loaded());
-    }
-
-    #[test]
-    fn notes_are_cut_at_a_char_boundary() {
-        let cut = truncate("é".repeat(600), 1000);
-        assert!(cut.len() <= 1000 + '…'.len_utf8());
-        assert!(cut.ends_with('…'));
     }
 }

@@ -2,7 +2,7 @@
 
 use std::sync::{Arc, RwLock};
 
-use crate::config::TemplateSet;
+use crate::template::TemplateSet;
 
 /// Holds the template set admission uses now. A reload replaces the `Arc` in one step,
 /// so a request sees either the old set or the new one, never a mix.

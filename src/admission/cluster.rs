@@ -1,0 +1,68 @@
+//! What admission reads of the cluster, and how a lookup becomes the words of a deny:
+//! Namespace labels and Networks from the shared cache in cluster mode, nothing in
+//! standalone mode. Never an API call: lookups are in memory.
+
+use kube::ResourceExt;
+use kube::runtime::reflector::ObjectRef;
+
+use crate::cache::Stores;
+use crate::inject::{NAMESPACE_LABEL, NamespaceOptIn};
+use crate::network::crd::READY;
+use crate::network::join;
+
+/// The cluster facts admission decides with.
+pub trait ClusterView: Send + Sync {
+    fn namespace_opt_in(&self, namespace: &str) -> NamespaceOptIn;
+    fn network(&self, namespace: &str, name: &str) -> join::Lookup;
+}
+
+/// Standalone mode: Namespaces and Networks are not visible, only Pod annotations count.
+pub struct Standalone;
+
+impl ClusterView for Standalone {
+    fn namespace_opt_in(&self, _namespace: &str) -> NamespaceOptIn {
+        NamespaceOptIn::Unknown
+    }
+
+    fn network(&self, _namespace: &str, _name: &str) -> join::Lookup {
+        join::Lookup::Unsupported
+    }
+}
+
+impl ClusterView for Stores {
+    fn namespace_opt_in(&self, namespace: &str) -> NamespaceOptIn {
+        let Some(ns) = self.namespaces.get(&ObjectRef::new(namespace)) else {
+            // Not in the cache (yet): the label cannot be confirmed, so it does not count.
+            return NamespaceOptIn::NotLabeled;
+        };
+        if ns.labels().get(NAMESPACE_LABEL).map(String::as_str) == Some("enabled") {
+            NamespaceOptIn::Labeled
+        } else {
+            NamespaceOptIn::NotLabeled
+        }
+    }
+
+    fn network(&self, namespace: &str, name: &str) -> join::Lookup {
+        let Some(network) = self.networks.get(&ObjectRef::new(name).within(namespace)) else {
+            return join::Lookup::Missing;
+        };
+        let ready = if network.is_ready() {
+            Ok(())
+        } else {
+            Err(match network.ready_condition() {
+                Some(c)
+                    if network.status.as_ref().and_then(|s| s.observed_generation) == network.metadata.generation =>
+                {
+                    format!("{}: {}", c.reason, c.message)
+                }
+                Some(_) => String::from("the controller has not processed its latest spec yet"),
+                None => format!("it has no {READY} condition yet"),
+            })
+        };
+        join::Lookup::Found(join::NetworkView {
+            cidr: network.spec.cidr.clone(),
+            gateway: network.spec.gateway.clone(),
+            ready,
+        })
+    }
+}

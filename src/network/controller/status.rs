@@ -1,0 +1,378 @@
+//! What a Network's status should say: the Ready condition from the spec check and the
+//! backend's answer, the rest of the status computed from facts, and the patch that
+//! writes it. Pure functions, tested with plain data.
+
+use std::sync::Arc;
+
+use k8s_openapi::api::core::v1::Pod;
+use kube::ResourceExt;
+use kube::core::PartialObjectMeta;
+use serde_json::Value;
+
+use crate::network::crd::{Network, NetworkCondition, NetworkStatus, READY};
+use crate::network::join::NETWORK_LABEL;
+use crate::network::subnet;
+
+/// Condition reasons (and Event reasons).
+pub const REASON_READY: &str = "Ready";
+pub const REASON_INVALID_SPEC: &str = "InvalidSpec";
+pub const REASON_OVERLAPS: &str = "Overlaps";
+pub const REASON_BACKEND_UNAVAILABLE: &str = "BackendUnavailable";
+pub const REASON_BACKEND_CONFLICT: &str = "BackendConflict";
+pub const REASON_CLEANUP: &str = "Cleanup";
+
+/// The outcome the Ready condition reports.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Readiness {
+    pub ready: bool,
+    pub reason: &'static str,
+    pub message: String,
+}
+
+impl Readiness {
+    pub fn ready(message: impl Into<String>) -> Readiness {
+        Readiness {
+            ready: true,
+            reason: REASON_READY,
+            message: message.into(),
+        }
+    }
+
+    pub fn not_ready(reason: &'static str, message: impl Into<String>) -> Readiness {
+        Readiness {
+            ready: false,
+            reason,
+            message: message.into(),
+        }
+    }
+}
+
+/// The Ready condition for `readiness`, keeping the previous `lastTransitionTime` when
+/// the condition's status (True/False) did not change.
+pub fn ready_condition(
+    previous: Option<&NetworkCondition>,
+    readiness: &Readiness,
+    generation: Option<i64>,
+    now: &str,
+) -> NetworkCondition {
+    let status = if readiness.ready { "True" } else { "False" };
+    let last_transition_time = match previous {
+        Some(p) if p.status == status => p.last_transition_time.clone(),
+        _ => now.to_string(),
+    };
+    NetworkCondition {
+        type_: READY.to_string(),
+        status: status.to_string(),
+        reason: readiness.reason.to_string(),
+        message: readiness.message.clone(),
+        last_transition_time,
+        observed_generation: generation,
+    }
+}
+
+/// The status the controller wants, from the current one: the Ready condition replaced in
+/// place (other conditions kept), the rest recomputed.
+pub fn desired_status(
+    current: &NetworkStatus,
+    readiness: &Readiness,
+    generation: Option<i64>,
+    attached_pods: i64,
+    backend_ref: Option<String>,
+    now: &str,
+) -> NetworkStatus {
+    let previous = current.conditions.iter().find(|c| c.type_ == READY);
+    let ready = ready_condition(previous, readiness, generation, now);
+    let mut conditions = current.conditions.clone();
+    match conditions.iter_mut().find(|c| c.type_ == READY) {
+        Some(slot) => *slot = ready,
+        None => conditions.push(ready),
+    }
+    NetworkStatus {
+        conditions,
+        observed_generation: generation,
+        attached_pods,
+        backend_ref,
+    }
+}
+
+/// The merge patch that sets `status` to exactly `desired`: absent optional fields are
+/// sent as `null` so a stale value is removed, `conditions` is sent whole.
+pub fn status_patch(desired: &NetworkStatus) -> Value {
+    let mut status = serde_json::to_value(desired).unwrap_or_else(|_| Value::Object(Default::default()));
+    if let Value::Object(map) = &mut status {
+        for key in ["conditions", "observedGeneration", "backendRef"] {
+            map.entry(key).or_insert(Value::Null);
+        }
+    }
+    serde_json::json!({ "status": status })
+}
+
+/// True when the Ready condition says something new (status, reason or message): the
+/// moments an Event is published.
+pub fn is_transition(previous: Option<&NetworkCondition>, next: &NetworkCondition) -> bool {
+    previous.is_none_or(|p| p.status != next.status || p.reason != next.reason || p.message != next.message)
+}
+
+fn order_key(network: &Network) -> (Option<&k8s_openapi::apimachinery::pkg::apis::meta::v1::Time>, &str) {
+    (
+        network.metadata.creation_timestamp.as_ref(),
+        network.metadata.name.as_deref().unwrap_or(""),
+    )
+}
+
+/// What is wrong with `network`'s spec, given the other Networks (any namespace; only its
+/// own is considered): invalid cidr/gateway, or an overlap with a Network of the same
+/// namespace created earlier (creationTimestamp, then name). The earlier one stays Ready.
+/// Networks being deleted and Networks whose own spec is invalid do not count.
+pub fn spec_problem(network: &Network, others: &[Arc<Network>]) -> Option<Readiness> {
+    let subnet = match subnet::validate(&network.spec.cidr, &network.spec.gateway) {
+        Ok((subnet, _)) => subnet,
+        Err(error) => return Some(Readiness::not_ready(REASON_INVALID_SPEC, error.to_string())),
+    };
+    let key = order_key(network);
+    let namespace = network.metadata.namespace.as_deref();
+    let earliest = others
+        .iter()
+        .filter(|o| o.metadata.namespace.as_deref() == namespace && o.metadata.name != network.metadata.name)
+        .filter(|o| o.metadata.deletion_timestamp.is_none() && order_key(o) < key)
+        .filter(|o| subnet::validate(&o.spec.cidr, &o.spec.gateway).is_ok_and(|(other, _)| other.overlaps(&subnet)))
+        .min_by(|a, b| order_key(a).cmp(&order_key(b)))?;
+    Some(Readiness::not_ready(
+        REASON_OVERLAPS,
+        format!(
+            "cidr {} overlaps cidr {} of Network {:?}, which was created earlier; expected cidrs that do not overlap within namespace {}",
+            network.spec.cidr,
+            earliest.spec.cidr,
+            earliest.name_any(),
+            namespace.unwrap_or("")
+        ),
+    ))
+}
+
+/// Member Pods of Network `namespace/name` in the store: same namespace, label value `name`,
+/// not terminating.
+pub fn attached_pods(pods: &[Arc<PartialObjectMeta<Pod>>], namespace: &str, name: &str) -> i64 {
+    let count = pods
+        .iter()
+        .filter(|p| {
+            p.metadata.namespace.as_deref() == Some(namespace)
+                && p.metadata.deletion_timestamp.is_none()
+                && p.labels().get(NETWORK_LABEL).is_some_and(|v| v == name)
+        })
+        .count();
+    i64::try_from(count).unwrap_or(i64::MAX)
+}
+
+/// RFC 3339, second precision, UTC.
+pub fn now_rfc3339() -> String {
+    use k8s_openapi::jiff::Timestamp;
+    let now = Timestamp::now();
+    Timestamp::from_second(now.as_second()).unwrap_or(now).to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::network::controller::network_of_pod;
+    use crate::network::crd::NetworkSpec;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+    use kube::core::ObjectMeta;
+    use kube::runtime::reflector::ObjectRef;
+
+    fn network(name: &str, cidr: &str, gateway: &str, created_second: i64) -> Arc<Network> {
+        let mut n = Network::new(
+            name,
+            NetworkSpec {
+                cidr: cidr.into(),
+                gateway: gateway.into(),
+            },
+        );
+        n.metadata.namespace = Some("default".into());
+        n.metadata.creation_timestamp = Some(Time(
+            k8s_openapi::jiff::Timestamp::from_second(1_700_000_000 + created_second).unwrap(),
+        ));
+        Arc::new(n)
+    }
+
+    fn condition(status: &str, reason: &str, message: &str, time: &str) -> NetworkCondition {
+        NetworkCondition {
+            type_: READY.into(),
+            status: status.into(),
+            reason: reason.into(),
+            message: message.into(),
+            last_transition_time: time.into(),
+            observed_generation: Some(1),
+        }
+    }
+
+    #[test]
+    fn condition_keeps_transition_time_unless_status_flips() {
+        let old = condition("False", REASON_INVALID_SPEC, "bad", "2020-01-01T00:00:00Z");
+        let now = "2030-01-01T00:00:00Z";
+        // Same status, other reason: time kept.
+        let same = ready_condition(Some(&old), &Readiness::not_ready(REASON_OVERLAPS, "x"), Some(2), now);
+        assert_eq!(same.last_transition_time, "2020-01-01T00:00:00Z");
+        assert_eq!(same.reason, REASON_OVERLAPS);
+        assert_eq!(same.observed_generation, Some(2));
+        // Flip: time moves.
+        let flipped = ready_condition(Some(&old), &Readiness::ready("ok"), Some(2), now);
+        assert_eq!(flipped.last_transition_time, now);
+        assert_eq!(flipped.status, "True");
+        // First condition: now.
+        assert_eq!(
+            ready_condition(None, &Readiness::ready("ok"), None, now).last_transition_time,
+            now
+        );
+    }
+
+    #[test]
+    fn status_diff_is_empty_when_nothing_changed() {
+        let readiness = Readiness::ready("multus backend: NAD is in place");
+        let first = desired_status(
+            &NetworkStatus::default(),
+            &readiness,
+            Some(3),
+            2,
+            Some("ref".into()),
+            "2020-01-01T00:00:00Z",
+        );
+        assert_ne!(first, NetworkStatus::default());
+        // Recomputed later with the same facts: identical, so no patch.
+        let again = desired_status(
+            &first,
+            &readiness,
+            Some(3),
+            2,
+            Some("ref".into()),
+            "2031-01-01T00:00:00Z",
+        );
+        assert_eq!(again, first);
+        // Any fact that changes makes a diff.
+        assert_ne!(
+            desired_status(&first, &readiness, Some(4), 2, Some("ref".into()), "x"),
+            first
+        );
+        assert_ne!(
+            desired_status(&first, &readiness, Some(3), 3, Some("ref".into()), "x"),
+            first
+        );
+        assert_ne!(desired_status(&first, &readiness, Some(3), 2, None, "x"), first);
+    }
+
+    #[test]
+    fn other_conditions_are_kept_and_ready_replaced_in_place() {
+        let mut other = condition("True", "Foo", "", "t");
+        other.type_ = "Other".into();
+        let current = NetworkStatus {
+            conditions: vec![other.clone(), condition("True", REASON_READY, "ok", "t0")],
+            ..NetworkStatus::default()
+        };
+        let next = desired_status(
+            &current,
+            &Readiness::not_ready(REASON_OVERLAPS, "o"),
+            Some(1),
+            0,
+            None,
+            "t1",
+        );
+        assert_eq!(next.conditions.len(), 2);
+        assert_eq!(next.conditions[0], other);
+        assert_eq!(next.conditions[1].reason, REASON_OVERLAPS);
+        assert_eq!(next.conditions[1].last_transition_time, "t1");
+    }
+
+    #[test]
+    fn status_patch_nulls_absent_fields() {
+        let patch = status_patch(&NetworkStatus::default());
+        assert_eq!(patch["status"]["backendRef"], Value::Null);
+        assert!(patch["status"].as_object().unwrap().contains_key("backendRef"));
+        assert!(patch["status"].as_object().unwrap().contains_key("observedGeneration"));
+        assert_eq!(patch["status"]["attachedPods"], 0);
+    }
+
+    #[test]
+    fn transitions_are_status_reason_or_message_changes() {
+        let a = condition("True", REASON_READY, "ok", "t");
+        assert!(is_transition(None, &a));
+        assert!(!is_transition(Some(&a), &a));
+        let mut b = a.clone();
+        b.observed_generation = Some(9);
+        b.last_transition_time = "other".into();
+        assert!(!is_transition(Some(&a), &b), "generation/time alone is no Event");
+        b.message = "new".into();
+        assert!(is_transition(Some(&a), &b));
+        assert!(is_transition(Some(&a), &condition("False", REASON_READY, "ok", "t")));
+    }
+
+    #[test]
+    fn invalid_spec_and_overlap_go_to_the_later_network() {
+        let bad = network("bad", "10.0.0.0/24", "10.0.1.1", 0);
+        let problem = spec_problem(&bad, &[]).unwrap();
+        assert_eq!(problem.reason, REASON_INVALID_SPEC);
+        assert!(problem.message.contains("not inside"), "{}", problem.message);
+
+        let a = network("a", "10.0.0.0/16", "10.0.0.1", 0);
+        let b = network("b", "10.0.5.0/24", "10.0.5.1", 10);
+        let all = [a.clone(), b.clone()];
+        assert_eq!(spec_problem(&a, &all), None, "the earlier one stays");
+        let overlap = spec_problem(&b, &all).unwrap();
+        assert_eq!(overlap.reason, REASON_OVERLAPS);
+        for part in ["\"a\"", "10.0.0.0/16", "10.0.5.0/24"] {
+            assert!(overlap.message.contains(part), "{part} in {}", overlap.message);
+        }
+        // Same creation time: the name decides.
+        let a2 = network("a2", "10.0.5.0/24", "10.0.5.1", 0);
+        assert_eq!(spec_problem(&a, &[a.clone(), a2.clone()]), None);
+        assert!(spec_problem(&a2, &[a.clone(), a2.clone()]).is_some());
+        // Other namespace or deleting: no overlap.
+        let mut elsewhere = (*a).clone();
+        elsewhere.metadata.namespace = Some("other".into());
+        assert_eq!(spec_problem(&b, &[Arc::new(elsewhere)]), None);
+        let mut going = (*a).clone();
+        going.metadata.deletion_timestamp = a.metadata.creation_timestamp.clone();
+        assert_eq!(spec_problem(&b, &[Arc::new(going)]), None);
+        // Disjoint: fine.
+        let c = network("c", "10.1.0.0/16", "10.1.0.1", 20);
+        assert_eq!(spec_problem(&c, &[a, b, c.clone()]), None);
+    }
+
+    #[test]
+    fn member_pods_are_counted_by_namespace_and_label() {
+        let pod = |ns: &str, net: Option<&str>, terminating: bool| {
+            let mut meta = ObjectMeta {
+                name: Some("p".into()),
+                namespace: Some(ns.into()),
+                ..ObjectMeta::default()
+            };
+            if let Some(net) = net {
+                meta.labels = Some([(NETWORK_LABEL.to_string(), net.to_string())].into());
+            }
+            if terminating {
+                meta.deletion_timestamp = Some(Time(k8s_openapi::jiff::Timestamp::UNIX_EPOCH));
+            }
+            Arc::new(PartialObjectMeta::<Pod> {
+                types: None,
+                metadata: meta,
+                _phantom: std::marker::PhantomData,
+            })
+        };
+        let pods = [
+            pod("default", Some("net"), false),
+            pod("default", Some("net"), false),
+            pod("default", Some("net"), true),
+            pod("default", Some("other"), false),
+            pod("team", Some("net"), false),
+            pod("default", None, false),
+        ];
+        assert_eq!(attached_pods(&pods, "default", "net"), 2);
+        assert_eq!(network_of_pod(&pods[4]), Some(ObjectRef::new("net").within("team")));
+        assert_eq!(network_of_pod(&pods[5]), None);
+    }
+
+    #[test]
+    fn now_is_second_precision_rfc3339() {
+        let now = now_rfc3339();
+        assert!(now.ends_with('Z') && !now.contains('.'), "{now}");
+        assert_eq!(now.len(), "2024-01-01T00:00:00Z".len());
+    }
+}
