@@ -1,0 +1,24 @@
+//! The install manifests, checked everywhere (`make test`; no cluster needed):
+//!
+//! - `kubectl kustomize manifests/` renders (skipped, loudly, without kubectl);
+//! - every rendered document, and every example, parses into its k8s-openapi type and
+//!   re-serialises to the same JSON: a misspelt or misplaced field is dropped by the typed
+//!   parse and fails here, naming the document and the field path;
+//! - RBAC: no `*` anywhere, and exactly the permissions the process needs;
+//! - the MutatingWebhookConfiguration: two entries, `Fail`, `None`, 5 s, `IfNeeded`,
+//!   Service clientConfig, kube-system and the injector's namespace excluded; its
+//!   namespace selectors send no Pod twice, and its CEL `matchConditions` (evaluated with
+//!   kube's CEL engine) select exactly the Pods the injector's own policy would inject;
+//! - the Deployment's replicas, probes, resources and security context, and the wiring
+//!   between Deployment, Service, PodDisruptionBudget and ServiceAccount;
+//! - the ConfigMap's `config` is `src/template/default-template.yaml`, byte for byte;
+//! - every shell script passes shellcheck (skipped, loudly, without shellcheck).
+
+mod support;
+
+mod configmap;
+mod deployment;
+mod rbac;
+mod round_trip;
+mod scripts;
+mod webhook;

@@ -1,0 +1,143 @@
+//! Rendering and parsing the manifests, shared by every check.
+
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::OnceLock;
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+
+pub(crate) const NAMESPACE: &str = "envoy-injector";
+pub(crate) const NAME: &str = "envoy-injector";
+pub(crate) const INJECT: &str = "sidecar.samplecrd.k8s.io/inject";
+pub(crate) const LEGACY: &str = "initializer.kubernetes.io/envoy";
+pub(crate) const STATUS: &str = "sidecar.samplecrd.k8s.io/status";
+
+/// One line on the real stderr: libtest captures `eprintln!` of passing tests, and a skip
+/// must be seen in a plain `cargo test` run.
+pub(crate) fn shout(line: &str) {
+    let mut err = std::io::stderr().lock();
+    let _ = writeln!(err, "{line}");
+    let _ = err.flush();
+}
+
+pub(crate) fn repo(relative: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join(relative)
+}
+
+pub(crate) fn have(program: &str) -> bool {
+    Command::new(program)
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success())
+}
+
+/// One YAML document of a stream, as JSON, with where it came from.
+#[derive(Debug, Clone)]
+pub(crate) struct Doc {
+    pub(crate) origin: String,
+    pub(crate) value: Value,
+}
+
+impl Doc {
+    pub(crate) fn kind(&self) -> &str {
+        self.value["kind"].as_str().unwrap_or("?")
+    }
+    pub(crate) fn name(&self) -> &str {
+        self.value["metadata"]["name"].as_str().unwrap_or("?")
+    }
+    pub(crate) fn label(&self) -> String {
+        format!("{} ({} {})", self.origin, self.kind(), self.name())
+    }
+    pub(crate) fn typed<T: DeserializeOwned>(&self) -> T {
+        serde_json::from_value(self.value.clone())
+            .unwrap_or_else(|e| panic!("{} does not parse as its k8s-openapi type: {e}", self.label()))
+    }
+}
+
+pub(crate) fn parse_stream(origin: &str, text: &str) -> Vec<Doc> {
+    use serde::Deserialize;
+    serde_yaml_ng::Deserializer::from_str(text)
+        .enumerate()
+        .filter_map(|(i, de)| {
+            let value =
+                Value::deserialize(de).unwrap_or_else(|e| panic!("{origin}: document {} is not YAML: {e}", i + 1));
+            (!value.is_null()).then(|| Doc {
+                origin: format!("{origin} document {}", i + 1),
+                value,
+            })
+        })
+        .collect()
+}
+
+/// `kubectl kustomize manifests/`, once per test binary; `None` (said loudly) without kubectl.
+pub(crate) fn rendered() -> Option<&'static [Doc]> {
+    static RENDERED: OnceLock<Option<Vec<Doc>>> = OnceLock::new();
+    RENDERED
+        .get_or_init(|| {
+            if !have_kubectl() {
+                return None;
+            }
+            let output = Command::new("kubectl")
+                .arg("kustomize")
+                .arg(repo("manifests"))
+                .output()
+                .expect("run kubectl kustomize");
+            assert!(
+                output.status.success(),
+                "expected `kubectl kustomize manifests/` to render, found {}: {}",
+                output.status,
+                String::from_utf8_lossy(&output.stderr)
+            );
+            let text = String::from_utf8(output.stdout).expect("kustomize prints UTF-8");
+            Some(parse_stream("kubectl kustomize manifests/", &text))
+        })
+        .as_deref()
+}
+
+pub(crate) fn have_kubectl() -> bool {
+    let found = Command::new("kubectl")
+        .args(["version", "--client"])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !found {
+        shout("SKIPPED manifests: kubectl is not installed, so `kubectl kustomize manifests/` cannot be checked");
+    }
+    found
+}
+
+/// Exactly one rendered document of `kind`.
+pub(crate) fn one(docs: &[Doc], kind: &str) -> Doc {
+    let found: Vec<&Doc> = docs.iter().filter(|d| d.kind() == kind).collect();
+    assert_eq!(
+        found.len(),
+        1,
+        "expected exactly one {kind} in the rendered manifests, found {:?}",
+        found.iter().map(|d| d.label()).collect::<Vec<_>>()
+    );
+    found[0].clone()
+}
+
+/// Whether a label selector selects `labels` (matchLabels and matchExpressions).
+pub(crate) fn selects(selector: &LabelSelector, labels: &BTreeMap<String, String>) -> bool {
+    let by_labels = selector
+        .match_labels
+        .iter()
+        .flatten()
+        .all(|(k, v)| labels.get(k) == Some(v));
+    let by_expressions = selector.match_expressions.iter().flatten().all(|e| {
+        let value = labels.get(&e.key);
+        let values = e.values.clone().unwrap_or_default();
+        match e.operator.as_str() {
+            "In" => value.is_some_and(|v| values.contains(v)),
+            "NotIn" => value.is_none_or(|v| !values.contains(v)),
+            "Exists" => value.is_some(),
+            "DoesNotExist" => value.is_none(),
+            other => panic!("unknown selector operator {other}"),
+        }
+    });
+    by_labels && by_expressions
+}

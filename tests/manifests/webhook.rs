@@ -1,0 +1,301 @@
+//! The MutatingWebhookConfiguration: its properties, its namespace selectors, and its CEL
+//! `matchConditions` evaluated against the injector's own policy.
+
+use std::collections::BTreeMap;
+
+use envoy_injector::inject::policy::{NamespaceOptIn, decide};
+use k8s_openapi::api::admissionregistration::v1::{MutatingWebhook, MutatingWebhookConfiguration};
+use k8s_openapi::api::core::v1::Namespace;
+use kube::core::cel::{AdmissionRequest, VapEvaluator, VapExpression};
+use serde_json::{Map, Value, json};
+
+use crate::support::*;
+
+fn webhooks(docs: &[Doc]) -> Vec<MutatingWebhook> {
+    let config: MutatingWebhookConfiguration = one(docs, "MutatingWebhookConfiguration").typed();
+    assert_eq!(config.metadata.name.as_deref(), Some(NAME));
+    config.webhooks.unwrap_or_default()
+}
+
+/// What the API server does with a label selector (matchLabels, In/NotIn/Exists/DoesNotExist).
+
+#[test]
+fn webhook_configuration_has_the_designed_properties() {
+    let Some(docs) = rendered() else { return };
+    let hooks = webhooks(docs);
+    let names: Vec<&str> = hooks.iter().map(|h| h.name.as_str()).collect();
+    assert_eq!(
+        names,
+        ["namespace.sidecar.samplecrd.k8s.io", "pod.sidecar.samplecrd.k8s.io"],
+        "two webhook entries"
+    );
+    for hook in &hooks {
+        let name = &hook.name;
+        assert_eq!(hook.failure_policy.as_deref(), Some("Fail"), "{name} failurePolicy");
+        assert_eq!(hook.side_effects, "None", "{name} sideEffects");
+        assert_eq!(hook.timeout_seconds, Some(5), "{name} timeoutSeconds");
+        assert_eq!(
+            hook.reinvocation_policy.as_deref(),
+            Some("IfNeeded"),
+            "{name} reinvocationPolicy"
+        );
+        assert_eq!(hook.match_policy.as_deref(), Some("Equivalent"), "{name} matchPolicy");
+        assert_eq!(hook.admission_review_versions, ["v1"], "{name} admissionReviewVersions");
+        assert!(
+            hook.object_selector.is_none(),
+            "{name}: no objectSelector (matchConditions decide)"
+        );
+
+        let client = &hook.client_config;
+        assert!(client.url.is_none(), "{name}: Service clientConfig, not url");
+        assert!(
+            client.ca_bundle.is_none(),
+            "{name}: caBundle is written by the running injector, not shipped"
+        );
+        let service = client
+            .service
+            .as_ref()
+            .unwrap_or_else(|| panic!("{name}: clientConfig.service"));
+        assert_eq!(
+            (
+                service.namespace.as_str(),
+                service.name.as_str(),
+                service.port,
+                service.path.as_deref()
+            ),
+            (NAMESPACE, NAME, Some(443), Some("/mutate")),
+            "{name} clientConfig.service"
+        );
+
+        let rules = hook.rules.clone().unwrap_or_default();
+        assert_eq!(rules.len(), 1, "{name}: one rule");
+        let rule = &rules[0];
+        assert_eq!(
+            (
+                rule.operations.clone().unwrap_or_default(),
+                rule.api_groups.clone().unwrap_or_default(),
+                rule.api_versions.clone().unwrap_or_default(),
+                rule.resources.clone().unwrap_or_default(),
+                rule.scope.as_deref()
+            ),
+            (
+                vec!["CREATE".to_string()],
+                vec![String::new()],
+                vec!["v1".to_string()],
+                vec!["pods".to_string()],
+                Some("Namespaced")
+            ),
+            "{name} rule: Pod CREATE only"
+        );
+        assert!(
+            !hook.match_conditions.as_deref().unwrap_or_default().is_empty(),
+            "{name}: matchConditions"
+        );
+
+        let selector = hook
+            .namespace_selector
+            .as_ref()
+            .unwrap_or_else(|| panic!("{name}: namespaceSelector"));
+        let excluded = selector.match_expressions.iter().flatten().any(|e| {
+            e.key == "kubernetes.io/metadata.name"
+                && e.operator == "NotIn"
+                && e.values
+                    .as_ref()
+                    .is_some_and(|v| v.iter().any(|x| x == "kube-system") && v.iter().any(|x| x == NAMESPACE))
+        });
+        assert!(
+            excluded,
+            "{name}: namespaceSelector must exclude kube-system and {NAMESPACE} by kubernetes.io/metadata.name NotIn, found {selector:?}"
+        );
+    }
+}
+
+#[test]
+fn namespace_selectors_send_no_pod_twice_and_never_the_injectors_own() {
+    let Some(docs) = rendered() else { return };
+    let hooks = webhooks(docs);
+    let own: Namespace = one(docs, "Namespace").typed();
+    let own_labels = {
+        let mut labels = own.metadata.labels.clone().unwrap_or_default();
+        labels.insert("kubernetes.io/metadata.name".to_string(), NAMESPACE.to_string());
+        labels
+    };
+    let ns = |name: &str, label: Option<&str>| {
+        let mut labels = BTreeMap::from([("kubernetes.io/metadata.name".to_string(), name.to_string())]);
+        if let Some(value) = label {
+            labels.insert(INJECT.to_string(), value.to_string());
+        }
+        labels
+    };
+    // (namespace labels, the entries that must select it)
+    let cases: Vec<(&str, BTreeMap<String, String>, Vec<&str>)> = vec![
+        (
+            "plain namespace",
+            ns("apps", None),
+            vec!["pod.sidecar.samplecrd.k8s.io"],
+        ),
+        (
+            "labelled enabled",
+            ns("apps", Some("enabled")),
+            vec!["namespace.sidecar.samplecrd.k8s.io"],
+        ),
+        ("labelled disabled", ns("apps", Some("disabled")), vec![]),
+        ("kube-system", ns("kube-system", None), vec![]),
+        (
+            "kube-system labelled enabled",
+            ns("kube-system", Some("enabled")),
+            vec![],
+        ),
+        ("the injector's namespace as shipped", own_labels, vec![]),
+        (
+            "the injector's namespace without its label",
+            ns(NAMESPACE, None),
+            vec![],
+        ),
+        (
+            "the injector's namespace labelled enabled",
+            ns(NAMESPACE, Some("enabled")),
+            vec![],
+        ),
+    ];
+    for (what, labels, expected) in cases {
+        let selected: Vec<&str> = hooks
+            .iter()
+            .filter(|h| selects(h.namespace_selector.as_ref().expect("checked elsewhere"), &labels))
+            .map(|h| h.name.as_str())
+            .collect();
+        assert_eq!(selected, expected, "webhook entries selecting a {what} ({labels:?})");
+    }
+}
+
+/// kube's client-side CEL (kube-cel 0.8) escapes *every* JSON object key the way Kubernetes
+/// escapes schema property names (`.` → `__dot__`, `/` → `__slash__`, `-` → `__dash__`,
+/// `_` → `__`), map keys included; the API server does not escape map keys, so
+/// `object.metadata.annotations['sidecar.samplecrd.k8s.io/inject']` finds the annotation
+/// there. To evaluate the shipped expressions here, the annotation keys they quote are
+/// written the escaped way first; any other quoted key with such characters fails the test
+/// (it would not be looked up as the API server does).
+fn for_kube_cel(expression: &str) -> String {
+    let escape = |key: &str| {
+        key.replace('_', "__")
+            .replace('.', "__dot__")
+            .replace('-', "__dash__")
+            .replace('/', "__slash__")
+    };
+    let mut out = expression.to_string();
+    for key in [INJECT, LEGACY, STATUS] {
+        out = out.replace(&format!("'{key}'"), &format!("'{}'", escape(key)));
+    }
+    let leftover = out
+        .split('\'')
+        .skip(1)
+        .step_by(2)
+        .find(|literal| literal.contains(['.', '/', '-']) && !literal.contains("__"));
+    assert!(
+        leftover.is_none(),
+        "matchCondition quotes {leftover:?}: add it to for_kube_cel in tests/manifests.rs"
+    );
+    out
+}
+
+/// Each matchCondition of `hook` for `pod`: its name and value. Panics on an evaluation
+/// error (the API server would then apply the failurePolicy to a Pod that may not have
+/// opted in).
+fn match_conditions(hook: &MutatingWebhook, pod: &Value) -> Vec<(String, bool)> {
+    let request = AdmissionRequest {
+        operation: "CREATE".to_string(),
+        namespace: "apps".to_string(),
+        ..AdmissionRequest::default()
+    };
+    let evaluator = VapEvaluator::builder().object(pod.clone()).request(request).build();
+    let conditions = hook.match_conditions.clone().unwrap_or_default();
+    let expressions: Vec<VapExpression> = conditions
+        .iter()
+        .map(|c| VapExpression {
+            expression: for_kube_cel(&c.expression),
+            message: Some("false".to_string()),
+            message_expression: None,
+        })
+        .collect();
+    let results = evaluator.evaluate(&expressions);
+    conditions
+        .iter()
+        .zip(results)
+        .map(|(condition, result)| {
+            if !result.passed {
+                assert_eq!(
+                    result.message.as_deref(),
+                    Some("false"),
+                    "{}: matchCondition {} does not evaluate to a boolean for Pod {pod}",
+                    hook.name,
+                    condition.name
+                );
+            }
+            (condition.name.clone(), result.passed)
+        })
+        .collect()
+}
+
+#[test]
+fn match_conditions_select_exactly_the_pods_the_injector_injects() {
+    let Some(docs) = rendered() else { return };
+    let hooks = webhooks(docs);
+    let by_name = |name: &str| {
+        hooks
+            .iter()
+            .find(|h| h.name == name)
+            .expect("checked elsewhere")
+            .clone()
+    };
+    let namespace_hook = by_name("namespace.sidecar.samplecrd.k8s.io");
+    let pod_hook = by_name("pod.sidecar.samplecrd.k8s.io");
+
+    let cases: Vec<Option<Value>> = vec![
+        None,
+        Some(json!({})),
+        Some(json!({ "team": "a" })),
+        Some(json!({ INJECT: "true" })),
+        Some(json!({ INJECT: "TRUE" })),
+        Some(json!({ INJECT: " True " })),
+        Some(json!({ INJECT: "false" })),
+        Some(json!({ INJECT: "False" })),
+        Some(json!({ INJECT: "yes" })),
+        Some(json!({ INJECT: "" })),
+        Some(json!({ LEGACY: "true" })),
+        Some(json!({ LEGACY: "false" })),
+        Some(json!({ LEGACY: "maybe" })),
+        Some(json!({ INJECT: "true", LEGACY: "false" })),
+        Some(json!({ INJECT: "false", LEGACY: "true" })),
+        Some(json!({ INJECT: "yes", LEGACY: "true" })),
+        Some(json!({ INJECT: "true", STATUS: "{\"template\":\"config\"}" })),
+        Some(json!({ STATUS: "{}" })),
+    ];
+    for annotations in cases {
+        let mut metadata = json!({ "name": "p", "namespace": "apps" });
+        if let Some(a) = &annotations {
+            metadata["annotations"] = a.clone();
+        }
+        let pod = json!({
+            "apiVersion": "v1", "kind": "Pod", "metadata": metadata,
+            "spec": { "containers": [{ "name": "app", "image": "app" }] },
+        });
+        let map: Option<Map<String, Value>> = annotations.as_ref().and_then(|a| a.as_object().cloned());
+        for (hook, namespace) in [
+            (&namespace_hook, NamespaceOptIn::Labeled),
+            (&pod_hook, NamespaceOptIn::NotLabeled),
+        ] {
+            let injects = decide(map.as_ref(), namespace).is_ok();
+            let conditions = match_conditions(hook, &pod);
+            let called = conditions.iter().all(|(_, value)| *value);
+            assert_eq!(
+                called,
+                injects,
+                "{}: the API server would {} the webhook for a Pod with annotations {annotations:?} (conditions \
+                 {conditions:?}), but the injector's policy ({namespace:?}) {} it",
+                hook.name,
+                if called { "call" } else { "not call" },
+                if injects { "injects" } else { "does not inject" }
+            );
+        }
+    }
+}
