@@ -6,12 +6,12 @@ use std::time::Duration;
 
 use kube::Client;
 use kube_lease_manager::LeaseManagerBuilder;
-use tokio::sync::{oneshot, watch};
 use tokio::task::JoinHandle;
 use tracing::{info, warn};
 
 use crate::backoff::Exponential;
 use crate::metrics::Metrics;
+use crate::shutdown::CancellationToken;
 
 /// Retries of the Lease set-up while the API server is unreachable: 1 s doubling to 1 min.
 const LEASE_SETUP_BACKOFF: Exponential = Exponential::new(Duration::from_secs(1), Duration::from_secs(60));
@@ -41,14 +41,15 @@ pub fn default_identity() -> String {
         .unwrap_or_else(|| format!("envoy-injector-{}", std::process::id()))
 }
 
-/// A controller run: `start(stop)` returns a future that reconciles until `stop` fires.
+/// A controller run: `start(stop)` returns a future that reconciles until `stop` is
+/// cancelled.
 struct Running {
-    stop: oneshot::Sender<()>,
+    stop: CancellationToken,
     task: JoinHandle<()>,
 }
 
 async fn stop(running: Running) {
-    let _ = running.stop.send(());
+    running.stop.cancel();
     let mut task = running.task;
     if tokio::time::timeout(CONTROLLER_STOP_GRACE, &mut task).await.is_err() {
         warn!("the controller did not stop in time; aborting it");
@@ -57,28 +58,25 @@ async fn stop(running: Running) {
 }
 
 /// Runs the controller while leading (always, without `election`), until `shutdown`.
-/// `start` is called each time leadership is gained, with the signal that ends that run.
-pub async fn supervise<F, Fut>(
-    election: Option<Election>,
-    metrics: Metrics,
-    mut shutdown: watch::Receiver<bool>,
-    start: F,
-) where
-    F: Fn(oneshot::Receiver<()>) -> Fut,
+/// `start` is called each time leadership is gained, with the token that ends that run (a
+/// child of `shutdown`).
+pub async fn supervise<F, Fut>(election: Option<Election>, metrics: Metrics, shutdown: CancellationToken, start: F)
+where
+    F: Fn(CancellationToken) -> Fut,
     Fut: Future<Output = ()> + Send + 'static,
 {
     let launch = |metrics: &Metrics| {
-        let (tx, rx) = oneshot::channel();
+        let stop = shutdown.child_token();
         metrics.leader.set(1);
         Running {
-            stop: tx,
-            task: tokio::spawn(start(rx)),
+            task: tokio::spawn(start(stop.clone())),
+            stop,
         }
     };
     let Some(election) = election else {
         info!("leader election off: running the Network controller");
         let running = launch(&metrics);
-        let _ = shutdown.wait_for(|s| *s).await;
+        shutdown.cancelled().await;
         stop(running).await;
         metrics.leader.set(0);
         return;
@@ -112,7 +110,7 @@ pub async fn supervise<F, Fut>(
         }
         tokio::select! {
             () = tokio::time::sleep(LEASE_SETUP_BACKOFF.delay(failures)) => {}
-            _ = shutdown.wait_for(|s| *s) => return,
+            () = shutdown.cancelled() => return,
         }
     };
     let (mut leading, lease_task) = manager.watch().await;
@@ -140,7 +138,7 @@ pub async fn supervise<F, Fut>(
                     break;
                 }
             }
-            _ = shutdown.wait_for(|s| *s) => break,
+            () = shutdown.cancelled() => break,
         }
     }
     if let Some(run) = running.take() {
@@ -166,27 +164,27 @@ mod tests {
     #[tokio::test]
     async fn without_election_the_controller_runs_until_shutdown() {
         let metrics = Metrics::unregistered();
-        let (shutdown_tx, shutdown_rx) = watch::channel(false);
+        let shutdown = CancellationToken::new();
         let started = Arc::new(AtomicUsize::new(0));
         let stopped = Arc::new(AtomicUsize::new(0));
         let start = {
             let (started, stopped) = (started.clone(), stopped.clone());
-            move |stop: oneshot::Receiver<()>| {
+            move |stop: CancellationToken| {
                 let (started, stopped) = (started.clone(), stopped.clone());
                 async move {
                     started.fetch_add(1, Ordering::SeqCst);
-                    let _ = stop.await;
+                    stop.cancelled().await;
                     stopped.fetch_add(1, Ordering::SeqCst);
                 }
             }
         };
-        let supervisor = tokio::spawn(supervise(None, metrics.clone(), shutdown_rx, start));
+        let supervisor = tokio::spawn(supervise(None, metrics.clone(), shutdown.clone(), start));
         while started.load(Ordering::SeqCst) == 0 {
             tokio::task::yield_now().await;
         }
         assert_eq!(metrics.leader.get(), 1);
         assert_eq!(stopped.load(Ordering::SeqCst), 0, "runs until shutdown");
-        shutdown_tx.send(true).unwrap();
+        shutdown.cancel();
         tokio::time::timeout(Duration::from_secs(10), supervisor)
             .await
             .unwrap()

@@ -16,6 +16,7 @@ use crate::network::{
     controller::Context,
 };
 use crate::server::{self, AppState, Readiness, ServerConfig, ServerError, TlsSource};
+use crate::shutdown::{CancellationToken, cancel_on_signals};
 use crate::template::LiveTemplates;
 use crate::template::{ConfigError, TemplateSet};
 
@@ -47,7 +48,8 @@ pub async fn run(args: ServeArgs) -> Result<(), ServeError> {
 
 /// Webhook and Network controller against the cluster, reading one shared cache.
 async fn run_cluster(args: ServeArgs) -> Result<(), ServeError> {
-    let signals = Signals::register().map_err(ServeError::Signal)?;
+    let shutdown = CancellationToken::new();
+    let signal = cancel_on_signals(shutdown.clone()).map_err(ServeError::Signal)?;
     if args.config.is_some() {
         return Err(ServeError::ConfigInClusterMode {
             namespace: args.namespace.clone(),
@@ -113,7 +115,6 @@ async fn run_cluster(args: ServeArgs) -> Result<(), ServeError> {
     };
     let server = server::start(ServerConfig::from(&args), tls, state).await?;
 
-    let (stop_controller, controller_shutdown) = tokio::sync::watch::channel(false);
     let election = args.leader_elect.then(|| crate::leader::Election {
         client: client.clone(),
         namespace: args.namespace.clone(),
@@ -124,12 +125,11 @@ async fn run_cluster(args: ServeArgs) -> Result<(), ServeError> {
     let controller = {
         let cache = Arc::new(cache);
         let start = controller_starter(client, events, cache, metrics.clone(), args.network_backend);
-        tokio::spawn(crate::leader::supervise(election, metrics, controller_shutdown, start))
+        tokio::spawn(crate::leader::supervise(election, metrics, shutdown.clone(), start))
     };
 
-    let signal = signals.recv().await;
+    let signal = signal.await.unwrap_or("a cancelled signal task");
     info!(signal, "shutting down: finishing in-flight requests");
-    let _ = stop_controller.send(true);
     server.shutdown();
     if let Err(err) = controller.await {
         warn!(error = %err, "the controller supervisor failed");
@@ -140,7 +140,8 @@ async fn run_cluster(args: ServeArgs) -> Result<(), ServeError> {
 
 async fn run_standalone(args: ServeArgs) -> Result<(), ServeError> {
     // Registered first so a signal during start-up is not lost (nor fatal).
-    let signals = Signals::register().map_err(ServeError::Signal)?;
+    let shutdown = CancellationToken::new();
+    let signal = cancel_on_signals(shutdown.clone()).map_err(ServeError::Signal)?;
     let mut registry = Registry::default();
     let metrics = Metrics::register(&mut registry);
 
@@ -177,7 +178,7 @@ async fn run_standalone(args: ServeArgs) -> Result<(), ServeError> {
     };
     let tls = tls_source(&args)?;
     let server = server::start(ServerConfig::from(&args), tls, state).await?;
-    let signal = signals.recv().await;
+    let signal = signal.await.unwrap_or("a cancelled signal task");
     info!(signal, "shutting down: finishing in-flight requests");
     server.shutdown();
     server.wait().await?;
@@ -203,46 +204,6 @@ fn tls_source(args: &ServeArgs) -> Result<TlsSource, ServeError> {
     })
 }
 
-/// SIGTERM (what the kubelet sends) and SIGINT (Ctrl-C).
-struct Signals {
-    #[cfg(unix)]
-    terminate: tokio::signal::unix::Signal,
-    #[cfg(unix)]
-    interrupt: tokio::signal::unix::Signal,
-}
-
-impl Signals {
-    fn register() -> std::io::Result<Signals> {
-        #[cfg(unix)]
-        {
-            use tokio::signal::unix::{SignalKind, signal};
-            Ok(Signals {
-                terminate: signal(SignalKind::terminate())?,
-                interrupt: signal(SignalKind::interrupt())?,
-            })
-        }
-        #[cfg(not(unix))]
-        {
-            Ok(Signals {})
-        }
-    }
-
-    async fn recv(mut self) -> &'static str {
-        #[cfg(unix)]
-        {
-            tokio::select! {
-                _ = self.terminate.recv() => "SIGTERM",
-                _ = self.interrupt.recv() => "SIGINT",
-            }
-        }
-        #[cfg(not(unix))]
-        {
-            let _ = tokio::signal::ctrl_c().await;
-            "Ctrl-C"
-        }
-    }
-}
-
 /// Builds what `leader::supervise` calls each time this replica starts leading.
 fn controller_starter(
     client: kube::Client,
@@ -250,7 +211,7 @@ fn controller_starter(
     cache: Arc<crate::cache::Cache>,
     metrics: Metrics,
     backend: NetworkBackendKind,
-) -> impl Fn(tokio::sync::oneshot::Receiver<()>) -> futures::future::BoxFuture<'static, ()> {
+) -> impl Fn(CancellationToken) -> futures::future::BoxFuture<'static, ()> {
     move |stop| {
         let (client, events, cache, metrics) = (client.clone(), events.clone(), cache.clone(), metrics.clone());
         Box::pin(async move {
@@ -267,10 +228,7 @@ fn controller_starter(
                 stores.member_pods.clone(),
                 metrics,
             ));
-            network::controller::run_on_cache(ctx, &cache, async move {
-                let _ = stop.await;
-            })
-            .await;
+            network::controller::run_on_cache(ctx, &cache, stop.cancelled_owned()).await;
         })
     }
 }
