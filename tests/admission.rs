@@ -9,9 +9,12 @@ use envoy_injector::template::LiveTemplates;
 use envoy_injector::template::TemplateSet;
 use serde_json::{Value, json};
 
+mod common;
+
+use common::builders::ReviewBuilder;
+
 fn fixture(name: &str) -> Value {
-    let path = format!("{}/tests/fixtures/admission/{name}", env!("CARGO_MANIFEST_DIR"));
-    serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
+    ReviewBuilder::fixture(name).build()
 }
 
 fn admission_with(templates: Option<TemplateSet>) -> (Admission, prometheus_client::registry::Registry) {
@@ -84,8 +87,9 @@ fn updates_other_kinds_and_subresources_pass_through() {
     assert_eq!(response["allowed"], true);
     assert!(response.get("patch").is_none());
 
-    let mut deployment = fixture("seed-initializer-annotation.json");
-    deployment["request"]["kind"] = json!({"group": "apps", "version": "v1", "kind": "Deployment"});
+    let deployment = ReviewBuilder::fixture("seed-initializer-annotation.json")
+        .kind("apps", "v1", "Deployment")
+        .build();
     assert!(respond(&admission, &deployment).get("patch").is_none());
 
     let mut binding = fixture("seed-initializer-annotation.json");
@@ -179,8 +183,9 @@ fn no_template_loaded_denies_instead_of_guessing() {
 #[test]
 fn unreadable_annotation_and_standalone_network_get_warnings() {
     let (admission, _) = admission_with(Some(TemplateSet::embedded()));
-    let mut odd = fixture("plain-no-annotation.json");
-    odd["request"]["object"]["metadata"]["annotations"] = json!({"sidecar.samplecrd.k8s.io/inject": "yes"});
+    let odd = ReviewBuilder::fixture("plain-no-annotation.json")
+        .annotations(&[("sidecar.samplecrd.k8s.io/inject", "yes")])
+        .build();
     let response = respond(&admission, &odd);
     assert!(response.get("patch").is_none());
     assert!(

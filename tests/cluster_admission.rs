@@ -9,7 +9,7 @@ use base64::Engine as _;
 use envoy_injector::admission::Admission;
 use envoy_injector::cache::{self, Stores};
 use envoy_injector::metrics::Metrics;
-use envoy_injector::network::crd::{Network, NetworkCondition, NetworkSpec, NetworkStatus};
+use envoy_injector::network::crd::Network;
 use envoy_injector::template::LiveTemplates;
 use http::{Request, Response};
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Pod};
@@ -20,52 +20,26 @@ use kube::runtime::reflector;
 use kube::runtime::watcher::Event;
 use serde_json::{Value, json};
 
+mod common;
+
+use common::builders::{NetworkBuilder, ReviewBuilder, namespace};
+
 fn fixture(name: &str) -> Value {
-    let path = format!("{}/tests/fixtures/admission/{name}", env!("CARGO_MANIFEST_DIR"));
-    serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
+    ReviewBuilder::fixture(name).build()
 }
 
-fn namespace(name: &str, labeled: bool) -> PartialObjectMeta<Namespace> {
-    let labels =
-        labeled.then(|| BTreeMap::from([("sidecar.samplecrd.k8s.io/inject".to_string(), "enabled".to_string())]));
-    PartialObjectMeta {
-        metadata: ObjectMeta {
-            name: Some(name.into()),
-            labels,
-            ..Default::default()
-        },
-        ..Default::default()
-    }
-}
-
+/// The seed's example Network at generation 2, Ready (or not, with an overlap) as of
+/// generation `observed`.
 fn network(name: &str, ready: bool, observed: i64) -> Network {
-    let mut network = Network::new(
-        name,
-        NetworkSpec {
-            cidr: "192.168.0.0/16".into(),
-            gateway: "192.168.0.1".into(),
-        },
-    );
-    network.metadata.namespace = Some("default".into());
-    network.metadata.generation = Some(2);
-    network.status = Some(NetworkStatus {
-        conditions: vec![NetworkCondition {
-            type_: "Ready".into(),
-            status: if ready { "True" } else { "False" }.into(),
-            reason: if ready { "Ready" } else { "Overlaps" }.into(),
-            message: if ready {
-                "ready".into()
-            } else {
-                "overlaps Network `other` (192.168.0.0/24)".into()
-            },
-            last_transition_time: "2026-11-21T00:00:00Z".into(),
-            observed_generation: Some(observed),
-        }],
-        observed_generation: Some(observed),
-        attached_pods: 0,
-        backend_ref: None,
-    });
-    network
+    let (reason, message) = if ready {
+        ("Ready", "ready")
+    } else {
+        ("Overlaps", "overlaps Network `other` (192.168.0.0/24)")
+    };
+    NetworkBuilder::new(name)
+        .generation(2)
+        .ready(ready, reason, message, observed)
+        .build()
 }
 
 /// Stores filled by hand, as the reflectors would fill them.
@@ -132,8 +106,9 @@ fn namespace_label_opts_in_and_pod_opt_out_still_wins() {
     let (unlabeled, _) = admission(stores(vec![namespace("mesh", false)], vec![]), SIDECAR);
     assert!(respond(&unlabeled, &review).get("patch").is_none());
 
-    let mut opted_out = review.clone();
-    opted_out["request"]["object"]["metadata"]["annotations"] = json!({"sidecar.samplecrd.k8s.io/inject": "false"});
+    let opted_out = ReviewBuilder::fixture("namespace-labeled.json")
+        .annotations(&[("sidecar.samplecrd.k8s.io/inject", "false")])
+        .build();
     assert!(respond(&labeled, &opted_out).get("patch").is_none());
 }
 

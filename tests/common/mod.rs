@@ -2,6 +2,8 @@
 //! TLS clients that dial the Service name, the captured reviews and their checks.
 #![allow(dead_code)]
 
+pub mod builders;
+
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
