@@ -2,7 +2,6 @@
 
 pub mod admission;
 pub mod cache;
-pub mod certs;
 pub mod cli;
 pub mod commands;
 pub mod config;
@@ -15,4 +14,5 @@ pub mod offline;
 pub mod reload;
 pub mod server;
 pub mod templates;
+pub mod tls;
 pub mod tls_bootstrap;

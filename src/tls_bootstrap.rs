@@ -52,19 +52,17 @@ use k8s_openapi::api::admissionregistration::v1::MutatingWebhookConfiguration;
 use k8s_openapi::api::core::v1::Secret;
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use kube::core::ObjectMeta;
-use rustls::client::WebPkiServerVerifier;
-use rustls::client::danger::ServerCertVerifier;
-use rustls::pki_types::pem::PemObject;
-use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
 use serde_json::json;
 use time::{Duration, OffsetDateTime};
 use tokio::task::JoinHandle;
 use tracing::{Instrument, debug, info, info_span, warn};
 
-use crate::certs::{self, CLOCK_SKEW, CertError, CertInfo};
 use crate::cli::ServeArgs;
 use crate::metrics::{LoadLabels, LoadResult, Metrics};
-use crate::server::{CertStore, TlsError, TlsSource, fingerprint, load_pem};
+use crate::server::{CertStore, TlsSource};
+use crate::tls::{
+    self, CLOCK_SKEW, CertError, CertInfo, CertPair, TlsError, fingerprint, load_pem, missing_names, verifies,
+};
 
 /// Secret key of the serving certificate (PEM).
 pub const TLS_CRT: &str = "tls.crt";
@@ -93,8 +91,6 @@ const MAX_WRITE_ATTEMPTS: usize = 5;
 
 #[derive(Debug, thiserror::Error)]
 pub enum BootstrapError {
-    #[error("expected --cert-validity-days between 2 and {max}, found {found}", max = certs::MAX_DAYS)]
-    ValidityDays { found: u32 },
     #[error(
         "expected --cert-renew-before-days between 1 and --cert-validity-days - 1 ({max}), found {found}",
         max = validity.saturating_sub(1)
@@ -162,16 +158,13 @@ impl BootstrapConfig {
 
     /// Checks the flags; the error names the flag, what it accepts and what it got.
     pub fn validate(&self) -> Result<(), BootstrapError> {
-        certs::check_dns_label("--service", &self.service)?;
-        certs::check_dns_label("--namespace", &self.namespace)?;
+        tls::check_dns_label("--service", &self.service)?;
+        tls::check_dns_label("--namespace", &self.namespace)?;
         if self.secret_name.is_empty() {
             return Err(BootstrapError::EmptySecretName);
         }
-        if self.validity_days < 2 || self.validity_days > certs::MAX_DAYS {
-            return Err(BootstrapError::ValidityDays {
-                found: self.validity_days,
-            });
-        }
+        // At least 2: a renewal needs at least one day before expiry and one after issue.
+        tls::check_days("--cert-validity-days", self.validity_days, 2, tls::MAX_DAYS)?;
         if self.renew_before_days == 0 || self.renew_before_days >= self.validity_days {
             return Err(BootstrapError::RenewBeforeDays {
                 found: self.renew_before_days,
@@ -217,7 +210,7 @@ pub struct Policy {
 impl Policy {
     /// The DNS names the serving certificate must cover.
     pub fn names(&self) -> Vec<String> {
-        certs::service_dns_names(&self.service, &self.namespace)
+        tls::service_dns_names(&self.service, &self.namespace)
     }
 
     pub fn validity(&self) -> Duration {
@@ -230,7 +223,7 @@ impl Policy {
 
     /// Validity of a CA made here, in days.
     pub fn ca_validity_days(&self) -> u32 {
-        self.validity_days.saturating_mul(10)
+        self.validity_days.saturating_mul(tls::CA_VALIDITY_FACTOR)
     }
 
     /// When a serving certificate expiring at `not_after` is renewed.
@@ -279,7 +272,7 @@ impl std::fmt::Debug for TlsMaterial {
 
 impl TlsMaterial {
     /// A serving pair and the single CA that issued it (no CA rotation under way).
-    pub fn issued_by(ca: &certs::CertAndKey, serving: &certs::CertAndKey) -> TlsMaterial {
+    pub fn issued_by(ca: &CertPair, serving: &CertPair) -> TlsMaterial {
         TlsMaterial {
             tls_crt: serving.cert_pem.clone().into_bytes(),
             tls_key: serving.key_pem.clone().into_bytes(),
@@ -388,7 +381,7 @@ struct CaKey {
 
 fn parse_key(bytes: Option<&Vec<u8>>) -> Option<CaKey> {
     let pem = std::str::from_utf8(bytes?).ok()?.to_string();
-    let public = certs::public_key_of(&pem).ok()?;
+    let public = tls::public_key_of(&pem).ok()?;
     Some(CaKey { pem, public })
 }
 
@@ -396,73 +389,17 @@ fn parse_key(bytes: Option<&Vec<u8>>) -> Option<CaKey> {
 /// certificate is skipped.
 fn parse_bundle(pem: &[u8]) -> Vec<Ca> {
     let mut out: Vec<Ca> = Vec::new();
-    for der in CertificateDer::pem_slice_iter(pem).map_while(Result::ok) {
-        let Ok(info) = certs::inspect_cert(&der) else { continue };
+    for der in tls::certificates(pem) {
+        let Ok(info) = tls::inspect_cert(&der) else { continue };
         if info.is_ca && !out.iter().any(|ca| ca.der == der.as_ref()) {
             out.push(Ca {
-                pem: pem_encode(&der),
+                pem: tls::encode_certificate(&der),
                 der: der.to_vec(),
                 info,
             });
         }
     }
     out
-}
-
-fn pem_encode(der: &[u8]) -> String {
-    let body = base64::engine::general_purpose::STANDARD.encode(der);
-    let mut out = String::from("-----BEGIN CERTIFICATE-----\n");
-    for line in body.as_bytes().chunks(64) {
-        out.push_str(&String::from_utf8_lossy(line));
-        out.push('\n');
-    }
-    out.push_str("-----END CERTIFICATE-----\n");
-    out
-}
-
-/// The names in `required` that no SAN in `sans` covers (DNS names compare without case;
-/// a `*.` SAN covers exactly one leftmost label).
-pub fn missing_names(sans: &[String], required: &[String]) -> Vec<String> {
-    let covers = |san: &str, name: &str| {
-        let (san, name) = (san.to_ascii_lowercase(), name.to_ascii_lowercase());
-        match san.strip_prefix("*.") {
-            Some(parent) => name
-                .split_once('.')
-                .is_some_and(|(label, rest)| !label.is_empty() && rest == parent),
-            None => san == name,
-        }
-    };
-    required
-        .iter()
-        .filter(|name| !sans.iter().any(|san| covers(san, name)))
-        .cloned()
-        .collect()
-}
-
-/// Whether `leaf` (with `intermediates`) verifies as a server certificate for `name` at
-/// `now` with `ca` as the only trust anchor.
-fn verifies(
-    leaf: &CertificateDer<'_>,
-    intermediates: &[CertificateDer<'_>],
-    ca: &[u8],
-    name: &str,
-    now: OffsetDateTime,
-) -> Result<(), String> {
-    let mut roots = rustls::RootCertStore::empty();
-    roots
-        .add(CertificateDer::from(ca.to_vec()))
-        .map_err(|e| format!("the CA is not a usable trust anchor ({e})"))?;
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let verifier = WebPkiServerVerifier::builder_with_provider(Arc::new(roots), provider)
-        .build()
-        .map_err(|e| e.to_string())?;
-    let server_name = ServerName::try_from(name.to_string()).map_err(|e| e.to_string())?;
-    let seconds = u64::try_from(now.unix_timestamp()).unwrap_or(0);
-    let at = UnixTime::since_unix_epoch(StdDuration::from_secs(seconds));
-    verifier
-        .verify_server_cert(leaf, intermediates, &server_name, &[], at)
-        .map(|_| ())
-        .map_err(|e| e.to_string())
 }
 
 /// A usable serving certificate: when it expires and which bundle CA it chains to.
@@ -476,14 +413,12 @@ fn check_leaf(material: &TlsMaterial, bundle: &[Ca], policy: &Policy, now: Offse
     if material.tls_crt.is_empty() {
         return Err(format!("no {TLS_CRT}"));
     }
-    load_pem(&material.tls_crt, &material.tls_key, TLS_CRT, TLS_KEY).map_err(|e| e.to_string())?;
-    let chain: Vec<CertificateDer<'static>> = CertificateDer::pem_slice_iter(&material.tls_crt)
-        .collect::<Result<_, _>>()
-        .map_err(|e| format!("malformed {TLS_CRT}: {e}"))?;
-    let Some((leaf, intermediates)) = chain.split_first() else {
+    // Loading checks the PEM and that the key matches; what it loaded is the chain.
+    let served = load_pem(&material.tls_crt, &material.tls_key, TLS_CRT, TLS_KEY).map_err(|e| e.to_string())?;
+    let Some((leaf, intermediates)) = served.cert.split_first() else {
         return Err(format!("no certificate in {TLS_CRT}"));
     };
-    let info = certs::inspect_cert(leaf).map_err(|e| e.to_string())?;
+    let info = tls::inspect_cert(leaf).map_err(|e| e.to_string())?;
     let names = policy.names();
     let missing = missing_names(&info.dns_names, &names);
     if !missing.is_empty() {
@@ -534,13 +469,17 @@ fn issue(
     ca_not_after: OffsetDateTime,
     ca_key: &str,
     now: OffsetDateTime,
-) -> Result<certs::CertAndKey, CertError> {
+) -> Result<CertPair, CertError> {
     let not_after = (now + policy.validity()).min(ca_not_after);
-    certs::sign_serving_cert(ca_pem, ca_key, &policy.service, &policy.namespace, now, not_after)
+    let ca = CertPair {
+        cert_pem: ca_pem.to_string(),
+        key_pem: ca_key.to_string(),
+    };
+    tls::sign_serving_cert(&ca, &policy.service, &policy.namespace, now, not_after)
 }
 
-fn new_ca(policy: &Policy, now: OffsetDateTime) -> Result<(certs::CertAndKey, OffsetDateTime), CertError> {
-    let ca = certs::generate_ca(&policy.service, &policy.namespace, policy.ca_validity_days(), now)?;
+fn new_ca(policy: &Policy, now: OffsetDateTime) -> Result<(CertPair, OffsetDateTime), CertError> {
+    let ca = tls::generate_ca(&policy.service, &policy.namespace, policy.ca_validity_days(), now)?;
     let not_after = now + Duration::days(i64::from(policy.ca_validity_days()));
     Ok((ca, not_after))
 }
@@ -1028,13 +967,11 @@ impl TlsBootstrap {
     }
 
     fn log_write(&self, reason: &WriteReason, target: &TlsMaterial) {
-        let leaf = CertificateDer::pem_slice_iter(&target.tls_crt)
-            .next()
-            .and_then(Result::ok)
-            .map(|der| (certs::sha256_fingerprint(&der), certs::inspect_cert(&der).ok()));
+        let leaf = tls::first_certificate(&target.tls_crt)
+            .map(|der| (tls::sha256_fingerprint(&der), tls::inspect_cert(&der).ok()));
         let cas = parse_bundle(&target.ca_crt)
             .iter()
-            .map(|ca| certs::sha256_fingerprint(&ca.der))
+            .map(|ca| tls::sha256_fingerprint(&ca.der))
             .collect::<Vec<_>>();
         info!(
             secret = %self.secret_ref(),
@@ -1202,6 +1139,9 @@ pub async fn start(
 
 #[cfg(test)]
 mod tests {
+    use rustls::pki_types::CertificateDer;
+    use rustls::pki_types::pem::PemObject;
+
     use super::*;
 
     const SERVICE: &str = "injector";
@@ -1221,20 +1161,12 @@ mod tests {
         OffsetDateTime::now_utc()
     }
 
-    fn ca(days: u32, issued: OffsetDateTime) -> certs::CertAndKey {
-        certs::generate_ca(SERVICE, NAMESPACE, days, issued).unwrap()
+    fn ca(days: u32, issued: OffsetDateTime) -> CertPair {
+        tls::generate_ca(SERVICE, NAMESPACE, days, issued).unwrap()
     }
 
-    fn leaf(ca: &certs::CertAndKey, issued: OffsetDateTime, days: i64) -> certs::CertAndKey {
-        certs::sign_serving_cert(
-            &ca.cert_pem,
-            &ca.key_pem,
-            SERVICE,
-            NAMESPACE,
-            issued,
-            issued + Duration::days(days),
-        )
-        .unwrap()
+    fn leaf(ca: &CertPair, issued: OffsetDateTime, days: i64) -> CertPair {
+        tls::sign_serving_cert(ca, SERVICE, NAMESPACE, issued, issued + Duration::days(days)).unwrap()
     }
 
     /// Whether the serving certificate of `m` verifies for every Service name against
@@ -1264,33 +1196,7 @@ mod tests {
 
     fn leaf_not_after(m: &TlsMaterial) -> OffsetDateTime {
         let der = CertificateDer::from_pem_slice(&m.tls_crt).unwrap();
-        certs::inspect_cert(&der).unwrap().not_after
-    }
-
-    #[test]
-    fn missing_names_compares_without_case_and_honours_single_label_wildcards() {
-        let required: Vec<String> = policy().names();
-        let all = required.clone();
-        assert!(missing_names(&all, &required).is_empty());
-        let upper: Vec<String> = all.iter().map(|n| n.to_uppercase()).collect();
-        assert!(missing_names(&upper, &required).is_empty());
-        let partial = vec!["injector".to_string(), "injector.mesh.svc".to_string()];
-        assert_eq!(
-            missing_names(&partial, &required),
-            vec![
-                "injector.mesh".to_string(),
-                "injector.mesh.svc.cluster.local".to_string()
-            ]
-        );
-        let wildcard = vec!["*.mesh.svc".to_string()];
-        assert_eq!(
-            missing_names(&wildcard, &["injector.mesh.svc".to_string()]),
-            Vec::<String>::new()
-        );
-        // One label only, never the parent itself nor two labels down.
-        assert_eq!(missing_names(&wildcard, &["mesh.svc".to_string()]).len(), 1);
-        assert_eq!(missing_names(&wildcard, &["a.injector.mesh.svc".to_string()]).len(), 1);
-        assert_eq!(missing_names(&[], &required), required);
+        tls::inspect_cert(&der).unwrap().not_after
     }
 
     #[test]
@@ -1315,7 +1221,7 @@ mod tests {
         assert!(trusted(&m, &m.ca_crt, now()));
         assert!(m.next_ca_key.is_none());
         let der = CertificateDer::from_pem_slice(&m.tls_crt).unwrap();
-        let info = certs::inspect_cert(&der).unwrap();
+        let info = tls::inspect_cert(&der).unwrap();
         assert_eq!(info.dns_names, policy().names());
         assert!(!info.is_ca);
         // 365 days, give or take the clock-skew backdating of notBefore.
@@ -1359,15 +1265,7 @@ mod tests {
         let t = now();
         let ca = ca(3650, t);
         let good = TlsMaterial::issued_by(&ca, &leaf(&ca, t, 365));
-        let other_service = certs::sign_serving_cert(
-            &ca.cert_pem,
-            &ca.key_pem,
-            "other",
-            NAMESPACE,
-            t,
-            t + Duration::days(365),
-        )
-        .unwrap();
+        let other_service = tls::sign_serving_cert(&ca, "other", NAMESPACE, t, t + Duration::days(365)).unwrap();
         let expired = leaf(&ca, t - Duration::days(400), 365);
         let foreign_ca = self::ca(3650, t);
         let foreign = leaf(&foreign_ca, t, 365);

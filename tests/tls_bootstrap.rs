@@ -7,9 +7,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use base64::Engine as _;
-use envoy_injector::certs::{self, CertAndKey};
 use envoy_injector::metrics::{LoadLabels, LoadResult, Metrics};
 use envoy_injector::server::CertStore;
+use envoy_injector::tls::{self, CertPair};
 use envoy_injector::tls_bootstrap::{
     BootstrapConfig, CA_CRT, CA_KEY, DEFAULT_CA_OVERLAP, SECRET_TYPE, TLS_CRT, TLS_KEY, TlsBootstrap, TlsMaterial,
 };
@@ -79,20 +79,12 @@ fn now() -> OffsetDateTime {
     OffsetDateTime::now_utc()
 }
 
-fn ca_issued(at: OffsetDateTime) -> CertAndKey {
-    certs::generate_ca(SERVICE, NS, 3650, at).unwrap()
+fn ca_issued(at: OffsetDateTime) -> CertPair {
+    tls::generate_ca(SERVICE, NS, 3650, at).unwrap()
 }
 
-fn leaf_issued(ca: &CertAndKey, at: OffsetDateTime, days: i64) -> CertAndKey {
-    certs::sign_serving_cert(
-        &ca.cert_pem,
-        &ca.key_pem,
-        SERVICE,
-        NS,
-        at,
-        at + time::Duration::days(days),
-    )
-    .unwrap()
+fn leaf_issued(ca: &CertPair, at: OffsetDateTime, days: i64) -> CertPair {
+    tls::sign_serving_cert(ca, SERVICE, NS, at, at + time::Duration::days(days)).unwrap()
 }
 
 fn secret_json(material: &TlsMaterial, resource_version: &str) -> Value {
@@ -181,7 +173,7 @@ fn assert_serves_service(ca_pem: &[u8], cert_pem: &[u8]) {
         verify(ca_pem, cert_pem, name).unwrap_or_else(|e| panic!("expected the certificate to verify for {name}: {e}"));
     }
     assert!(verify(ca_pem, cert_pem, "other.mesh.svc").is_err());
-    let info = certs::inspect_cert(&leaf_der(cert_pem)).unwrap();
+    let info = tls::inspect_cert(&leaf_der(cert_pem)).unwrap();
     assert_eq!(info.dns_names, NAMES);
 }
 
@@ -233,15 +225,15 @@ async fn no_secret_generates_posts_and_publishes_the_ca_bundle() {
     let (tls_crt, ca_crt) = (data(&post.body, TLS_CRT), data(&post.body, CA_CRT));
     assert_serves_service(&ca_crt, &tls_crt);
     let ca_key = String::from_utf8(data(&post.body, CA_KEY)).unwrap();
-    let ca_info = certs::inspect_cert(&leaf_der(&ca_crt)).unwrap();
+    let ca_info = tls::inspect_cert(&leaf_der(&ca_crt)).unwrap();
     assert!(ca_info.is_ca);
     assert_eq!(
-        certs::public_key_of(&ca_key).unwrap(),
+        tls::public_key_of(&ca_key).unwrap(),
         ca_info.public_key,
         "ca.key is the CA's key"
     );
     let tls_key = data(&post.body, TLS_KEY);
-    envoy_injector::server::load_pem(&tls_crt, &tls_key, "tls.crt", "tls.key").expect("tls.key matches tls.crt");
+    tls::load_pem(&tls_crt, &tls_key, "tls.crt", "tls.key").expect("tls.key matches tls.crt");
     post.echo_at(201, "1");
 
     api.expect(Method::GET, MWC_PATH)
@@ -357,8 +349,8 @@ async fn near_expiry_is_renewed_with_the_same_ca_under_optimistic_concurrency() 
     let renewed = data(&put.body, TLS_CRT);
     assert_ne!(renewed, old.tls_crt);
     assert_serves_service(&old.ca_crt, &renewed);
-    let old_expiry = certs::inspect_cert(&leaf_der(&old.tls_crt)).unwrap().not_after;
-    let new_expiry = certs::inspect_cert(&leaf_der(&renewed)).unwrap().not_after;
+    let old_expiry = tls::inspect_cert(&leaf_der(&old.tls_crt)).unwrap().not_after;
+    let new_expiry = tls::inspect_cert(&leaf_der(&renewed)).unwrap().not_after;
     assert!(
         new_expiry > old_expiry + time::Duration::days(300),
         "{new_expiry} vs {old_expiry}"

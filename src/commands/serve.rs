@@ -7,7 +7,6 @@ use prometheus_client::registry::Registry;
 use tracing::{info, warn};
 
 use crate::admission::{Admission, Standalone};
-use crate::certs::{self, CertError};
 use crate::cli::{NetworkBackendKind, ServeArgs};
 use crate::config::{ConfigError, TemplateSet};
 use crate::metrics::Metrics;
@@ -18,6 +17,7 @@ use crate::network::{
 };
 use crate::server::{self, AppState, Readiness, ServerConfig, ServerError, TlsSource};
 use crate::templates::LiveTemplates;
+use crate::tls::{self, CertError};
 
 #[derive(Debug, thiserror::Error)]
 pub enum ServeError {
@@ -198,9 +198,9 @@ fn tls_source(args: &ServeArgs) -> Result<TlsSource, ServeError> {
             reload_interval: args.tls_reload_interval,
         });
     }
-    let pair = certs::self_signed_localhost()?;
+    let pair = tls::self_signed_localhost()?;
     info!(
-        fingerprint = %certs::sha256_fingerprint(&pair.cert_der),
+        fingerprint = %pair.fingerprint(),
         "no --tls-cert/--tls-key: generated a self-signed certificate for localhost, 127.0.0.1 and ::1"
     );
     Ok(TlsSource::Pem {

@@ -20,7 +20,8 @@ use tracing::{Instrument, info, info_span};
 use crate::admission::Admission;
 use crate::cli::ServeArgs;
 use crate::metrics::Metrics;
-pub use tls::{CertStore, TlsError, TlsSource, fingerprint, load_pem};
+use crate::tls::TlsError;
+pub use tls::{CertStore, TlsSource};
 
 /// Says whether the process may receive traffic; `Err` carries the reason it may not.
 pub type Readiness = Arc<dyn Fn() -> Result<(), String> + Send + Sync>;
@@ -125,7 +126,7 @@ impl RunningServer {
 /// Binds both listeners, loads the certificate, and starts serving.
 pub async fn start(config: ServerConfig, tls: TlsSource, state: AppState) -> Result<RunningServer, ServerError> {
     let (certified, initial_bytes) = tls::load_source(&tls)?;
-    info!(fingerprint = %tls::fingerprint(&certified), "serving certificate loaded (SHA-256)");
+    info!(fingerprint = %crate::tls::fingerprint(&certified), "serving certificate loaded (SHA-256)");
     let store = match &tls {
         TlsSource::Store(store) => store.clone(),
         _ => Arc::new(tls::CertStore::new(certified)),

@@ -5,17 +5,14 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
-use rustls::crypto::CryptoProvider;
-use rustls::pki_types::pem::PemObject;
-use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use rustls::server::{ClientHello, ResolvesServerCert};
 use rustls::sign::CertifiedKey;
 use tokio::sync::watch;
 use tokio::time::MissedTickBehavior;
 use tracing::{info, warn};
 
-use crate::certs::sha256_fingerprint;
 use crate::metrics::{LoadLabels, LoadResult, Metrics};
+use crate::tls::{TlsError, fingerprint, load_pem};
 
 /// Where the serving certificate comes from.
 #[derive(Debug, Clone)]
@@ -32,35 +29,6 @@ pub enum TlsSource {
     /// A store someone else keeps current (the Secret-backed bootstrap in
     /// `crate::tls_bootstrap`); the server serves whatever it holds.
     Store(Arc<CertStore>),
-}
-
-#[derive(Debug, thiserror::Error)]
-pub enum TlsError {
-    #[error("cannot read {flag} {path}: {source}")]
-    Read {
-        flag: &'static str,
-        path: PathBuf,
-        source: std::io::Error,
-    },
-    #[error("expected {source_name} to hold PEM CERTIFICATE blocks, found malformed PEM: {message}")]
-    BadCertPem { source_name: String, message: String },
-    #[error("expected {source_name} to hold at least one PEM CERTIFICATE block, found none")]
-    NoCertificate { source_name: String },
-    #[error("expected {source_name} to hold a PEM private key (PKCS#8, PKCS#1 or SEC1), found {found}")]
-    BadKey { source_name: String, found: String },
-    #[error(
-        "expected the private key in {key_source} to belong to the certificate in {cert_source}, \
-         found a key for a different certificate"
-    )]
-    KeyMismatch { cert_source: String, key_source: String },
-    #[error("cannot serve certificate {cert_source} with key {key_source}: {source}")]
-    Rejected {
-        cert_source: String,
-        key_source: String,
-        source: rustls::Error,
-    },
-    #[error("cannot build the TLS configuration: {0}")]
-    Config(rustls::Error),
 }
 
 /// The serving certificate, swappable while the listener runs. rustls asks it once per
@@ -93,62 +61,15 @@ impl ResolvesServerCert for CertStore {
     }
 }
 
-pub fn provider() -> Arc<CryptoProvider> {
-    Arc::new(rustls::crypto::ring::default_provider())
-}
-
 /// TLS 1.2 and 1.3 only, ALPN `h2` then `http/1.1`, certificate from `store`.
 pub fn server_config(store: Arc<CertStore>) -> Result<Arc<rustls::ServerConfig>, TlsError> {
-    let mut config = rustls::ServerConfig::builder_with_provider(provider())
+    let mut config = rustls::ServerConfig::builder_with_provider(crate::tls::provider())
         .with_protocol_versions(&[&rustls::version::TLS13, &rustls::version::TLS12])
         .map_err(TlsError::Config)?
         .with_no_client_auth()
         .with_cert_resolver(store);
     config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
     Ok(Arc::new(config))
-}
-
-/// Parses a PEM certificate chain and private key; `cert_source`/`key_source` name them
-/// in errors (a path, or what generated them).
-pub fn load_pem(
-    cert_pem: &[u8],
-    key_pem: &[u8],
-    cert_source: &str,
-    key_source: &str,
-) -> Result<CertifiedKey, TlsError> {
-    let chain = CertificateDer::pem_slice_iter(cert_pem)
-        .collect::<Result<Vec<_>, _>>()
-        .map_err(|e| TlsError::BadCertPem {
-            source_name: cert_source.to_string(),
-            message: e.to_string(),
-        })?;
-    if chain.is_empty() {
-        return Err(TlsError::NoCertificate {
-            source_name: cert_source.to_string(),
-        });
-    }
-    let key = PrivateKeyDer::from_pem_slice(key_pem).map_err(|e| {
-        let found = match e {
-            rustls::pki_types::pem::Error::NoItemsFound => "no private key block".to_string(),
-            other => format!("malformed PEM: {other}"),
-        };
-        TlsError::BadKey {
-            source_name: key_source.to_string(),
-            found,
-        }
-    })?;
-    // Checks the key type is usable and that it matches the leaf's public key.
-    CertifiedKey::from_der(chain, key, &provider()).map_err(|source| match source {
-        rustls::Error::InconsistentKeys(rustls::InconsistentKeys::KeyMismatch) => TlsError::KeyMismatch {
-            cert_source: cert_source.to_string(),
-            key_source: key_source.to_string(),
-        },
-        source => TlsError::Rejected {
-            cert_source: cert_source.to_string(),
-            key_source: key_source.to_string(),
-            source,
-        },
-    })
 }
 
 /// Certificate and key file contents, as last read.
@@ -175,14 +96,6 @@ pub fn load_source(source: &TlsSource) -> Result<(CertifiedKey, Option<PemPair>)
         }
         TlsSource::Store(store) => Ok((store.current().as_ref().clone(), None)),
     }
-}
-
-/// SHA-256 fingerprint of the leaf certificate, for logs.
-pub fn fingerprint(key: &CertifiedKey) -> String {
-    key.cert
-        .first()
-        .map(|leaf| sha256_fingerprint(leaf))
-        .unwrap_or_default()
 }
 
 fn read_file(flag: &'static str, path: &Path) -> Result<Vec<u8>, TlsError> {

@@ -1,0 +1,47 @@
+//! All certificate work, cut by what it does:
+//!
+//! | module | does |
+//! |---|---|
+//! | `pem` | PEM in and out, a chain plus key into what rustls serves |
+//! | `issue` | the webhook CA, serving leaves it signs, the standalone self-signed leaf |
+//! | `inspect` | validity, SANs, public key, chain verification, fingerprints |
+//! | `names` | the Service's DNS names, flag checks on names, SAN coverage |
+//! | `pair` | [`CertPair`], the one certificate-and-key type |
+//!
+//! Every use of rustls here goes through [`provider`], so the process has one crypto
+//! provider whichever part asks first.
+
+use std::sync::Arc;
+
+use rustls::crypto::CryptoProvider;
+
+mod error;
+mod inspect;
+mod issue;
+mod names;
+mod pair;
+mod pem;
+
+pub use error::{CertError, TlsError};
+pub use inspect::{CertInfo, fingerprint, inspect_cert, public_key_of, sha256_fingerprint, verifies};
+pub use issue::{
+    CA_VALIDITY_FACTOR, CLOCK_SKEW, MAX_DAYS, ServiceCerts, check_days, generate, generate_ca, self_signed_localhost,
+    sign_serving_cert,
+};
+pub use names::{check_dns_label, missing_names, service_dns_names};
+pub use pair::CertPair;
+pub use pem::{certificates, encode_certificate, first_certificate, load_pem};
+
+/// The process's crypto provider: ring, installed as the process default on first use
+/// so that rustls configurations built elsewhere (the kube client's) use the same one.
+/// If something installed another default first, that one is used everywhere.
+pub fn provider() -> Arc<CryptoProvider> {
+    if let Some(installed) = CryptoProvider::get_default() {
+        return installed.clone();
+    }
+    // Losing a race with another installer is fine: whichever won is the default now.
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    CryptoProvider::get_default()
+        .cloned()
+        .unwrap_or_else(|| Arc::new(rustls::crypto::ring::default_provider()))
+}
