@@ -58,11 +58,11 @@ use tokio::task::JoinHandle;
 use tracing::{Instrument, debug, info, info_span, warn};
 
 use crate::cli::ServeArgs;
-use crate::metrics::{LoadLabels, LoadResult, Metrics};
-use crate::server::{CertStore, TlsSource};
+use crate::metrics::Metrics;
 use crate::tls::{
     self, CLOCK_SKEW, CertError, CertInfo, CertPair, TlsError, fingerprint, load_pem, missing_names, verifies,
 };
+use crate::tls::{CertStore, Offer, Reloader, TlsSource};
 
 /// Secret key of the serving certificate (PEM).
 pub const TLS_CRT: &str = "tls.crt";
@@ -671,11 +671,10 @@ pub struct TlsBootstrap {
     policy: Policy,
     secrets: Api<Secret>,
     webhooks: Option<(Api<MutatingWebhookConfiguration>, String)>,
-    metrics: Metrics,
+    /// Swaps the Secret's `tls.crt`/`tls.key` into the store when they change.
+    reloader: Reloader,
     /// The last usable contents seen or written: a deleted Secret is recreated from them.
     last_good: Option<TlsMaterial>,
-    /// `tls.crt`/`tls.key` last offered to the store (loaded or rejected).
-    loaded: Option<(Vec<u8>, Vec<u8>)>,
     /// The bundle last confirmed in every webhook's `caBundle`.
     synced_bundle: Option<Vec<u8>>,
     /// The last `caBundle` problem logged, to log each distinct one once.
@@ -699,9 +698,8 @@ impl TlsBootstrap {
             config,
             secrets,
             webhooks,
-            metrics,
+            reloader: Reloader::new(metrics),
             last_good: None,
-            loaded: None,
             synced_bundle: None,
             sync_problem: None,
             next_full_check: OffsetDateTime::now_utc(),
@@ -731,7 +729,7 @@ impl TlsBootstrap {
             fingerprint = %fingerprint(&key),
             "serving certificate loaded from the Secret (SHA-256)"
         );
-        self.loaded = Some((material.tls_crt, material.tls_key));
+        self.reloader.started_with(material.tls_crt, material.tls_key);
         Ok(Arc::new(CertStore::new(key)))
     }
 
@@ -830,35 +828,23 @@ impl TlsBootstrap {
     /// Swaps the Secret's certificate into `store` when it changed; each distinct change
     /// counts once in `tls_reloads`.
     fn reload(&mut self, store: &CertStore, material: &TlsMaterial) {
-        let pair = (material.tls_crt.clone(), material.tls_key.clone());
-        if self.loaded.as_ref() == Some(&pair) {
-            return;
-        }
         let (cert_source, key_source) = self.sources();
-        match load_pem(&pair.0, &pair.1, &cert_source, &key_source) {
-            Ok(key) => {
-                info!(
-                    secret = %self.secret_ref(),
-                    fingerprint = %fingerprint(&key),
-                    "serving certificate reloaded from the Secret; new connections use it"
-                );
-                store.replace(key);
-                self.count(LoadResult::Success);
-            }
-            Err(err) => {
-                warn!(
-                    secret = %self.secret_ref(),
-                    error = %err,
-                    "cannot use the changed certificate in the Secret; keeping the current certificate"
-                );
-                self.count(LoadResult::Error);
-            }
+        match self
+            .reloader
+            .offer(store, &material.tls_crt, &material.tls_key, &cert_source, &key_source)
+        {
+            Offer::Unchanged => {}
+            Offer::Served { fingerprint } => info!(
+                secret = %self.secret_ref(),
+                fingerprint = %fingerprint,
+                "serving certificate reloaded from the Secret; new connections use it"
+            ),
+            Offer::Kept(err) => warn!(
+                secret = %self.secret_ref(),
+                error = %err,
+                "cannot use the changed certificate in the Secret; keeping the current certificate"
+            ),
         }
-        self.loaded = Some(pair);
-    }
-
-    fn count(&self, result: LoadResult) {
-        self.metrics.tls_reloads.get_or_create(&LoadLabels { result }).inc();
     }
 
     fn api_error(&self, action: &'static str, source: kube::Error) -> BootstrapError {

@@ -9,8 +9,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use common::*;
-use envoy_injector::server::{self, TlsSource};
-use envoy_injector::tls::ServiceCerts;
+use envoy_injector::server;
+use envoy_injector::tls::{ServiceCerts, TlsSource};
 use reqwest::StatusCode;
 
 /// A Secret volume as the kubelet writes it.

@@ -8,8 +8,7 @@ use std::time::Duration;
 
 use base64::Engine as _;
 use envoy_injector::metrics::{LoadLabels, LoadResult, Metrics};
-use envoy_injector::server::CertStore;
-use envoy_injector::tls::{self, CertPair};
+use envoy_injector::tls::{self, CertPair, CertStore};
 use envoy_injector::tls_bootstrap::{
     BootstrapConfig, CA_CRT, CA_KEY, DEFAULT_CA_OVERLAP, SECRET_TYPE, TLS_CRT, TLS_KEY, TlsBootstrap, TlsMaterial,
 };

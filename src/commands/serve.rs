@@ -15,9 +15,9 @@ use crate::network::{
     backend::{Backend, MultusBackend, NoBackend},
     controller::Context,
 };
-use crate::server::{self, AppState, Readiness, ServerConfig, ServerError, TlsSource};
+use crate::server::{self, AppState, Readiness, ServerConfig, ServerError};
 use crate::templates::LiveTemplates;
-use crate::tls::{self, CertError};
+use crate::tls::{self, CertError, TlsSource};
 
 #[derive(Debug, thiserror::Error)]
 pub enum ServeError {
@@ -203,10 +203,7 @@ fn tls_source(args: &ServeArgs) -> Result<TlsSource, ServeError> {
         fingerprint = %pair.fingerprint(),
         "no --tls-cert/--tls-key: generated a self-signed certificate for localhost, 127.0.0.1 and ::1"
     );
-    Ok(TlsSource::Pem {
-        cert_pem: pair.cert_pem,
-        key_pem: pair.key_pem,
-    })
+    Ok(TlsSource::Pem(pair))
 }
 
 /// SIGTERM (what the kubelet sends) and SIGINT (Ctrl-C).

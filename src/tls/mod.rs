@@ -7,6 +7,8 @@
 //! | `inspect` | validity, SANs, public key, chain verification, fingerprints |
 //! | `names` | the Service's DNS names, flag checks on names, SAN coverage |
 //! | `pair` | [`CertPair`], the one certificate-and-key type |
+//! | `reload` | the store rustls serves from, the one reloader, the certificate-file poller |
+//! | `source` | [`TlsSource`] and the rustls [`ServerTls`] the webhook listener consumes |
 //!
 //! Every use of rustls here goes through [`provider`], so the process has one crypto
 //! provider whichever part asks first.
@@ -21,6 +23,8 @@ mod issue;
 mod names;
 mod pair;
 mod pem;
+mod reload;
+mod source;
 
 pub use error::{CertError, TlsError};
 pub use inspect::{CertInfo, fingerprint, inspect_cert, public_key_of, sha256_fingerprint, verifies};
@@ -31,6 +35,8 @@ pub use issue::{
 pub use names::{check_dns_label, missing_names, service_dns_names};
 pub use pair::CertPair;
 pub use pem::{certificates, encode_certificate, first_certificate, load_pem};
+pub use reload::{CertStore, Offer, Reloader};
+pub use source::{ServerTls, TlsSource};
 
 /// The process's crypto provider: ring, installed as the process default on first use
 /// so that rustls configurations built elsewhere (the kube client's) use the same one.

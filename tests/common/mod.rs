@@ -11,9 +11,9 @@ use base64::Engine;
 use envoy_injector::admission::{Admission, Standalone};
 use envoy_injector::config::TemplateSet;
 use envoy_injector::metrics::{self, Metrics};
-use envoy_injector::server::{self, AppState, Readiness, RunningServer, ServerConfig, TlsSource};
+use envoy_injector::server::{self, AppState, Readiness, RunningServer, ServerConfig};
 use envoy_injector::templates::LiveTemplates;
-use envoy_injector::tls::{self, ServiceCerts};
+use envoy_injector::tls::{self, ServiceCerts, TlsSource};
 use k8s_openapi::api::core::v1::Pod;
 use prometheus_client::registry::Registry;
 use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
@@ -137,10 +137,7 @@ pub async fn start_with(config: ServerConfig, tls: TlsSource, state: AppState) -
 }
 
 pub fn pem_source(certs: &ServiceCerts) -> TlsSource {
-    TlsSource::Pem {
-        cert_pem: certs.serving.cert_pem.clone(),
-        key_pem: certs.serving.key_pem.clone(),
-    }
+    TlsSource::Pem(certs.serving.clone())
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
