@@ -15,4 +15,3 @@ pub mod reload;
 pub mod server;
 pub mod templates;
 pub mod tls;
-pub mod tls_bootstrap;

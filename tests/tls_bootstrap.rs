@@ -1,4 +1,4 @@
-//! Self-managed TLS (`tls_bootstrap`) against a mocked API server (tower-test): every
+//! Self-managed TLS (`tls::secret`) against a mocked API server (tower-test): every
 //! request's method, path and (where it matters) body is asserted and answered in order;
 //! once the bootstrap and its client are gone, no further request may have been made.
 
@@ -8,10 +8,10 @@ use std::time::Duration;
 
 use base64::Engine as _;
 use envoy_injector::metrics::{LoadLabels, LoadResult, Metrics};
-use envoy_injector::tls::{self, CertPair, CertStore};
-use envoy_injector::tls_bootstrap::{
+use envoy_injector::tls::secret::{
     BootstrapConfig, CA_CRT, CA_KEY, DEFAULT_CA_OVERLAP, SECRET_TYPE, TLS_CRT, TLS_KEY, TlsBootstrap, TlsMaterial,
 };
+use envoy_injector::tls::{self, CertPair, CertStore};
 use http::Method;
 use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::Secret;

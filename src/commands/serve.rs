@@ -22,7 +22,7 @@ use crate::tls::{self, CertError, TlsSource};
 #[derive(Debug, thiserror::Error)]
 pub enum ServeError {
     #[error("cannot set up the self-managed serving certificate (or pass --tls-cert/--tls-key): {0}")]
-    TlsBootstrap(#[from] crate::tls_bootstrap::BootstrapError),
+    TlsBootstrap(#[from] crate::tls::secret::BootstrapError),
     #[error("--config is for --standalone; in cluster mode templates come from ConfigMap {namespace}/envoy-injector")]
     ConfigInClusterMode { namespace: String },
     #[error("cannot reach the cluster (KUBECONFIG or in-cluster config): {0}")]
@@ -68,8 +68,8 @@ async fn run_cluster(args: ServeArgs) -> Result<(), ServeError> {
             None,
         ),
         _ => {
-            let config = crate::tls_bootstrap::BootstrapConfig::from_args(&args);
-            let running = crate::tls_bootstrap::start(client.clone(), config, metrics.clone()).await?;
+            let config = crate::tls::secret::BootstrapConfig::from_args(&args);
+            let running = crate::tls::secret::start(client.clone(), config, metrics.clone()).await?;
             (running.tls_source(), Some(running))
         }
     };

@@ -9,6 +9,7 @@
 //! | `pair` | [`CertPair`], the one certificate-and-key type |
 //! | `reload` | the store rustls serves from, the one reloader, the certificate-file poller |
 //! | `source` | [`TlsSource`] and the rustls [`ServerTls`] the webhook listener consumes |
+//! | [`secret`] | cluster mode's self-managed certificate in a Secret, and its `caBundle` |
 //!
 //! Every use of rustls here goes through [`provider`], so the process has one crypto
 //! provider whichever part asks first.
@@ -24,6 +25,7 @@ mod names;
 mod pair;
 mod pem;
 mod reload;
+pub mod secret;
 mod source;
 
 pub use error::{CertError, TlsError};
