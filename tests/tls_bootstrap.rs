@@ -497,45 +497,40 @@ async fn reload_loop_serves_changed_secrets_and_keeps_the_old_one_on_garbage() {
     api.assert_no_more_requests().await;
 }
 
-/// The `serve` flags map onto the bootstrap configuration; `--webhook-config ""` manages
-/// no caBundle.
+/// A cluster nobody listens on: `serve` checks its self-managed TLS flags before it
+/// makes any request, so it never dials this.
+const KUBECONFIG_NOWHERE: &str = "apiVersion: v1
+kind: Config
+clusters:
+- name: nowhere
+  cluster:
+    server: https://127.0.0.1:1
+contexts:
+- name: nowhere
+  context:
+    cluster: nowhere
+    user: nobody
+current-context: nowhere
+users:
+- name: nobody
+  user: {}
+";
+
+/// The binary maps the `serve` flags onto the bootstrap configuration and refuses a bad
+/// one, naming the flag (the mapping itself is unit-tested next to it, in `serve`).
 #[test]
-fn serve_flags_map_onto_the_bootstrap_config() {
-    use clap::Parser as _;
-    use envoy_injector::cli::{Cli, Command};
-    let parse = |args: &[&str]| {
-        let cli = Cli::try_parse_from([&["envoy-injector", "serve"], args].concat()).unwrap();
-        let Command::Serve(args) = cli.command else {
-            panic!("expected the serve command")
-        };
-        BootstrapConfig::from_args(&args)
-    };
-    let defaults = parse(&["--namespace", "ns"]);
-    assert_eq!(defaults.secret_name, "envoy-injector-tls");
-    assert_eq!(defaults.webhook_config.as_deref(), Some("envoy-injector"));
-    assert_eq!(defaults.service, "envoy-injector");
-    assert_eq!((defaults.validity_days, defaults.renew_before_days), (365, 30));
-    defaults.validate().unwrap();
-    let custom = parse(&[
-        "--namespace",
-        "ns",
-        "--tls-secret",
-        "s",
-        "--webhook-config",
-        "",
-        "--service",
-        "svc",
-        "--cert-validity-days",
-        "90",
-        "--cert-renew-before-days",
-        "10",
-    ]);
-    assert_eq!(custom.secret_name, "s");
-    assert_eq!(custom.webhook_config, None);
-    assert_eq!(custom.service, "svc");
-    assert_eq!((custom.validity_days, custom.renew_before_days), (90, 10));
-    let bad = parse(&["--namespace", "ns", "--cert-renew-before-days", "400"]);
-    let err = bad.validate().unwrap_err().to_string();
+fn serve_refuses_a_bad_renewal_period_naming_the_flag() {
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = dir.path().join("kubeconfig");
+    std::fs::write(&kubeconfig, KUBECONFIG_NOWHERE).unwrap();
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_envoy-injector"))
+        .args(["serve", "--namespace", "ns", "--cert-renew-before-days", "400"])
+        .env("KUBECONFIG", &kubeconfig)
+        .env("RUST_BACKTRACE", "0")
+        .output()
+        .expect("run envoy-injector serve");
+    let err = String::from_utf8_lossy(&output.stderr);
+    assert!(!output.status.success(), "{err}");
     assert!(
         err.contains("--cert-renew-before-days") && err.contains("found 400"),
         "{err}"

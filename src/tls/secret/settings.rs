@@ -5,7 +5,6 @@ use std::time::Duration as StdDuration;
 use time::Duration;
 
 use super::{BootstrapError, Policy};
-use crate::cli::ServeArgs;
 use crate::tls;
 
 /// How often a replica re-reads the Secret to pick up certificates written by another.
@@ -16,7 +15,8 @@ pub const DEFAULT_CHECK_INTERVAL: StdDuration = StdDuration::from_secs(10 * 60);
 /// How long a new CA is published in `ca.crt`/`caBundle` before it signs anything.
 pub const DEFAULT_CA_OVERLAP: StdDuration = StdDuration::from_secs(24 * 60 * 60);
 
-/// What the bootstrap manages and how often it looks.
+/// What the bootstrap manages and how often it looks. Plain data: `serve` fills it from
+/// its flags, tests write it out.
 #[derive(Debug, Clone)]
 pub struct BootstrapConfig {
     /// Namespace of the Secret and of the Service.
@@ -40,20 +40,6 @@ pub struct BootstrapConfig {
 }
 
 impl BootstrapConfig {
-    pub fn from_args(args: &ServeArgs) -> BootstrapConfig {
-        BootstrapConfig {
-            namespace: args.namespace.clone(),
-            secret_name: args.self_tls.tls_secret.clone(),
-            webhook_config: (!args.self_tls.webhook_config.is_empty()).then(|| args.self_tls.webhook_config.clone()),
-            service: args.self_tls.service.clone(),
-            validity_days: args.self_tls.cert_validity_days,
-            renew_before_days: args.self_tls.cert_renew_before_days,
-            poll_interval: DEFAULT_POLL_INTERVAL,
-            check_interval: DEFAULT_CHECK_INTERVAL,
-            ca_overlap: DEFAULT_CA_OVERLAP,
-        }
-    }
-
     /// Checks the flags; the error names the flag, what it accepts and what it got.
     pub fn validate(&self) -> Result<(), BootstrapError> {
         tls::check_dns_label("--service", &self.service)?;
