@@ -29,20 +29,25 @@ pub mod secret;
 mod source;
 
 pub use error::{CertError, TlsError};
-pub use inspect::{CertInfo, fingerprint, inspect_cert, public_key_of, sha256_fingerprint, verifies};
-pub use issue::{
-    CA_VALIDITY_FACTOR, CLOCK_SKEW, MAX_DAYS, ServiceCerts, check_days, generate, generate_ca, self_signed_localhost,
-    sign_serving_cert,
-};
-pub use names::{check_dns_label, missing_names, service_dns_names};
+pub use inspect::{CertInfo, inspect_cert, public_key_of, sha256_fingerprint};
+pub use issue::{CLOCK_SKEW, MAX_DAYS, ServiceCerts, generate, generate_ca, self_signed_localhost, sign_serving_cert};
+pub use names::{check_dns_label, service_dns_names};
 pub use pair::CertPair;
-pub use pem::{certificates, encode_certificate, first_certificate, load_pem};
-pub use reload::{CertStore, Offer, Reloader};
+pub use pem::load_pem;
+pub use reload::CertStore;
 pub use source::{ServerTls, TlsSource};
 
+// Shared between the parts of this module, not used outside it.
+pub(crate) use inspect::{fingerprint, verifies};
+pub(crate) use issue::{CA_VALIDITY_FACTOR, check_days};
+pub(crate) use names::missing_names;
+pub(crate) use pem::{certificates, encode_certificate, first_certificate};
+pub(crate) use reload::{Offer, Reloader};
+
 /// The process's crypto provider: ring, installed as the process default on first use
-/// so that rustls configurations built elsewhere (the kube client's) use the same one.
-/// If something installed another default first, that one is used everywhere.
+/// so that rustls configurations built elsewhere without naming a provider (the kube
+/// client's) get the same one. If something installed another default first, that one
+/// is used here too.
 pub fn provider() -> Arc<CryptoProvider> {
     if let Some(installed) = CryptoProvider::get_default() {
         return installed.clone();
