@@ -107,7 +107,7 @@ pub struct ServeArgs {
 
 const SELF_TLS_HEADING: &str = "Self-managed TLS (cluster mode without --tls-cert/--tls-key)";
 
-/// `serve` flags for the self-managed certificate (`crate::tls_bootstrap`).
+/// `serve` flags for the self-managed certificate (`crate::tls::secret`).
 #[derive(Debug, Clone, Args)]
 pub struct SelfTlsArgs {
     /// The `kubernetes.io/tls` Secret (in --namespace) holding the self-managed CA and

@@ -9,8 +9,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use common::*;
-use envoy_injector::certs::ServiceCerts;
-use envoy_injector::server::{self, TlsSource};
+use envoy_injector::server;
+use envoy_injector::tls::{ServiceCerts, TlsSource};
 use reqwest::StatusCode;
 
 /// A Secret volume as the kubelet writes it.
@@ -98,14 +98,14 @@ const RELOAD_ERROR: &str = r#"envoy_injector_tls_reloads_total{result="error"}"#
 async fn symlink_swap_rotates_the_certificate_without_a_failed_request() {
     let old = service_certs();
     let new = service_certs();
-    let secret = SecretDir::new("..2026_11_21_a", &old.cert_pem, &old.key_pem);
+    let secret = SecretDir::new("..2026_11_21_a", &old.serving.cert_pem, &old.serving.key_pem);
     let server = start(test_config(), secret.source()).await;
     let addr = server.server.webhook_addr();
-    let (old_leaf, new_leaf) = (leaf_der(&old.cert_pem), leaf_der(&new.cert_pem));
+    let (old_leaf, new_leaf) = (leaf_der(&old.serving.cert_pem), leaf_der(&new.serving.cert_pem));
 
     // Requests back to back, each on a new connection, for the whole rotation.
     let stop = Arc::new(AtomicBool::new(false));
-    let cas = [old.ca_cert_pem.clone(), new.ca_cert_pem.clone()];
+    let cas = [old.ca.cert_pem.clone(), new.ca.cert_pem.clone()];
     let (seen_tx, mut seen_rx) = tokio::sync::mpsc::unbounded_channel();
     let looper = {
         let stop = stop.clone();
@@ -121,7 +121,7 @@ async fn symlink_swap_rotates_the_certificate_without_a_failed_request() {
     while seen.len() < 3 {
         seen.push(tokio::time::timeout(PATIENCE, seen_rx.recv()).await.unwrap().unwrap());
     }
-    secret.swap_to("..2026_11_21_b", &new.cert_pem, &new.key_pem);
+    secret.swap_to("..2026_11_21_b", &new.serving.cert_pem, &new.serving.key_pem);
     let deadline = tokio::time::Instant::now() + PATIENCE;
     let mut after_new = 0;
     while after_new < 5 {
@@ -163,22 +163,22 @@ async fn symlink_swap_rotates_the_certificate_without_a_failed_request() {
 async fn unusable_new_files_keep_the_old_certificate_and_count_an_error() {
     let old = service_certs();
     let new = service_certs();
-    let secret = SecretDir::new("..v1", &old.cert_pem, &old.key_pem);
+    let secret = SecretDir::new("..v1", &old.serving.cert_pem, &old.serving.key_pem);
     let server = start(test_config(), secret.source()).await;
     let addr = server.server.webhook_addr();
-    let cas = [old.ca_cert_pem.as_str(), new.ca_cert_pem.as_str()];
-    let old_leaf = leaf_der(&old.cert_pem);
+    let cas = [old.ca.cert_pem.as_str(), new.ca.cert_pem.as_str()];
+    let old_leaf = leaf_der(&old.serving.cert_pem);
     assert_eq!(fresh_request(addr, &cas).await.unwrap(), old_leaf);
 
     let bad_versions: [(&str, &str, &str); 3] = [
-        ("..v2", "this is not a certificate\n", new.key_pem.as_str()),
+        ("..v2", "this is not a certificate\n", new.serving.key_pem.as_str()),
         (
             "..v3",
             "-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n",
-            new.key_pem.as_str(),
+            new.serving.key_pem.as_str(),
         ),
         // Valid files, but the key belongs to another certificate.
-        ("..v4", new.cert_pem.as_str(), old.key_pem.as_str()),
+        ("..v4", new.serving.cert_pem.as_str(), old.serving.key_pem.as_str()),
     ];
     for (count, (version, cert, key)) in bad_versions.into_iter().enumerate() {
         secret.swap_to(version, cert, key);
@@ -196,8 +196,8 @@ async fn unusable_new_files_keep_the_old_certificate_and_count_an_error() {
     assert_eq!(metric_value(&server.metrics_text(), RELOAD_OK), None);
 
     // A good version afterwards is picked up.
-    secret.swap_to("..v5", &new.cert_pem, &new.key_pem);
-    let new_leaf = leaf_der(&new.cert_pem);
+    secret.swap_to("..v5", &new.serving.cert_pem, &new.serving.key_pem);
+    let new_leaf = leaf_der(&new.serving.cert_pem);
     eventually("the fixed certificate to be served", || async {
         (fresh_request(addr, &cas).await.ok()? == new_leaf).then_some(())
     })
@@ -212,8 +212,8 @@ async fn unusable_new_files_keep_the_old_certificate_and_count_an_error() {
 
 fn write_pair(dir: &Path, certs: &ServiceCerts) -> (PathBuf, PathBuf) {
     let (cert, key) = (dir.join("tls.crt"), dir.join("tls.key"));
-    std::fs::write(&cert, &certs.cert_pem).unwrap();
-    std::fs::write(&key, &certs.key_pem).unwrap();
+    std::fs::write(&cert, &certs.serving.cert_pem).unwrap();
+    std::fs::write(&key, &certs.serving.key_pem).unwrap();
     (cert, key)
 }
 
@@ -260,7 +260,7 @@ async fn unusable_files_at_start_are_an_error_naming_the_file() {
 
     let other = service_certs();
     let other_key = dir.path().join("other.key");
-    std::fs::write(&other_key, &other.key_pem).unwrap();
+    std::fs::write(&other_key, &other.serving.key_pem).unwrap();
     let err = start_error(cert.clone(), other_key.clone()).await;
     assert!(
         err.contains(&other_key.display().to_string()) && err.contains(&cert.display().to_string()),

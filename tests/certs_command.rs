@@ -7,7 +7,7 @@ use std::process::Command;
 use std::time::Duration;
 
 use common::*;
-use envoy_injector::server::TlsSource;
+use envoy_injector::tls::TlsSource;
 
 fn certs_command(args: &[&str]) -> std::process::Output {
     Command::new(env!("CARGO_BIN_EXE_envoy-injector"))

@@ -17,7 +17,7 @@ async fn every_captured_review_is_answered_over_http1_and_http2() {
     let server = start(test_config(), pem_source(&certs)).await;
     let addr = server.server.webhook_addr();
     for protocol in [Protocol::Http1, Protocol::Alpn] {
-        let client = client(addr, &[&certs.ca_cert_pem], protocol);
+        let client = client(addr, &[&certs.ca.cert_pem], protocol);
         for (name, body) in fixtures() {
             let response = post_review(&client, addr, body.clone()).await;
             assert_eq!(
@@ -44,7 +44,7 @@ async fn tls12_and_tls13_are_both_accepted() {
         let client = reqwest::Client::builder()
             .use_rustls_tls()
             .tls_built_in_root_certs(false)
-            .add_root_certificate(reqwest::Certificate::from_pem(certs.ca_cert_pem.as_bytes()).unwrap())
+            .add_root_certificate(reqwest::Certificate::from_pem(certs.ca.cert_pem.as_bytes()).unwrap())
             .resolve(HOST, addr)
             .min_tls_version(version)
             .max_tls_version(version)
@@ -190,7 +190,7 @@ async fn bad_requests_get_clear_http_errors_and_the_server_keeps_serving() {
     let server = start(config, pem_source(&certs)).await;
     let addr = server.server.webhook_addr();
     for protocol in [Protocol::Http1, Protocol::Alpn] {
-        let client = client(addr, &[&certs.ca_cert_pem], protocol);
+        let client = client(addr, &[&certs.ca.cert_pem], protocol);
         for case in bad_requests() {
             let url = format!("https://{HOST}:{}{}?timeout=10s", addr.port(), case.path);
             let response = client
@@ -247,7 +247,7 @@ async fn streamed_body_over_the_limit_is_refused_without_content_length() {
     let server = start(config, pem_source(&certs)).await;
     let addr = server.server.webhook_addr();
     for protocol in [Protocol::Http1, Protocol::Alpn] {
-        let client = client(addr, &[&certs.ca_cert_pem], protocol);
+        let client = client(addr, &[&certs.ca.cert_pem], protocol);
         let chunks = vec![vec![b' '; 4096]; 4];
         let response = client
             .post(mutate_url(addr))
@@ -281,7 +281,7 @@ async fn the_api_servers_shorter_timeout_bounds_a_stalled_body() {
     config.request_timeout = Duration::from_secs(600);
     let server = start(config, pem_source(&certs)).await;
     let addr = server.server.webhook_addr();
-    let client = client(addr, &[&certs.ca_cert_pem], Protocol::Alpn);
+    let client = client(addr, &[&certs.ca.cert_pem], Protocol::Alpn);
     let half = fixture("dry-run.json")[..1000].to_vec();
     let response = client
         .post(format!("https://{HOST}:{}/mutate?timeout=1s", addr.port()))
@@ -320,7 +320,7 @@ async fn admin_endpoints_report_health_readiness_and_metrics() {
     let http = reqwest::Client::builder().timeout(PATIENCE).build().unwrap();
 
     // One review first, so the request counter has a sample.
-    let webhook = client(server.server.webhook_addr(), &[&certs.ca_cert_pem], Protocol::Alpn);
+    let webhook = client(server.server.webhook_addr(), &[&certs.ca.cert_pem], Protocol::Alpn);
     assert_eq!(
         post_review(&webhook, server.server.webhook_addr(), fixture("dry-run.json"))
             .await
@@ -382,7 +382,7 @@ async fn a_client_that_does_not_trust_the_ca_is_refused() {
     let other = service_certs();
     let server = start(test_config(), pem_source(&certs)).await;
     let addr = server.server.webhook_addr();
-    let stranger = client(addr, &[&other.ca_cert_pem], Protocol::Alpn);
+    let stranger = client(addr, &[&other.ca.cert_pem], Protocol::Alpn);
     let result = stranger
         .post(mutate_url(addr))
         .body(fixture("dry-run.json"))
@@ -393,7 +393,7 @@ async fn a_client_that_does_not_trust_the_ca_is_refused() {
         "a client trusting another CA must not get an answer: {result:?}"
     );
     // And the server is unaffected.
-    let trusted = client(addr, &[&certs.ca_cert_pem], Protocol::Alpn);
+    let trusted = client(addr, &[&certs.ca.cert_pem], Protocol::Alpn);
     assert_eq!(post_review(&trusted, addr, fixture("dry-run.json")).await.status(), 200);
 }
 
@@ -438,7 +438,7 @@ fn damaged_reviews_get_200_or_400_never_5xx() {
     let certs = service_certs();
     let server = runtime.block_on(start(test_config(), pem_source(&certs)));
     let addr = server.server.webhook_addr();
-    let client = runtime.block_on(async { client(addr, &[&certs.ca_cert_pem], Protocol::Alpn) });
+    let client = runtime.block_on(async { client(addr, &[&certs.ca.cert_pem], Protocol::Alpn) });
     let originals: Vec<Value> = fixtures()
         .iter()
         .map(|(_, body)| serde_json::from_slice(body).unwrap())
@@ -496,7 +496,7 @@ async fn large_reviews_up_to_the_limit_are_accepted() {
     let mut body = fixture("dry-run.json");
     body.extend(std::iter::repeat_n(b' ', 3 * 1024 * 1024));
     for protocol in [Protocol::Http1, Protocol::Alpn] {
-        let client = client(addr, &[&certs.ca_cert_pem], protocol);
+        let client = client(addr, &[&certs.ca.cert_pem], protocol);
         let response = post_review(&client, addr, body.clone()).await;
         assert_eq!(response.status(), StatusCode::OK, "{protocol:?}");
         check_review("dry-run.json", &body, &response.bytes().await.unwrap());

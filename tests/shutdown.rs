@@ -128,8 +128,8 @@ async fn sigterm_during_uploads_answers_every_request_then_exits_cleanly() {
     let dir = tempfile::tempdir().unwrap();
     let certs = service_certs();
     let (cert, key) = (dir.path().join("tls.crt"), dir.path().join("tls.key"));
-    std::fs::write(&cert, &certs.cert_pem).unwrap();
-    std::fs::write(&key, &certs.key_pem).unwrap();
+    std::fs::write(&cert, &certs.serving.cert_pem).unwrap();
+    std::fs::write(&key, &certs.serving.key_pem).unwrap();
     let (mut server, webhook, admin) = spawn_server(&cert, &key);
     let http = reqwest::Client::builder().timeout(PATIENCE).build().unwrap();
     let readyz = format!("http://{admin}/readyz");
@@ -139,8 +139,8 @@ async fn sigterm_during_uploads_answers_every_request_then_exits_cleanly() {
     .await;
 
     let clients = [
-        (Protocol::Http1, client(webhook, &[&certs.ca_cert_pem], Protocol::Http1)),
-        (Protocol::Alpn, client(webhook, &[&certs.ca_cert_pem], Protocol::Alpn)),
+        (Protocol::Http1, client(webhook, &[&certs.ca.cert_pem], Protocol::Http1)),
+        (Protocol::Alpn, client(webhook, &[&certs.ca.cert_pem], Protocol::Alpn)),
     ];
     let fixtures = fixtures();
     let (gate, gate_rx) = watch::channel(false);
@@ -231,7 +231,7 @@ async fn shutdown_timeout_bounds_a_request_that_never_finishes() {
     config.request_timeout = Duration::from_secs(600);
     let server = start(config, pem_source(&certs)).await;
     let addr = server.server.webhook_addr();
-    let client = client(addr, &[&certs.ca_cert_pem], Protocol::Alpn);
+    let client = client(addr, &[&certs.ca.cert_pem], Protocol::Alpn);
     let (_gate, gate_rx) = watch::channel(false);
     let (halfway_tx, mut halfway) = mpsc::unbounded_channel();
     // The gate never opens: this upload would hold shutdown forever without the bound.

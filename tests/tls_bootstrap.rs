@@ -1,4 +1,4 @@
-//! Self-managed TLS (`tls_bootstrap`) against a mocked API server (tower-test): every
+//! Self-managed TLS (`tls::secret`) against a mocked API server (tower-test): every
 //! request's method, path and (where it matters) body is asserted and answered in order;
 //! once the bootstrap and its client are gone, no further request may have been made.
 
@@ -7,12 +7,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use base64::Engine as _;
-use envoy_injector::certs::{self, CertAndKey};
 use envoy_injector::metrics::{LoadLabels, LoadResult, Metrics};
-use envoy_injector::server::CertStore;
-use envoy_injector::tls_bootstrap::{
+use envoy_injector::tls::secret::{
     BootstrapConfig, CA_CRT, CA_KEY, DEFAULT_CA_OVERLAP, SECRET_TYPE, TLS_CRT, TLS_KEY, TlsBootstrap, TlsMaterial,
 };
+use envoy_injector::tls::{self, CertPair, CertStore};
 use http::Method;
 use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::Secret;
@@ -79,20 +78,12 @@ fn now() -> OffsetDateTime {
     OffsetDateTime::now_utc()
 }
 
-fn ca_issued(at: OffsetDateTime) -> CertAndKey {
-    certs::generate_ca(SERVICE, NS, 3650, at).unwrap()
+fn ca_issued(at: OffsetDateTime) -> CertPair {
+    tls::generate_ca(SERVICE, NS, 3650, at).unwrap()
 }
 
-fn leaf_issued(ca: &CertAndKey, at: OffsetDateTime, days: i64) -> CertAndKey {
-    certs::sign_serving_cert(
-        &ca.cert_pem,
-        &ca.key_pem,
-        SERVICE,
-        NS,
-        at,
-        at + time::Duration::days(days),
-    )
-    .unwrap()
+fn leaf_issued(ca: &CertPair, at: OffsetDateTime, days: i64) -> CertPair {
+    tls::sign_serving_cert(ca, SERVICE, NS, at, at + time::Duration::days(days)).unwrap()
 }
 
 fn secret_json(material: &TlsMaterial, resource_version: &str) -> Value {
@@ -181,7 +172,7 @@ fn assert_serves_service(ca_pem: &[u8], cert_pem: &[u8]) {
         verify(ca_pem, cert_pem, name).unwrap_or_else(|e| panic!("expected the certificate to verify for {name}: {e}"));
     }
     assert!(verify(ca_pem, cert_pem, "other.mesh.svc").is_err());
-    let info = certs::inspect_cert(&leaf_der(cert_pem)).unwrap();
+    let info = tls::inspect_cert(&leaf_der(cert_pem)).unwrap();
     assert_eq!(info.dns_names, NAMES);
 }
 
@@ -233,15 +224,15 @@ async fn no_secret_generates_posts_and_publishes_the_ca_bundle() {
     let (tls_crt, ca_crt) = (data(&post.body, TLS_CRT), data(&post.body, CA_CRT));
     assert_serves_service(&ca_crt, &tls_crt);
     let ca_key = String::from_utf8(data(&post.body, CA_KEY)).unwrap();
-    let ca_info = certs::inspect_cert(&leaf_der(&ca_crt)).unwrap();
+    let ca_info = tls::inspect_cert(&leaf_der(&ca_crt)).unwrap();
     assert!(ca_info.is_ca);
     assert_eq!(
-        certs::public_key_of(&ca_key).unwrap(),
+        tls::public_key_of(&ca_key).unwrap(),
         ca_info.public_key,
         "ca.key is the CA's key"
     );
     let tls_key = data(&post.body, TLS_KEY);
-    envoy_injector::server::load_pem(&tls_crt, &tls_key, "tls.crt", "tls.key").expect("tls.key matches tls.crt");
+    tls::load_pem(&tls_crt, &tls_key, "tls.crt", "tls.key").expect("tls.key matches tls.crt");
     post.echo_at(201, "1");
 
     api.expect(Method::GET, MWC_PATH)
@@ -357,8 +348,8 @@ async fn near_expiry_is_renewed_with_the_same_ca_under_optimistic_concurrency() 
     let renewed = data(&put.body, TLS_CRT);
     assert_ne!(renewed, old.tls_crt);
     assert_serves_service(&old.ca_crt, &renewed);
-    let old_expiry = certs::inspect_cert(&leaf_der(&old.tls_crt)).unwrap().not_after;
-    let new_expiry = certs::inspect_cert(&leaf_der(&renewed)).unwrap().not_after;
+    let old_expiry = tls::inspect_cert(&leaf_der(&old.tls_crt)).unwrap().not_after;
+    let new_expiry = tls::inspect_cert(&leaf_der(&renewed)).unwrap().not_after;
     assert!(
         new_expiry > old_expiry + time::Duration::days(300),
         "{new_expiry} vs {old_expiry}"
@@ -506,45 +497,40 @@ async fn reload_loop_serves_changed_secrets_and_keeps_the_old_one_on_garbage() {
     api.assert_no_more_requests().await;
 }
 
-/// The `serve` flags map onto the bootstrap configuration; `--webhook-config ""` manages
-/// no caBundle.
+/// A cluster nobody listens on: `serve` checks its self-managed TLS flags before it
+/// makes any request, so it never dials this.
+const KUBECONFIG_NOWHERE: &str = "apiVersion: v1
+kind: Config
+clusters:
+- name: nowhere
+  cluster:
+    server: https://127.0.0.1:1
+contexts:
+- name: nowhere
+  context:
+    cluster: nowhere
+    user: nobody
+current-context: nowhere
+users:
+- name: nobody
+  user: {}
+";
+
+/// The binary maps the `serve` flags onto the bootstrap configuration and refuses a bad
+/// one, naming the flag (the mapping itself is unit-tested next to it, in `serve`).
 #[test]
-fn serve_flags_map_onto_the_bootstrap_config() {
-    use clap::Parser as _;
-    use envoy_injector::cli::{Cli, Command};
-    let parse = |args: &[&str]| {
-        let cli = Cli::try_parse_from([&["envoy-injector", "serve"], args].concat()).unwrap();
-        let Command::Serve(args) = cli.command else {
-            panic!("expected the serve command")
-        };
-        BootstrapConfig::from_args(&args)
-    };
-    let defaults = parse(&["--namespace", "ns"]);
-    assert_eq!(defaults.secret_name, "envoy-injector-tls");
-    assert_eq!(defaults.webhook_config.as_deref(), Some("envoy-injector"));
-    assert_eq!(defaults.service, "envoy-injector");
-    assert_eq!((defaults.validity_days, defaults.renew_before_days), (365, 30));
-    defaults.validate().unwrap();
-    let custom = parse(&[
-        "--namespace",
-        "ns",
-        "--tls-secret",
-        "s",
-        "--webhook-config",
-        "",
-        "--service",
-        "svc",
-        "--cert-validity-days",
-        "90",
-        "--cert-renew-before-days",
-        "10",
-    ]);
-    assert_eq!(custom.secret_name, "s");
-    assert_eq!(custom.webhook_config, None);
-    assert_eq!(custom.service, "svc");
-    assert_eq!((custom.validity_days, custom.renew_before_days), (90, 10));
-    let bad = parse(&["--namespace", "ns", "--cert-renew-before-days", "400"]);
-    let err = bad.validate().unwrap_err().to_string();
+fn serve_refuses_a_bad_renewal_period_naming_the_flag() {
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = dir.path().join("kubeconfig");
+    std::fs::write(&kubeconfig, KUBECONFIG_NOWHERE).unwrap();
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_envoy-injector"))
+        .args(["serve", "--namespace", "ns", "--cert-renew-before-days", "400"])
+        .env("KUBECONFIG", &kubeconfig)
+        .env("RUST_BACKTRACE", "0")
+        .output()
+        .expect("run envoy-injector serve");
+    let err = String::from_utf8_lossy(&output.stderr);
+    assert!(!output.status.success(), "{err}");
     assert!(
         err.contains("--cert-renew-before-days") && err.contains("found 400"),
         "{err}"

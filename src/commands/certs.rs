@@ -4,8 +4,8 @@ use std::fs;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-use crate::certs::{self, CertError};
 use crate::cli::CertsArgs;
+use crate::tls::{self, CertError};
 
 #[derive(Debug, thiserror::Error)]
 pub enum CertsError {
@@ -18,15 +18,15 @@ pub enum CertsError {
 }
 
 pub fn run(args: &CertsArgs) -> Result<(), CertsError> {
-    let generated = certs::generate(&args.service, &args.namespace, &args.sans, args.days)?;
+    let generated = tls::generate(&args.service, &args.namespace, &args.sans, args.days)?;
     fs::create_dir_all(&args.out_dir).map_err(|source| CertsError::CreateDir {
         path: args.out_dir.clone(),
         source,
     })?;
     for (name, contents, private) in [
-        ("ca.crt", &generated.ca_cert_pem, false),
-        ("tls.crt", &generated.cert_pem, false),
-        ("tls.key", &generated.key_pem, true),
+        ("ca.crt", &generated.ca.cert_pem, false),
+        ("tls.crt", &generated.serving.cert_pem, false),
+        ("tls.key", &generated.serving.key_pem, true),
     ] {
         let path = args.out_dir.join(name);
         write_file(&path, contents.as_bytes(), private).map_err(|source| CertsError::Write {

@@ -6,7 +6,6 @@ use prometheus_client::registry::Registry;
 use tracing::{info, warn};
 
 use crate::admission::{Admission, Standalone};
-use crate::certs::{self, CertError};
 use crate::cli::{NetworkBackendKind, ServeArgs};
 use crate::events::{EventSink, Publisher};
 use crate::metrics::Metrics;
@@ -15,15 +14,16 @@ use crate::network::{
     backend::{Backend, MultusBackend, NoBackend},
     controller::Context,
 };
-use crate::server::{self, AppState, Readiness, ServerConfig, ServerError, TlsSource};
+use crate::server::{self, AppState, Readiness, ServerConfig, ServerError};
 use crate::shutdown::{CancellationToken, cancel_on_signals};
-use crate::template::LiveTemplates;
-use crate::template::{ConfigError, TemplateSet};
+use crate::template::{ConfigError, LiveTemplates, TemplateSet};
+use crate::tls::secret::{self, BootstrapConfig, BootstrapError};
+use crate::tls::{self, CertError, TlsSource};
 
 #[derive(Debug, thiserror::Error)]
 pub enum ServeError {
     #[error("cannot set up the self-managed serving certificate (or pass --tls-cert/--tls-key): {0}")]
-    TlsBootstrap(#[from] crate::tls_bootstrap::BootstrapError),
+    TlsBootstrap(#[from] BootstrapError),
     #[error("--config is for --standalone; in cluster mode templates come from ConfigMap {namespace}/envoy-injector")]
     ConfigInClusterMode { namespace: String },
     #[error("cannot reach the cluster (KUBECONFIG or in-cluster config): {0}")]
@@ -60,18 +60,10 @@ async fn run_cluster(args: ServeArgs) -> Result<(), ServeError> {
     let client = kube::Client::try_default().await?;
     // Without files, the certificate lives in a Secret this process manages; the
     // bootstrap keeps it current until `_tls_bootstrap` is dropped on return.
-    let (tls, _tls_bootstrap) = match (&args.tls_cert, &args.tls_key) {
-        (Some(cert), Some(key)) => (
-            TlsSource::Files {
-                cert: cert.clone(),
-                key: key.clone(),
-                reload_interval: args.tls_reload_interval,
-            },
-            None,
-        ),
-        _ => {
-            let config = crate::tls_bootstrap::BootstrapConfig::from_args(&args);
-            let running = crate::tls_bootstrap::start(client.clone(), config, metrics.clone()).await?;
+    let (tls, _tls_bootstrap) = match files_source(&args) {
+        Some(files) => (files, None),
+        None => {
+            let running = secret::start(client.clone(), self_tls_config(&args), metrics.clone()).await?;
             (running.tls_source(), Some(running))
         }
     };
@@ -185,23 +177,43 @@ async fn run_standalone(args: ServeArgs) -> Result<(), ServeError> {
     Ok(())
 }
 
-fn tls_source(args: &ServeArgs) -> Result<TlsSource, ServeError> {
-    if let (Some(cert), Some(key)) = (&args.tls_cert, &args.tls_key) {
-        return Ok(TlsSource::Files {
-            cert: cert.clone(),
-            key: key.clone(),
-            reload_interval: args.tls_reload_interval,
-        });
+/// `--tls-cert`/`--tls-key`, when given (clap makes them come together).
+fn files_source(args: &ServeArgs) -> Option<TlsSource> {
+    let (cert, key) = (args.tls_cert.as_ref()?, args.tls_key.as_ref()?);
+    Some(TlsSource::Files {
+        cert: cert.clone(),
+        key: key.clone(),
+        reload_interval: args.tls_reload_interval,
+    })
+}
+
+/// The self-managed certificate's settings from the `serve` flags; `--webhook-config ""`
+/// manages no `caBundle`.
+fn self_tls_config(args: &ServeArgs) -> BootstrapConfig {
+    let flags = &args.self_tls;
+    BootstrapConfig {
+        namespace: args.namespace.clone(),
+        secret_name: flags.tls_secret.clone(),
+        webhook_config: (!flags.webhook_config.is_empty()).then(|| flags.webhook_config.clone()),
+        service: flags.service.clone(),
+        validity_days: flags.cert_validity_days,
+        renew_before_days: flags.cert_renew_before_days,
+        poll_interval: secret::DEFAULT_POLL_INTERVAL,
+        check_interval: secret::DEFAULT_CHECK_INTERVAL,
+        ca_overlap: secret::DEFAULT_CA_OVERLAP,
     }
-    let pair = certs::self_signed_localhost()?;
+}
+
+fn tls_source(args: &ServeArgs) -> Result<TlsSource, ServeError> {
+    if let Some(files) = files_source(args) {
+        return Ok(files);
+    }
+    let pair = tls::self_signed_localhost()?;
     info!(
-        fingerprint = %certs::sha256_fingerprint(&pair.cert_der),
+        fingerprint = %pair.fingerprint(),
         "no --tls-cert/--tls-key: generated a self-signed certificate for localhost, 127.0.0.1 and ::1"
     );
-    Ok(TlsSource::Pem {
-        cert_pem: pair.cert_pem,
-        key_pem: pair.key_pem,
-    })
+    Ok(TlsSource::Pem(pair))
 }
 
 /// Builds what `leader::supervise` calls each time this replica starts leading.
@@ -230,5 +242,56 @@ fn controller_starter(
             ));
             network::controller::run_on_cache(ctx, &cache, stop.cancelled_owned()).await;
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser as _;
+
+    use super::*;
+    use crate::cli::{Cli, Command};
+
+    /// The `serve` flags map onto the bootstrap configuration; `--webhook-config ""`
+    /// manages no caBundle.
+    #[test]
+    fn serve_flags_map_onto_the_bootstrap_config() {
+        let parse = |args: &[&str]| {
+            let cli = Cli::try_parse_from([&["envoy-injector", "serve"], args].concat()).unwrap();
+            let Command::Serve(args) = cli.command else {
+                panic!("expected the serve command")
+            };
+            self_tls_config(&args)
+        };
+        let defaults = parse(&["--namespace", "ns"]);
+        assert_eq!(defaults.secret_name, "envoy-injector-tls");
+        assert_eq!(defaults.webhook_config.as_deref(), Some("envoy-injector"));
+        assert_eq!(defaults.service, "envoy-injector");
+        assert_eq!((defaults.validity_days, defaults.renew_before_days), (365, 30));
+        defaults.validate().unwrap();
+        let custom = parse(&[
+            "--namespace",
+            "ns",
+            "--tls-secret",
+            "s",
+            "--webhook-config",
+            "",
+            "--service",
+            "svc",
+            "--cert-validity-days",
+            "90",
+            "--cert-renew-before-days",
+            "10",
+        ]);
+        assert_eq!(custom.secret_name, "s");
+        assert_eq!(custom.webhook_config, None);
+        assert_eq!(custom.service, "svc");
+        assert_eq!((custom.validity_days, custom.renew_before_days), (90, 10));
+        let bad = parse(&["--namespace", "ns", "--cert-renew-before-days", "400"]);
+        let err = bad.validate().unwrap_err().to_string();
+        assert!(
+            err.contains("--cert-renew-before-days") && err.contains("found 400"),
+            "{err}"
+        );
     }
 }

@@ -1,9 +1,8 @@
 //! The two listeners: HTTPS webhook (`POST /mutate`) and plain-HTTP admin (`/healthz`,
-//! `/readyz`, `/metrics`), with certificate reload and graceful shutdown.
+//! `/readyz`, `/metrics`), with graceful shutdown; TLS comes from `crate::tls`.
 
 mod admin;
 mod listener;
-mod tls;
 mod webhook;
 
 use std::net::SocketAddr;
@@ -15,12 +14,12 @@ use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 use tokio_rustls::TlsAcceptor;
-use tracing::{Instrument, info, info_span};
+use tracing::info;
 
 use crate::admission::Admission;
 use crate::cli::ServeArgs;
 use crate::metrics::Metrics;
-pub use tls::{CertStore, TlsError, TlsSource, fingerprint, load_pem};
+use crate::tls::{ServerTls, TlsError, TlsSource};
 
 /// Says whether the process may receive traffic; `Err` carries the reason it may not.
 pub type Readiness = Arc<dyn Fn() -> Result<(), String> + Send + Sync>;
@@ -124,13 +123,9 @@ impl RunningServer {
 
 /// Binds both listeners, loads the certificate, and starts serving.
 pub async fn start(config: ServerConfig, tls: TlsSource, state: AppState) -> Result<RunningServer, ServerError> {
-    let (certified, initial_bytes) = tls::load_source(&tls)?;
-    info!(fingerprint = %tls::fingerprint(&certified), "serving certificate loaded (SHA-256)");
-    let store = match &tls {
-        TlsSource::Store(store) => store.clone(),
-        _ => Arc::new(tls::CertStore::new(certified)),
-    };
-    let acceptor = TlsAcceptor::from(tls::server_config(store.clone())?);
+    let tls = ServerTls::load(tls)?;
+    info!(fingerprint = %tls.fingerprint(), "serving certificate loaded (SHA-256)");
+    let acceptor = TlsAcceptor::from(tls.config());
 
     let webhook_listener = bind("--addr", config.addr).await?;
     let admin_listener = bind("--admin-addr", config.admin_addr).await?;
@@ -143,26 +138,10 @@ pub async fn start(config: ServerConfig, tls: TlsSource, state: AppState) -> Res
     // The admin listener outlives the webhook's drain so /readyz can say 503 meanwhile.
     let (admin_stop, admin_stop_rx) = watch::channel(false);
 
-    let reloader = match tls {
-        TlsSource::Files {
-            cert,
-            key,
-            reload_interval,
-        } => {
-            let initial = initial_bytes.unwrap_or_default();
-            let task = tls::reload_files(
-                store,
-                cert,
-                key,
-                reload_interval,
-                initial,
-                state.metrics.clone(),
-                stop_rx.clone(),
-            );
-            Some(tokio::spawn(task.instrument(info_span!("tls_reload"))))
-        }
-        TlsSource::Pem { .. } | TlsSource::Store(_) => None,
-    };
+    let reloader = tls.spawn_reloader(state.metrics.clone(), {
+        let mut stop = stop_rx.clone();
+        async move { listener::stopped(&mut stop).await }
+    });
 
     let webhook_router = webhook::router(Arc::new(webhook::WebhookState {
         admission: state.admission.clone(),

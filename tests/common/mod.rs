@@ -11,11 +11,10 @@ use std::time::Duration;
 
 use base64::Engine;
 use envoy_injector::admission::{Admission, Standalone};
-use envoy_injector::certs::{self, ServiceCerts};
 use envoy_injector::metrics::{self, Metrics};
-use envoy_injector::server::{self, AppState, Readiness, RunningServer, ServerConfig, TlsSource};
-use envoy_injector::template::LiveTemplates;
-use envoy_injector::template::TemplateSet;
+use envoy_injector::server::{self, AppState, Readiness, RunningServer, ServerConfig};
+use envoy_injector::template::{LiveTemplates, TemplateSet};
+use envoy_injector::tls::{self, ServiceCerts, TlsSource};
 use k8s_openapi::api::core::v1::Pod;
 use prometheus_client::registry::Registry;
 use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
@@ -30,7 +29,7 @@ pub const PATIENCE: Duration = Duration::from_secs(30);
 pub const STATUS_ANNOTATION: &str = "sidecar.samplecrd.k8s.io/status";
 
 pub fn service_certs() -> ServiceCerts {
-    certs::generate(SERVICE, NAMESPACE, &[], 1).expect("generate test certificates")
+    tls::generate(SERVICE, NAMESPACE, &[], 1).expect("generate test certificates")
 }
 
 pub fn fixtures_dir() -> PathBuf {
@@ -139,10 +138,7 @@ pub async fn start_with(config: ServerConfig, tls: TlsSource, state: AppState) -
 }
 
 pub fn pem_source(certs: &ServiceCerts) -> TlsSource {
-    TlsSource::Pem {
-        cert_pem: certs.cert_pem.clone(),
-        key_pem: certs.key_pem.clone(),
-    }
+    TlsSource::Pem(certs.serving.clone())
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -1,0 +1,368 @@
+//! The Secret loop: reads the Secret, writes what [`decide`] asks for under optimistic
+//! concurrency, keeps the [`CertStore`] serving the Secret's certificate, and has
+//! [`CaBundleSync`] publish its `ca.crt`.
+
+use std::collections::BTreeMap;
+use std::future::Future;
+use std::sync::Arc;
+
+use k8s_openapi::api::core::v1::Secret;
+use kube::api::{Api, PostParams};
+use kube::core::ObjectMeta;
+use time::{Duration, OffsetDateTime};
+use tracing::{info, warn};
+
+use super::ca_bundle::{CaBundleSync, SyncOutcome};
+use super::material::parse_bundle;
+use super::{
+    BootstrapConfig, BootstrapError, Decision, FIELD_MANAGER, Policy, SECRET_TYPE, TLS_CRT, TLS_KEY, TlsMaterial,
+    WriteReason, decide,
+};
+use crate::metrics::Metrics;
+use crate::tls::{self, CertStore, Offer, Reloader, fingerprint, load_pem};
+
+/// Writes that lose an optimistic-concurrency race before giving up (until the next check).
+const MAX_WRITE_ATTEMPTS: usize = 5;
+
+/// The result of one reconcile.
+struct Reconciled {
+    secret: Secret,
+    /// When the Secret needs looking at again (renewal, rotation).
+    next_due: OffsetDateTime,
+    /// False when something was left for later (`caBundle` not synced, CA switch waiting).
+    complete: bool,
+}
+
+/// Keeps the Secret, the webhook configuration's `caBundle` and a [`CertStore`] in step.
+pub struct TlsBootstrap {
+    config: BootstrapConfig,
+    policy: Policy,
+    secrets: Api<Secret>,
+    ca_bundle: CaBundleSync,
+    /// Swaps the Secret's `tls.crt`/`tls.key` into the store when they change.
+    reloader: Reloader,
+    /// The last usable contents seen or written: a deleted Secret is recreated from them.
+    last_good: Option<TlsMaterial>,
+    /// When the next full check is due.
+    next_full_check: OffsetDateTime,
+}
+
+impl TlsBootstrap {
+    /// Checks `config`; makes no API call.
+    pub fn new(
+        client: kube::Client,
+        config: BootstrapConfig,
+        metrics: Metrics,
+    ) -> Result<TlsBootstrap, BootstrapError> {
+        config.validate()?;
+        let secrets = Api::namespaced(client.clone(), &config.namespace);
+        let ca_bundle = CaBundleSync::new(client, config.webhook_config.clone());
+        Ok(TlsBootstrap {
+            policy: config.policy(),
+            config,
+            secrets,
+            ca_bundle,
+            reloader: Reloader::new(metrics),
+            last_good: None,
+            next_full_check: OffsetDateTime::now_utc(),
+        })
+    }
+
+    fn secret_ref(&self) -> String {
+        format!("{}/{}", self.config.namespace, self.config.secret_name)
+    }
+
+    /// Makes sure the Secret holds a usable certificate (creating or renewing it), syncs
+    /// `caBundle`, and returns a store serving the Secret's certificate.
+    pub async fn bootstrap(&mut self) -> Result<Arc<CertStore>, BootstrapError> {
+        let current = self.get().await?;
+        let reconciled = self.reconcile(current, true).await?;
+        self.schedule(&reconciled, OffsetDateTime::now_utc());
+        let material = TlsMaterial::from_secret(&reconciled.secret);
+        let (cert_source, key_source) = self.sources();
+        let key = load_pem(&material.tls_crt, &material.tls_key, &cert_source, &key_source).map_err(|source| {
+            BootstrapError::Load {
+                secret: self.secret_ref(),
+                source: Box::new(source),
+            }
+        })?;
+        info!(
+            secret = %self.secret_ref(),
+            fingerprint = %fingerprint(&key),
+            "serving certificate loaded from the Secret (SHA-256)"
+        );
+        self.reloader.started_with(material.tls_crt, material.tls_key);
+        Ok(Arc::new(CertStore::new(key)))
+    }
+
+    /// Polls the Secret until `shutdown` completes: reloads `store` when the certificate
+    /// changes, renews, rotates and syncs `caBundle` when due.
+    pub async fn run(mut self, store: Arc<CertStore>, shutdown: impl Future<Output = ()>) {
+        tokio::pin!(shutdown);
+        let mut failures: u32 = 0;
+        let mut retry_at: Option<OffsetDateTime> = None;
+        let mut read_error: Option<String> = None;
+        loop {
+            tokio::select! {
+                () = &mut shutdown => return,
+                () = tokio::time::sleep(self.config.poll_interval) => {}
+            }
+            let current = match self.get().await {
+                Ok(current) => {
+                    read_error = None;
+                    current
+                }
+                Err(err) => {
+                    let message = err.to_string();
+                    if read_error.as_deref() != Some(message.as_str()) {
+                        warn!(error = %message, "cannot read the TLS Secret; keeping the current certificate");
+                        read_error = Some(message);
+                    }
+                    continue;
+                }
+            };
+            if let Some(secret) = &current {
+                self.reload(&store, &TlsMaterial::from_secret(secret));
+            }
+            let now = OffsetDateTime::now_utc();
+            if retry_at.is_some_and(|at| now < at) {
+                continue;
+            }
+            let full = now >= self.next_full_check;
+            if !full && !self.needs_work(current.as_ref(), now) {
+                continue;
+            }
+            match self.reconcile(current, full).await {
+                Ok(reconciled) => {
+                    self.reload(&store, &TlsMaterial::from_secret(&reconciled.secret));
+                    self.schedule(&reconciled, now);
+                    if reconciled.complete {
+                        failures = 0;
+                        retry_at = None;
+                    } else {
+                        failures = failures.saturating_add(1);
+                        retry_at = Some(now + self.backoff(failures));
+                    }
+                }
+                Err(err) => {
+                    failures = failures.saturating_add(1);
+                    let delay = self.backoff(failures);
+                    warn!(error = %err, retry_in = ?delay, "cannot reconcile the TLS Secret; keeping the current certificate");
+                    retry_at = Some(now + delay);
+                }
+            }
+        }
+    }
+
+    fn backoff(&self, failures: u32) -> Duration {
+        let factor = 1u32 << failures.min(16);
+        let delay = self
+            .config
+            .poll_interval
+            .saturating_mul(factor)
+            .min(self.config.check_interval);
+        Duration::try_from(delay).unwrap_or(Duration::MAX)
+    }
+
+    fn schedule(&mut self, reconciled: &Reconciled, now: OffsetDateTime) {
+        let check = Duration::try_from(self.config.check_interval).unwrap_or(Duration::MAX);
+        self.next_full_check = now.saturating_add(check).min(reconciled.next_due);
+    }
+
+    /// Whether the polled Secret needs a reconcile before the next full check.
+    fn needs_work(&self, current: Option<&Secret>, now: OffsetDateTime) -> bool {
+        let Some(secret) = current else { return true };
+        let material = TlsMaterial::from_secret(secret);
+        if self.ca_bundle.manages() && !self.ca_bundle.is_synced(&material.ca_crt) {
+            return true;
+        }
+        !matches!(decide(Some(&material), &self.policy, now), Ok(Decision::Keep { .. }))
+    }
+
+    fn sources(&self) -> (String, String) {
+        let secret = self.secret_ref();
+        (
+            format!("Secret {secret} key {TLS_CRT}"),
+            format!("Secret {secret} key {TLS_KEY}"),
+        )
+    }
+
+    /// Swaps the Secret's certificate into `store` when it changed; each distinct change
+    /// counts once in `tls_reloads`.
+    fn reload(&mut self, store: &CertStore, material: &TlsMaterial) {
+        let (cert_source, key_source) = self.sources();
+        match self
+            .reloader
+            .offer(store, &material.tls_crt, &material.tls_key, &cert_source, &key_source)
+        {
+            Offer::Unchanged => {}
+            Offer::Served { fingerprint } => info!(
+                secret = %self.secret_ref(),
+                fingerprint = %fingerprint,
+                "serving certificate reloaded from the Secret; new connections use it"
+            ),
+            Offer::Kept(err) => warn!(
+                secret = %self.secret_ref(),
+                error = %err,
+                "cannot use the changed certificate in the Secret; keeping the current certificate"
+            ),
+        }
+    }
+
+    fn api_error(&self, action: &'static str, source: kube::Error) -> BootstrapError {
+        BootstrapError::Api {
+            action,
+            secret: self.secret_ref(),
+            source: Box::new(source),
+        }
+    }
+
+    async fn get(&self) -> Result<Option<Secret>, BootstrapError> {
+        self.secrets
+            .get_opt(&self.config.secret_name)
+            .await
+            .map_err(|source| self.api_error("read", source))
+    }
+
+    /// Settles the Secret (writing it when needed, re-reading after lost races) and
+    /// syncs `caBundle` (always when `full`, else only when the bundle changed).
+    async fn reconcile(&mut self, mut current: Option<Secret>, full: bool) -> Result<Reconciled, BootstrapError> {
+        for _ in 0..MAX_WRITE_ATTEMPTS {
+            let now = OffsetDateTime::now_utc();
+            let material = match &current {
+                Some(secret) => Some(TlsMaterial::from_secret(secret)),
+                None => self.last_good.clone(),
+            };
+            let (target, reason) = match decide(material.as_ref(), &self.policy, now)? {
+                Decision::Keep { next_due } => match (&current, material) {
+                    (Some(secret), Some(material)) => {
+                        let outcome = self.ca_bundle.sync_if_needed(&material.ca_crt, full).await;
+                        self.last_good = Some(material);
+                        return Ok(Reconciled {
+                            secret: secret.clone(),
+                            next_due,
+                            complete: outcome.is_complete(),
+                        });
+                    }
+                    (_, material) => (material.unwrap_or_default(), WriteReason::Recreate),
+                },
+                Decision::Write { material, reason } => (material, reason),
+            };
+            if reason == WriteReason::SwitchCa {
+                // Publish before use: the new CA is already in ca.crt; make sure caBundle
+                // carries it before anything it signed can be served.
+                let published = current
+                    .as_ref()
+                    .map(|s| TlsMaterial::from_secret(s).ca_crt)
+                    .unwrap_or_default();
+                let outcome = self.ca_bundle.sync(&published).await;
+                if !outcome.allows_switch() {
+                    info!(
+                        secret = %self.secret_ref(),
+                        "CA rotation: waiting for caBundle to carry the new CA before switching to it"
+                    );
+                    if let Some(secret) = current {
+                        return Ok(Reconciled {
+                            secret,
+                            next_due: now,
+                            complete: false,
+                        });
+                    }
+                }
+            }
+            let written = match &current {
+                None => self.create(&target).await,
+                Some(secret) => self.replace(secret, &target).await,
+            };
+            match written {
+                Ok(secret) => {
+                    self.log_write(&reason, &target);
+                    let outcome = if full || !self.ca_bundle.is_synced(&target.ca_crt) {
+                        self.ca_bundle.sync(&target.ca_crt).await
+                    } else {
+                        SyncOutcome::Synced
+                    };
+                    let next_due = match decide(Some(&target), &self.policy, now)? {
+                        Decision::Keep { next_due } => next_due,
+                        Decision::Write { .. } => now,
+                    };
+                    self.last_good = Some(target);
+                    return Ok(Reconciled {
+                        secret,
+                        next_due,
+                        complete: outcome.is_complete(),
+                    });
+                }
+                Err(kube::Error::Api(status)) if status.code == 409 => {
+                    info!(
+                        secret = %self.secret_ref(),
+                        reason = %status.reason,
+                        "another replica wrote the TLS Secret first; re-reading it"
+                    );
+                    current = self.get().await?;
+                }
+                Err(source) => {
+                    let action = if current.is_some() { "update" } else { "create" };
+                    return Err(self.api_error(action, source));
+                }
+            }
+        }
+        Err(BootstrapError::Contended {
+            secret: self.secret_ref(),
+            attempts: MAX_WRITE_ATTEMPTS,
+        })
+    }
+
+    fn log_write(&self, reason: &WriteReason, target: &TlsMaterial) {
+        let leaf = tls::first_certificate(&target.tls_crt)
+            .map(|der| (tls::sha256_fingerprint(&der), tls::inspect_cert(&der).ok()));
+        let cas = parse_bundle(&target.ca_crt)
+            .iter()
+            .map(|ca| tls::sha256_fingerprint(&ca.der))
+            .collect::<Vec<_>>();
+        info!(
+            secret = %self.secret_ref(),
+            reason = %reason,
+            fingerprint = %leaf.as_ref().map(|l| l.0.as_str()).unwrap_or(""),
+            not_after = %leaf.as_ref().and_then(|l| l.1.as_ref()).map(|i| i.not_after.to_string()).unwrap_or_default(),
+            ca_bundle = ?cas,
+            "TLS Secret written"
+        );
+    }
+
+    async fn create(&self, target: &TlsMaterial) -> Result<Secret, kube::Error> {
+        let mut data = BTreeMap::new();
+        target.apply_to(&mut data);
+        let secret = Secret {
+            metadata: ObjectMeta {
+                name: Some(self.config.secret_name.clone()),
+                namespace: Some(self.config.namespace.clone()),
+                labels: Some(BTreeMap::from([
+                    ("app.kubernetes.io/name".to_string(), "envoy-injector".to_string()),
+                    ("app.kubernetes.io/managed-by".to_string(), "envoy-injector".to_string()),
+                ])),
+                ..ObjectMeta::default()
+            },
+            type_: Some(SECRET_TYPE.to_string()),
+            data: Some(data),
+            ..Secret::default()
+        };
+        let params = PostParams {
+            field_manager: Some(FIELD_MANAGER.to_string()),
+            ..PostParams::default()
+        };
+        self.secrets.create(&params, &secret).await
+    }
+
+    /// PUT of the read Secret with our keys changed: its `resourceVersion` makes the API
+    /// server refuse it (409) if anyone wrote since; other keys, labels and type are kept.
+    async fn replace(&self, current: &Secret, target: &TlsMaterial) -> Result<Secret, kube::Error> {
+        let mut updated = current.clone();
+        target.apply_to(updated.data.get_or_insert_with(BTreeMap::new));
+        let params = PostParams {
+            field_manager: Some(FIELD_MANAGER.to_string()),
+            ..PostParams::default()
+        };
+        self.secrets.replace(&self.config.secret_name, &params, &updated).await
+    }
+}
