@@ -18,6 +18,7 @@ use super::{
     BootstrapConfig, BootstrapError, Decision, FIELD_MANAGER, Policy, SECRET_TYPE, TLS_CRT, TLS_KEY, TlsMaterial,
     WriteReason, decide,
 };
+use crate::backoff::Exponential;
 use crate::metrics::Metrics;
 use crate::tls::{self, CertStore, Offer, Reloader, fingerprint, load_pem};
 
@@ -154,14 +155,11 @@ impl TlsBootstrap {
         }
     }
 
+    /// After `failures` failed syncs: the poll interval doubled per failure, at most the
+    /// check interval.
     fn backoff(&self, failures: u32) -> Duration {
-        let factor = 1u32 << failures.min(16);
-        let delay = self
-            .config
-            .poll_interval
-            .saturating_mul(factor)
-            .min(self.config.check_interval);
-        Duration::try_from(delay).unwrap_or(Duration::MAX)
+        let policy = Exponential::new(self.config.poll_interval, self.config.check_interval);
+        Duration::try_from(policy.delay(failures.saturating_add(1))).unwrap_or(Duration::MAX)
     }
 
     fn schedule(&mut self, reconciled: &Reconciled, now: OffsetDateTime) {
