@@ -105,7 +105,7 @@ async fn run_cluster(args: ServeArgs) -> Result<(), ServeError> {
         metrics: metrics.clone(),
         readiness,
     };
-    let server = server::start(ServerConfig::from(&args), tls, state).await?;
+    let server = server::start(server_config(&args), tls, state).await?;
 
     let election = args.leader_elect.then(|| crate::leader::Election {
         client: client.clone(),
@@ -169,7 +169,7 @@ async fn run_standalone(args: ServeArgs) -> Result<(), ServeError> {
         readiness,
     };
     let tls = tls_source(&args)?;
-    let server = server::start(ServerConfig::from(&args), tls, state).await?;
+    let server = server::start(server_config(&args), tls, state).await?;
     let signal = signal.await.unwrap_or("a cancelled signal task");
     info!(signal, "shutting down: finishing in-flight requests");
     server.shutdown();
@@ -293,5 +293,17 @@ mod tests {
             err.contains("--cert-renew-before-days") && err.contains("found 400"),
             "{err}"
         );
+    }
+}
+
+/// The listeners' settings from the `serve` flags of the same names.
+fn server_config(args: &ServeArgs) -> ServerConfig {
+    ServerConfig {
+        addr: args.addr,
+        admin_addr: args.admin_addr,
+        max_body_bytes: args.max_body_bytes,
+        header_read_timeout: args.header_read_timeout,
+        request_timeout: args.request_timeout,
+        shutdown_timeout: args.shutdown_timeout,
     }
 }

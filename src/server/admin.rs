@@ -8,10 +8,10 @@ use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use prometheus_client::registry::Registry;
-use tokio::sync::watch;
 
 use super::Readiness;
 use super::webhook::text;
+use crate::shutdown::CancellationToken;
 
 const OPENMETRICS: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
 
@@ -19,7 +19,7 @@ pub(crate) struct AdminState {
     pub registry: Arc<Registry>,
     pub readiness: Readiness,
     /// True once shutdown began: from then on the pod must leave the Service endpoints.
-    pub stopping: watch::Receiver<bool>,
+    pub stopping: CancellationToken,
 }
 
 pub(crate) fn router(state: Arc<AdminState>) -> Router {
@@ -41,7 +41,7 @@ async fn healthz() -> Response {
 }
 
 async fn readyz(State(state): State<Arc<AdminState>>) -> Response {
-    if *state.stopping.borrow() {
+    if state.stopping.is_cancelled() {
         return text(StatusCode::SERVICE_UNAVAILABLE, "shutting down".into());
     }
     match (state.readiness)() {

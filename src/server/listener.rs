@@ -14,11 +14,13 @@ use hyper_util::server::conn::auto;
 use hyper_util::service::TowerToHyperService;
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::{Notify, watch};
+use tokio::sync::Notify;
 use tokio::task::{JoinError, JoinSet};
 use tokio_rustls::TlsAcceptor;
 use tower::ServiceExt;
 use tracing::{Instrument, debug, error, info, info_span, warn};
+
+use crate::shutdown::CancellationToken;
 
 /// How one listener serves its connections.
 pub(crate) struct Listener {
@@ -32,9 +34,9 @@ pub(crate) struct Listener {
     pub drain_timeout: Duration,
 }
 
-/// Serves `listener` until `stop` turns true, then stops accepting and lets open
+/// Serves `listener` until `stop` is cancelled, then stops accepting and lets open
 /// connections finish their requests, for at most `drain_timeout`.
-pub(crate) async fn run(listener: TcpListener, config: Listener, mut stop: watch::Receiver<bool>) {
+pub(crate) async fn run(listener: TcpListener, config: Listener, stop: CancellationToken) {
     let config = Arc::new(config);
     let builder = Arc::new(http_builder(config.header_read_timeout));
     let conn_stop = stop.clone();
@@ -46,7 +48,7 @@ pub(crate) async fn run(listener: TcpListener, config: Listener, mut stop: watch
     };
     loop {
         tokio::select! {
-            () = stopped(&mut stop) => break,
+            () = stop.cancelled() => break,
             accepted = listener.accept() => match accepted {
                 Ok((stream, peer)) => spawn(&mut connections, stream, peer),
                 Err(err) => {
@@ -101,12 +103,6 @@ pub(crate) async fn run(listener: TcpListener, config: Listener, mut stop: watch
     info!(listener = config.name, "closed");
 }
 
-/// Resolves once shutdown began (or the server handle was dropped).
-pub(crate) async fn stopped(stop: &mut watch::Receiver<bool>) {
-    // The returned guard is not Send: drop it here, not across the caller's awaits.
-    let _ = stop.wait_for(|stopping| *stopping).await.map(|_| ());
-}
-
 fn http_builder(header_read_timeout: Duration) -> auto::Builder<SpanExecutor> {
     let mut builder = auto::Builder::new(SpanExecutor);
     builder
@@ -143,7 +139,7 @@ async fn serve_connection(
     stream: TcpStream,
     config: Arc<Listener>,
     builder: Arc<auto::Builder<SpanExecutor>>,
-    stop: watch::Receiver<bool>,
+    stop: CancellationToken,
 ) {
     // Admission answers are small and latency-bound.
     let _ = stream.set_nodelay(true);
@@ -164,7 +160,7 @@ async fn serve_connection(
     }
 }
 
-async fn serve_http<I>(io: I, config: &Listener, builder: &auto::Builder<SpanExecutor>, mut stop: watch::Receiver<bool>)
+async fn serve_http<I>(io: I, config: &Listener, builder: &auto::Builder<SpanExecutor>, stop: CancellationToken)
 where
     I: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
@@ -181,7 +177,7 @@ where
     tokio::pin!(conn);
     tokio::select! {
         result = conn.as_mut() => return log_end(result),
-        () = stopped(&mut stop) => {}
+        () = stop.cancelled() => {}
     }
     // A client that connected just before shutdown has not sent its request yet; closing
     // now would fail it, so give it the header-read time to start one.

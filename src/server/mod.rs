@@ -11,15 +11,15 @@ use std::time::Duration;
 
 use prometheus_client::registry::Registry;
 use tokio::net::TcpListener;
-use tokio::sync::watch;
 use tokio::task::JoinHandle;
 use tokio_rustls::TlsAcceptor;
 use tracing::info;
 
 use crate::admission::Admission;
-use crate::cli::ServeArgs;
 use crate::metrics::Metrics;
+use crate::shutdown::CancellationToken;
 use crate::tls::{ServerTls, TlsError, TlsSource};
+use tokio_util::sync::DropGuard;
 
 /// Says whether the process may receive traffic; `Err` carries the reason it may not.
 pub type Readiness = Arc<dyn Fn() -> Result<(), String> + Send + Sync>;
@@ -45,19 +45,6 @@ pub struct ServerConfig {
     pub shutdown_timeout: Duration,
 }
 
-impl From<&ServeArgs> for ServerConfig {
-    fn from(args: &ServeArgs) -> ServerConfig {
-        ServerConfig {
-            addr: args.addr,
-            admin_addr: args.admin_addr,
-            max_body_bytes: args.max_body_bytes,
-            header_read_timeout: args.header_read_timeout,
-            request_timeout: args.request_timeout,
-            shutdown_timeout: args.shutdown_timeout,
-        }
-    }
-}
-
 #[derive(Debug, thiserror::Error)]
 pub enum ServerError {
     #[error("cannot bind {flag} {addr}: {source}")]
@@ -76,17 +63,18 @@ pub enum ServerError {
 pub struct RunningServer {
     webhook_addr: SocketAddr,
     admin_addr: SocketAddr,
-    stop: Arc<watch::Sender<bool>>,
+    stop: CancellationToken,
+    _stop_on_drop: DropGuard,
     supervisor: JoinHandle<Result<(), ServerError>>,
 }
 
 /// Triggers graceful shutdown from elsewhere (e.g. a signal handler).
 #[derive(Clone)]
-pub struct ShutdownHandle(Arc<watch::Sender<bool>>);
+pub struct ShutdownHandle(CancellationToken);
 
 impl ShutdownHandle {
     pub fn shutdown(&self) {
-        self.0.send_replace(true);
+        self.0.cancel();
     }
 }
 
@@ -104,7 +92,7 @@ impl RunningServer {
     /// finishes in-flight requests (bounded by `shutdown_timeout`), then the admin
     /// listener closes. Returns at once; [`RunningServer::wait`] awaits the end.
     pub fn shutdown(&self) {
-        self.stop.send_replace(true);
+        self.stop.cancel();
     }
 
     pub fn shutdown_handle(&self) -> ShutdownHandle {
@@ -113,8 +101,13 @@ impl RunningServer {
 
     /// Waits until both listeners have closed (only happens after shutdown).
     pub async fn wait(self) -> Result<(), ServerError> {
-        let _stop = self.stop;
-        self.supervisor.await.map_err(|err| ServerError::Task {
+        // The guard lives until the server has stopped: waiting does not stop it.
+        let RunningServer {
+            supervisor,
+            _stop_on_drop,
+            ..
+        } = self;
+        supervisor.await.map_err(|err| ServerError::Task {
             listener: "supervisor",
             message: err.to_string(),
         })?
@@ -134,14 +127,11 @@ pub async fn start(config: ServerConfig, tls: TlsSource, state: AppState) -> Res
     info!(listener = "webhook", addr = %webhook_addr, "listening (HTTPS, POST /mutate)");
     info!(listener = "admin", addr = %admin_addr, "listening (HTTP, /healthz /readyz /metrics)");
 
-    let (stop, stop_rx) = watch::channel(false);
+    let stop = CancellationToken::new();
     // The admin listener outlives the webhook's drain so /readyz can say 503 meanwhile.
-    let (admin_stop, admin_stop_rx) = watch::channel(false);
+    let admin_stop = CancellationToken::new();
 
-    let reloader = tls.spawn_reloader(state.metrics.clone(), {
-        let mut stop = stop_rx.clone();
-        async move { listener::stopped(&mut stop).await }
-    });
+    let reloader = tls.spawn_reloader(state.metrics.clone(), stop.clone().cancelled_owned());
 
     let webhook_router = webhook::router(Arc::new(webhook::WebhookState {
         admission: state.admission.clone(),
@@ -152,7 +142,7 @@ pub async fn start(config: ServerConfig, tls: TlsSource, state: AppState) -> Res
     let admin_router = admin::router(Arc::new(admin::AdminState {
         registry: state.registry.clone(),
         readiness: state.readiness.clone(),
-        stopping: stop_rx.clone(),
+        stopping: stop.clone(),
     }));
     let webhook = tokio::spawn(listener::run(
         webhook_listener,
@@ -163,7 +153,7 @@ pub async fn start(config: ServerConfig, tls: TlsSource, state: AppState) -> Res
             header_read_timeout: config.header_read_timeout,
             drain_timeout: config.shutdown_timeout,
         },
-        stop_rx,
+        stop.clone(),
     ));
     let admin = tokio::spawn(listener::run(
         admin_listener,
@@ -175,11 +165,11 @@ pub async fn start(config: ServerConfig, tls: TlsSource, state: AppState) -> Res
             // Admin requests are instant; this only bounds a stuck scrape.
             drain_timeout: config.shutdown_timeout.min(Duration::from_secs(5)),
         },
-        admin_stop_rx,
+        admin_stop.clone(),
     ));
     let supervisor = tokio::spawn(async move {
         let webhook_result = webhook.await;
-        admin_stop.send_replace(true);
+        admin_stop.cancel();
         let admin_result = admin.await;
         if let Some(reloader) = reloader {
             // It stops on the same signal; a failure there must not fail shutdown.
@@ -199,7 +189,8 @@ pub async fn start(config: ServerConfig, tls: TlsSource, state: AppState) -> Res
     Ok(RunningServer {
         webhook_addr,
         admin_addr,
-        stop: Arc::new(stop),
+        _stop_on_drop: stop.clone().drop_guard(),
+        stop,
         supervisor,
     })
 }
