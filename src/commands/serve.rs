@@ -245,6 +245,18 @@ fn controller_starter(
     }
 }
 
+/// The listeners' settings from the `serve` flags of the same names.
+fn server_config(args: &ServeArgs) -> ServerConfig {
+    ServerConfig {
+        addr: args.addr,
+        admin_addr: args.admin_addr,
+        max_body_bytes: args.max_body_bytes,
+        header_read_timeout: args.header_read_timeout,
+        request_timeout: args.request_timeout,
+        shutdown_timeout: args.shutdown_timeout,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use clap::Parser as _;
@@ -293,17 +305,5 @@ mod tests {
             err.contains("--cert-renew-before-days") && err.contains("found 400"),
             "{err}"
         );
-    }
-}
-
-/// The listeners' settings from the `serve` flags of the same names.
-fn server_config(args: &ServeArgs) -> ServerConfig {
-    ServerConfig {
-        addr: args.addr,
-        admin_addr: args.admin_addr,
-        max_body_bytes: args.max_body_bytes,
-        header_read_timeout: args.header_read_timeout,
-        request_timeout: args.request_timeout,
-        shutdown_timeout: args.shutdown_timeout,
     }
 }
