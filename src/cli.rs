@@ -59,6 +59,12 @@ pub struct ServeArgs {
     /// Plain-HTTP admin listener: /healthz, /readyz, /metrics.
     #[arg(long, default_value = "0.0.0.0:9090")]
     pub admin_addr: SocketAddr,
+    /// Open the webhook listener with SO_REUSEPORT, so that several processes can listen on
+    /// one --addr and the kernel spreads new connections over them: a new version starts
+    /// beside the old one before the old one is stopped (hot restart on a VM), or two
+    /// replicas share one address. Every process on the address must set it.
+    #[arg(long)]
+    pub reuse_port: bool,
     /// PEM certificate chain; reloaded when the file changes.
     #[arg(long, value_name = "PATH", requires = "tls_key")]
     pub tls_cert: Option<PathBuf>,

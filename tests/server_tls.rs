@@ -7,6 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use common::*;
+use envoy_injector::server::{self, ServerConfig, ServerError};
 use reqwest::StatusCode;
 use serde_json::Value;
 use tokio::io::AsyncReadExt;
@@ -501,4 +502,65 @@ async fn large_reviews_up_to_the_limit_are_accepted() {
         assert_eq!(response.status(), StatusCode::OK, "{protocol:?}");
         check_review("dry-run.json", &body, &response.bytes().await.unwrap());
     }
+}
+
+/// Admission requests a server has answered, from its own `/metrics` text.
+fn answered(server: &TestServer) -> u64 {
+    server
+        .metrics_text()
+        .lines()
+        .filter(|line| line.starts_with("envoy_injector_admission_requests_total{"))
+        .filter_map(|line| line.rsplit(' ').next()?.parse::<u64>().ok())
+        .sum()
+}
+
+/// `--reuse-port`: a second server binds the address the first one holds, the kernel
+/// spreads new connections over both, and the second keeps answering once the first has
+/// stopped (the hot restart `serve --reuse-port` is for). Without the flag the second bind
+/// fails, so the flag is what makes it work.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reuse_port_lets_two_servers_answer_on_one_address() {
+    let certs = service_certs();
+    let shared = ServerConfig {
+        reuse_port: true,
+        ..test_config()
+    };
+    let first = start(shared.clone(), pem_source(&certs)).await;
+    let addr = first.server.webhook_addr();
+
+    let without_flag = ServerConfig { addr, ..test_config() };
+    match server::start(without_flag, pem_source(&certs), app_state(None)).await {
+        Ok(_) => panic!("expected binding {addr} without --reuse-port to fail while a server holds it"),
+        Err(err) => assert!(
+            matches!(&err, ServerError::Bind { source, .. }
+                if source.kind() == std::io::ErrorKind::AddrInUse),
+            "expected AddrInUse for --addr {addr}, found: {err}"
+        ),
+    }
+
+    let second = start(ServerConfig { addr, ..shared }, pem_source(&certs)).await;
+    assert_eq!(second.server.webhook_addr(), addr);
+    // A client per request: each request is a new connection, which the kernel hands to
+    // one of the two listeners by a hash of its address pair.
+    const REQUESTS: u64 = 64;
+    for _ in 0..REQUESTS {
+        let fresh = client(addr, &[&certs.ca_cert_pem], Protocol::Alpn);
+        let response = post_review(&fresh, addr, fixture("dry-run.json")).await;
+        assert_eq!(response.status(), StatusCode::OK);
+    }
+    let (by_first, by_second) = (answered(&first), answered(&second));
+    assert_eq!(by_first + by_second, REQUESTS, "every request answered once");
+    assert!(
+        by_first > 0 && by_second > 0,
+        "expected both servers to answer some of {REQUESTS} new connections, found {by_first} and {by_second}"
+    );
+
+    first.server.shutdown();
+    first.server.wait().await.expect("the first server stops cleanly");
+    for _ in 0..8 {
+        let fresh = client(addr, &[&certs.ca_cert_pem], Protocol::Alpn);
+        let response = post_review(&fresh, addr, fixture("dry-run.json")).await;
+        assert_eq!(response.status(), StatusCode::OK, "the second server answers alone");
+    }
+    assert_eq!(answered(&second), by_second + 8);
 }

@@ -250,6 +250,7 @@ fn server_config(args: &ServeArgs) -> ServerConfig {
     ServerConfig {
         addr: args.addr,
         admin_addr: args.admin_addr,
+        reuse_port: args.reuse_port,
         max_body_bytes: args.max_body_bytes,
         header_read_timeout: args.header_read_timeout,
         request_timeout: args.request_timeout,

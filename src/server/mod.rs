@@ -39,6 +39,9 @@ pub struct AppState {
 pub struct ServerConfig {
     pub addr: SocketAddr,
     pub admin_addr: SocketAddr,
+    /// SO_REUSEPORT on the webhook listener (`--reuse-port`); the admin listener never:
+    /// each process must have its own, or a probe would ask a random one.
+    pub reuse_port: bool,
     pub max_body_bytes: usize,
     pub header_read_timeout: Duration,
     pub request_timeout: Duration,
@@ -120,7 +123,11 @@ pub async fn start(config: ServerConfig, tls: TlsSource, state: AppState) -> Res
     info!(fingerprint = %tls.fingerprint(), "serving certificate loaded (SHA-256)");
     let acceptor = TlsAcceptor::from(tls.config());
 
-    let webhook_listener = bind("--addr", config.addr).await?;
+    let webhook_listener = if config.reuse_port {
+        bind_reuse_port("--addr", config.addr)?
+    } else {
+        bind("--addr", config.addr).await?
+    };
     let admin_listener = bind("--admin-addr", config.admin_addr).await?;
     let webhook_addr = local_addr("--addr", &webhook_listener, config.addr)?;
     let admin_addr = local_addr("--admin-addr", &admin_listener, config.admin_addr)?;
@@ -199,6 +206,35 @@ async fn bind(flag: &'static str, addr: SocketAddr) -> Result<TcpListener, Serve
     TcpListener::bind(addr)
         .await
         .map_err(|source| ServerError::Bind { flag, addr, source })
+}
+
+/// Like [`bind`] (SO_REUSEADDR, backlog 1024), plus SO_REUSEPORT.
+#[cfg(unix)]
+fn bind_reuse_port(flag: &'static str, addr: SocketAddr) -> Result<TcpListener, ServerError> {
+    let bind = || {
+        let socket = if addr.is_ipv4() {
+            tokio::net::TcpSocket::new_v4()?
+        } else {
+            tokio::net::TcpSocket::new_v6()?
+        };
+        socket.set_reuseaddr(true)?;
+        socket.set_reuseport(true)?;
+        socket.bind(addr)?;
+        socket.listen(1024)
+    };
+    bind().map_err(|source| ServerError::Bind { flag, addr, source })
+}
+
+#[cfg(not(unix))]
+fn bind_reuse_port(flag: &'static str, addr: SocketAddr) -> Result<TcpListener, ServerError> {
+    Err(ServerError::Bind {
+        flag,
+        addr,
+        source: std::io::Error::new(
+            std::io::ErrorKind::Unsupported,
+            "--reuse-port needs SO_REUSEPORT (Unix)",
+        ),
+    })
 }
 
 fn local_addr(flag: &'static str, listener: &TcpListener, addr: SocketAddr) -> Result<SocketAddr, ServerError> {

@@ -95,6 +95,7 @@ pub fn test_config() -> ServerConfig {
     ServerConfig {
         addr: "127.0.0.1:0".parse().unwrap(),
         admin_addr: "127.0.0.1:0".parse().unwrap(),
+        reuse_port: false,
         max_body_bytes: 1024 * 1024,
         header_read_timeout: Duration::from_secs(10),
         request_timeout: Duration::from_secs(20),

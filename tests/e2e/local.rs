@@ -1,76 +1,48 @@
-//! Cluster end-to-end suite: the real `envoy-injector serve` binary against whatever cluster
-//! `KUBECONFIG` names, checked through the Kubernetes API alone (Pods need not run).
+//! Tier `local`: `serve` on this machine behind a `url:` webhook registered for the test
+//! namespace only (`--network-backend none`, no leader election), checked through the
+//! Kubernetes API: the Network controller (seed example, CEL refusals, overlap, finalizer),
+//! admission (opt-in, plain Pod untouched, network join and its denials, namespace label,
+//! opt-out, hot reload, an invalid template edit), and with `E2E_RUN_PODS=1` Pods that run.
 //!
-//! One `#[test]` drives ordered steps, so a skip is reported once:
-//!
-//! | env | effect |
-//! |---|---|
-//! | `KUBECONFIG` | unset or empty: the suite prints `SKIPPED e2e: ...` and passes |
-//! | `E2E_MODE` | `local` (default): this machine runs `serve` behind a `url:` webhook; `in-cluster`: the copy `make deploy` installed is checked (see below) |
-//! | `E2E_WEBHOOK_HOST` | local mode: host or IP where the API server reaches this machine; unset: the admission steps are skipped (loudly), the controller steps still run |
-//! | `E2E_RUN_PODS=1` | with nodes in the cluster: also check that injected Pods run with their sidecar (a Pod, a Deployment and its rollout) and, in-cluster with Multus, that a Pod joining a Network gets an interface in its CIDR |
-//! | `E2E_SIDECAR_IMAGE`, `E2E_APP_IMAGE` | images of the test sidecar and app container (default `registry.k8s.io/pause:3.10`, preloaded on kind nodes) |
-//! | `E2E_INJECTOR_NAMESPACE` | in-cluster: namespace of the deployed copy (default `envoy-injector`) |
-//!
-//! **In-cluster mode** (`make e2e`: image, kind load, `make deploy`, then this suite with
-//! `E2E_MODE=in-cluster`): nothing is started or registered here. The suite waits for the
-//! Deployment `envoy-injector` to be Available and for its MutatingWebhookConfiguration's
-//! `caBundle` to be filled in by the binary, replaces the deployed ConfigMap's `config`
-//! with a test template (small sidecar image) and puts the original back at the end, also
-//! when a step fails; then it runs the same steps in a fresh test namespace, through the
-//! API server, the Service and the shipped webhook configuration. The controller steps
+//! With `E2E_MODE=in-cluster` (`make e2e`) the same steps check the copy `make deploy`
+//! installed instead, through its Service and the shipped webhook configuration: nothing is
+//! started or registered; the Deployment must be Available and its webhook configuration's
+//! `caBundle` filled in by the binary; the deployed ConfigMap's `config` is replaced by a
+//! test template and put back at the end, also when a step fails. The controller steps
 //! expect what the deployed backend can do: with `--network-backend multus` and no
-//! NetworkAttachmentDefinition CRD, Networks must report `BackendUnavailable` and the
-//! steps that need a Ready Network are skipped loudly (`make e2e E2E_MULTUS=1` installs
-//! Multus on kind first). Two replicas follow the same watches a moment apart, so admission
-//! checks after a change must pass several times in a row.
+//! NetworkAttachmentDefinition CRD, Networks must report `BackendUnavailable` and the steps
+//! that need a Ready Network are skipped loudly (`make e2e E2E_MULTUS=1` installs Multus on
+//! kind first). Two replicas follow the same watches a moment apart, so admission checks
+//! after a change must pass several times in a row.
 //!
-//! `E2E_WEBHOOK_HOST` for kind on Linux is the gateway of the `kind` docker network, e.g.
-//! `172.18.0.1`: `docker network inspect kind -f '{{range .IPAM.Config}}{{.Gateway}} {{end}}'`
-//! (take the IPv4 one). For an API server on this machine it is `127.0.0.1`. The webhook
-//! listens on `0.0.0.0:<free port>`; a host firewall must let the API server in.
-//!
-//! Run against kind (`tests/e2e/kind.yaml`):
-//!
-//! ```text
-//! kind create cluster --config tests/e2e/kind.yaml
-//! kind get kubeconfig --name envoy-injector > /tmp/kind.kubeconfig
-//! KUBECONFIG=/tmp/kind.kubeconfig E2E_WEBHOOK_HOST=172.18.0.1 E2E_RUN_PODS=1 \
-//!   cargo test --test e2e -- --nocapture
-//! ```
-//!
-//! In local mode use a cluster where envoy-injector is not also deployed: a deployed
-//! controller would reconcile the test Networks too, and its webhook would inject the test
-//! Pods.
-//!
-//! The suite creates a namespace `ei-e2e-<random>` (and, in local mode, a
-//! MutatingWebhookConfiguration `envoy-injector-e2e-<random>` that only matches that
-//! namespace), and deletes them at the end, also when a step fails. Local mode installs
-//! (server-side apply) the Network CRD from `manifests/crd.yaml` and leaves it installed.
-
-#[path = "e2e/support.rs"]
-mod support;
+//! `E2E_WEBHOOK_HOST` is where the API server reaches this machine: 127.0.0.1 (the default
+//! when the API server is on loopback itself), or for kind on Linux the gateway of the
+//! `kind` docker network (`make e2e-local` looks it up). The webhook listens on that address
+//! when it is an IP, on all addresses otherwise.
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::admissionregistration::v1::MutatingWebhookConfiguration;
 use k8s_openapi::api::apps::v1::Deployment;
-use k8s_openapi::api::core::v1::{ConfigMap, Event, Namespace, Node, Pod, ServiceAccount};
+use k8s_openapi::api::core::v1::{ConfigMap, Event, Node, Pod};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams};
+use kube::core::ApiResource;
 use kube::{Client, ResourceExt};
 use serde_json::{Value, json};
-use support::*;
+
+use crate::support::*;
+
+pub const TIER: Tier = Tier {
+    name: "local",
+    run: |suite| Box::pin(run(suite)),
+};
 
 const CONFIGMAP: &str = "envoy-injector";
 const SEED_NETWORK: &str = "example-network";
 const SEED_CIDR: &str = "192.168.0.0/16";
 const SEED_GATEWAY: &str = "192.168.0.1";
-const FINALIZER: &str = "samplecrd.k8s.io/network-cleanup";
-const INJECT: &str = "sidecar.samplecrd.k8s.io/inject";
-const NETWORK: &str = "sidecar.samplecrd.k8s.io/network";
-const STATUS: &str = "sidecar.samplecrd.k8s.io/status";
 const MULTUS: &str = "k8s.v1.cni.cncf.io/networks";
 const SIDECAR_V1: &str = "e2e-sidecar";
 const SIDECAR_V2: &str = "e2e-sidecar-v2";
@@ -150,15 +122,6 @@ fn network_backend_arg(args: &[String]) -> String {
     "multus".to_string()
 }
 
-async fn list_events_about(events: &Api<Event>, kind: &str, name: &str) -> Result<Vec<Event>, String> {
-    let selector = format!("involvedObject.kind={kind},involvedObject.name={name}");
-    events
-        .list(&ListParams::default().fields(&selector))
-        .await
-        .map(|list| list.items)
-        .map_err(|e| api_error(&e))
-}
-
 /// What changes when an Event is recorded again: its object, count and times.
 fn event_fingerprint(event: &Event) -> String {
     format!(
@@ -172,25 +135,6 @@ fn event_fingerprint(event: &Event) -> String {
             .as_ref()
             .map(|s| (s.count, s.last_observed_time.as_ref().map(|t| t.0.to_string()))),
     )
-}
-
-#[test]
-fn cluster_end_to_end() {
-    let Some(settings) = Settings::from_env() else {
-        return;
-    };
-    // Declared before the runtime, so it is dropped after it, outside any runtime, on
-    // success and on panic alike.
-    let cleanup = Cleanup::default();
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .expect("tokio runtime");
-    let summary = runtime.block_on(scenario(&settings, &cleanup));
-    drop(runtime);
-    drop(cleanup);
-    shout(&summary);
 }
 
 /// Runs everywhere, no cluster needed: what the cluster steps send is well-formed for the
@@ -239,7 +183,7 @@ fn cluster_inputs_are_well_formed() {
     assert_eq!(host_port("fd00::1", 8443), "[fd00::1]:8443");
     let _ = admin_client();
 
-    assert_eq!(namespace_object("ei-e2e-x").metadata.name.as_deref(), Some("ei-e2e-x"));
+    assert_eq!(namespace_object("ei-e2e-x", &[]).metadata.name.as_deref(), Some("ei-e2e-x"));
     assert_eq!(
         service_account_object("default").metadata.name.as_deref(),
         Some("default")
@@ -401,49 +345,28 @@ fn in_cluster_inputs_are_well_formed() {
     assert_ne!(event_fingerprint(&event(1)), event_fingerprint(&event(2)));
 }
 
-/// A template as the `envoy-injector` ConfigMap holds it.
-fn template(sidecar: &str, image: &str) -> String {
-    format!(
-        "containers:\n- name: {sidecar}\n  image: {image}\n  imagePullPolicy: IfNotPresent\n  resources:\n    requests:\n      cpu: 5m\n      memory: 8Mi\n"
-    )
-}
-
 /// The rejected template: a misspelt container field.
 fn bad_template(image: &str) -> String {
     format!("containers:\n- name: {SIDECAR_BAD}\n  {BAD_FIELD}: {image}\n")
 }
 
-async fn scenario(settings: &Settings, cleanup: &Cleanup) -> String {
-    let client = Client::try_default()
-        .await
-        .unwrap_or_else(|e| panic!("KUBECONFIG is set but no Kubernetes client can be built from it: {e}"));
-    let version = client.apiserver_version().await.unwrap_or_else(|e| {
-        panic!(
-            "expected the API server named by KUBECONFIG to answer, found: {}",
-            api_error(&e)
-        )
-    });
-    step!(
-        "cluster {} (Kubernetes {}.{}), mode {:?}",
-        version.git_version,
-        version.major,
-        version.minor,
-        settings.mode
-    );
+async fn run(suite: &Suite) -> TierResult {
+    let settings = &suite.settings;
     if settings.mode == Mode::Local {
-        warn_if_deployed(&client).await;
+        warn_if_deployed(&suite.client).await;
     }
-
-    let ns = format!("ei-e2e-{}", unique_suffix());
-    let mut ctx = Ctx::new(client, &ns, settings, cleanup);
-    ctx.create_namespace().await;
+    // Declared first, so it is dropped last: after the process has stopped.
+    let scope = Scope::new(settings.mode);
+    let space = TestNs::create(&suite.client, &scope, "local", &[]).await;
+    let ns = space.name.clone();
+    let mut ctx = Ctx::new(suite, space, &scope);
     let webhook = match settings.mode {
         Mode::Local => {
             ctx.install_crd().await;
             ctx.create_configmap(&template(SIDECAR_V1, &settings.sidecar_image))
                 .await;
-            let san = settings.webhook_host.as_deref().unwrap_or("127.0.0.1");
-            Some(ctx.start_server(san).await)
+            let host = settings.webhook_host.as_deref().unwrap_or("127.0.0.1");
+            Some(ctx.start_server(host).await)
         }
         Mode::InCluster => {
             ctx.deployed_copy_is_ready().await;
@@ -471,7 +394,7 @@ async fn scenario(settings: &Settings, cleanup: &Cleanup) -> String {
             shout(&format!(
                 "SKIPPED e2e admission steps: E2E_WEBHOOK_HOST is not set, so the API server cannot reach the \
                  webhook. Set it to this machine's address as seen from the API server (kind on Linux: the \
-                 `kind` docker network gateway, e.g. 172.18.0.1; a local API server: 127.0.0.1). \
+                 `kind` docker network gateway; a local API server: 127.0.0.1, the default then). \
                  Controller steps still run in namespace {ns}."
             ));
             false
@@ -500,7 +423,8 @@ async fn scenario(settings: &Settings, cleanup: &Cleanup) -> String {
         }
     }
     ctx.networks_deleted_through_finalizer(joined).await;
-    format!("e2e: PASSED cluster checks ({}) in namespace {ns}", done.join(", "))
+    drop(ctx);
+    Ok(done.join(", "))
 }
 
 /// Loud warning when the product is also deployed in the cluster (see the module docs).
@@ -527,26 +451,23 @@ enum Backend {
 struct Webhook {
     port: u16,
     ca_pem: Vec<u8>,
-    admin: std::net::SocketAddr,
 }
 
 struct Ctx<'a> {
+    suite: &'a Suite,
     client: Client,
     /// The test namespace: Pods, Networks, the local mode's ConfigMap.
+    space: TestNs,
     ns: String,
     /// Where the `envoy-injector` ConfigMap is: `ns` (local) or the deployed copy's namespace.
     config_ns: String,
     settings: &'a Settings,
-    cleanup: &'a Cleanup,
-    pods: Api<Pod>,
-    networks: Api<DynamicObject>,
+    scope: &'a Scope,
     configmaps: Api<ConfigMap>,
-    /// Events in the test namespace (about Networks).
-    events: Api<Event>,
     /// Events in `config_ns` (about the ConfigMap).
     config_events: Api<Event>,
-    http: reqwest::Client,
-    admin_url: std::sync::OnceLock<String>,
+    /// Local mode: the `serve` process. Dropped (stopped) with the context, before the scope.
+    server: Option<Injector>,
     /// What a valid Network turns into (in-cluster: read from the Deployment and the cluster).
     backend: Backend,
     /// How many dry runs in a row must pass after a change: with several replicas the API
@@ -555,24 +476,24 @@ struct Ctx<'a> {
 }
 
 impl<'a> Ctx<'a> {
-    fn new(client: Client, ns: &str, settings: &'a Settings, cleanup: &'a Cleanup) -> Ctx<'a> {
+    fn new(suite: &'a Suite, space: TestNs, scope: &'a Scope) -> Ctx<'a> {
+        let settings = &suite.settings;
         let config_ns = match settings.mode {
-            Mode::Local => ns.to_string(),
+            Mode::Local => space.name.clone(),
             Mode::InCluster => settings.injector_namespace.clone(),
         };
+        let client = suite.client.clone();
         Ctx {
-            pods: Api::namespaced(client.clone(), ns),
-            networks: Api::namespaced_with(client.clone(), ns, &network_resource()),
             configmaps: Api::namespaced(client.clone(), &config_ns),
-            events: Api::namespaced(client.clone(), ns),
             config_events: Api::namespaced(client.clone(), &config_ns),
             client,
-            ns: ns.to_string(),
+            ns: space.name.clone(),
+            space,
             config_ns,
+            suite,
             settings,
-            cleanup,
-            http: admin_client(),
-            admin_url: std::sync::OnceLock::new(),
+            scope,
+            server: None,
             // Local mode runs `serve --network-backend none`.
             backend: Backend::Ready { multus: false },
             in_a_row: match settings.mode {
@@ -582,63 +503,12 @@ impl<'a> Ctx<'a> {
         }
     }
 
-    /// Polls `probe` every 250 ms until it returns `Ok`, for at most `patience`; panics with
-    /// what was awaited and the last thing found. Also fails at once when `serve` died.
-    async fn eventually<T>(
-        &self,
-        what: &str,
-        patience: Duration,
-        mut probe: impl AsyncFnMut() -> Result<T, String>,
-    ) -> T {
-        let start = Instant::now();
-        loop {
-            if let Err(dead) = self.cleanup.check_server() {
-                panic!("while waiting for {what}: {dead}");
-            }
-            let found = match probe().await {
-                Ok(value) => return value,
-                Err(found) => found,
-            };
-            if start.elapsed() >= patience {
-                panic!("expected {what} within {patience:?}; last found: {found}");
-            }
-            tokio::time::sleep(POLL).await;
-        }
+    /// [`wait_for`]: bounded, and failing at once when `serve` died.
+    async fn eventually<T>(&self, what: &str, patience: Duration, probe: impl AsyncFnMut() -> Result<T, String>) -> T {
+        wait_for(what, patience, probe).await
     }
 
     // ---- set-up -------------------------------------------------------------------------
-
-    async fn create_namespace(&self) {
-        let namespaces: Api<Namespace> = Api::all(self.client.clone());
-        let namespace = namespace_object(&self.ns);
-        namespaces
-            .create(&PostParams::default(), &namespace)
-            .await
-            .unwrap_or_else(|e| panic!("expected to create namespace {}, found: {}", self.ns, api_error(&e)));
-        self.cleanup.namespace(&self.ns);
-        step!("namespace {} created", self.ns);
-
-        // Pod admission needs the `default` ServiceAccount. kube-controller-manager creates it;
-        // a bare API server has none, so make it after a short wait.
-        let accounts: Api<ServiceAccount> = Api::namespaced(self.client.clone(), &self.ns);
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while Instant::now() < deadline {
-            if let Ok(Some(_)) = accounts.get_opt("default").await {
-                return;
-            }
-            tokio::time::sleep(POLL).await;
-        }
-        let account = service_account_object("default");
-        match accounts.create(&PostParams::default(), &account).await {
-            Ok(_) => step!("created ServiceAccount default (no controller-manager made one)"),
-            Err(kube::Error::Api(s)) if s.is_already_exists() => {}
-            Err(e) => panic!(
-                "expected ServiceAccount {}/default to exist or be creatable, found: {}",
-                self.ns,
-                api_error(&e)
-            ),
-        }
-    }
 
     /// Step: the CRD from `manifests/crd.yaml` applies (server-side) and becomes Established.
     async fn install_crd(&self) {
@@ -656,29 +526,11 @@ impl<'a> Ctx<'a> {
 
     /// Step: the CRD is Established and the Network resource is served.
     async fn crd_established(&self, name: &str) {
-        let crds: Api<CustomResourceDefinition> = Api::all(self.client.clone());
-        self.eventually(&format!("CRD {name} to be Established"), PATIENCE, async || {
-            let crd = crds.get(name).await.map_err(|e| api_error(&e))?;
-            let conditions = crd.status.and_then(|s| s.conditions).unwrap_or_default();
-            let established = conditions
-                .iter()
-                .any(|c| c.type_ == "Established" && c.status == "True");
-            if established {
-                Ok(())
-            } else {
-                Err(format!(
-                    "conditions {:?}",
-                    conditions
-                        .iter()
-                        .map(|c| format!("{}={} ({})", c.type_, c.status, c.message.as_deref().unwrap_or("")))
-                        .collect::<Vec<_>>()
-                ))
-            }
-        })
-        .await;
+        self.suite.crd_established(name).await;
         // Established means served; discovery may lag a moment behind it.
         self.eventually("the Network resource to be served", PATIENCE, async || {
-            self.networks
+            self.space
+                .networks
                 .list(&ListParams::default().limit(1))
                 .await
                 .map(drop)
@@ -704,44 +556,69 @@ impl<'a> Ctx<'a> {
             .unwrap_or_else(|e| panic!("expected to update ConfigMap {CONFIGMAP}, found: {}", api_error(&e)));
     }
 
-    /// Step: `serve` starts in cluster mode and turns ready (caches synced, template loaded).
-    async fn start_server(&self, san: &str) -> Webhook {
-        let server = Server::start(&self.ns, san);
-        let webhook = Webhook {
-            port: server.webhook_port,
-            ca_pem: server.ca_pem.clone(),
-            admin: server.admin,
+    /// Step: `envoy-injector certs` for `host`, then `serve` in cluster mode on `host` (all
+    /// addresses when it is a name, or not one of this machine's) at a free port; it turns
+    /// ready (caches synced, template loaded).
+    async fn start_server(&mut self, host: &str) -> Webhook {
+        let bin = env!("CARGO_BIN_EXE_envoy-injector");
+        let dir = temp_dir("envoy-injector-e2e");
+        let certs = dir.path().join("certs");
+        let output = std::process::Command::new(bin)
+            .args(["certs", "--service", "envoy-injector", "--namespace", &self.ns, "--out-dir"])
+            .arg(&certs)
+            .args(["--san", host])
+            .output()
+            .expect("run envoy-injector certs");
+        assert!(
+            output.status.success(),
+            "expected `envoy-injector certs --san {host}` to succeed, found {}: {}",
+            output.status,
+            String::from_utf8_lossy(&output.stderr)
+        );
+        let ca_pem = std::fs::read(certs.join("ca.crt")).expect("certs wrote ca.crt");
+        let listen = match std::net::TcpListener::bind((host, 0)) {
+            Ok(_) => host,
+            Err(_) => "0.0.0.0",
         };
-        self.cleanup.server(server);
-        let _ = self.admin_url.set(format!("http://{}", webhook.admin));
-        self.expect_ready("envoy-injector serve to answer 200 on /readyz", Duration::from_secs(90))
-            .await;
-        step!("serve is ready (admin {})", webhook.admin);
-        webhook
+        let port = free_port(listen);
+        let admin = std::net::SocketAddr::from(([127, 0, 0, 1], free_port("127.0.0.1")));
+        let mut args: Vec<std::ffi::OsString> = [
+            "serve",
+            "--namespace",
+            &self.ns,
+            "--network-backend",
+            "none",
+            "--leader-elect",
+            "false",
+            "--log-format",
+            "json",
+            "--addr",
+            &host_port(listen, port),
+            "--admin-addr",
+            &admin.to_string(),
+        ]
+        .iter()
+        .map(Into::into)
+        .collect();
+        args.extend([
+            "--tls-cert".into(),
+            certs.join("tls.crt").into(),
+            "--tls-key".into(),
+            certs.join("tls.key").into(),
+        ]);
+        let server = Injector::spawn("serve", args, Vec::new(), admin, dir);
+        server.wait_ready().await;
+        self.server = Some(server);
+        Webhook { port, ca_pem }
     }
 
     /// Local: `/readyz` of the `serve` child. In-cluster: every replica of the Deployment
     /// Ready (their readiness probe is `/readyz`).
     async fn readyz(&self) -> Result<(), String> {
-        if self.settings.mode == Mode::InCluster {
-            return self.deployment_ready().await.map(drop);
+        match &self.server {
+            Some(server) => server.readyz().await,
+            None => self.deployment_ready().await.map(drop),
         }
-        let url = format!("{}/readyz", self.admin_url.get().expect("server started"));
-        match self.http.get(&url).send().await {
-            Ok(response) if response.status().is_success() => Ok(()),
-            Ok(response) => {
-                let status = response.status();
-                Err(format!(
-                    "{url}: HTTP {status}: {}",
-                    response.text().await.unwrap_or_default()
-                ))
-            }
-            Err(e) => Err(format!("{url}: {e}")),
-        }
-    }
-
-    async fn expect_ready(&self, what: &str, patience: Duration) {
-        self.eventually(what, patience, async || self.readyz().await).await;
     }
 
     // ---- in-cluster set-up --------------------------------------------------------------
@@ -877,7 +754,7 @@ impl<'a> Ctx<'a> {
                 panic!("expected ConfigMap {ns}/{CONFIGMAP} of the deployed copy: run `make deploy` first")
             });
         let original = current.data.unwrap_or_default().get("config").cloned();
-        self.cleanup.restore_template(ns, CONFIGMAP, original);
+        self.scope.restore_template(ns, CONFIGMAP, original);
         self.set_template(config).await;
         step!("ConfigMap {ns}/{CONFIGMAP}: `config` replaced by the test template (restored at the end)");
     }
@@ -902,15 +779,11 @@ impl<'a> Ctx<'a> {
     // ---- controller ---------------------------------------------------------------------
 
     async fn network(&self, name: &str) -> Result<DynamicObject, String> {
-        match self.networks.get_opt(name).await {
-            Ok(Some(obj)) => Ok(obj),
-            Ok(None) => Err(format!("Network {name} does not exist")),
-            Err(e) => Err(api_error(&e)),
-        }
+        self.space.network(name).await
     }
 
     async fn events_about(&self, kind: &str, name: &str) -> Result<Vec<Event>, String> {
-        list_events_about(&self.events, kind, name).await
+        self.space.events_about(kind, name).await
     }
 
     /// Events about the `envoy-injector` ConfigMap (in `config_ns`).
@@ -941,7 +814,7 @@ impl<'a> Ctx<'a> {
             json!({ "cidr": SEED_CIDR, "gateway": SEED_GATEWAY }),
             "the seed example's spec"
         );
-        self.networks
+        self.space.networks
             .patch(SEED_NETWORK, &PatchParams::apply(FIELD_MANAGER), &Patch::Apply(&seed))
             .await
             .unwrap_or_else(|e| {
@@ -1019,6 +892,7 @@ impl<'a> Ctx<'a> {
         ];
         for (name, cidr, gateway, field) in cases {
             match self
+                .space
                 .networks
                 .create(&PostParams::default(), &network(name, cidr, gateway))
                 .await
@@ -1045,7 +919,7 @@ impl<'a> Ctx<'a> {
     /// Step: two overlapping Networks in one namespace: the later reports Ready=False Overlaps.
     async fn overlap_is_reported(&self) {
         for (name, cidr, gateway) in [OVERLAP_A, OVERLAP_B] {
-            self.networks
+            self.space.networks
                 .create(&PostParams::default(), &network(name, cidr, gateway))
                 .await
                 .unwrap_or_else(|e| panic!("expected to create Network {name}, found: {}", api_error(&e)));
@@ -1088,21 +962,13 @@ impl<'a> Ctx<'a> {
     /// Step: when every Network is deleted, each one disappears: the controller removed its
     /// finalizer. Member Pods go first, and the count drops back to 0.
     async fn networks_deleted_through_finalizer(&self, joined: bool) {
-        self.pods
+        self.space.pods
             .delete_collection(&DeleteParams::default().grace_period(0), &ListParams::default())
             .await
             .unwrap_or_else(|e| panic!("expected to delete the test Pods, found: {}", api_error(&e)));
         if joined {
-            let what = format!("status.attachedPods of Network {SEED_NETWORK} back to 0 after its Pod was deleted");
-            self.eventually(&what, PATIENCE, async || {
-                let obj = self.network(SEED_NETWORK).await?;
-                if obj.data["status"]["attachedPods"] == json!(0) {
-                    Ok(())
-                } else {
-                    Err(network_summary(&obj))
-                }
-            })
-            .await;
+            // Back to 0 once its Pod is deleted.
+            self.space.attached_pods(SEED_NETWORK, 0).await;
         }
         let names = [SEED_NETWORK, OVERLAP_A.0, OVERLAP_B.0];
         for name in names {
@@ -1115,7 +981,7 @@ impl<'a> Ctx<'a> {
                 "expected finalizer {FINALIZER} on Network {name} before deletion, found: {}",
                 network_summary(&obj)
             );
-            self.networks
+            self.space.networks
                 .delete(name, &DeleteParams::default())
                 .await
                 .unwrap_or_else(|e| panic!("expected to delete Network {name}, found: {}", api_error(&e)));
@@ -1126,7 +992,7 @@ impl<'a> Ctx<'a> {
             async || {
                 let mut left = Vec::new();
                 for name in names {
-                    match self.networks.get_opt(name).await {
+                    match self.space.networks.get_opt(name).await {
                         Ok(None) => {}
                         Ok(Some(obj)) => left.push(network_summary(&obj)),
                         Err(e) => left.push(format!("{name}: {}", api_error(&e))),
@@ -1157,7 +1023,8 @@ impl<'a> Ctx<'a> {
                     api_error(&e)
                 )
             });
-        self.cleanup.webhook_config(&name);
+        self.scope
+            .delete_later(ApiResource::erase::<MutatingWebhookConfiguration>(&()), None, &name);
         step!("registered MutatingWebhookConfiguration {name} -> {url}");
 
         let probe = pod("e2e-probe", &[(INJECT, "true")], &self.settings.app_image);
@@ -1166,7 +1033,7 @@ impl<'a> Ctx<'a> {
              E2E_WEBHOOK_HOST={host} is not reachable from the API server: check the address and the host firewall)"
         );
         self.eventually(&what, Duration::from_secs(60), async || {
-            let admitted = self.create_pod(&probe, true).await.map_err(|e| api_error(&e))?;
+            let admitted = self.space.create_pod(&probe, true).await.map_err(|e| api_error(&e))?;
             if container(&admitted, SIDECAR_V1).is_some() {
                 Ok(())
             } else {
@@ -1176,32 +1043,12 @@ impl<'a> Ctx<'a> {
         .await;
     }
 
-    async fn create_pod(&self, pod: &Pod, dry_run: bool) -> Result<Pod, kube::Error> {
-        let params = PostParams {
-            dry_run,
-            field_manager: Some(FIELD_MANAGER.to_string()),
-        };
-        self.pods.create(&params, pod).await
-    }
-
-    /// Creates `pod` for real and reads it back: what the API server stored.
-    async fn create_stored(&self, pod: &Pod) -> Pod {
-        let name = pod.metadata.name.clone().unwrap_or_default();
-        self.create_pod(pod, false)
-            .await
-            .unwrap_or_else(|e| panic!("expected Pod {name} to be admitted, found: {}", api_error(&e)));
-        self.pods
-            .get(&name)
-            .await
-            .unwrap_or_else(|e| panic!("expected to read Pod {name} back, found: {}", api_error(&e)))
-    }
-
     /// Dry-run creates of `pod` until `check` passes `self.in_a_row` times in a row (caches
     /// and reloads are eventually consistent, on every replica), bounded.
     async fn eventually_admitted(&self, what: &str, pod: &Pod, check: impl Fn(&Pod) -> Result<(), String>) {
         let streak = std::cell::Cell::new(0usize);
         self.eventually(what, PATIENCE, async || {
-            let outcome = match self.create_pod(pod, true).await {
+            let outcome = match self.space.create_pod(pod, true).await {
                 Ok(admitted) => check(&admitted).map_err(|e| format!("{e}; {}", describe_pod(&admitted))),
                 Err(e) => Err(format!("create refused: {}", api_error(&e))),
             };
@@ -1226,9 +1073,9 @@ impl<'a> Ctx<'a> {
     /// A create the webhook must deny with a message naming `needle`.
     async fn expect_denied(&self, pod: &Pod, needle: &str) -> String {
         let name = pod.metadata.name.clone().unwrap_or_default();
-        match self.create_pod(pod, false).await {
+        match self.space.create_pod(pod, false).await {
             Ok(admitted) => {
-                let _ = self.pods.delete(&name, &DeleteParams::default().grace_period(0)).await;
+                let _ = self.space.pods.delete(&name, &DeleteParams::default().grace_period(0)).await;
                 panic!(
                     "expected Pod {name} to be denied with a message naming `{needle}`, but it was admitted: {}",
                     describe_pod(&admitted)
@@ -1256,6 +1103,7 @@ impl<'a> Ctx<'a> {
     async fn opted_in_and_plain_pods(&self) {
         let image = &self.settings.app_image;
         let stored = self
+            .space
             .create_stored(&pod("e2e-opted-in", &[(INJECT, "true")], image))
             .await;
         let sidecar = container(&stored, SIDECAR_V1).unwrap_or_else(|| {
@@ -1294,7 +1142,7 @@ impl<'a> Ctx<'a> {
         );
         step!("opted-in Pod stored with {SIDECAR_V1} and {STATUS}: {status}");
 
-        let stored = self.create_stored(&pod("e2e-plain", &[], image)).await;
+        let stored = self.space.create_stored(&pod("e2e-plain", &[], image)).await;
         let spec = stored.spec.as_ref().expect("a stored Pod has a spec");
         let untouched = spec.containers.iter().map(|c| c.name.as_str()).eq(["app"])
             && spec.init_containers.as_ref().is_none_or(Vec::is_empty)
@@ -1370,7 +1218,7 @@ impl<'a> Ctx<'a> {
             joined,
         )
         .await;
-        let stored = self.create_stored(&joining).await;
+        let stored = self.space.create_stored(&joining).await;
         if let Err(e) = joined(&stored) {
             panic!("stored Pod e2e-join: {e}; {}", describe_pod(&stored));
         }
@@ -1378,16 +1226,7 @@ impl<'a> Ctx<'a> {
             "Pod joined {SEED_NETWORK}: {MULTUS}={:?}",
             annotation(&stored, MULTUS).unwrap_or_default()
         );
-        let what = format!("status.attachedPods of Network {SEED_NETWORK} to be 1");
-        self.eventually(&what, PATIENCE, async || {
-            let obj = self.network(SEED_NETWORK).await?;
-            if obj.data["status"]["attachedPods"] == json!(1) {
-                Ok(())
-            } else {
-                Err(network_summary(&obj))
-            }
-        })
-        .await;
+        self.space.attached_pods(SEED_NETWORK, 1).await;
     }
 
     async fn denials_by_network_name(&self) {
@@ -1406,17 +1245,9 @@ impl<'a> Ctx<'a> {
 
     /// Step: the namespace label opts every Pod in; `inject: "false"` still opts out.
     async fn namespace_label_opt_in(&self) {
-        let namespaces: Api<Namespace> = Api::all(self.client.clone());
-        let set_label = async |value: Value| {
-            let patch = json!({ "metadata": { "labels": { INJECT: value } } });
-            namespaces
-                .patch(&self.ns, &PatchParams::default(), &Patch::Merge(&patch))
-                .await
-                .unwrap_or_else(|e| panic!("expected to label namespace {}, found: {}", self.ns, api_error(&e)));
-        };
         let image = &self.settings.app_image;
         let bare = pod("e2e-ns-label", &[], image);
-        set_label(json!("enabled")).await;
+        self.space.set_label(NAMESPACE_OPT_IN.0, json!(NAMESPACE_OPT_IN.1)).await;
         let what = format!("a Pod without annotations to be injected once the namespace has {INJECT}=enabled");
         self.eventually_admitted(&what, &bare, |p| {
             container(p, SIDECAR_V1)
@@ -1425,6 +1256,7 @@ impl<'a> Ctx<'a> {
         })
         .await;
         let opted_out = self
+            .space
             .create_pod(&pod("e2e-opt-out", &[(INJECT, "false")], image), true)
             .await
             .unwrap_or_else(|e| panic!("expected an opted-out Pod to be admitted, found: {}", api_error(&e)));
@@ -1433,7 +1265,7 @@ impl<'a> Ctx<'a> {
             "expected `{INJECT}: \"false\"` to win over the namespace label, found: {}",
             describe_pod(&opted_out)
         );
-        set_label(Value::Null).await;
+        self.space.set_label(NAMESPACE_OPT_IN.0, Value::Null).await;
         let what = "a Pod without annotations to be left alone once the namespace label is removed";
         self.eventually_admitted(what, &bare, |p| match container(p, SIDECAR_V1) {
             None => Ok(()),
@@ -1458,7 +1290,7 @@ impl<'a> Ctx<'a> {
         })
         .await;
         let elapsed = start.elapsed();
-        let stored = self.create_stored(&opted_in).await;
+        let stored = self.space.create_stored(&opted_in).await;
         assert!(
             container(&stored, SIDECAR_V2).is_some() && container(&stored, SIDECAR_V1).is_none(),
             "expected the stored Pod to carry {SIDECAR_V2} only, found: {}",
@@ -1521,6 +1353,7 @@ impl<'a> Ctx<'a> {
             return;
         };
         let stored = self
+            .space
             .create_stored(&pod(
                 "e2e-after-bad-edit",
                 &[(INJECT, "true")],
@@ -1565,7 +1398,7 @@ impl<'a> Ctx<'a> {
     /// Step (tier 2): an opted-in Pod is scheduled and runs, its sidecar container running.
     async fn injected_pod_runs(&self, sidecar: &str) {
         let name = "e2e-running";
-        self.create_stored(&pod(name, &[(INJECT, "true")], &self.settings.app_image))
+        self.space.create_stored(&pod(name, &[(INJECT, "true")], &self.settings.app_image))
             .await;
         self.pod_runs(name, &["app", sidecar]).await;
         step!("Pod {name} runs with its sidecar {sidecar}");
@@ -1575,7 +1408,7 @@ impl<'a> Ctx<'a> {
     async fn pod_runs(&self, name: &str, containers: &[&str]) -> Pod {
         let what = format!("Pod {name} Running with containers {containers:?} running (images may need pulling)");
         self.eventually(&what, RUN_PATIENCE, async || {
-            let p = self.pods.get(name).await.map_err(|e| api_error(&e))?;
+            let p = self.space.pods.get(name).await.map_err(|e| api_error(&e))?;
             match running(&p, containers) {
                 Ok(()) => Ok(p),
                 Err(e) => Err(format!("{e}; {}", self.pod_events(name).await)),
@@ -1693,7 +1526,7 @@ impl<'a> Ctx<'a> {
     }
 
     async fn deployment_pods(&self, name: &str) -> Result<Vec<Pod>, String> {
-        self.pods
+        self.space.pods
             .list(&ListParams::default().labels(&format!("app={name}")))
             .await
             .map(|list| list.items)
@@ -1730,12 +1563,12 @@ impl<'a> Ctx<'a> {
             &[(INJECT, "true"), (NETWORK, SEED_NETWORK)],
             &self.settings.app_image,
         );
-        self.create_stored(&joining).await;
+        self.space.create_stored(&joining).await;
         self.pod_runs(name, &["app", SIDECAR_V2]).await;
         let what = format!("Multus to report the {SEED_NETWORK} interface of Pod {name} in {NETWORK_STATUS}");
         let ips = self
             .eventually(&what, PATIENCE, async || {
-                let p = self.pods.get(name).await.map_err(|e| api_error(&e))?;
+                let p = self.space.pods.get(name).await.map_err(|e| api_error(&e))?;
                 let status = annotation(&p, NETWORK_STATUS).ok_or_else(|| {
                     format!(
                         "no {NETWORK_STATUS} annotation (is Multus running?): {}",

@@ -1,0 +1,57 @@
+//! Cluster end-to-end suite: the real `envoy-injector` binary (the one cargo built for the
+//! tests) against whatever cluster `KUBECONFIG` names, checked through the Kubernetes API
+//! alone (Pods need not run). Without `KUBECONFIG` it prints one `SKIPPED cluster tiers`
+//! line and passes.
+//!
+//! The tiers share one API server and cluster-wide objects (webhook configurations, the
+//! `envoy-injector` namespace and Lease, all Networks), so one `#[test]` runs them one at a
+//! time, in this order, the API-outage tier last. Each is a file of this directory:
+//!
+//! | tier | proves |
+//! |---|---|
+//! | `local` | `serve` here behind a `url:` webhook: controller and admission (see the file) |
+//! | `deployed` | `manifests/` applied, the binary run as its ServiceAccount behind the Service: RBAC sufficient (and what one missing rule breaks), self-managed TLS Secret and `caBundle`, the `matchConditions` |
+//! | `replicas` | two processes on one ClusterIP (`--reuse-port`): one Lease holder reconciles; SIGKILL of it: takeover within the bound, every opted-in Pod injected |
+//! | `upgrade` | a rolling upgrade as the Deployment does it (`maxUnavailable: 0`) under a Pod loop: 0 failed, 0 uninjected |
+//! | `workloads` | a Deployment's Pods, namespace-label opt-in, opt-out, `dryRun=All`, template edit to next Pod latency |
+//! | `outage` | `$CONTROLPLANE_SH restart-apiserver` (`DOWN_S=15`): alive, `/readyz`, serving from cache, watches resume |
+//!
+//! Environment:
+//!
+//! | env | effect |
+//! |---|---|
+//! | `KUBECONFIG` | unset or empty: every tier is skipped (one loud line) and the test passes |
+//! | `E2E_TIERS` | comma list: run only these tiers (still in the order above) |
+//! | `E2E_MODE` | `local` (default); `in-cluster`: tier `local` checks the copy `make deploy` installed, the others skip |
+//! | `E2E_WEBHOOK_HOST` | tier `local`: where the API server reaches this machine (default 127.0.0.1 when the API server is on loopback) |
+//! | `CONTROLPLANE_SH` | the control-plane script whose `restart-apiserver` the `outage` tier runs (its settings come from the environment too); unset: that tier skips, loudly |
+//! | `E2E_RUN_PODS=1` | with nodes: tier `local` also checks that injected Pods run |
+//! | `E2E_SIDECAR_IMAGE`, `E2E_APP_IMAGE` | images of the test sidecar and app container (default `registry.k8s.io/pause:3.10`) |
+//! | `E2E_INJECTOR_NAMESPACE` | in-cluster: namespace of the deployed copy (default `envoy-injector`) |
+//!
+//! The tiers `deployed`, `replicas`, `upgrade`, `workloads` and `outage` need Service
+//! ClusterIPs that are loopback addresses of this machine (see `support/install.rs`) and may
+//! bind port 443; elsewhere they skip, loudly. Each test namespace is `ei-e2e-<tier>-<random>`
+//! and is deleted at the end, as is everything else the suite installed (the Network CRD
+//! stays), also when a tier fails; a failure prints the last log lines of every injector
+//! process of the tier.
+//!
+//! A new tier is a file `tests/e2e/<name>.rs` with `pub const TIER: Tier` and its name in
+//! the list below.
+
+mod support;
+
+macro_rules! tiers {
+    ($($tier:ident),* $(,)?) => {
+        $(mod $tier;)*
+        /// Every tier, in the order they run.
+        const TIERS: &[support::Tier] = &[$($tier::TIER),*];
+    };
+}
+
+tiers![local, deployed, replicas, upgrade, workloads, outage];
+
+#[test]
+fn cluster_tiers() {
+    support::run_tiers(TIERS);
+}

@@ -1,0 +1,409 @@
+//! Plumbing shared by the tiers: the skip decision, the tier runner, the suite's API client,
+//! bounded waits, and (in the submodules) processes, test namespaces, cleanup, the
+//! as-deployed installation and object builders. Nothing here knows a scenario.
+
+mod cleanup;
+mod install;
+mod namespace;
+mod objects;
+mod process;
+
+use std::any::Any;
+use std::collections::BTreeSet;
+use std::hash::{BuildHasher, Hasher};
+use std::io::Write;
+use std::net::TcpListener;
+use std::panic::AssertUnwindSafe;
+use std::path::{Path, PathBuf};
+use std::pin::Pin;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use kube::Client;
+use serde_json::Value;
+
+pub use cleanup::Scope;
+pub use install::Install;
+pub use namespace::{PodLoop, TestNs, injected_with, list_events_about};
+pub use objects::*;
+pub use process::{Injector, check_processes};
+
+/// How often a bounded wait looks again.
+pub const POLL: Duration = Duration::from_millis(250);
+/// Default bound for anything the suite waits on: a safety limit, never a timing expectation.
+pub const PATIENCE: Duration = Duration::from_secs(30);
+/// `fieldManager` of everything the suite writes.
+pub const FIELD_MANAGER: &str = "envoy-injector-e2e";
+/// Label on every object the suite creates, to find leftovers by hand:
+/// `kubectl get ns,mutatingwebhookconfigurations -l app.kubernetes.io/part-of=envoy-injector-e2e`.
+pub const PART_OF: (&str, &str) = ("app.kubernetes.io/part-of", "envoy-injector-e2e");
+
+/// Writes one line to the process's real stderr. libtest captures `eprintln!` of passing
+/// tests; skips, figures and the summary must be seen in a plain `cargo test` run.
+pub fn shout(line: &str) {
+    let mut err = std::io::stderr().lock();
+    let _ = writeln!(err, "{line}");
+    let _ = err.flush();
+}
+
+/// When the suite started, for the time stamps of progress lines.
+pub static STARTED: std::sync::OnceLock<Instant> = std::sync::OnceLock::new();
+
+/// Seconds since the suite started.
+pub fn elapsed() -> f64 {
+    STARTED.get_or_init(Instant::now).elapsed().as_secs_f64()
+}
+
+/// Progress line, stamped with the seconds since the suite started: shown with
+/// `--nocapture`, and with the output of a failing test.
+macro_rules! step {
+    ($($arg:tt)*) => {
+        eprintln!("e2e [{:6.1}s] {}", $crate::support::elapsed(), format_args!($($arg)*))
+    };
+}
+pub(crate) use step;
+
+/// Which copy of envoy-injector the suite checks (`E2E_MODE`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    /// `local` (default): the suite starts `serve` on this machine.
+    Local,
+    /// `in-cluster`: the Deployment that `make deploy` installed, behind its Service and its
+    /// own MutatingWebhookConfiguration; the suite starts and registers nothing, and only
+    /// the `local` tier runs (against that copy).
+    InCluster,
+}
+
+impl Mode {
+    pub fn parse(value: Option<&str>) -> Result<Mode, String> {
+        match value.map(str::trim) {
+            None | Some("") | Some("local") => Ok(Mode::Local),
+            Some("in-cluster") => Ok(Mode::InCluster),
+            Some(other) => Err(format!(
+                "E2E_MODE={other:?} is not a mode: expected `local` (the default) or `in-cluster`"
+            )),
+        }
+    }
+}
+
+/// The namespace `make deploy` installs into (`E2E_INJECTOR_NAMESPACE` overrides it).
+pub const INJECTOR_NAMESPACE: &str = "envoy-injector";
+/// Name of the Deployment, Service, ConfigMap and MutatingWebhookConfiguration of
+/// `manifests/`.
+pub const INJECTOR_NAME: &str = "envoy-injector";
+
+/// `pause` is tiny, has no shell, runs forever and is already on every kind node (it is the
+/// sandbox image), so the running tier does not depend on pulling Envoy.
+pub const DEFAULT_IMAGE: &str = "registry.k8s.io/pause:3.10";
+
+/// What the environment asks for.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    /// `E2E_MODE`: `local` (default) or `in-cluster`.
+    pub mode: Mode,
+    /// `E2E_INJECTOR_NAMESPACE`: namespace of the deployed copy (in-cluster mode).
+    pub injector_namespace: String,
+    /// `E2E_WEBHOOK_HOST`: where the API server reaches this machine (the local tier's
+    /// `url:` webhook). Defaults to 127.0.0.1 when the API server itself is on loopback.
+    pub webhook_host: Option<String>,
+    /// `E2E_RUN_PODS=1`: also check Pods that actually run (needs nodes).
+    pub run_pods: bool,
+    /// `E2E_SIDECAR_IMAGE`: image of the test template's sidecar.
+    pub sidecar_image: String,
+    /// `E2E_APP_IMAGE`: image of the test Pods' own container.
+    pub app_image: String,
+    /// `E2E_TIERS`: comma list of tiers to run (default: all, always in the suite's order).
+    pub tiers: Option<BTreeSet<String>>,
+    /// `CONTROLPLANE_SH`: the control-plane script, for the API-outage tier.
+    pub controlplane_sh: Option<PathBuf>,
+}
+
+impl Settings {
+    /// `None` (after saying so, loudly, once) when the cluster tiers must skip.
+    pub fn from_env(tiers: &[&str]) -> Option<Settings> {
+        let mode = Mode::parse(non_empty_env("E2E_MODE").as_deref()).unwrap_or_else(|e| panic!("{e}"));
+        if non_empty_env("KUBECONFIG").is_none() {
+            shout(&format!(
+                "SKIPPED cluster tiers ({}): KUBECONFIG is not set. Run them against any cluster with \
+                 `KUBECONFIG=/path/to/kubeconfig make test`; on kind: `make kind-up`, then `make e2e-local` \
+                 (this machine's binary) or `make e2e` (the deployed image)",
+                tiers.join(", ")
+            ));
+            return None;
+        }
+        let selected = non_empty_env("E2E_TIERS").map(|list| {
+            list.split(',')
+                .map(|t| t.trim().to_string())
+                .filter(|t| !t.is_empty())
+                .collect::<BTreeSet<_>>()
+        });
+        if let Some(unknown) = selected.iter().flatten().find(|t| !tiers.contains(&t.as_str())) {
+            panic!("E2E_TIERS names {unknown:?}, which is not a tier: expected some of {tiers:?}");
+        }
+        Some(Settings {
+            mode,
+            injector_namespace: non_empty_env("E2E_INJECTOR_NAMESPACE")
+                .unwrap_or_else(|| INJECTOR_NAMESPACE.to_string()),
+            webhook_host: non_empty_env("E2E_WEBHOOK_HOST"),
+            run_pods: non_empty_env("E2E_RUN_PODS").is_some_and(|v| v == "1" || v.eq_ignore_ascii_case("true")),
+            sidecar_image: non_empty_env("E2E_SIDECAR_IMAGE").unwrap_or_else(|| DEFAULT_IMAGE.to_string()),
+            app_image: non_empty_env("E2E_APP_IMAGE").unwrap_or_else(|| DEFAULT_IMAGE.to_string()),
+            tiers: selected,
+            controlplane_sh: non_empty_env("CONTROLPLANE_SH").map(PathBuf::from),
+        })
+    }
+}
+
+fn non_empty_env(name: &str) -> Option<String> {
+    std::env::var(name)
+        .ok()
+        .map(|v| v.trim().to_string())
+        .filter(|v| !v.is_empty())
+}
+
+// ---- tiers -------------------------------------------------------------------------------
+
+/// Why a tier did not run; said loudly.
+#[derive(Debug)]
+pub struct Skip(pub String);
+
+/// `Ok` carries the tier's figures for the summary (may be empty).
+pub type TierResult = Result<String, Skip>;
+
+pub type TierFuture<'a> = Pin<Box<dyn Future<Output = TierResult> + 'a>>;
+
+/// One tier of the suite: a file of its own, listed once in `main.rs`.
+pub struct Tier {
+    pub name: &'static str,
+    pub run: for<'a> fn(&'a Suite) -> TierFuture<'a>,
+}
+
+/// Shared by every tier: settings, an API client, the cluster-wide objects the tiers
+/// installed (removed when the suite ends).
+pub struct Suite {
+    pub settings: Settings,
+    pub client: Client,
+    /// Cluster-wide leftovers of the as-deployed tiers, undone after the last tier.
+    pub teardown: Scope,
+    install: install::Installer,
+}
+
+impl Suite {
+    async fn connect(mut settings: Settings) -> Suite {
+        let config = kube::Config::infer()
+            .await
+            .unwrap_or_else(|e| panic!("KUBECONFIG is set but names no usable cluster: {e}"));
+        let loopback_api = config
+            .cluster_url
+            .host()
+            .is_some_and(|h| h == "localhost" || h.parse::<std::net::IpAddr>().is_ok_and(|ip| ip.is_loopback()));
+        if settings.webhook_host.is_none() && loopback_api {
+            // The API server runs on this machine: it reaches a local webhook on loopback.
+            settings.webhook_host = Some("127.0.0.1".to_string());
+        }
+        let client = Client::try_from(config).expect("a client from KUBECONFIG");
+        let version = client.apiserver_version().await.unwrap_or_else(|e| {
+            panic!(
+                "expected the API server named by KUBECONFIG to answer, found: {}",
+                api_error(&e)
+            )
+        });
+        step!(
+            "cluster {} (Kubernetes {}.{}), mode {:?}, webhook host {:?}",
+            version.git_version,
+            version.major,
+            version.minor,
+            settings.mode,
+            settings.webhook_host
+        );
+        Suite {
+            teardown: Scope::new(settings.mode),
+            install: install::Installer::default(),
+            settings,
+            client,
+        }
+    }
+}
+
+/// Runs `tiers` in order, one at a time, in one thread: they share one API server and
+/// cluster-wide objects (webhook configurations, the injector's namespace and Lease, all
+/// Networks). Each tier's panic is caught and reported, the next tier still runs, and the
+/// test fails at the end if any tier failed.
+pub fn run_tiers(tiers: &[Tier]) {
+    let names: Vec<&str> = tiers.iter().map(|t| t.name).collect();
+    let Some(settings) = Settings::from_env(&names) else {
+        return;
+    };
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("tokio runtime");
+    let started = *STARTED.get_or_init(Instant::now);
+    let suite = runtime.block_on(Suite::connect(settings));
+    let mut lines = Vec::new();
+    let mut failed = Vec::new();
+    for tier in tiers {
+        if let Some(selected) = &suite.settings.tiers
+            && !selected.contains(tier.name)
+        {
+            lines.push(format!("  {:<10} not selected (E2E_TIERS)", tier.name));
+            continue;
+        }
+        step!("---- tier {} ----", tier.name);
+        let start = Instant::now();
+        let outcome = std::panic::catch_unwind(AssertUnwindSafe(|| runtime.block_on((tier.run)(&suite))));
+        let took = start.elapsed().as_secs_f64();
+        let line = match outcome {
+            Ok(Ok(figures)) => format!("  {:<10} passed in {took:.1} s{}", tier.name, prefixed(&figures)),
+            Ok(Err(Skip(why))) => format!("  {:<10} SKIPPED: {why}", tier.name),
+            Err(panic) => {
+                let message = panic_message(panic.as_ref());
+                failed.push(format!("{}: {message}", tier.name));
+                format!("  {:<10} FAILED in {took:.1} s: {message}", tier.name)
+            }
+        };
+        // Loud as it happens, so a skip or failure is seen even if a later tier hangs.
+        shout(&format!("e2e tier {}", line.trim_start()));
+        lines.push(line);
+    }
+    drop(suite);
+    drop(runtime);
+    shout(&format!(
+        "e2e: cluster tiers finished in {:.1} s:\n{}",
+        started.elapsed().as_secs_f64(),
+        lines.join("\n")
+    ));
+    assert!(failed.is_empty(), "e2e tiers failed:\n{}", failed.join("\n"));
+}
+
+fn prefixed(figures: &str) -> String {
+    if figures.is_empty() {
+        String::new()
+    } else {
+        format!(" ({figures})")
+    }
+}
+
+fn panic_message(panic: &(dyn Any + Send)) -> String {
+    panic
+        .downcast_ref::<String>()
+        .cloned()
+        .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
+        .unwrap_or_else(|| "(panic without a message)".to_string())
+}
+
+// ---- waiting -----------------------------------------------------------------------------
+
+/// Polls `probe` every [`POLL`] until it returns `Ok`, for at most `patience`; panics naming
+/// what was awaited, the bound and the last thing found. Fails at once when an injector
+/// process the suite expects running has exited.
+pub async fn wait_for<T>(what: &str, patience: Duration, probe: impl AsyncFnMut() -> Result<T, String>) -> T {
+    wait_every(what, patience, POLL, probe).await
+}
+
+/// [`wait_for`] polling every `every` (for latencies measured by polling).
+pub async fn wait_every<T>(
+    what: &str,
+    patience: Duration,
+    every: Duration,
+    mut probe: impl AsyncFnMut() -> Result<T, String>,
+) -> T {
+    let start = Instant::now();
+    loop {
+        if let Err(dead) = check_processes() {
+            panic!("while waiting for {what}: {dead}");
+        }
+        let found = match probe().await {
+            Ok(value) => return value,
+            Err(found) => found,
+        };
+        if start.elapsed() >= patience {
+            panic!("timed out after {patience:?} waiting for {what}; last found: {found}");
+        }
+        tokio::time::sleep(every).await;
+    }
+}
+
+// ---- small utilities ---------------------------------------------------------------------
+
+/// Eight lowercase hex digits, different on every run (names must be DNS labels).
+pub fn unique_suffix() -> String {
+    let mut hasher = std::collections::hash_map::RandomState::new().build_hasher();
+    hasher.write_u128(
+        SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .unwrap_or_default()
+            .as_nanos(),
+    );
+    hasher.write_u32(std::process::id());
+    format!("{:08x}", hasher.finish() as u32)
+}
+
+/// A fresh temporary directory (removed when dropped) named `<prefix>…`.
+pub fn temp_dir(prefix: &str) -> tempfile::TempDir {
+    tempfile::Builder::new()
+        .prefix(prefix)
+        .tempdir()
+        .expect("a temporary directory")
+}
+
+/// A port that was free a moment ago on `ip` (the child binds it right after).
+pub fn free_port(ip: &str) -> u16 {
+    let listener = TcpListener::bind((ip, 0)).unwrap_or_else(|e| panic!("cannot bind a free port on {ip}: {e}"));
+    listener.local_addr().expect("local address of a bound listener").port()
+}
+
+/// `host:port` for a URL, bracketing IPv6 literals.
+pub fn host_port(host: &str, port: u16) -> String {
+    if host.contains(':') && !host.starts_with('[') {
+        format!("[{host}]:{port}")
+    } else {
+        format!("{host}:{port}")
+    }
+}
+
+/// Plain-HTTP client for the admin listener (`/readyz`, `/metrics`).
+pub fn admin_client() -> reqwest::Client {
+    reqwest::Client::builder()
+        .timeout(Duration::from_secs(5))
+        .build()
+        .expect("HTTP client for the admin listener")
+}
+
+pub fn manifest_path(relative: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join(relative)
+}
+
+/// A YAML manifest of the repository as JSON, exactly as written (nothing dropped).
+pub fn read_manifest(relative: &str) -> Value {
+    let path = manifest_path(relative);
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display()));
+    serde_yaml_ng::from_str(&text).unwrap_or_else(|e| panic!("{} is not a YAML object: {e}", path.display()))
+}
+
+/// One line for an API error: code, reason and the server's message.
+pub fn api_error(err: &kube::Error) -> String {
+    match err {
+        kube::Error::Api(status) => format!("HTTP {} {}: {}", status.code, status.reason, status.message),
+        other => other.to_string(),
+    }
+}
+
+/// The sum of the samples of `name` (Prometheus text format) whose labels include every
+/// `labels` pair; 0 when there is none.
+pub fn metric_sum(text: &str, name: &str, labels: &[(&str, &str)]) -> f64 {
+    text.lines()
+        .filter(|line| !line.starts_with('#'))
+        .filter_map(|line| {
+            let (series, value) = line.rsplit_once(' ')?;
+            let (metric, rest) = series.split_once('{').unwrap_or((series, ""));
+            let wanted = metric == name && labels.iter().all(|(k, v)| rest.contains(&format!("{k}=\"{v}\"")));
+            wanted.then(|| value.parse::<f64>().ok()).flatten()
+        })
+        .sum()
+}
+
+/// Milliseconds of a duration, for figures.
+pub fn ms(d: Duration) -> u128 {
+    d.as_millis()
+}

@@ -1,0 +1,79 @@
+//! Tier `upgrade`: a rolling upgrade as the shipped Deployment does it (`maxUnavailable: 0`,
+//! `maxSurge: 1`), with processes for Pods: start one new process (`--reuse-port`, on the
+//! same ClusterIP:port), wait until it is ready, SIGTERM one old one, until every replica
+//! is new; meanwhile Pods are created in a loop through the API server. Proves 0 failed
+//! creates and 0 stored opted-in Pods without the sidecar, and that a new replica holds the
+//! Lease at the end.
+
+use std::time::{Duration, Instant};
+
+use crate::support::*;
+
+pub const TIER: Tier = Tier {
+    name: "upgrade",
+    run: |suite| Box::pin(run(suite)),
+};
+
+async fn run(suite: &Suite) -> TierResult {
+    let install = suite.install().await?;
+    let client = &suite.client;
+    let scope = Scope::new(suite.settings.mode);
+    let ns = TestNs::create(client, &scope, "upgrade", &[]).await;
+    let replicas = install.replicas;
+    let mut old: Vec<Injector> = (0..replicas)
+        .map(|i| install.start(&format!("envoy-injector-e2e-old-{i}"), true))
+        .collect();
+    for process in &old {
+        process.wait_ready().await;
+    }
+    install.wait_leader(client, &old.iter().collect::<Vec<_>>()).await;
+
+    let loop_ = PodLoop::start(&ns, "upgrade", DEFAULT_IMAGE, false);
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let started = Instant::now();
+    let mut new = Vec::new();
+    for i in 0..replicas {
+        let process = install.start(&format!("envoy-injector-e2e-new-{i}"), true);
+        process.wait_ready().await;
+        new.push(process);
+        // Old and new serve side by side for a moment, as while the Deployment's
+        // terminating Pod waits out its preStop sleep.
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        let retired = old.remove(0);
+        let status = retired.terminate().await;
+        assert!(
+            status.success(),
+            "expected {} to shut down cleanly on SIGTERM, found {status}; the end of its log:\n{}",
+            retired.name,
+            retired.log_tail(40)
+        );
+        step!("{} ready, {} stopped ({status})", new[i].name, retired.name);
+    }
+    let rollout = started.elapsed();
+    let last_stopped = Instant::now();
+    // Pods keep coming while the last old process is gone.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let report = loop_.stop().await;
+    let stored = ns.loop_pods_injected("upgrade", &install.sidecar).await;
+    shout(&format!(
+        "e2e upgrade: rolling upgrade of {replicas} replicas in {:.1} s under a Pod loop: {}",
+        rollout.as_secs_f64(),
+        report.summary()
+    ));
+    assert!(
+        report.failed.is_empty(),
+        "expected no failed create during the upgrade, found {}: {:?}",
+        report.failed.len(),
+        report.failed
+    );
+    assert_eq!(stored, report.created, "stored Pods of the loop vs creates that succeeded");
+    let holder = install.wait_leader(client, &new.iter().collect::<Vec<_>>()).await;
+    // A released Lease is taken when the followers next look: at the expiry they last saw.
+    let handover = last_stopped.elapsed();
+    Ok(format!(
+        "rollout {:.1} s; {}; Lease held by {holder} {:.1} s after the last old process stopped",
+        rollout.as_secs_f64(),
+        report.summary(),
+        handover.as_secs_f64()
+    ))
+}
