@@ -544,7 +544,7 @@ async fn reuse_port_lets_two_servers_answer_on_one_address() {
     // one of the two listeners by a hash of its address pair.
     const REQUESTS: u64 = 64;
     for _ in 0..REQUESTS {
-        let fresh = client(addr, &[&certs.ca_cert_pem], Protocol::Alpn);
+        let fresh = client(addr, &[&certs.ca.cert_pem], Protocol::Alpn);
         let response = post_review(&fresh, addr, fixture("dry-run.json")).await;
         assert_eq!(response.status(), StatusCode::OK);
     }
@@ -558,7 +558,7 @@ async fn reuse_port_lets_two_servers_answer_on_one_address() {
     first.server.shutdown();
     first.server.wait().await.expect("the first server stops cleanly");
     for _ in 0..8 {
-        let fresh = client(addr, &[&certs.ca_cert_pem], Protocol::Alpn);
+        let fresh = client(addr, &[&certs.ca.cert_pem], Protocol::Alpn);
         let response = post_review(&fresh, addr, fixture("dry-run.json")).await;
         assert_eq!(response.status(), StatusCode::OK, "the second server answers alone");
     }
