@@ -118,6 +118,10 @@ pub struct SelfTlsArgs {
     /// to the Secret's `ca.crt` (self-managed TLS only); empty: touch none.
     #[arg(help_heading = SELF_TLS_HEADING, long, value_name = "NAME", default_value = "envoy-injector")]
     pub webhook_config: String,
+    /// ValidatingWebhookConfiguration (the template check, `POST /validate`) whose webhooks'
+    /// `clientConfig.caBundle` is kept equal to the Secret's `ca.crt`; empty: touch none.
+    #[arg(help_heading = SELF_TLS_HEADING, long, value_name = "NAME", default_value = "envoy-injector")]
+    pub validating_webhook_config: String,
     /// The webhook's Service: the self-managed certificate is for `S`, `S.N`, `S.N.svc` and
     /// `S.N.svc.cluster.local` (N = --namespace).
     #[arg(help_heading = SELF_TLS_HEADING, long, value_name = "NAME", default_value = "envoy-injector")]
