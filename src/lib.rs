@@ -19,5 +19,6 @@ pub mod network;
 pub mod offline;
 pub mod server;
 pub mod shutdown;
+pub mod stale;
 pub mod template;
 pub mod tls;
