@@ -31,7 +31,7 @@ mod source;
 mod webhooks;
 
 pub use error::{CertError, TlsError};
-pub use inspect::{CertInfo, inspect_cert, public_key_of, sha256_fingerprint};
+pub use inspect::{CertInfo, inspect_cert, public_key_of, rfc3339, sha256_fingerprint, verify_with_bundle};
 pub use issue::{CLOCK_SKEW, MAX_DAYS, ServiceCerts, generate, generate_ca, self_signed_localhost, sign_serving_cert};
 pub use names::{check_dns_label, service_dns_names};
 pub use pair::CertPair;
