@@ -8,6 +8,7 @@ pub const NAME: &str = "envoy-injector";
 pub mod admission;
 pub mod backoff;
 pub mod cache;
+pub mod check;
 pub mod cli;
 pub mod commands;
 pub mod duration;

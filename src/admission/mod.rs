@@ -24,7 +24,7 @@ use crate::template::LiveTemplates;
 mod cluster;
 pub mod validate;
 
-pub use cluster::{ClusterView, Standalone};
+pub use cluster::{ClusterView, Standalone, network_view};
 pub use validate::TemplateValidation;
 
 /// A request that is not a readable AdmissionReview v1: answered with HTTP 400, since
