@@ -39,6 +39,8 @@ pub enum Command {
     Certs(CertsArgs),
     /// Print the Network CustomResourceDefinition (YAML) generated from the Rust type.
     Crd,
+    /// Explain why Pods would (not) be injected and check the installation (read-only).
+    Check(CheckArgs),
 }
 
 #[derive(Debug, Clone, Args)]
@@ -124,6 +126,10 @@ pub struct SelfTlsArgs {
     /// to the Secret's `ca.crt` (self-managed TLS only); empty: touch none.
     #[arg(help_heading = SELF_TLS_HEADING, long, value_name = "NAME", default_value = "envoy-injector")]
     pub webhook_config: String,
+    /// ValidatingWebhookConfiguration (the template check, `POST /validate`) whose webhooks'
+    /// `clientConfig.caBundle` is kept equal to the Secret's `ca.crt`; empty: touch none.
+    #[arg(help_heading = SELF_TLS_HEADING, long, value_name = "NAME", default_value = "envoy-injector")]
+    pub validating_webhook_config: String,
     /// The webhook's Service: the self-managed certificate is for `S`, `S.N`, `S.N.svc` and
     /// `S.N.svc.cluster.local` (N = --namespace).
     #[arg(help_heading = SELF_TLS_HEADING, long, value_name = "NAME", default_value = "envoy-injector")]
@@ -183,6 +189,51 @@ pub struct CertsArgs {
     /// Validity of the serving certificate in days (the CA gets ten times as long).
     #[arg(long, default_value_t = 365)]
     pub days: u32,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum CheckOutput {
+    /// One line per check, a paragraph per Pod.
+    Text,
+    /// The whole report as one JSON object, for scripts.
+    Json,
+}
+
+/// `check` uses the current kubeconfig and only reads. Exit code 1 when a check fails or a
+/// Pod would be denied; a Pod that would simply not be injected is not a failure.
+#[derive(Debug, Clone, Args)]
+pub struct CheckArgs {
+    /// A Pod to explain (in --namespace, default: the kubeconfig context's namespace).
+    #[arg(value_name = "POD", conflicts_with = "file")]
+    pub pod: Option<String>,
+    /// Explain every Pod of this namespace (with POD or -f: where they are, by default).
+    #[arg(short = 'n', long = "namespace", value_name = "NS")]
+    pub namespace: Option<String>,
+    /// Explain the Pods and Pod templates of a manifest file (`-` for stdin) instead.
+    #[arg(short = 'f', long = "filename", value_name = "FILE")]
+    pub file: Option<PathBuf>,
+    /// Also list injected Pods running an older template revision, by workload, with the
+    /// `kubectl rollout restart` that replaces them (within --namespace, else everywhere).
+    #[arg(long)]
+    pub stale: bool,
+    #[arg(short = 'o', long = "output", value_enum, default_value_t = CheckOutput::Text)]
+    pub output: CheckOutput,
+    /// Namespace of the injector's ConfigMap, Secret, Service and Lease.
+    #[arg(long, value_name = "NS", default_value = "envoy-injector")]
+    pub injector_namespace: String,
+    /// The MutatingWebhookConfiguration to check and evaluate; empty: none.
+    #[arg(long, value_name = "NAME", default_value = "envoy-injector")]
+    pub webhook_config: String,
+    /// The ValidatingWebhookConfiguration (template check) to check; empty: none.
+    #[arg(long, value_name = "NAME", default_value = "envoy-injector")]
+    pub validating_webhook_config: String,
+    /// The Secret holding the serving certificate (`tls.crt`) the caBundles must verify;
+    /// empty: no certificate checks.
+    #[arg(long, value_name = "NAME", default_value = "envoy-injector-tls")]
+    pub tls_secret: String,
+    /// The controller Lease; empty: not checked (`serve --leader-elect=false`).
+    #[arg(long, value_name = "NAME", default_value = "envoy-injector-controller")]
+    pub lease_name: String,
 }
 
 /// Parses a duration flag: Go syntax (`250ms`, `10s`, `2m`, `1m30s`), or a bare number of

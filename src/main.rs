@@ -25,7 +25,7 @@ fn init_logging(format: LogFormat, filter: &str) -> anyhow::Result<()> {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     match run(cli) {
-        Ok(()) => ExitCode::SUCCESS,
+        Ok(code) => code,
         Err(err) => {
             eprintln!("envoy-injector: {err}");
             ExitCode::FAILURE
@@ -33,18 +33,26 @@ fn main() -> ExitCode {
     }
 }
 
-fn run(cli: Cli) -> anyhow::Result<()> {
+fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("cannot start the async runtime")
+}
+
+fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     init_logging(cli.log_format, &cli.log_level)?;
     match cli.command {
-        Command::Serve(args) => {
-            let runtime = tokio::runtime::Builder::new_multi_thread()
-                .enable_all()
-                .build()
-                .context("cannot start the async runtime")?;
-            Ok(runtime.block_on(commands::serve::run(args))?)
+        Command::Serve(args) => runtime()?.block_on(commands::serve::run(args))?,
+        Command::Inject(args) => commands::inject::run(&args)?,
+        Command::Certs(args) => commands::certs::run(&args)?,
+        Command::Crd => commands::crd::run().context("cannot write the CRD to stdout")?,
+        // Unhealthy is an answer, not an error: the report is printed, the exit code says it.
+        Command::Check(args) => {
+            if !runtime()?.block_on(commands::check::run(args))? {
+                return Ok(ExitCode::FAILURE);
+            }
         }
-        Command::Inject(args) => Ok(commands::inject::run(&args)?),
-        Command::Certs(args) => Ok(commands::certs::run(&args)?),
-        Command::Crd => commands::crd::run().context("cannot write the CRD to stdout"),
     }
+    Ok(ExitCode::SUCCESS)
 }

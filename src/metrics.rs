@@ -113,6 +113,9 @@ pub struct Metrics {
     /// 1 while this replica holds the controller Lease (or leader election is off).
     pub leader: Gauge,
     pub store_objects: Family<StoreLabels, Gauge>,
+    /// Injected Pods whose template revision is older than the live template's
+    /// (`crate::stale`).
+    pub pods_stale: Family<TemplateLabels, Gauge>,
 }
 
 impl Metrics {
@@ -135,6 +138,7 @@ impl Metrics {
             )),
             leader: Gauge::default(),
             store_objects: Family::default(),
+            pods_stale: Family::default(),
         };
         let registry = registry.sub_registry_with_prefix("envoy_injector");
         registry.register(
@@ -186,6 +190,11 @@ impl Metrics {
             "store_objects",
             "Objects in each shared cache store",
             metrics.store_objects.clone(),
+        );
+        registry.register(
+            "pods_stale",
+            "Injected Pods whose template revision is older than the live template's, by template",
+            metrics.pods_stale.clone(),
         );
         metrics
     }

@@ -38,7 +38,7 @@ pub enum OfflineError {
 }
 
 /// Where the Pod spec lives in a document of this kind, as a JSON Pointer.
-fn pod_path(kind: &str) -> Option<&'static str> {
+pub fn pod_path(kind: &str) -> Option<&'static str> {
     match kind {
         "Pod" => Some(""),
         "Deployment" | "StatefulSet" | "DaemonSet" | "ReplicaSet" | "Job" | "ReplicationController" => {

@@ -175,7 +175,7 @@ fn bad_requests() -> Vec<Case> {
         Case {
             name: "unknown path",
             method: post,
-            path: "/validate",
+            path: "/nowhere",
             body: fixture("dry-run.json"),
             status: StatusCode::NOT_FOUND,
             says: "/mutate",

@@ -36,6 +36,8 @@ const WEBHOOK_CONFIG: &str = "injector";
 const SECRETS: &str = "/api/v1/namespaces/mesh/secrets";
 const SECRET_PATH: &str = "/api/v1/namespaces/mesh/secrets/injector-tls";
 const MWC_PATH: &str = "/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations/injector";
+const VALIDATING_CONFIG: &str = "injector-templates";
+const VWC_PATH: &str = "/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations/injector-templates";
 const NAMES: [&str; 4] = [
     "injector",
     "injector.mesh",
@@ -56,6 +58,9 @@ fn config() -> BootstrapConfig {
         namespace: NS.into(),
         secret_name: SECRET.into(),
         webhook_config: Some(WEBHOOK_CONFIG.into()),
+        // Most scenarios manage the mutating configuration only; the validating one has
+        // its own scenarios below.
+        validating_webhook_config: None,
         service: SERVICE.into(),
         validity_days: 365,
         renew_before_days: 30,
@@ -412,6 +417,109 @@ async fn missing_webhook_configuration_does_not_fail_the_bootstrap() {
     api.expect(Method::GET, MWC_PATH).await.reply(
         404,
         &status(404, "NotFound", "mutatingwebhookconfigurations \"injector\" not found"),
+    );
+
+    let (bootstrap, store) = finished(task).await;
+    assert_eq!(served(&store), leaf_der(&current.tls_crt));
+    drop(bootstrap);
+    api.assert_no_more_requests().await;
+}
+
+/// The ValidatingWebhookConfiguration (`--validating-webhook-config`) with one webhook.
+fn validating_config(bundle: Option<&Vec<u8>>, resource_version: &str) -> Value {
+    let mut client_config = json!({ "service": { "name": SERVICE, "namespace": NS, "path": "/validate" } });
+    if let Some(bundle) = bundle {
+        client_config["caBundle"] = json!(b64(bundle));
+    }
+    json!({
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "ValidatingWebhookConfiguration",
+        "metadata": { "name": VALIDATING_CONFIG, "resourceVersion": resource_version },
+        "webhooks": [{
+            "name": "templates.sidecar.samplecrd.k8s.io",
+            "clientConfig": client_config,
+            "admissionReviewVersions": ["v1"],
+            "sideEffects": "None",
+        }],
+    })
+}
+
+fn config_with_validating() -> BootstrapConfig {
+    BootstrapConfig {
+        validating_webhook_config: Some(VALIDATING_CONFIG.into()),
+        ..config()
+    }
+}
+
+/// With `--validating-webhook-config`, the ValidatingWebhookConfiguration's caBundle is
+/// published too: after the mutating one, PATCHed only where it differs, guarded by its
+/// resourceVersion.
+#[tokio::test]
+async fn the_validating_configuration_gets_the_ca_bundle_too() {
+    let t = now();
+    let ca = ca_issued(t);
+    let current = TlsMaterial::issued_by(&ca, &leaf_issued(&ca, t, 365));
+    let (client, mut api) = mock_client();
+    let task = spawn_bootstrap_with(client, config_with_validating(), metrics());
+
+    api.expect(Method::GET, SECRET_PATH)
+        .await
+        .reply(200, &secret_json(&current, "11"));
+    api.expect(Method::GET, MWC_PATH).await.reply(
+        200,
+        &webhook_config([Some(&current.ca_crt), Some(&current.ca_crt)], "4"),
+    );
+    api.expect(Method::GET, VWC_PATH)
+        .await
+        .reply(200, &validating_config(None, "6"));
+    let patch = api.expect(Method::PATCH, VWC_PATH).await;
+    assert_eq!(patch.content_type, "application/strategic-merge-patch+json");
+    assert!(patch.query.contains("fieldManager=envoy-injector"), "{}", patch.query);
+    assert_eq!(
+        patch.body["metadata"]["resourceVersion"], "6",
+        "guarded by resourceVersion"
+    );
+    let webhooks = patch.body["webhooks"].as_array().unwrap();
+    assert_eq!(webhooks.len(), 1, "{}", patch.body);
+    assert_eq!(webhooks[0]["name"], "templates.sidecar.samplecrd.k8s.io");
+    assert_eq!(webhooks[0]["clientConfig"]["caBundle"], b64(&current.ca_crt));
+    patch.reply(200, &validating_config(Some(&current.ca_crt), "7"));
+
+    let (bootstrap, store) = finished(task).await;
+    assert_eq!(served(&store), leaf_der(&current.tls_crt));
+    drop(bootstrap);
+    api.assert_no_more_requests().await;
+}
+
+/// A missing ValidatingWebhookConfiguration (an install without it) is not fatal either:
+/// the mutating one is still synced and the bootstrap serves.
+#[tokio::test]
+async fn missing_validating_configuration_does_not_fail_the_bootstrap() {
+    let t = now();
+    let ca = ca_issued(t);
+    let current = TlsMaterial::issued_by(&ca, &leaf_issued(&ca, t, 365));
+    let (client, mut api) = mock_client();
+    let task = spawn_bootstrap_with(client, config_with_validating(), metrics());
+
+    api.expect(Method::GET, SECRET_PATH)
+        .await
+        .reply(200, &secret_json(&current, "11"));
+    api.expect(Method::GET, MWC_PATH)
+        .await
+        .reply(200, &webhook_config([None, Some(&current.ca_crt)], "4"));
+    let patch = api.expect(Method::PATCH, MWC_PATH).await;
+    assert_eq!(patch.body["webhooks"].as_array().unwrap().len(), 1, "{}", patch.body);
+    patch.reply(
+        200,
+        &webhook_config([Some(&current.ca_crt), Some(&current.ca_crt)], "5"),
+    );
+    api.expect(Method::GET, VWC_PATH).await.reply(
+        404,
+        &status(
+            404,
+            "NotFound",
+            "validatingwebhookconfigurations \"injector-templates\" not found",
+        ),
     );
 
     let (bootstrap, store) = finished(task).await;

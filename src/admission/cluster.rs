@@ -7,7 +7,7 @@ use kube::runtime::reflector::ObjectRef;
 
 use crate::cache::Stores;
 use crate::inject::{NAMESPACE_LABEL, NamespaceOptIn};
-use crate::network::crd::READY;
+use crate::network::crd::{Network, READY};
 use crate::network::join;
 
 /// The cluster facts admission decides with.
@@ -43,26 +43,30 @@ impl ClusterView for Stores {
     }
 
     fn network(&self, namespace: &str, name: &str) -> join::Lookup {
-        let Some(network) = self.networks.get(&ObjectRef::new(name).within(namespace)) else {
-            return join::Lookup::Missing;
-        };
-        let ready = if network.is_ready() {
-            Ok(())
-        } else {
-            Err(match network.ready_condition() {
-                Some(c)
-                    if network.status.as_ref().and_then(|s| s.observed_generation) == network.metadata.generation =>
-                {
-                    format!("{}: {}", c.reason, c.message)
-                }
-                Some(_) => String::from("the controller has not processed its latest spec yet"),
-                None => format!("it has no {READY} condition yet"),
-            })
-        };
-        join::Lookup::Found(join::NetworkView {
-            cidr: network.spec.cidr.clone(),
-            gateway: network.spec.gateway.clone(),
-            ready,
+        match self.networks.get(&ObjectRef::new(name).within(namespace)) {
+            Some(network) => join::Lookup::Found(network_view(&network)),
+            None => join::Lookup::Missing,
+        }
+    }
+}
+
+/// What a Pod joining `network` needs to know of it: its addresses, and whether it is
+/// Ready for its current generation (else why not).
+pub fn network_view(network: &Network) -> join::NetworkView {
+    let ready = if network.is_ready() {
+        Ok(())
+    } else {
+        Err(match network.ready_condition() {
+            Some(c) if network.status.as_ref().and_then(|s| s.observed_generation) == network.metadata.generation => {
+                format!("{}: {}", c.reason, c.message)
+            }
+            Some(_) => String::from("the controller has not processed its latest spec yet"),
+            None => format!("it has no {READY} condition yet"),
         })
+    };
+    join::NetworkView {
+        cidr: network.spec.cidr.clone(),
+        gateway: network.spec.gateway.clone(),
+        ready,
     }
 }

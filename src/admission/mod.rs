@@ -22,8 +22,10 @@ use crate::network::join;
 use crate::template::LiveTemplates;
 
 mod cluster;
+pub mod validate;
 
-pub use cluster::{ClusterView, Standalone};
+pub use cluster::{ClusterView, Standalone, network_view};
+pub use validate::TemplateValidation;
 
 /// A request that is not a readable AdmissionReview v1: answered with HTTP 400, since
 /// there is no uid to answer a review for.
@@ -143,25 +145,7 @@ impl Admission {
     }
 
     fn review(&self, body: &[u8]) -> Result<(String, Answer, bool), RequestError> {
-        let review: ReviewIn = serde_json::from_slice(body).map_err(|e| match e.classify() {
-            serde_json::error::Category::Data => RequestError::NotAReview(e.to_string()),
-            _ => RequestError::NotJson(e.to_string()),
-        })?;
-        if review.api_version != "admission.k8s.io/v1" || review.kind != "AdmissionReview" {
-            return Err(RequestError::WrongVersion {
-                api_version: review.api_version,
-                kind: review.kind,
-            });
-        }
-        let raw_request = review
-            .request
-            .filter(|r| r.get() != "null")
-            .ok_or(RequestError::NoRequest)?;
-        let request: RequestIn =
-            serde_json::from_str(raw_request.get()).map_err(|e| RequestError::NotAReview(format!("request: {e}")))?;
-        if request.uid.is_empty() {
-            return Err(RequestError::NoUid);
-        }
+        let request = read_request(body)?;
         let dry_run = request.dry_run.unwrap_or(false);
         let span = info_span!(
             "admission",
@@ -249,6 +233,30 @@ impl Admission {
             outcome: Outcome::Injected,
         }
     }
+}
+
+/// Reads an AdmissionReview v1 body down to its request, which must carry a uid.
+fn read_request(body: &[u8]) -> Result<RequestIn, RequestError> {
+    let review: ReviewIn = serde_json::from_slice(body).map_err(|e| match e.classify() {
+        serde_json::error::Category::Data => RequestError::NotAReview(e.to_string()),
+        _ => RequestError::NotJson(e.to_string()),
+    })?;
+    if review.api_version != "admission.k8s.io/v1" || review.kind != "AdmissionReview" {
+        return Err(RequestError::WrongVersion {
+            api_version: review.api_version,
+            kind: review.kind,
+        });
+    }
+    let raw_request = review
+        .request
+        .filter(|r| r.get() != "null")
+        .ok_or(RequestError::NoRequest)?;
+    let request: RequestIn =
+        serde_json::from_str(raw_request.get()).map_err(|e| RequestError::NotAReview(format!("request: {e}")))?;
+    if request.uid.is_empty() {
+        return Err(RequestError::NoUid);
+    }
+    Ok(request)
 }
 
 /// The response on the wire, as the API server reads it (`admission.k8s.io/v1`).

@@ -1,6 +1,7 @@
 //! One module per subcommand; each returns a typed error that `main` reports.
 
 pub mod certs;
+pub mod check;
 pub mod crd;
 pub mod inject;
 pub mod serve;

@@ -188,13 +188,15 @@ fn files_source(args: &ServeArgs) -> Option<TlsSource> {
 }
 
 /// The self-managed certificate's settings from the `serve` flags; `--webhook-config ""`
-/// manages no `caBundle`.
+/// and `--validating-webhook-config ""` manage no `caBundle` there.
 fn self_tls_config(args: &ServeArgs) -> BootstrapConfig {
     let flags = &args.self_tls;
     BootstrapConfig {
         namespace: args.namespace.clone(),
         secret_name: flags.tls_secret.clone(),
         webhook_config: (!flags.webhook_config.is_empty()).then(|| flags.webhook_config.clone()),
+        validating_webhook_config: (!flags.validating_webhook_config.is_empty())
+            .then(|| flags.validating_webhook_config.clone()),
         service: flags.service.clone(),
         validity_days: flags.cert_validity_days,
         renew_before_days: flags.cert_renew_before_days,
@@ -279,6 +281,7 @@ mod tests {
         let defaults = parse(&["--namespace", "ns"]);
         assert_eq!(defaults.secret_name, "envoy-injector-tls");
         assert_eq!(defaults.webhook_config.as_deref(), Some("envoy-injector"));
+        assert_eq!(defaults.validating_webhook_config.as_deref(), Some("envoy-injector"));
         assert_eq!(defaults.service, "envoy-injector");
         assert_eq!((defaults.validity_days, defaults.renew_before_days), (365, 30));
         defaults.validate().unwrap();
@@ -289,6 +292,8 @@ mod tests {
             "s",
             "--webhook-config",
             "",
+            "--validating-webhook-config",
+            "checks",
             "--service",
             "svc",
             "--cert-validity-days",
@@ -298,6 +303,7 @@ mod tests {
         ]);
         assert_eq!(custom.secret_name, "s");
         assert_eq!(custom.webhook_config, None);
+        assert_eq!(custom.validating_webhook_config.as_deref(), Some("checks"));
         assert_eq!(custom.service, "svc");
         assert_eq!((custom.validity_days, custom.renew_before_days), (90, 10));
         let bad = parse(&["--namespace", "ns", "--cert-renew-before-days", "400"]);

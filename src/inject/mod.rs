@@ -13,13 +13,16 @@ use serde_json::Value;
 
 use crate::template::{DEFAULT_TEMPLATE, Template, TemplateSet};
 
-pub use plan::{AppMount, Decision, Extras, InjectionStatus, Plan, plan};
+pub use plan::{AppMount, Decision, Extras, InjectionStatus, Plan, plan, revision_label_value};
 pub use policy::{NamespaceOptIn, OptIn, Skip};
 
 pub const INJECT_ANNOTATION: &str = "sidecar.samplecrd.k8s.io/inject";
 pub const TEMPLATE_ANNOTATION: &str = "sidecar.samplecrd.k8s.io/template";
 pub const NETWORK_ANNOTATION: &str = "sidecar.samplecrd.k8s.io/network";
 pub const STATUS_ANNOTATION: &str = "sidecar.samplecrd.k8s.io/status";
+/// Label set next to the status annotation: the template revision, so that injected Pods
+/// can be selected server-side (annotations cannot be).
+pub const REVISION_LABEL: &str = "sidecar.samplecrd.k8s.io/revision";
 pub const NATIVE_SIDECAR_ANNOTATION: &str = "sidecar.samplecrd.k8s.io/native-sidecar";
 /// The seed project's opt-in, still honoured.
 pub const LEGACY_INJECT_ANNOTATION: &str = "initializer.kubernetes.io/envoy";

@@ -7,7 +7,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::pod::{PodView, is_subset, mounts_of, name_of, ports_of};
-use super::{InjectError, NATIVE_SIDECAR_ANNOTATION, STATUS_ANNOTATION, policy::Skip};
+use super::{InjectError, NATIVE_SIDECAR_ANNOTATION, REVISION_LABEL, STATUS_ANNOTATION, policy::Skip};
 use crate::template::Template;
 
 /// Additions that come from outside the template (cluster state such as a Network).
@@ -54,6 +54,7 @@ pub struct Plan {
     pub app_mounts: Vec<AppMount>,
     /// Includes the status annotation.
     pub annotations: BTreeMap<String, String>,
+    /// Includes the revision label (when the revision is a valid label value).
     pub labels: BTreeMap<String, String>,
     pub status: InjectionStatus,
 }
@@ -175,6 +176,10 @@ pub fn plan(pod: &Value, template: &Template, extras: &Extras) -> Result<Decisio
         STATUS_ANNOTATION.to_string(),
         serde_json::to_string(&status).map_err(|e| InjectError::Encode(e.to_string()))?,
     );
+    let mut labels = extras.labels.clone();
+    if let Some(value) = revision_label_value(&template.revision) {
+        labels.insert(REVISION_LABEL.to_string(), value.to_string());
+    }
 
     Ok(Decision::Inject(Box::new(Plan {
         init_containers,
@@ -183,9 +188,26 @@ pub fn plan(pod: &Value, template: &Template, extras: &Extras) -> Result<Decisio
         image_pull_secrets,
         app_mounts,
         annotations,
-        labels: extras.labels.clone(),
+        labels,
         status,
     })))
+}
+
+/// The revision as the value of [`REVISION_LABEL`], when it is a valid label value (at
+/// most 63 characters of `[A-Za-z0-9._-]`, alphanumeric at both ends). Template revisions
+/// are 12 hex digits ([`crate::template::content_revision`]), so this is `Some` for every
+/// parsed template; anything else gets no label rather than a Pod the API server refuses.
+pub fn revision_label_value(revision: &str) -> Option<&str> {
+    let bytes = revision.as_bytes();
+    let edge = |b: Option<&u8>| b.is_some_and(u8::is_ascii_alphanumeric);
+    let valid = !bytes.is_empty()
+        && bytes.len() <= 63
+        && edge(bytes.first())
+        && edge(bytes.last())
+        && bytes
+            .iter()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'));
+    valid.then_some(revision)
 }
 
 fn quote_all(names: &[&str]) -> String {
@@ -272,4 +294,47 @@ fn plan_app_mounts(view: &PodView<'_>, template: &Template) -> Result<Vec<AppMou
         }
     }
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+    use crate::template::content_revision;
+
+    #[test]
+    fn the_revision_label_sits_next_to_the_status_annotation() {
+        let template = Template::parse("config", "containers:\n- name: proxy\n  image: envoy\n").unwrap();
+        let pod = json!({
+            "metadata": {"labels": {"app": "web"}},
+            "spec": {"containers": [{"name": "app"}]},
+        });
+        let Decision::Inject(plan) = plan(&pod, &template, &Extras::default()).unwrap() else {
+            panic!("expected an injection")
+        };
+        assert_eq!(plan.labels.get(REVISION_LABEL), Some(&template.revision));
+        assert_eq!(plan.status.revision, template.revision);
+        let mut out = pod.clone();
+        json_patch::patch(&mut out, &crate::inject::jsonpatch::render(&plan, &pod).unwrap()).unwrap();
+        assert_eq!(out["metadata"]["labels"]["app"], "web", "existing labels are kept");
+        assert_eq!(out["metadata"]["labels"][REVISION_LABEL], template.revision.as_str());
+    }
+
+    #[test]
+    fn only_valid_label_values_become_the_label() {
+        for text in [
+            "",
+            "containers: []",
+            "a much longer template text\n".repeat(100).as_str(),
+        ] {
+            let revision = content_revision(text);
+            assert_eq!(revision_label_value(&revision), Some(revision.as_str()), "{revision}");
+        }
+        assert_eq!(revision_label_value("v1.2_3-x"), Some("v1.2_3-x"));
+        for bad in ["", "-abc", "abc.", "a/b", "a b", "ä", &"a".repeat(64)] {
+            assert_eq!(revision_label_value(bad), None, "{bad:?}");
+        }
+        assert_eq!(revision_label_value(&"a".repeat(63)).map(str::len), Some(63));
+    }
 }

@@ -1,5 +1,5 @@
-//! `POST /mutate`: reads the AdmissionReview body within its limits and hands it to
-//! [`Admission`].
+//! `POST /mutate` and `POST /validate`: read the AdmissionReview body within its limits
+//! and hand it to [`Admission`] or [`TemplateValidation`].
 
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
@@ -14,7 +14,7 @@ use axum::routing::post;
 use http_body_util::BodyExt;
 use tracing::{Instrument, debug, error, info_span, warn};
 
-use crate::admission::Admission;
+use crate::admission::{Admission, RequestError, TemplateValidation};
 use crate::duration as go_duration;
 use crate::metrics::{Metrics, Outcome, OutcomeLabels};
 
@@ -32,6 +32,7 @@ pub(crate) struct WebhookState {
 pub(crate) fn router(state: Arc<WebhookState>) -> Router {
     Router::new()
         .route("/mutate", post(mutate).fallback(method_not_allowed))
+        .route("/validate", post(validate).fallback(method_not_allowed))
         .fallback(not_found)
         .with_state(state)
 }
@@ -39,14 +40,14 @@ pub(crate) fn router(state: Arc<WebhookState>) -> Router {
 async fn not_found() -> Response {
     text(
         StatusCode::NOT_FOUND,
-        "not found: this server answers POST /mutate".to_string(),
+        "not found: this server answers POST /mutate and POST /validate".to_string(),
     )
 }
 
 async fn method_not_allowed() -> Response {
     let mut response = text(
         StatusCode::METHOD_NOT_ALLOWED,
-        "method not allowed: /mutate expects POST".to_string(),
+        "method not allowed: /mutate and /validate expect POST".to_string(),
     );
     response
         .headers_mut()
@@ -55,8 +56,26 @@ async fn method_not_allowed() -> Response {
 }
 
 async fn mutate(State(state): State<Arc<WebhookState>>, request: Request) -> Response {
+    let admission = state.admission.clone();
+    review(state, request, "mutate", move |body| admission.handle(body)).await
+}
+
+async fn validate(State(state): State<Arc<WebhookState>>, request: Request) -> Response {
+    review(state, request, "validate", |body| {
+        TemplateValidation::new().handle(body)
+    })
+    .await
+}
+
+/// Reads the body within the limits and answers it with `handler`.
+async fn review(
+    state: Arc<WebhookState>,
+    request: Request,
+    route: &'static str,
+    handler: impl Fn(&[u8]) -> Result<Vec<u8>, RequestError>,
+) -> Response {
     let timeout = effective_timeout(request.uri().query(), state.request_timeout);
-    let span = info_span!("mutate", version = ?request.version(), timeout_ms = timeout.as_millis() as u64);
+    let span = info_span!("review", route, version = ?request.version(), timeout_ms = timeout.as_millis() as u64);
     async move {
         let (parts, body) = request.into_parts();
         let body = match tokio::time::timeout(timeout, read_body(body, &parts.headers, state.max_body_bytes)).await {
@@ -72,7 +91,7 @@ async fn mutate(State(state): State<Arc<WebhookState>>, request: Request) -> Res
         };
         // A panic here is a bug in the engine; answering 500 keeps this connection and the
         // rest of the server serving.
-        match std::panic::catch_unwind(AssertUnwindSafe(|| state.admission.handle(&body))) {
+        match std::panic::catch_unwind(AssertUnwindSafe(|| handler(&body))) {
             Ok(Ok(review)) => {
                 let mut response = (StatusCode::OK, review).into_response();
                 response

@@ -93,6 +93,79 @@ pub fn verifies(
         .map_err(|e| e.to_string())
 }
 
+/// Whether the serving chain `chain_pem` (leaf first) verifies for `name` at `now` against
+/// a CA of `bundle_pem` (a webhook's `caBundle`) that is itself valid then: the API server
+/// checks the CA's validity too. `Err` says what was expected and what was found.
+pub fn verify_with_bundle(bundle_pem: &[u8], chain_pem: &[u8], name: &str, now: OffsetDateTime) -> Result<(), String> {
+    let chain: Vec<CertificateDer<'static>> = super::certificates(chain_pem).collect();
+    let Some((leaf, intermediates)) = chain.split_first() else {
+        return Err(String::from(
+            "expected a PEM serving certificate, found no readable CERTIFICATE block",
+        ));
+    };
+    let cas: Vec<CertificateDer<'static>> = super::certificates(bundle_pem).collect();
+    if cas.is_empty() {
+        return Err(String::from(
+            "expected caBundle to hold PEM CA certificates, found none",
+        ));
+    }
+    // The leaf's own validity first, in words (the verifier's says it in UNIX seconds).
+    valid_at(leaf, now, "the serving certificate")?;
+    let mut errors = Vec::new();
+    for ca in &cas {
+        match verifies(leaf, intermediates, ca, name, now) {
+            // The API server checks the CA's validity too; the verifier does not.
+            Ok(()) => return valid_at(ca, now, "the caBundle CA that signs the serving certificate"),
+            Err(err) => errors.push(if err.contains("UnknownIssuer") || err.contains("BadSignature") {
+                String::from("it is signed by another CA")
+            } else if err.contains("not valid for name") {
+                format!("it does not name `{name}`")
+            } else {
+                err
+            }),
+        }
+    }
+    errors.sort();
+    errors.dedup();
+    Err(format!(
+        "expected the serving certificate to verify for `{name}` against caBundle ({} CA(s)), found {}",
+        cas.len(),
+        errors.join("; ")
+    ))
+}
+
+/// Whether the DER certificate `der` (named `what` in the error) is valid at `now`.
+fn valid_at(der: &[u8], now: OffsetDateTime, what: &str) -> Result<(), String> {
+    let info = inspect_cert(der).map_err(|e| e.to_string())?;
+    if info.not_after <= now {
+        return Err(format!(
+            "expected {what} to be valid, found it expired at {}",
+            rfc3339(info.not_after)
+        ));
+    }
+    if info.not_before > now {
+        return Err(format!(
+            "expected {what} to be valid, found it valid only from {}",
+            rfc3339(info.not_before)
+        ));
+    }
+    Ok(())
+}
+
+/// A time as RFC 3339 in UTC, to the second (`2026-05-01T12:00:00Z`).
+pub fn rfc3339(at: OffsetDateTime) -> String {
+    let at = at.to_offset(time::UtcOffset::UTC);
+    format!(
+        "{:04}-{:02}-{:02}T{:02}:{:02}:{:02}Z",
+        at.year(),
+        u8::from(at.month()),
+        at.day(),
+        at.hour(),
+        at.minute(),
+        at.second()
+    )
+}
+
 /// SHA-256 of a DER certificate as colon-separated upper-case hex, as `openssl x509
 /// -fingerprint -sha256` prints it.
 pub fn sha256_fingerprint(der: &[u8]) -> String {
@@ -116,6 +189,45 @@ pub fn fingerprint(key: &CertifiedKey) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_bundle_verifies_only_its_own_valid_leaves() {
+        let now = OffsetDateTime::now_utc();
+        let certs = crate::tls::generate("svc", "ns", &[], 30).unwrap();
+        let other = crate::tls::generate("svc", "ns", &[], 30).unwrap();
+        let (bundle, chain) = (certs.ca.cert_pem.as_bytes(), certs.serving.cert_pem.as_bytes());
+        assert_eq!(verify_with_bundle(bundle, chain, "svc.ns.svc", now), Ok(()));
+        let two = format!("{}{}", other.ca.cert_pem, certs.ca.cert_pem);
+        assert_eq!(verify_with_bundle(two.as_bytes(), chain, "svc.ns.svc", now), Ok(()));
+        let err = verify_with_bundle(other.ca.cert_pem.as_bytes(), chain, "svc.ns.svc", now).unwrap_err();
+        assert!(
+            err.ends_with("against caBundle (1 CA(s)), found it is signed by another CA"),
+            "{err}"
+        );
+        let err = verify_with_bundle(bundle, chain, "other.ns.svc", now).unwrap_err();
+        assert!(err.ends_with("found it does not name `other.ns.svc`"), "{err}");
+        let leaf = crate::tls::sign_serving_cert(
+            &certs.ca,
+            "svc",
+            "ns",
+            now - time::Duration::days(3),
+            now - time::Duration::days(1),
+        )
+        .unwrap();
+        let err = verify_with_bundle(bundle, leaf.cert_pem.as_bytes(), "svc.ns.svc", now).unwrap_err();
+        assert!(
+            err.starts_with("expected the serving certificate to be valid, found it expired at"),
+            "{err}"
+        );
+        let err = verify_with_bundle(b"", chain, "svc.ns.svc", now).unwrap_err();
+        assert!(err.contains("found none"), "{err}");
+        let past = now - time::Duration::days(40);
+        let ca = crate::tls::generate_ca("svc", "ns", 2, past).unwrap();
+        let leaf = crate::tls::sign_serving_cert(&ca, "svc", "ns", past, now + time::Duration::days(5)).unwrap();
+        let err = verify_with_bundle(ca.cert_pem.as_bytes(), leaf.cert_pem.as_bytes(), "svc.ns.svc", now).unwrap_err();
+        assert!(err.contains("expired at"), "{err}");
+        assert_eq!(rfc3339(OffsetDateTime::UNIX_EPOCH), "1970-01-01T00:00:00Z");
+    }
 
     #[test]
     fn fingerprint_is_colon_separated_sha256() {

@@ -9,6 +9,7 @@
 //! | `pair` | [`CertPair`], the one certificate-and-key type |
 //! | `reload` | the store rustls serves from, the one reloader, the certificate-file poller |
 //! | `source` | [`TlsSource`] and the rustls [`ServerTls`] the webhook listener consumes |
+//! | `webhooks` | [`WebhookConfig`]: mutating and validating configurations seen alike (their `caBundle`s) |
 //! | [`secret`] | cluster mode's self-managed certificate in a Secret, and its `caBundle` |
 //!
 //! Every use of rustls here goes through [`provider`], so the process has one crypto
@@ -27,15 +28,17 @@ mod pem;
 mod reload;
 pub mod secret;
 mod source;
+mod webhooks;
 
 pub use error::{CertError, TlsError};
-pub use inspect::{CertInfo, inspect_cert, public_key_of, sha256_fingerprint};
+pub use inspect::{CertInfo, inspect_cert, public_key_of, rfc3339, sha256_fingerprint, verify_with_bundle};
 pub use issue::{CLOCK_SKEW, MAX_DAYS, ServiceCerts, generate, generate_ca, self_signed_localhost, sign_serving_cert};
 pub use names::{check_dns_label, service_dns_names};
 pub use pair::CertPair;
 pub use pem::load_pem;
 pub use reload::CertStore;
 pub use source::{ServerTls, TlsSource};
+pub use webhooks::WebhookConfig;
 
 // Shared between the parts of this module, not used outside it.
 pub(crate) use inspect::{fingerprint, verifies};

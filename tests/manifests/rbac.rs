@@ -107,6 +107,12 @@ fn rbac_is_least_privilege_without_wildcards() {
             NAME,
             &["get", "patch"],
         ),
+        (
+            "admissionregistration.k8s.io",
+            "validatingwebhookconfigurations",
+            NAME,
+            &["get", "patch"],
+        ),
     ]);
     assert_eq!(found, expected, "the ClusterRole's permissions");
     assert!(

@@ -4,7 +4,7 @@
 use std::collections::BTreeSet;
 use std::path::PathBuf;
 
-use k8s_openapi::api::admissionregistration::v1::MutatingWebhookConfiguration;
+use k8s_openapi::api::admissionregistration::v1::{MutatingWebhookConfiguration, ValidatingWebhookConfiguration};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Pod, Service, ServiceAccount};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
@@ -68,6 +68,9 @@ fn check_round_trip(doc: &Doc) -> Vec<String> {
         ("rbac.authorization.k8s.io/v1", "RoleBinding") => round_trip::<RoleBinding>(doc),
         ("rbac.authorization.k8s.io/v1", "ClusterRole") => round_trip::<ClusterRole>(doc),
         ("rbac.authorization.k8s.io/v1", "ClusterRoleBinding") => round_trip::<ClusterRoleBinding>(doc),
+        ("admissionregistration.k8s.io/v1", "ValidatingWebhookConfiguration") => {
+            round_trip::<ValidatingWebhookConfiguration>(doc)
+        }
         ("admissionregistration.k8s.io/v1", "MutatingWebhookConfiguration") => {
             round_trip::<MutatingWebhookConfiguration>(doc)
         }
@@ -139,6 +142,7 @@ fn rendered_manifests_round_trip_through_their_types() {
         "Service",
         "ConfigMap",
         "MutatingWebhookConfiguration",
+        "ValidatingWebhookConfiguration",
         "CustomResourceDefinition",
     ]
     .into();
@@ -153,6 +157,7 @@ fn rendered_manifests_round_trip_through_their_types() {
                 | "ClusterRole"
                 | "ClusterRoleBinding"
                 | "MutatingWebhookConfiguration"
+                | "ValidatingWebhookConfiguration"
                 | "CustomResourceDefinition"
         );
         let namespace = doc.value["metadata"]["namespace"].as_str();

@@ -121,23 +121,8 @@ pub(crate) fn one(docs: &[Doc], kind: &str) -> Doc {
     found[0].clone()
 }
 
-/// Whether a label selector selects `labels` (matchLabels and matchExpressions).
+/// Whether a label selector selects `labels`, as the API server decides (the library's
+/// own, which `check` uses): an unknown operator fails the test.
 pub(crate) fn selects(selector: &LabelSelector, labels: &BTreeMap<String, String>) -> bool {
-    let by_labels = selector
-        .match_labels
-        .iter()
-        .flatten()
-        .all(|(k, v)| labels.get(k) == Some(v));
-    let by_expressions = selector.match_expressions.iter().flatten().all(|e| {
-        let value = labels.get(&e.key);
-        let values = e.values.clone().unwrap_or_default();
-        match e.operator.as_str() {
-            "In" => value.is_some_and(|v| values.contains(v)),
-            "NotIn" => value.is_none_or(|v| !values.contains(v)),
-            "Exists" => value.is_some(),
-            "DoesNotExist" => value.is_none(),
-            other => panic!("unknown selector operator {other}"),
-        }
-    });
-    by_labels && by_expressions
+    envoy_injector::check::selector::selects(selector, labels).unwrap_or_else(|e| panic!("{e}"))
 }

@@ -1,12 +1,16 @@
 //! The MutatingWebhookConfiguration: its properties, its namespace selectors, and its CEL
-//! `matchConditions` evaluated against the injector's own policy.
+//! `matchConditions` evaluated against the injector's own policy (with the evaluator
+//! `envoy-injector check` uses). The ValidatingWebhookConfiguration: the template
+//! ConfigMap only, `Ignore`, same Service as the mutating one.
 
 use std::collections::BTreeMap;
 
+use envoy_injector::check::cel;
 use envoy_injector::inject::policy::{NamespaceOptIn, decide};
-use k8s_openapi::api::admissionregistration::v1::{MutatingWebhook, MutatingWebhookConfiguration};
+use k8s_openapi::api::admissionregistration::v1::{
+    MutatingWebhook, MutatingWebhookConfiguration, ValidatingWebhookConfiguration,
+};
 use k8s_openapi::api::core::v1::Namespace;
-use kube::core::cel::{AdmissionRequest, VapEvaluator, VapExpression};
 use serde_json::{Map, Value, json};
 
 use crate::support::*;
@@ -168,70 +172,21 @@ fn namespace_selectors_send_no_pod_twice_and_never_the_injectors_own() {
     }
 }
 
-/// kube's client-side CEL (kube-cel 0.8) escapes *every* JSON object key the way Kubernetes
-/// escapes schema property names (`.` → `__dot__`, `/` → `__slash__`, `-` → `__dash__`,
-/// `_` → `__`), map keys included; the API server does not escape map keys, so
-/// `object.metadata.annotations['sidecar.samplecrd.k8s.io/inject']` finds the annotation
-/// there. To evaluate the shipped expressions here, the annotation keys they quote are
-/// written the escaped way first; any other quoted key with such characters fails the test
-/// (it would not be looked up as the API server does).
-fn for_kube_cel(expression: &str) -> String {
-    let escape = |key: &str| {
-        key.replace('_', "__")
-            .replace('.', "__dot__")
-            .replace('-', "__dash__")
-            .replace('/', "__slash__")
-    };
-    let mut out = expression.to_string();
-    for key in [INJECT, LEGACY, STATUS] {
-        out = out.replace(&format!("'{key}'"), &format!("'{}'", escape(key)));
-    }
-    let leftover = out
-        .split('\'')
-        .skip(1)
-        .step_by(2)
-        .find(|literal| literal.contains(['.', '/', '-']) && !literal.contains("__"));
-    assert!(
-        leftover.is_none(),
-        "matchCondition quotes {leftover:?}: add it to for_kube_cel in tests/manifests.rs"
-    );
-    out
-}
-
 /// Each matchCondition of `hook` for `pod`: its name and value. Panics on an evaluation
 /// error (the API server would then apply the failurePolicy to a Pod that may not have
 /// opted in).
 fn match_conditions(hook: &MutatingWebhook, pod: &Value) -> Vec<(String, bool)> {
-    let request = AdmissionRequest {
-        operation: "CREATE".to_string(),
-        namespace: "apps".to_string(),
-        ..AdmissionRequest::default()
-    };
-    let evaluator = VapEvaluator::builder().object(pod.clone()).request(request).build();
     let conditions = hook.match_conditions.clone().unwrap_or_default();
-    let expressions: Vec<VapExpression> = conditions
-        .iter()
-        .map(|c| VapExpression {
-            expression: for_kube_cel(&c.expression),
-            message: Some("false".to_string()),
-            message_expression: None,
-        })
-        .collect();
-    let results = evaluator.evaluate(&expressions);
-    conditions
-        .iter()
-        .zip(results)
-        .map(|(condition, result)| {
-            if !result.passed {
-                assert_eq!(
-                    result.message.as_deref(),
-                    Some("false"),
-                    "{}: matchCondition {} does not evaluate to a boolean for Pod {pod}",
-                    hook.name,
-                    condition.name
-                );
-            }
-            (condition.name.clone(), result.passed)
+    cel::evaluate(&conditions, pod, &cel::pod_create_request("apps", "p"))
+        .into_iter()
+        .map(|result| {
+            let value = result.value.unwrap_or_else(|err| {
+                panic!(
+                    "{}: matchCondition {} does not evaluate to a boolean for Pod {pod}: {err}",
+                    hook.name, result.name
+                )
+            });
+            (result.name, value)
         })
         .collect()
 }
@@ -297,5 +252,67 @@ fn match_conditions_select_exactly_the_pods_the_injector_injects() {
                 if injects { "injects" } else { "does not inject" }
             );
         }
+    }
+}
+
+#[test]
+fn validating_configuration_checks_only_the_template_configmap() {
+    let Some(docs) = rendered() else { return };
+    let config: ValidatingWebhookConfiguration = one(docs, "ValidatingWebhookConfiguration").typed();
+    assert_eq!(config.metadata.name.as_deref(), Some(NAME));
+    let hooks = config.webhooks.unwrap_or_default();
+    assert_eq!(hooks.len(), 1, "one webhook entry");
+    let hook = &hooks[0];
+    assert_eq!(hook.name, "templates.sidecar.samplecrd.k8s.io");
+    assert_eq!(
+        hook.failure_policy.as_deref(),
+        Some("Ignore"),
+        "the reload path is the safety net"
+    );
+    assert_eq!(hook.side_effects, "None", "dry-run safe");
+    assert_eq!(hook.admission_review_versions, ["v1"]);
+    assert_eq!(hook.timeout_seconds, Some(5));
+    let client = &hook.client_config;
+    assert!(
+        client.ca_bundle.is_none(),
+        "caBundle is written by the running injector"
+    );
+    let service = client.service.as_ref().expect("clientConfig.service");
+    // Same Service (and so the same certificate) as the mutating webhook, path /validate.
+    let mutating = webhooks(docs)[0].client_config.service.clone().expect("service");
+    assert_eq!(
+        (service.namespace.as_str(), service.name.as_str(), service.port),
+        (mutating.namespace.as_str(), mutating.name.as_str(), mutating.port),
+        "same Service as the mutating webhook"
+    );
+    assert_eq!(service.path.as_deref(), Some("/validate"));
+    let rules = hook.rules.clone().unwrap_or_default();
+    assert_eq!(rules.len(), 1);
+    assert_eq!(
+        (
+            rules[0].operations.clone().unwrap_or_default(),
+            rules[0].api_groups.clone().unwrap_or_default(),
+            rules[0].resources.clone().unwrap_or_default(),
+        ),
+        (
+            vec!["CREATE".to_string(), "UPDATE".to_string()],
+            vec![String::new()],
+            vec!["configmaps".to_string()]
+        ),
+        "ConfigMap CREATE and UPDATE"
+    );
+
+    // Only the injector's namespace, and there only the ConfigMap named envoy-injector.
+    let selector = hook.namespace_selector.as_ref().expect("namespaceSelector");
+    let labels = |name: &str| BTreeMap::from([("kubernetes.io/metadata.name".to_string(), name.to_string())]);
+    assert!(selects(selector, &labels(NAMESPACE)));
+    assert!(!selects(selector, &labels("apps")));
+    let conditions = hook.match_conditions.clone().unwrap_or_default();
+    for (name, sent) in [(NAME, true), ("envoy", false), ("kube-root-ca.crt", false)] {
+        let configmap =
+            json!({ "apiVersion": "v1", "kind": "ConfigMap", "metadata": { "name": name, "namespace": NAMESPACE } });
+        let results = cel::evaluate(&conditions, &configmap, &json!({ "operation": "UPDATE" }));
+        let called = results.iter().all(|r| r.value == Ok(true));
+        assert_eq!(called, sent, "ConfigMap {name}: {results:?}");
     }
 }

@@ -16,8 +16,9 @@
 //! there and it has life left, else a new CA) and written: POST when absent (a 409
 //! AlreadyExists means another replica won: re-GET and use its Secret), PUT carrying the
 //! read `resourceVersion` otherwise (a 409 Conflict means someone wrote in between: re-GET
-//! and decide again). Then every webhook of `--webhook-config` gets `caBundle = ca.crt`
-//! (PATCHed only when different; a missing configuration is logged and retried).
+//! and decide again). Then every webhook of `--webhook-config` (mutating) and of
+//! `--validating-webhook-config` gets `caBundle = ca.crt` (PATCHed only when different; a
+//! missing configuration is logged and retried).
 //!
 //! **Run.** Every replica polls the Secret ([`BootstrapConfig::poll_interval`]); when
 //! `tls.crt`/`tls.key` change it validates them and swaps them into the [`CertStore`] (a bad
@@ -48,7 +49,7 @@
 //! | `policy` | [`Policy`]: lifetimes, when to renew, rotate and switch |
 //! | `decide` | [`decide`]: the pure decision of what the Secret needs |
 //! | `sync` | [`TlsBootstrap`]: the loop that reads and writes the Secret |
-//! | `ca_bundle` | publishing `ca.crt` as the webhooks' `caBundle` |
+//! | `ca_bundle` | publishing `ca.crt` as the webhooks' `caBundle` (mutating and validating) |
 
 use std::sync::Arc;
 

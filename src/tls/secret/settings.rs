@@ -4,6 +4,7 @@ use std::time::Duration as StdDuration;
 
 use time::Duration;
 
+use super::ca_bundle::ConfigKind;
 use super::{BootstrapError, Policy};
 use crate::tls;
 
@@ -23,8 +24,12 @@ pub struct BootstrapConfig {
     pub namespace: String,
     /// `--tls-secret`.
     pub secret_name: String,
-    /// `--webhook-config`; `None` (the flag set to "") manages no `caBundle`.
+    /// `--webhook-config`: the MutatingWebhookConfiguration whose `caBundle` is managed;
+    /// `None` (the flag set to "") manages none.
     pub webhook_config: Option<String>,
+    /// `--validating-webhook-config`: the ValidatingWebhookConfiguration whose `caBundle`
+    /// is managed; `None` (the flag set to "") manages none.
+    pub validating_webhook_config: Option<String>,
     /// `--service`.
     pub service: String,
     /// `--cert-validity-days` (the CA gets ten times as long).
@@ -66,6 +71,17 @@ impl BootstrapConfig {
         Ok(())
     }
 
+    /// The webhook configurations whose `caBundle` is managed, mutating first.
+    pub(super) fn managed_configs(&self) -> Vec<(ConfigKind, String)> {
+        [
+            (ConfigKind::Mutating, &self.webhook_config),
+            (ConfigKind::Validating, &self.validating_webhook_config),
+        ]
+        .into_iter()
+        .filter_map(|(kind, name)| name.clone().map(|name| (kind, name)))
+        .collect()
+    }
+
     /// The certificate policy these settings describe.
     pub fn policy(&self) -> Policy {
         Policy {
@@ -91,6 +107,7 @@ mod tests {
             namespace: NAMESPACE.into(),
             secret_name: "tls".into(),
             webhook_config: None,
+            validating_webhook_config: None,
             service: SERVICE.into(),
             validity_days: 365,
             renew_before_days: 30,

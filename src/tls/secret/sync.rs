@@ -57,7 +57,7 @@ impl TlsBootstrap {
     ) -> Result<TlsBootstrap, BootstrapError> {
         config.validate()?;
         let secrets = Api::namespaced(client.clone(), &config.namespace);
-        let ca_bundle = CaBundleSync::new(client, config.webhook_config.clone());
+        let ca_bundle = CaBundleSync::new(client, config.managed_configs());
         Ok(TlsBootstrap {
             policy: config.policy(),
             config,

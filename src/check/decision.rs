@@ -1,0 +1,464 @@
+//! Why a Pod would (or would not) be injected: first the deployed
+//! MutatingWebhookConfiguration as the API server applies it (rules, selectors, CEL
+//! `matchConditions`), then the injector's own policy (`inject::policy`), then the engine's
+//! dry run (`inject::plan`: template, collisions). Pure: the cluster comes in as data.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::admissionregistration::v1::{MutatingWebhook, RuleWithOperations};
+use serde::Serialize;
+use serde_json::Value;
+
+use super::cel;
+use super::selector;
+use crate::admission::{ClusterView, network_view};
+use crate::inject::policy::{self, OptIn, Skip};
+use crate::inject::{
+    self, Decision, Extras, INJECT_ANNOTATION, InjectError, InjectionStatus, LEGACY_INJECT_ANNOTATION, NAMESPACE_LABEL,
+    NETWORK_ANNOTATION, NamespaceOptIn, STATUS_ANNOTATION,
+};
+use crate::network::crd::Network;
+use crate::network::join;
+use crate::template::TemplateSet;
+
+/// The label every Namespace carries (set by the API server): what selectors see of its name.
+pub const NAMESPACE_NAME_LABEL: &str = "kubernetes.io/metadata.name";
+
+/// What the decision reads of the cluster: Namespace labels and Networks.
+#[derive(Debug, Clone, Default)]
+pub struct Snapshot {
+    /// Labels of each Namespace that exists.
+    pub namespaces: BTreeMap<String, BTreeMap<String, String>>,
+    /// Networks by (namespace, name).
+    pub networks: BTreeMap<(String, String), Network>,
+}
+
+impl Snapshot {
+    /// The labels selectors see: the Namespace's own, or, for one that does not exist yet,
+    /// the name label the API server will give it.
+    pub fn namespace_labels(&self, namespace: &str) -> BTreeMap<String, String> {
+        self.namespaces
+            .get(namespace)
+            .cloned()
+            .unwrap_or_else(|| BTreeMap::from([(NAMESPACE_NAME_LABEL.to_string(), namespace.to_string())]))
+    }
+}
+
+/// The injector reads the same facts through the same trait at admission.
+impl ClusterView for Snapshot {
+    fn namespace_opt_in(&self, namespace: &str) -> NamespaceOptIn {
+        match self.namespaces.get(namespace) {
+            Some(labels) if labels.get(NAMESPACE_LABEL).map(String::as_str) == Some("enabled") => {
+                NamespaceOptIn::Labeled
+            }
+            _ => NamespaceOptIn::NotLabeled,
+        }
+    }
+
+    fn network(&self, namespace: &str, name: &str) -> join::Lookup {
+        match self.networks.get(&(namespace.to_string(), name.to_string())) {
+            Some(network) => join::Lookup::Found(network_view(network)),
+            None => join::Lookup::Missing,
+        }
+    }
+}
+
+/// One Pod (or Pod template) to explain.
+#[derive(Debug, Clone)]
+pub struct Subject {
+    /// How reports name it: `Pod apps/web-1`, `Deployment apps/web (Pod template)`.
+    pub what: String,
+    pub namespace: String,
+    /// The Pod as the API server would send it on CREATE (`metadata`, `spec`).
+    pub pod: Value,
+}
+
+/// What the cluster has besides Namespaces and Networks.
+#[derive(Debug, Clone, Copy)]
+pub struct Installed<'a> {
+    /// The MutatingWebhookConfiguration's name, for messages.
+    pub webhook_config: &'a str,
+    /// Its webhooks; `None` when it does not exist.
+    pub webhooks: Option<&'a [MutatingWebhook]>,
+    /// The templates of the live ConfigMap, or why there are none.
+    pub templates: Result<&'a TemplateSet, &'a str>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Verdict {
+    /// Would be injected.
+    Inject,
+    /// Would be admitted unchanged.
+    Skip,
+    /// Would be refused.
+    Deny,
+    /// Cannot be told: the ConfigMap does not parse, so the injector runs on its last good
+    /// templates, which only it can see.
+    Unknown,
+}
+
+/// The rule that decided.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Rule {
+    Annotation,
+    LegacyAnnotation,
+    NamespaceLabel,
+    OptedOut,
+    NotOptedIn,
+    AlreadyInjected,
+    WebhookAbsent,
+    WebhookNotCalled,
+    WebhookError,
+    NoTemplates,
+    UnknownTemplate,
+    Network,
+    Collision,
+    InvalidPod,
+}
+
+/// What the API server does with one webhook entry for this Pod.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Call {
+    Called,
+    NotCalled,
+    /// A matchCondition cannot be evaluated: the entry's failurePolicy decides.
+    Error,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct WebhookMatch {
+    pub name: String,
+    pub call: Call,
+    pub reason: String,
+    /// The entry's failurePolicy (`Fail` when unset, as the API server defaults it).
+    #[serde(skip)]
+    pub fail_closed: bool,
+}
+
+/// The template a Pod got or would get.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TemplateRef {
+    pub name: String,
+    pub revision: String,
+    /// The live template's revision, when it differs (or `None` when it is the same).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub live_revision: Option<String>,
+    /// True when the Pod carries an older revision than the live template (or a template
+    /// that no longer exists).
+    pub stale: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct PodReport {
+    pub subject: String,
+    pub verdict: Verdict,
+    pub rule: Rule,
+    pub reason: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub template: Option<TemplateRef>,
+    /// What the injection adds (`container envoy`, `volume envoy-conf`, ...).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub adds: Vec<String>,
+    pub webhooks: Vec<WebhookMatch>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<String>,
+}
+
+impl PodReport {
+    /// A Pod that would be refused is something wrong; one that is simply not injected is not.
+    pub fn is_problem(&self) -> bool {
+        self.verdict == Verdict::Deny
+    }
+}
+
+/// Explains one Pod.
+pub fn explain(subject: &Subject, installed: &Installed<'_>, cluster: &Snapshot) -> PodReport {
+    let pod = &subject.pod;
+    let annotations = pod.pointer("/metadata/annotations").and_then(Value::as_object);
+    let mut warnings = policy::unreadable_flags(annotations);
+    if pod.pointer("/spec/hostNetwork").and_then(Value::as_bool) == Some(true) {
+        warnings.push(String::from(
+            "`hostNetwork: true`: the injector does not skip host-network Pods; the sidecar's ports would be bound on the node",
+        ));
+    }
+    let webhooks: Vec<WebhookMatch> = installed
+        .webhooks
+        .unwrap_or_default()
+        .iter()
+        .map(|hook| match_webhook(hook, subject, cluster))
+        .collect();
+    let report = |verdict, rule, reason: String| PodReport {
+        subject: subject.what.clone(),
+        verdict,
+        rule,
+        reason,
+        template: None,
+        adds: Vec::new(),
+        webhooks: webhooks.clone(),
+        warnings: Vec::new(),
+    };
+    let mut out = match policy::decide(annotations, cluster.namespace_opt_in(&subject.namespace)) {
+        Err(skip) => {
+            let rule = match skip {
+                Skip::NotOptedIn => Rule::NotOptedIn,
+                Skip::OptedOut { .. } => Rule::OptedOut,
+                Skip::AlreadyInjected { .. } => Rule::AlreadyInjected,
+            };
+            let mut out = report(Verdict::Skip, rule, skip.to_string());
+            if rule == Rule::AlreadyInjected {
+                out.template = injected_template(annotations, installed.templates.ok());
+            }
+            if webhooks.iter().any(|w| w.call == Call::Called) {
+                warnings.push(String::from(
+                    "the API server sends it to the webhook anyway, which admits it unchanged",
+                ));
+            }
+            out
+        }
+        Ok(opt_in) => engine(subject, installed, cluster, opt_in, &webhooks, report),
+    };
+    out.warnings.extend(warnings);
+    out
+}
+
+fn opt_in_reason(opt_in: OptIn, namespace: &str) -> (Rule, String) {
+    match opt_in {
+        OptIn::Annotation => (
+            Rule::Annotation,
+            format!("opted in by annotation `{INJECT_ANNOTATION}: \"true\"`"),
+        ),
+        OptIn::LegacyAnnotation => (
+            Rule::LegacyAnnotation,
+            format!("opted in by the legacy annotation `{LEGACY_INJECT_ANNOTATION}: \"true\"`"),
+        ),
+        OptIn::NamespaceLabel => (
+            Rule::NamespaceLabel,
+            format!("opted in by label `{NAMESPACE_LABEL}=enabled` on namespace `{namespace}`"),
+        ),
+    }
+}
+
+fn engine(
+    subject: &Subject,
+    installed: &Installed<'_>,
+    cluster: &Snapshot,
+    opt_in: OptIn,
+    webhooks: &[WebhookMatch],
+    report: impl Fn(Verdict, Rule, String) -> PodReport,
+) -> PodReport {
+    let (rule, opted) = opt_in_reason(opt_in, &subject.namespace);
+    let Some(_) = installed.webhooks else {
+        return report(
+            Verdict::Skip,
+            Rule::WebhookAbsent,
+            format!(
+                "{opted}, but MutatingWebhookConfiguration {} does not exist: the API server sends no Pod to the injector",
+                installed.webhook_config
+            ),
+        );
+    };
+    if !webhooks.iter().any(|w| w.call == Call::Called) {
+        if let Some(failing) = webhooks.iter().find(|w| w.call == Call::Error) {
+            let (verdict, policy) = if failing.fail_closed {
+                (Verdict::Deny, "its failurePolicy Fail refuses the Pod")
+            } else {
+                (Verdict::Skip, "its failurePolicy Ignore admits the Pod unchanged")
+            };
+            return report(
+                verdict,
+                Rule::WebhookError,
+                format!("{opted}, but webhook {}: {}; {policy}", failing.name, failing.reason),
+            );
+        }
+        return report(
+            Verdict::Skip,
+            Rule::WebhookNotCalled,
+            format!(
+                "{opted}, but the API server calls no webhook of {} for it ({})",
+                installed.webhook_config,
+                if webhooks.is_empty() {
+                    "it has no webhooks"
+                } else {
+                    "see each webhook below"
+                }
+            ),
+        );
+    }
+    let pod = &subject.pod;
+    let namespace = subject.namespace.as_str();
+    let network = pod
+        .pointer("/metadata/annotations")
+        .and_then(|a| a.get(NETWORK_ANNOTATION))
+        .and_then(Value::as_str)
+        .map(str::trim)
+        .filter(|n| !n.is_empty());
+    let extras = match network {
+        None => Extras::default(),
+        Some(name) => match join::extras(name, namespace, cluster.network(namespace, name), pod) {
+            Ok(extras) => extras.unwrap_or_default(),
+            Err(err) => return report(Verdict::Deny, Rule::Network, err.to_string()),
+        },
+    };
+    let templates = match installed.templates {
+        Ok(templates) => templates,
+        Err(why) => return report(Verdict::Unknown, Rule::NoTemplates, format!("{opted}, but {why}")),
+    };
+    let template = match inject::select_template(templates, pod) {
+        Ok(template) => template,
+        Err(err) => return report(Verdict::Deny, Rule::UnknownTemplate, err.to_string()),
+    };
+    let used = TemplateRef {
+        name: template.name.clone(),
+        revision: template.revision.clone(),
+        live_revision: None,
+        stale: false,
+    };
+    match inject::plan(pod, &template, &extras) {
+        Ok(Decision::Inject(plan)) => {
+            let mut out = report(Verdict::Inject, rule, opted);
+            out.template = Some(used);
+            let named = |kind: &str, names: &[String]| names.iter().map(|n| format!("{kind} {n}")).collect::<Vec<_>>();
+            out.adds = [
+                named("init container", &plan.status.init_containers),
+                named("container", &plan.status.containers),
+                named("volume", &plan.status.volumes),
+                named("image pull secret", &plan.status.image_pull_secrets),
+            ]
+            .concat();
+            out
+        }
+        Ok(Decision::Skip(skip)) => {
+            let mut out = report(Verdict::Skip, Rule::AlreadyInjected, format!("{opted}, but {skip}"));
+            out.template = Some(used);
+            out
+        }
+        Err(err) => {
+            let rule = match err {
+                InjectError::InvalidPod { .. } | InjectError::Encode(_) => Rule::InvalidPod,
+                InjectError::UnknownTemplate { .. } => Rule::UnknownTemplate,
+                _ => Rule::Collision,
+            };
+            let mut out = report(Verdict::Deny, rule, err.to_string());
+            out.template = Some(used);
+            out
+        }
+    }
+}
+
+/// The template named by the `status` annotation, compared with the live one.
+fn injected_template(
+    annotations: Option<&serde_json::Map<String, Value>>,
+    live: Option<&TemplateSet>,
+) -> Option<TemplateRef> {
+    let status = annotations?.get(STATUS_ANNOTATION)?.as_str()?;
+    let status: InjectionStatus = serde_json::from_str(status).ok()?;
+    let live_revision = live.map(|set| set.get(&status.template).map(|t| t.revision.clone()));
+    let stale = matches!(&live_revision, Some(live) if live.as_deref() != Some(status.revision.as_str()));
+    Some(TemplateRef {
+        live_revision: match live_revision {
+            Some(Some(live)) if live != status.revision => Some(live),
+            Some(None) => Some(String::from("(template removed)")),
+            _ => None,
+        },
+        name: status.template,
+        revision: status.revision,
+        stale,
+    })
+}
+
+fn covers_pod_create(rules: &[RuleWithOperations]) -> bool {
+    let has = |list: &Option<Vec<String>>, wanted: &[&str]| {
+        list.iter().flatten().any(|v| v == "*" || wanted.contains(&v.as_str()))
+    };
+    rules.iter().any(|rule| {
+        has(&rule.operations, &["CREATE"])
+            && has(&rule.api_groups, &[""])
+            && has(&rule.api_versions, &["v1"])
+            && has(&rule.resources, &["pods", "*/*"])
+            && rule.scope.as_deref().is_none_or(|s| s == "*" || s == "Namespaced")
+    })
+}
+
+/// What the API server does with `hook` for this Pod's CREATE.
+pub fn match_webhook(hook: &MutatingWebhook, subject: &Subject, cluster: &Snapshot) -> WebhookMatch {
+    let fail_closed = hook.failure_policy.as_deref().is_none_or(|p| p == "Fail");
+    let answer = |call, reason: String| WebhookMatch {
+        name: hook.name.clone(),
+        call,
+        reason,
+        fail_closed,
+    };
+    if !covers_pod_create(hook.rules.as_deref().unwrap_or_default()) {
+        return answer(Call::NotCalled, String::from("its rules do not cover Pod CREATE"));
+    }
+    let namespace_labels = cluster.namespace_labels(&subject.namespace);
+    if let Some(selector) = &hook.namespace_selector {
+        match selector::unmet(selector, &namespace_labels) {
+            Ok(None) => {}
+            Ok(Some(unmet)) => {
+                return answer(
+                    Call::NotCalled,
+                    format!(
+                        "namespaceSelector wants `{}`: namespace `{}` {}",
+                        unmet.wanted, subject.namespace, unmet.found
+                    ),
+                );
+            }
+            Err(err) => return answer(Call::Error, format!("namespaceSelector: {err}")),
+        }
+    }
+    if let Some(selector) = &hook.object_selector {
+        let labels: BTreeMap<String, String> = subject
+            .pod
+            .pointer("/metadata/labels")
+            .and_then(|l| serde_json::from_value(l.clone()).ok())
+            .unwrap_or_default();
+        match selector::unmet(selector, &labels) {
+            Ok(None) => {}
+            Ok(Some(unmet)) => {
+                return answer(
+                    Call::NotCalled,
+                    format!("objectSelector wants `{}`: the Pod {}", unmet.wanted, unmet.found),
+                );
+            }
+            Err(err) => return answer(Call::Error, format!("objectSelector: {err}")),
+        }
+    }
+    let conditions = hook.match_conditions.as_deref().unwrap_or_default();
+    let name = subject
+        .pod
+        .pointer("/metadata/name")
+        .and_then(Value::as_str)
+        .unwrap_or_default();
+    let results = cel::evaluate(
+        conditions,
+        &subject.pod,
+        &cel::pod_create_request(&subject.namespace, name),
+    );
+    if let Some(false_one) = results.iter().find(|r| r.value == Ok(false)) {
+        return answer(Call::NotCalled, format!("matchCondition `{}` is false", false_one.name));
+    }
+    if let Some(broken) = results.iter().find(|r| r.value.is_err()) {
+        let why = broken.value.as_ref().err().cloned().unwrap_or_default();
+        return answer(
+            Call::Error,
+            format!("matchCondition `{}` cannot be evaluated ({why})", broken.name),
+        );
+    }
+    let held: Vec<String> = results.iter().map(|r| format!("`{}`", r.name)).collect();
+    answer(
+        Call::Called,
+        if held.is_empty() {
+            String::from("selectors match")
+        } else {
+            format!("selectors match and matchConditions {} hold", held.join(", "))
+        },
+    )
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,285 @@
+//! Each decision rule on plain data, against the shipped MutatingWebhookConfiguration.
+
+use k8s_openapi::api::admissionregistration::v1::{MatchCondition, MutatingWebhookConfiguration};
+use serde_json::json;
+
+use super::*;
+
+const SHIPPED: &str = include_str!("../../../manifests/webhook.yaml");
+const TEMPLATE: &str = "containers:\n- name: envoy\n  image: envoy\n  ports:\n  - containerPort: 15001\nvolumes:\n- name: envoy-conf\n  emptyDir: {}\n";
+
+fn shipped() -> Vec<MutatingWebhook> {
+    let config: MutatingWebhookConfiguration = serde_yaml_ng::from_str(SHIPPED).unwrap();
+    config.webhooks.unwrap()
+}
+
+fn templates() -> TemplateSet {
+    TemplateSet::from_data(
+        "envoy-injector/envoy-injector",
+        &BTreeMap::from([("config".to_string(), TEMPLATE.to_string())]),
+    )
+    .unwrap()
+}
+
+fn cluster() -> Snapshot {
+    let ns = |name: &str, label: Option<&str>| {
+        let mut labels = BTreeMap::from([(NAMESPACE_NAME_LABEL.to_string(), name.to_string())]);
+        if let Some(value) = label {
+            labels.insert(NAMESPACE_LABEL.to_string(), value.to_string());
+        }
+        (name.to_string(), labels)
+    };
+    Snapshot {
+        namespaces: BTreeMap::from([
+            ns("labelled", Some("enabled")),
+            ns("plain", None),
+            ns("kube-system", None),
+        ]),
+        networks: BTreeMap::new(),
+    }
+}
+
+fn subject(namespace: &str, annotations: Value, spec: Value) -> Subject {
+    Subject {
+        what: format!("Pod {namespace}/p"),
+        namespace: namespace.to_string(),
+        pod: json!({
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": "p", "namespace": namespace, "annotations": annotations},
+            "spec": spec,
+        }),
+    }
+}
+
+fn app() -> Value {
+    json!({"containers": [{"name": "app", "image": "app"}]})
+}
+
+fn explain_with(
+    subject: &Subject,
+    webhooks: Option<&[MutatingWebhook]>,
+    templates: Result<&TemplateSet, &str>,
+) -> PodReport {
+    explain(
+        subject,
+        &Installed {
+            webhook_config: "envoy-injector",
+            webhooks,
+            templates,
+        },
+        &cluster(),
+    )
+}
+
+fn explain_shipped(subject: &Subject) -> PodReport {
+    let hooks = shipped();
+    let set = templates();
+    explain_with(subject, Some(&hooks), Ok(&set))
+}
+
+fn calls(report: &PodReport) -> Vec<(&str, Call)> {
+    report.webhooks.iter().map(|w| (w.name.as_str(), w.call)).collect()
+}
+
+const NS_HOOK: &str = "namespace.sidecar.samplecrd.k8s.io";
+const POD_HOOK: &str = "pod.sidecar.samplecrd.k8s.io";
+
+#[test]
+fn namespace_label_injects_through_the_namespace_entry() {
+    let report = explain_shipped(&subject("labelled", json!({}), app()));
+    assert_eq!(
+        (report.verdict, report.rule),
+        (Verdict::Inject, Rule::NamespaceLabel),
+        "{report:#?}"
+    );
+    assert_eq!(calls(&report), [(NS_HOOK, Call::Called), (POD_HOOK, Call::NotCalled)]);
+    assert_eq!(
+        report.webhooks[1].reason,
+        "namespaceSelector wants `sidecar.samplecrd.k8s.io/inject notin (enabled,disabled)`: namespace `labelled` has `sidecar.samplecrd.k8s.io/inject=enabled`"
+    );
+    let template = report.template.unwrap();
+    assert_eq!(
+        (template.name.as_str(), template.revision.as_str()),
+        ("config", templates().get("config").unwrap().revision.as_str())
+    );
+    assert_eq!(report.adds, ["container envoy", "volume envoy-conf"]);
+}
+
+#[test]
+fn annotations_inject_through_the_pod_entry() {
+    let report = explain_shipped(&subject("plain", json!({INJECT_ANNOTATION: "True"}), app()));
+    assert_eq!(
+        (report.verdict, report.rule),
+        (Verdict::Inject, Rule::Annotation),
+        "{report:#?}"
+    );
+    assert_eq!(calls(&report), [(NS_HOOK, Call::NotCalled), (POD_HOOK, Call::Called)]);
+    let report = explain_shipped(&subject("plain", json!({LEGACY_INJECT_ANNOTATION: "true"}), app()));
+    assert_eq!(
+        (report.verdict, report.rule),
+        (Verdict::Inject, Rule::LegacyAnnotation),
+        "{report:#?}"
+    );
+}
+
+#[test]
+fn opt_out_and_no_opt_in_are_skips_the_api_server_never_sends() {
+    let report = explain_shipped(&subject("labelled", json!({INJECT_ANNOTATION: "false"}), app()));
+    assert_eq!(
+        (report.verdict, report.rule),
+        (Verdict::Skip, Rule::OptedOut),
+        "{report:#?}"
+    );
+    assert_eq!(
+        calls(&report),
+        [(NS_HOOK, Call::NotCalled), (POD_HOOK, Call::NotCalled)]
+    );
+    assert_eq!(report.webhooks[0].reason, "matchCondition `not-opted-out` is false");
+    assert!(!report.is_problem());
+
+    let report = explain_shipped(&subject("plain", json!({INJECT_ANNOTATION: "yes"}), app()));
+    assert_eq!(
+        (report.verdict, report.rule),
+        (Verdict::Skip, Rule::NotOptedIn),
+        "{report:#?}"
+    );
+    assert_eq!(report.webhooks[1].reason, "matchCondition `opted-in` is false");
+    assert!(
+        report.warnings[0].contains("is \"yes\", expected \"true\" or \"false\""),
+        "{report:#?}"
+    );
+}
+
+#[test]
+fn already_injected_pods_name_their_template_and_whether_it_is_stale() {
+    let status = json!({"template": "config", "revision": "000000000000", "containers": ["envoy"], "initContainers": [], "volumes": [], "imagePullSecrets": [], "nativeSidecar": false});
+    let annotations = json!({INJECT_ANNOTATION: "true", STATUS_ANNOTATION: status.to_string()});
+    let report = explain_shipped(&subject("plain", annotations, app()));
+    assert_eq!(
+        (report.verdict, report.rule),
+        (Verdict::Skip, Rule::AlreadyInjected),
+        "{report:#?}"
+    );
+    assert_eq!(report.webhooks[1].reason, "matchCondition `not-yet-injected` is false");
+    let template = report.template.unwrap();
+    assert!(template.stale);
+    assert_eq!(template.revision, "000000000000");
+    assert_eq!(
+        template.live_revision,
+        Some(templates().get("config").unwrap().revision.clone())
+    );
+}
+
+#[test]
+fn an_opted_in_pod_the_webhook_never_sees_is_not_injected() {
+    let report = explain_shipped(&subject("kube-system", json!({INJECT_ANNOTATION: "true"}), app()));
+    assert_eq!(
+        (report.verdict, report.rule),
+        (Verdict::Skip, Rule::WebhookNotCalled),
+        "{report:#?}"
+    );
+    assert_eq!(
+        report.webhooks[1].reason,
+        "namespaceSelector wants `kubernetes.io/metadata.name notin (kube-system,envoy-injector)`: namespace `kube-system` has `kubernetes.io/metadata.name=kube-system`"
+    );
+    let set = templates();
+    let report = explain_with(
+        &subject("plain", json!({INJECT_ANNOTATION: "true"}), app()),
+        None,
+        Ok(&set),
+    );
+    assert_eq!(
+        (report.verdict, report.rule),
+        (Verdict::Skip, Rule::WebhookAbsent),
+        "{report:#?}"
+    );
+}
+
+#[test]
+fn collisions_unknown_templates_and_networks_are_denials() {
+    let clash = json!({
+        "containers": [{"name": "app", "image": "app"}],
+        "volumes": [{"name": "envoy-conf", "configMap": {"name": "mine"}}],
+    });
+    let report = explain_shipped(&subject("labelled", json!({}), clash));
+    assert_eq!(
+        (report.verdict, report.rule),
+        (Verdict::Deny, Rule::Collision),
+        "{report:#?}"
+    );
+    assert!(report.reason.contains("Pod volume `envoy-conf`"), "{}", report.reason);
+    assert!(report.is_problem());
+
+    let ports = json!({"containers": [{"name": "app", "image": "app", "ports": [{"containerPort": 15001}]}]});
+    let report = explain_shipped(&subject("labelled", json!({}), ports));
+    assert_eq!(report.rule, Rule::Collision, "{report:#?}");
+    assert!(report.reason.contains("port 15001/TCP"), "{}", report.reason);
+
+    let report = explain_shipped(&subject(
+        "labelled",
+        json!({"sidecar.samplecrd.k8s.io/template": "nope"}),
+        app(),
+    ));
+    assert_eq!(
+        (report.verdict, report.rule),
+        (Verdict::Deny, Rule::UnknownTemplate),
+        "{report:#?}"
+    );
+
+    let report = explain_shipped(&subject("labelled", json!({NETWORK_ANNOTATION: "net1"}), app()));
+    assert_eq!(
+        (report.verdict, report.rule),
+        (Verdict::Deny, Rule::Network),
+        "{report:#?}"
+    );
+    assert!(report.reason.contains("Network `net1`"), "{}", report.reason);
+}
+
+#[test]
+fn unreadable_templates_leave_the_answer_open() {
+    let hooks = shipped();
+    let report = explain_with(
+        &subject("labelled", json!({}), app()),
+        Some(&hooks),
+        Err("config envoy-injector/envoy-injector: template `config`: unknown field `imag` at line 3"),
+    );
+    assert_eq!(
+        (report.verdict, report.rule),
+        (Verdict::Unknown, Rule::NoTemplates),
+        "{report:#?}"
+    );
+    assert!(report.reason.contains("line 3"), "{}", report.reason);
+}
+
+#[test]
+fn host_network_is_a_warning_not_a_rule() {
+    let spec = json!({"hostNetwork": true, "containers": [{"name": "app", "image": "app"}]});
+    let report = explain_shipped(&subject("labelled", json!({}), spec));
+    assert_eq!(report.verdict, Verdict::Inject);
+    assert!(report.warnings.iter().any(|w| w.contains("hostNetwork")), "{report:#?}");
+}
+
+#[test]
+fn a_condition_that_cannot_be_evaluated_applies_the_failure_policy() {
+    let mut hooks = shipped();
+    hooks.truncate(1);
+    hooks[0].match_conditions = Some(vec![MatchCondition {
+        name: "needs-labels".into(),
+        expression: "object.metadata.labels['team'] == 'a'".into(),
+    }]);
+    let set = templates();
+    let report = explain_with(&subject("labelled", json!({}), app()), Some(&hooks), Ok(&set));
+    assert_eq!(
+        (report.verdict, report.rule),
+        (Verdict::Deny, Rule::WebhookError),
+        "{report:#?}"
+    );
+    assert!(report.reason.contains("failurePolicy Fail"), "{}", report.reason);
+    hooks[0].failure_policy = Some("Ignore".into());
+    let report = explain_with(&subject("labelled", json!({}), app()), Some(&hooks), Ok(&set));
+    assert_eq!(
+        (report.verdict, report.rule),
+        (Verdict::Skip, Rule::WebhookError),
+        "{report:#?}"
+    );
+}

@@ -1,0 +1,212 @@
+//! Every API read of `check`: GET and LIST only.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::admissionregistration::v1::{MutatingWebhookConfiguration, ValidatingWebhookConfiguration};
+use k8s_openapi::api::apps::v1::ReplicaSet;
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Pod, Secret, Service};
+use k8s_openapi::api::discovery::v1::EndpointSlice;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
+use kube::api::{Api, ListParams};
+use kube::core::PartialObjectMeta;
+use serde::de::DeserializeOwned;
+
+use super::decision::{Snapshot, Subject};
+use super::health::{Facts, Fetched, ServiceFacts};
+use super::stale::controller;
+use super::{CheckError, CheckSettings, Target, document_subject};
+use crate::inject::{NETWORK_ANNOTATION, REVISION_LABEL};
+use crate::network::crd::Network;
+
+/// One line for an API error: code, reason and the server's message.
+fn api_error(err: &kube::Error) -> String {
+    match err {
+        kube::Error::Api(status) => format!("HTTP {} {}: {}", status.code, status.reason, status.message),
+        other => other.to_string(),
+    }
+}
+
+async fn get<K>(api: Api<K>, name: &str) -> Fetched<K>
+where
+    K: Clone + DeserializeOwned + std::fmt::Debug,
+{
+    api.get_opt(name).await.map_err(|e| api_error(&e))
+}
+
+/// The installation's objects, each read once.
+pub(super) async fn facts(client: &kube::Client, settings: &CheckSettings) -> Facts {
+    let namespace = settings.injector_namespace.as_str();
+    let mut facts = Facts {
+        namespace: namespace.to_string(),
+        mutating: None,
+        validating: None,
+        tls_secret: None,
+        services: BTreeMap::new(),
+        configmap: get(Api::<ConfigMap>::namespaced(client.clone(), namespace), crate::NAME).await,
+        lease: None,
+    };
+    if let Some(name) = &settings.webhook_config {
+        let config = get(Api::<MutatingWebhookConfiguration>::all(client.clone()), name).await;
+        facts.mutating = Some((name.clone(), config));
+    }
+    if let Some(name) = &settings.validating_webhook_config {
+        let config = get(Api::<ValidatingWebhookConfiguration>::all(client.clone()), name).await;
+        facts.validating = Some((name.clone(), config));
+    }
+    if let Some(name) = &settings.tls_secret {
+        let secret = get(Api::<Secret>::namespaced(client.clone(), namespace), name).await;
+        facts.tls_secret = Some((name.clone(), secret));
+    }
+    if let Some(name) = &settings.lease_name {
+        let lease = get(Api::<Lease>::namespaced(client.clone(), namespace), name).await;
+        facts.lease = Some((name.clone(), lease));
+    }
+    for (service_namespace, name) in facts.service_refs() {
+        let service = get(Api::<Service>::namespaced(client.clone(), &service_namespace), &name).await;
+        let endpoint_slices = Api::<EndpointSlice>::namespaced(client.clone(), &service_namespace)
+            .list(&ListParams::default().labels(&format!("kubernetes.io/service-name={name}")))
+            .await
+            .map(|list| list.items)
+            .map_err(|e| api_error(&e));
+        facts.services.insert(
+            (service_namespace, name),
+            ServiceFacts {
+                service,
+                endpoint_slices,
+            },
+        );
+    }
+    facts
+}
+
+fn pod_subject(pod: &Pod) -> Subject {
+    let namespace = pod.metadata.namespace.clone().unwrap_or_default();
+    let name = pod.metadata.name.clone().unwrap_or_default();
+    let mut value = serde_json::to_value(pod).unwrap_or_default();
+    // What the API server stores besides what a CREATE sends: not part of the decision.
+    if let Some(map) = value.as_object_mut() {
+        map.remove("status");
+        if let Some(metadata) = map.get_mut("metadata").and_then(|m| m.as_object_mut()) {
+            metadata.remove("managedFields");
+        }
+    }
+    Subject {
+        what: format!("Pod {namespace}/{name}"),
+        namespace,
+        pod: value,
+    }
+}
+
+/// The Pods (or Pod templates) the target names.
+pub(super) async fn subjects(client: &kube::Client, target: &Target) -> Result<Vec<Subject>, CheckError> {
+    match target {
+        Target::Installation => Ok(Vec::new()),
+        Target::Namespace(namespace) => {
+            let pods = Api::<Pod>::namespaced(client.clone(), namespace)
+                .list(&ListParams::default())
+                .await
+                .map_err(|e| CheckError::Api {
+                    action: format!("list the Pods of namespace {namespace}"),
+                    message: api_error(&e),
+                })?;
+            let mut subjects: Vec<Subject> = pods.items.iter().map(pod_subject).collect();
+            subjects.sort_by(|a, b| a.what.cmp(&b.what));
+            Ok(subjects)
+        }
+        Target::Pod { namespace, name } => {
+            let pod = Api::<Pod>::namespaced(client.clone(), namespace)
+                .get_opt(name)
+                .await
+                .map_err(|e| CheckError::Api {
+                    action: format!("read Pod {namespace}/{name}"),
+                    message: api_error(&e),
+                })?
+                .ok_or_else(|| CheckError::NoSuchPod {
+                    namespace: namespace.clone(),
+                    name: name.clone(),
+                })?;
+            Ok(vec![pod_subject(&pod)])
+        }
+        Target::Documents { namespace, documents } => Ok(documents
+            .iter()
+            .enumerate()
+            .filter_map(|(i, document)| document_subject(i + 1, document, namespace))
+            .collect()),
+    }
+}
+
+/// The Namespaces and Networks the subjects name. A Network that cannot be read (or whose
+/// CRD is not installed) is missing, as admission would find it.
+pub(super) async fn snapshot(client: &kube::Client, subjects: &[Subject]) -> Snapshot {
+    let mut snapshot = Snapshot::default();
+    for subject in subjects {
+        let namespace = &subject.namespace;
+        if !snapshot.namespaces.contains_key(namespace)
+            && let Ok(Some(found)) = Api::<Namespace>::all(client.clone()).get_metadata_opt(namespace).await
+        {
+            snapshot
+                .namespaces
+                .insert(namespace.clone(), found.metadata.labels.unwrap_or_default());
+        }
+        let network = subject
+            .pod
+            .pointer("/metadata/annotations")
+            .and_then(|a| a.get(NETWORK_ANNOTATION))
+            .and_then(|n| n.as_str())
+            .map(str::trim)
+            .filter(|n| !n.is_empty());
+        if let Some(name) = network {
+            let key = (namespace.clone(), name.to_string());
+            if !snapshot.networks.contains_key(&key)
+                && let Ok(Some(found)) = Api::<Network>::namespaced(client.clone(), namespace)
+                    .get_opt(name)
+                    .await
+            {
+                snapshot.networks.insert(key, found);
+            }
+        }
+    }
+    snapshot
+}
+
+type ReplicaSetOwners = BTreeMap<(String, String), Option<OwnerReference>>;
+
+/// Injected Pods (by the revision label, metadata only) in `namespace` or everywhere, and
+/// the controllers of the ReplicaSets that own them.
+pub(super) async fn injected_pods(
+    client: &kube::Client,
+    namespace: Option<&str>,
+) -> Result<(Vec<PartialObjectMeta<Pod>>, ReplicaSetOwners), CheckError> {
+    let api: Api<Pod> = match namespace {
+        Some(namespace) => Api::namespaced(client.clone(), namespace),
+        None => Api::all(client.clone()),
+    };
+    let pods = api
+        .list_metadata(&ListParams::default().labels(REVISION_LABEL))
+        .await
+        .map_err(|e| CheckError::Api {
+            action: format!("list the Pods labelled {REVISION_LABEL}"),
+            message: api_error(&e),
+        })?
+        .items;
+    let mut owners = ReplicaSetOwners::new();
+    for pod in &pods {
+        let Some(owner) = controller(pod.metadata.owner_references.as_ref()).filter(|o| o.kind == "ReplicaSet") else {
+            continue;
+        };
+        let pod_namespace = pod.metadata.namespace.clone().unwrap_or_default();
+        let key = (pod_namespace.clone(), owner.name.clone());
+        if owners.contains_key(&key) {
+            continue;
+        }
+        let replica_set = Api::<ReplicaSet>::namespaced(client.clone(), &pod_namespace)
+            .get_metadata_opt(&owner.name)
+            .await
+            .ok()
+            .flatten();
+        let parent = replica_set.and_then(|rs| controller(rs.metadata.owner_references.as_ref()).cloned());
+        owners.insert(key, parent);
+    }
+    Ok((pods, owners))
+}

@@ -1,0 +1,287 @@
+//! The health checks on plain objects: a healthy installation, then one fault at a time.
+
+use k8s_openapi::ByteString;
+use k8s_openapi::api::admissionregistration::v1::{
+    MutatingWebhook, ServiceReference, ValidatingWebhook, WebhookClientConfig,
+};
+use k8s_openapi::api::coordination::v1::LeaseSpec;
+use k8s_openapi::api::discovery::v1::{Endpoint, EndpointConditions};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
+use kube::api::ObjectMeta;
+use time::Duration;
+
+use super::*;
+use crate::tls::ServiceCerts;
+
+const NS: &str = "envoy-injector";
+
+fn client(bundle: &[u8], path: &str) -> WebhookClientConfig {
+    WebhookClientConfig {
+        ca_bundle: Some(ByteString(bundle.to_vec())),
+        service: Some(ServiceReference {
+            name: "envoy-injector".into(),
+            namespace: NS.into(),
+            path: Some(path.into()),
+            port: Some(443),
+        }),
+        url: None,
+    }
+}
+
+fn mutating(bundle: &[u8]) -> MutatingWebhookConfiguration {
+    MutatingWebhookConfiguration {
+        metadata: ObjectMeta {
+            name: Some("envoy-injector".into()),
+            ..ObjectMeta::default()
+        },
+        webhooks: Some(
+            ["namespace.sidecar.samplecrd.k8s.io", "pod.sidecar.samplecrd.k8s.io"]
+                .into_iter()
+                .map(|name| MutatingWebhook {
+                    name: name.into(),
+                    client_config: client(bundle, "/mutate"),
+                    admission_review_versions: vec!["v1".into()],
+                    side_effects: "None".into(),
+                    ..MutatingWebhook::default()
+                })
+                .collect(),
+        ),
+    }
+}
+
+fn validating(bundle: &[u8]) -> ValidatingWebhookConfiguration {
+    ValidatingWebhookConfiguration {
+        metadata: ObjectMeta {
+            name: Some("envoy-injector".into()),
+            ..ObjectMeta::default()
+        },
+        webhooks: Some(vec![ValidatingWebhook {
+            name: "templates.sidecar.samplecrd.k8s.io".into(),
+            client_config: client(bundle, "/validate"),
+            admission_review_versions: vec!["v1".into()],
+            side_effects: "None".into(),
+            ..ValidatingWebhook::default()
+        }]),
+    }
+}
+
+fn secret(chain: &str) -> Secret {
+    Secret {
+        data: Some(BTreeMap::from([(
+            "tls.crt".to_string(),
+            ByteString(chain.as_bytes().to_vec()),
+        )])),
+        ..Secret::default()
+    }
+}
+
+fn slice(ready: Option<bool>) -> EndpointSlice {
+    EndpointSlice {
+        address_type: "IPv4".into(),
+        endpoints: Some(vec![Endpoint {
+            addresses: vec!["192.0.2.1".into()],
+            conditions: Some(EndpointConditions {
+                ready,
+                ..EndpointConditions::default()
+            }),
+            ..Endpoint::default()
+        }]),
+        ..EndpointSlice::default()
+    }
+}
+
+fn lease(renewed: OffsetDateTime) -> Lease {
+    let timestamp = k8s_openapi::jiff::Timestamp::from_second(renewed.unix_timestamp()).unwrap();
+    Lease {
+        spec: Some(LeaseSpec {
+            holder_identity: Some("replica-a".into()),
+            lease_duration_seconds: Some(15),
+            renew_time: Some(MicroTime(timestamp)),
+            ..LeaseSpec::default()
+        }),
+        ..Lease::default()
+    }
+}
+
+fn configmap(template: &str) -> ConfigMap {
+    ConfigMap {
+        data: Some(BTreeMap::from([("config".to_string(), template.to_string())])),
+        ..ConfigMap::default()
+    }
+}
+
+fn healthy(certs: &ServiceCerts, now: OffsetDateTime) -> Facts {
+    let bundle = certs.ca.cert_pem.as_bytes();
+    Facts {
+        namespace: NS.into(),
+        mutating: Some(("envoy-injector".into(), Ok(Some(mutating(bundle))))),
+        validating: Some(("envoy-injector".into(), Ok(Some(validating(bundle))))),
+        tls_secret: Some(("envoy-injector-tls".into(), Ok(Some(secret(&certs.serving.cert_pem))))),
+        services: BTreeMap::from([(
+            (NS.to_string(), "envoy-injector".to_string()),
+            ServiceFacts {
+                service: Ok(Some(Service::default())),
+                endpoint_slices: Ok(vec![slice(Some(true)), slice(Some(false))]),
+            },
+        )]),
+        configmap: Ok(Some(configmap("containers:\n- name: envoy\n  image: envoy\n"))),
+        lease: Some((
+            "envoy-injector-controller".into(),
+            Ok(Some(lease(now - Duration::seconds(5)))),
+        )),
+    }
+}
+
+fn by_id(checks: &[Check]) -> Vec<(&'static str, Status)> {
+    checks.iter().map(|c| (c.check, c.status)).collect()
+}
+
+fn message<'a>(checks: &'a [Check], id: &str) -> &'a str {
+    &checks.iter().find(|c| c.check == id).unwrap().message
+}
+
+#[test]
+fn a_healthy_installation_passes_every_check() {
+    let now = OffsetDateTime::now_utc();
+    let certs = crate::tls::generate("envoy-injector", NS, &[], 365).unwrap();
+    let checks = evaluate(&healthy(&certs, now), now);
+    assert_eq!(
+        by_id(&checks),
+        [
+            ("mutating-webhook", Status::Ok),
+            ("validating-webhook", Status::Ok),
+            ("ca-bundle", Status::Ok),
+            ("ca-bundle", Status::Ok),
+            ("serving-certificate", Status::Ok),
+            ("service", Status::Ok),
+            ("templates", Status::Ok),
+            ("lease", Status::Ok),
+        ],
+        "{checks:#?}"
+    );
+    assert!(
+        checks[2].message.contains("`envoy-injector.envoy-injector.svc`"),
+        "{checks:#?}"
+    );
+    assert_eq!(
+        message(&checks, "service"),
+        "Service envoy-injector/envoy-injector: 1 ready endpoint(s)"
+    );
+    assert!(message(&checks, "lease").contains("held by `replica-a`"), "{checks:#?}");
+}
+
+#[test]
+fn each_fault_is_named() {
+    let now = OffsetDateTime::now_utc();
+    let certs = crate::tls::generate("envoy-injector", NS, &[], 365).unwrap();
+    let other = crate::tls::generate("envoy-injector", NS, &[], 365).unwrap();
+
+    // A caBundle from another CA.
+    let mut facts = healthy(&certs, now);
+    facts.mutating = Some((
+        "envoy-injector".into(),
+        Ok(Some(mutating(other.ca.cert_pem.as_bytes()))),
+    ));
+    let checks = evaluate(&facts, now);
+    let bundle = &checks[2];
+    assert_eq!((bundle.check, bundle.status), ("ca-bundle", Status::Fail));
+    assert!(
+        bundle
+            .message
+            .contains("webhook namespace.sidecar.samplecrd.k8s.io: expected the serving certificate to verify"),
+        "{}",
+        bundle.message
+    );
+
+    // An expired serving certificate.
+    let issued = now - Duration::days(30);
+    let ca = crate::tls::generate_ca("envoy-injector", NS, 3650, issued).unwrap();
+    let leaf = crate::tls::sign_serving_cert(&ca, "envoy-injector", NS, issued, now - Duration::days(1)).unwrap();
+    let expired = ServiceCerts { ca, serving: leaf };
+    let checks = evaluate(&healthy(&expired, now), now);
+    assert!(
+        message(&checks, "serving-certificate").contains("expired at"),
+        "{checks:#?}"
+    );
+    assert!(
+        checks
+            .iter()
+            .filter(|c| c.check == "ca-bundle")
+            .all(|c| c.status == Status::Fail),
+        "{checks:#?}"
+    );
+    // Expiring soon is a warning.
+    let soon = crate::tls::generate("envoy-injector", NS, &[], 10).unwrap();
+    let checks = evaluate(&healthy(&soon, now), now);
+    assert_eq!(
+        checks.iter().find(|c| c.check == "serving-certificate").unwrap().status,
+        Status::Warn
+    );
+
+    // No configurations: the mutating one is a failure, the validating one a warning.
+    let mut facts = healthy(&certs, now);
+    facts.mutating = Some(("envoy-injector".into(), Ok(None)));
+    facts.validating = Some(("envoy-injector".into(), Ok(None)));
+    let checks = evaluate(&facts, now);
+    assert_eq!(
+        &by_id(&checks)[..2],
+        [("mutating-webhook", Status::Fail), ("validating-webhook", Status::Warn)]
+    );
+
+    // No ready endpoint, missing Secret, a template that does not parse, an expired Lease.
+    let mut facts = healthy(&certs, now);
+    facts
+        .services
+        .values_mut()
+        .for_each(|s| s.endpoint_slices = Ok(vec![slice(Some(false))]));
+    facts.tls_secret = Some(("envoy-injector-tls".into(), Ok(None)));
+    facts.configmap = Ok(Some(configmap("containers:\n- name: envoy\n  imag: envoy\n")));
+    facts.lease = Some((
+        "envoy-injector-controller".into(),
+        Ok(Some(lease(now - Duration::minutes(5)))),
+    ));
+    let checks = evaluate(&facts, now);
+    assert!(
+        message(&checks, "service").contains("expected a ready endpoint"),
+        "{checks:#?}"
+    );
+    assert!(
+        message(&checks, "ca-bundle").contains("cannot compare caBundle"),
+        "{checks:#?}"
+    );
+    assert!(
+        message(&checks, "serving-certificate")
+            .ends_with("expected the serving certificate in `tls.crt`, found no such Secret"),
+        "{checks:#?}"
+    );
+    assert!(
+        message(&checks, "templates").contains("unknown field `containers[0].imag` at line 3"),
+        "{checks:#?}"
+    );
+    assert!(message(&checks, "lease").contains("expired at"), "{checks:#?}");
+    let failed: Vec<&str> = checks
+        .iter()
+        .filter(|c| c.status == Status::Fail)
+        .map(|c| c.check)
+        .collect();
+    assert_eq!(failed, ["serving-certificate", "service", "templates", "lease"]);
+}
+
+#[test]
+fn url_webhooks_are_verified_for_their_host() {
+    let client = WebhookClientConfig {
+        url: Some("https://127.0.0.1:8443/mutate".into()),
+        ..WebhookClientConfig::default()
+    };
+    assert_eq!(dialed_name(&client).as_deref(), Some("127.0.0.1"));
+    let v6 = WebhookClientConfig {
+        url: Some("https://[::1]:8443/mutate".into()),
+        ..WebhookClientConfig::default()
+    };
+    assert_eq!(dialed_name(&v6).as_deref(), Some("::1"));
+    let host = WebhookClientConfig {
+        url: Some("https://hooks.example.com/mutate".into()),
+        ..WebhookClientConfig::default()
+    };
+    assert_eq!(dialed_name(&host).as_deref(), Some("hooks.example.com"));
+}

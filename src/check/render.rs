@@ -1,0 +1,96 @@
+//! The report as text: one line per check, a paragraph per Pod, one per stale workload,
+//! then the result. `-o json` is the report's serde form instead.
+
+use std::fmt::Write as _;
+
+use super::Report;
+use super::decision::{Call, PodReport, Verdict};
+use super::health::Status;
+
+fn status(status: Status) -> &'static str {
+    match status {
+        Status::Ok => "[ok]  ",
+        Status::Warn => "[warn]",
+        Status::Fail => "[FAIL]",
+    }
+}
+
+fn verdict(verdict: Verdict) -> &'static str {
+    match verdict {
+        Verdict::Inject => "would be injected",
+        Verdict::Skip => "would not be injected",
+        Verdict::Deny => "would be DENIED",
+        Verdict::Unknown => "cannot tell",
+    }
+}
+
+fn pod(out: &mut String, report: &PodReport) {
+    let rule = serde_json::to_value(report.rule)
+        .ok()
+        .and_then(|v| v.as_str().map(String::from))
+        .unwrap_or_default();
+    let _ = writeln!(out, "  {}: {} [rule: {rule}]", report.subject, verdict(report.verdict));
+    let _ = writeln!(out, "      why: {}", report.reason);
+    if let Some(template) = &report.template {
+        let mut line = format!("template `{}` revision {}", template.name, template.revision);
+        if template.stale {
+            let live = template.live_revision.as_deref().unwrap_or("?");
+            let _ = write!(line, " (STALE: the live template is {live})");
+        }
+        let _ = writeln!(out, "      {line}");
+    }
+    if !report.adds.is_empty() {
+        let _ = writeln!(out, "      adds: {}", report.adds.join(", "));
+    }
+    for hook in &report.webhooks {
+        let call = match hook.call {
+            Call::Called => "called",
+            Call::NotCalled => "not called",
+            Call::Error => "ERROR",
+        };
+        let _ = writeln!(out, "      webhook {}: {call}: {}", hook.name, hook.reason);
+    }
+    for warning in &report.warnings {
+        let _ = writeln!(out, "      warning: {warning}");
+    }
+}
+
+/// The whole report as text.
+pub fn text(report: &Report) -> String {
+    let mut out = String::new();
+    let _ = writeln!(out, "Installation (namespace {})", report.namespace);
+    for check in &report.checks {
+        let _ = writeln!(out, "  {} {}: {}", status(check.status), check.check, check.message);
+    }
+    if !report.pods.is_empty() {
+        let _ = writeln!(out, "\nPods");
+        for report in &report.pods {
+            pod(&mut out, report);
+        }
+    }
+    if let Some(groups) = report.stale.as_ref().filter(|g| !g.is_empty()) {
+        let _ = writeln!(out, "\nStale sidecars");
+        for group in groups {
+            let live = group.live_revision.as_deref().unwrap_or("(template removed)");
+            let _ = writeln!(
+                out,
+                "  {}: {} Pod(s) on template `{}` revision {}, live {live}",
+                group.workload(),
+                group.pods.len(),
+                group.template,
+                group.revisions.join(", ")
+            );
+            let _ = writeln!(out, "      pods: {}", group.pods.join(", "));
+            let _ = writeln!(out, "      fix: {}", group.fix);
+        }
+    }
+    let failed = report.checks.iter().filter(|c| c.status == Status::Fail).count();
+    let warned = report.checks.iter().filter(|c| c.status == Status::Warn).count();
+    let denied = report.pods.iter().filter(|p| p.is_problem()).count();
+    let _ = writeln!(
+        out,
+        "\nResult: {} ({failed} check(s) failed, {warned} warning(s), {denied} Pod(s) would be denied)",
+        if report.healthy { "healthy" } else { "UNHEALTHY" }
+    );
+    out
+}
