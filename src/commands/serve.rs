@@ -79,6 +79,13 @@ async fn run_cluster(args: ServeArgs) -> Result<(), ServeError> {
         metrics.clone(),
         events.clone(),
     ));
+    // Injected Pods (by their revision label, metadata only) → envoy_injector_pods_stale.
+    tokio::spawn(crate::stale::run(
+        client.clone(),
+        templates.clone(),
+        metrics.clone(),
+        shutdown.clone(),
+    ));
 
     let readiness: Readiness = {
         let templates = templates.clone();
