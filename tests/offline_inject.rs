@@ -233,7 +233,10 @@ fn strategic_patch_applied_by_kubectl_equals_json_patch_result() {
 
 #[test]
 fn render_formats_match_the_cli_contract() {
-    let docs = read_documents("kind: Pod\nmetadata: {name: a}\n---\nkind: Pod\nmetadata: {name: b}\n").unwrap();
+    let docs = read_documents(
+        "kind: Pod\nmetadata: {name: a}\nspec: {containers: [{name: a}]}\n---\nkind: Pod\nmetadata: {name: b}\nspec: {containers: [{name: b}]}\n",
+    )
+    .unwrap();
     let set = TemplateSet::embedded();
     let results: Vec<_> = docs
         .iter()

@@ -97,6 +97,7 @@ fn describe(value: &Value) -> String {
 /// the Pod opted in; this only answers *what* to add, or why nothing / why not.
 pub fn plan(pod: &Value, template: &Template, extras: &Extras) -> Result<Decision, InjectError> {
     let view = PodView::read(pod)?;
+    check_has_containers(pod, &view)?;
     if view
         .annotations
         .get()
@@ -186,6 +187,20 @@ pub fn plan(pod: &Value, template: &Template, extras: &Extras) -> Result<Decisio
         labels: extras.labels.clone(),
         status,
     })))
+}
+
+/// A Pod needs at least one container of its own: says which shape was found instead.
+fn check_has_containers(pod: &Value, view: &PodView<'_>) -> Result<(), InjectError> {
+    if !view.containers.items().is_empty() {
+        return Ok(());
+    }
+    let found = match pod.pointer("/spec/containers") {
+        Some(Value::Null) => "null",
+        Some(_) => "an empty list",
+        None if view.has_spec => "no `containers` field in `spec`",
+        None => "no `spec`",
+    };
+    Err(InjectError::NoContainers { found })
 }
 
 fn quote_all(names: &[&str]) -> String {
