@@ -32,8 +32,6 @@ pub fn yaml_document(out: &mut String, node: &Node, trailing: &[String]) {
         _ => {
             write_comments(out, node.meta.as_deref(), 0);
             scalar_or_empty(out, node, 0);
-            right_comment(out, node.meta.as_deref());
-            out.push('\n');
         }
     }
     comment_lines(out, trailing, 0);
@@ -452,5 +450,106 @@ mod tests {
         )
         .unwrap_err();
         assert_eq!(err.path, "/a/b");
+    }
+
+    mod properties {
+        use super::*;
+        use proptest::prelude::*;
+
+        fn text() -> impl Strategy<Value = String> {
+            prop_oneof![
+                "[ -~]{0,10}",
+                "[a-z0-9 :#'\"\\-]{0,8}(\n[ a-z#\t]{0,6}){0,3}\n{0,3}",
+                "[\u{80}-\u{a0}\u{2028}\u{feff}é✓\r\t\u{7}]{1,4}",
+                prop::sample::select(vec![
+                    "yes",
+                    "No",
+                    "on",
+                    "OFF",
+                    "y",
+                    "n",
+                    "~",
+                    "null",
+                    "",
+                    "1e3",
+                    "0x1F",
+                    "0644",
+                    "0o17",
+                    "1:20",
+                    ".inf",
+                    "-.Inf",
+                    ".nan",
+                    "<<",
+                    "=",
+                    "2024-01-01",
+                    "12",
+                    "-1",
+                    "+1",
+                    "1_000",
+                    "---",
+                    "...",
+                    "- x",
+                    "? x",
+                    "a: b",
+                    "#",
+                    "&a",
+                    "*a",
+                    "!t",
+                    "%",
+                    "@",
+                    "|",
+                    ">",
+                    "  ",
+                    " x",
+                    "x ",
+                    "\n",
+                    "\n\n",
+                ])
+                .prop_map(String::from),
+            ]
+        }
+
+        fn leaf() -> impl Strategy<Value = Node> {
+            prop_oneof![
+                Just(Value::Null),
+                any::<bool>().prop_map(Value::Bool),
+                any::<i64>().prop_map(Value::Int),
+                ((i64::MAX as u64 + 1)..=u64::MAX).prop_map(Value::Uint),
+                any::<f64>()
+                    .prop_filter("finite or not, JSON aside", |f| !f.is_nan())
+                    .prop_map(Value::Float),
+                text().prop_map(Value::Str),
+            ]
+            .prop_map(Node::from)
+        }
+
+        fn tree() -> impl Strategy<Value = Node> {
+            leaf().prop_recursive(4, 48, 5, |inner| {
+                prop_oneof![
+                    prop::collection::vec(inner.clone(), 0..5).prop_map(|items| Node::from(Value::Seq(items))),
+                    prop::collection::vec((text(), inner), 0..5).prop_map(|entries| {
+                        let mut seen = std::collections::HashSet::new();
+                        let unique = entries.into_iter().filter(|(k, _)| seen.insert(k.clone())).collect();
+                        Node::from(Value::Map(unique))
+                    }),
+                ]
+            })
+        }
+
+        proptest! {
+            #![proptest_config(ProptestConfig::with_cases(512))]
+
+            /// Whatever the values, the YAML written reads back (YAML 1.1, as kubectl
+            /// reads) to exactly the same values.
+            #[test]
+            fn written_yaml_reads_back_the_same(node in tree()) {
+                let mut out = String::new();
+                yaml_document(&mut out, &node, &[]);
+                let docs = read_documents(&out, 1).map_err(|e| TestCaseError::fail(format!("{e}\n{out}")))?;
+                prop_assert_eq!(docs.len(), 1, "{}", out);
+                let back = docs[0].root.as_ref().map_or(serde_json::Value::Null, Node::to_json);
+                prop_assert_eq!(back, node.to_json(), "{}", out);
+            }
+        }
     }
 }
