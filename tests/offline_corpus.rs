@@ -218,7 +218,8 @@ fn roots(text: &str) -> Vec<Node> {
     let mut roots = Vec::new();
     for chunk in envoy_injector::offline::split::YamlChunks::new(text.as_bytes()) {
         let chunk = chunk.unwrap();
-        for document in read_documents(&chunk.text, chunk.first_line).unwrap() {
+        for mut document in read_documents(&chunk.text, chunk.first_line).unwrap() {
+            document.unpack();
             roots.extend(document.root);
         }
     }
@@ -369,7 +370,9 @@ fn kubectl_reads_back_what_the_writer_writes() {
         if i > 0 {
             text.push_str("---\n");
         }
-        envoy_injector::offline::write::yaml_document(&mut text, &object, &[]);
+        let mut out = envoy_injector::offline::write::Out::default();
+        envoy_injector::offline::write::yaml_document(&mut out, &object, &[]);
+        text.push_str(&out.into_string());
         expected.push(normalize(&object.to_json()));
     }
     let dir = tempfile::tempdir().unwrap();

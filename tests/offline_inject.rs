@@ -33,7 +33,10 @@ fn run(args: &[&str], stdin: Option<&str>) -> Output {
 fn read_documents(text: &str) -> Result<Vec<Value>, envoy_injector::offline::read::ReadError> {
     Ok(envoy_injector::offline::read::read_documents(text, 1)?
         .into_iter()
-        .filter_map(|d| d.root.map(|r| r.to_json()))
+        .filter_map(|mut d| {
+            d.unpack();
+            d.root.map(|r| r.to_json())
+        })
         .collect())
 }
 

@@ -8,6 +8,7 @@ use std::collections::HashMap;
 use granit_parser::{Event, Parser, Placement, ScalarStyle, Span, Tag};
 
 use super::node::{Meta, Node, Value};
+use super::write::{self, Out};
 use super::yaml11::{Resolved, go_format_float_key, resolve_plain};
 
 const CORE: &str = "tag:yaml.org,2002:";
@@ -19,6 +20,49 @@ pub struct Document {
     pub root: Option<Node>,
     pub trailing: Vec<String>,
     pub warnings: Vec<String>,
+    /// The entries of the root map's `items` list (a `List`'s objects), each written
+    /// back to YAML text as soon as it was read, the list in `root` left empty: a tree
+    /// takes several times the memory of its text, and a `List` can be the whole input.
+    /// `unpack` puts them back.
+    pub packed_items: Vec<Packed>,
+}
+
+/// One object of a `List`, as YAML text (see `Document::packed_items`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Packed {
+    pub line: Option<usize>,
+    pub yaml: String,
+}
+
+impl Packed {
+    pub fn unpack(&self) -> Node {
+        // The text was written by our own writer from a tree that was read fine; the
+        // writer's tests hold that it reads back to the same values.
+        let mut node = read_documents(&self.yaml, 1)
+            .ok()
+            .and_then(|docs| docs.into_iter().next())
+            .and_then(|doc| doc.root)
+            .unwrap_or_else(|| Node::from(Value::Null));
+        if let Some(line) = self.line {
+            node.meta_mut().line = Some(line);
+        }
+        node
+    }
+}
+
+impl Document {
+    /// Puts packed `items` back into the root's tree.
+    pub fn unpack(&mut self) {
+        if self.packed_items.is_empty() {
+            return;
+        }
+        let items: Vec<Node> = self.packed_items.drain(..).map(|p| p.unpack()).collect();
+        if let Some(Value::Map(entries)) = self.root.as_mut().map(|r| &mut r.value)
+            && let Some((_, list)) = entries.iter_mut().rev().find(|(k, _)| k == "items")
+        {
+            list.value = Value::Seq(items);
+        }
+    }
 }
 
 /// The input is not YAML, or not YAML that kubectl could turn into JSON.
@@ -344,6 +388,22 @@ impl Builder {
 
     /// A finished node goes into its parent (or becomes the document's root).
     fn complete(&mut self, mut node: Node, span: &Span) -> Result<(), ReadError> {
+        let root_items = self.frames.len() == 2
+            && matches!(self.frames[1], Frame::Seq { .. })
+            && matches!(
+                &self.frames[0],
+                Frame::Map { key: Some(Key { name: KeyName::Name(k), .. }), .. } if k == "items"
+            );
+        if root_items {
+            let mut yaml = Out::default();
+            write::yaml_document(&mut yaml, &node, &[]);
+            self.document.packed_items.push(Packed {
+                line: node.line(),
+                yaml: yaml.into_string(),
+            });
+            self.last = Last::Nothing;
+            return Ok(());
+        }
         let line_offset = self.line_offset;
         match self.frames.last_mut() {
             None => {
@@ -635,6 +695,24 @@ mod tests {
         assert!(err.line.is_some_and(|l| l >= 21), "{err:?}");
         let err = read_documents("a: *nope\n", 1).unwrap_err();
         assert_eq!(err.line, Some(1));
+    }
+
+    #[test]
+    fn a_lists_items_are_packed_as_text_and_unpack_to_the_same_values() {
+        let text = "kind: List\nitems:\n# first\n- {kind: Pod, metadata: {name: a}, x: yes}\n- [1, 2]\nmetadata: {}\n";
+        let mut docs = read_documents(text, 1).unwrap();
+        let doc = &mut docs[0];
+        assert_eq!(doc.packed_items.len(), 2);
+        assert_eq!(doc.packed_items[0].line, Some(4));
+        assert_eq!(doc.root.as_ref().unwrap().to_json()["items"], json!([]));
+        doc.unpack();
+        assert_eq!(
+            doc.root.as_ref().unwrap().to_json(),
+            json!({"kind": "List", "items": [{"kind": "Pod", "metadata": {"name": "a"}, "x": true}, [1, 2]], "metadata": {}})
+        );
+        // Only the root map's `items`.
+        let nested = read_documents("spec:\n  items: [a]\n", 1).unwrap();
+        assert!(nested[0].packed_items.is_empty());
     }
 
     #[test]

@@ -7,9 +7,9 @@ use std::io::{BufRead, Write};
 use serde_json::Value as Json;
 
 use super::node::{Node, Value};
-use super::read::{Document, read_documents};
+use super::read::{Document, Packed, read_documents};
 use super::split::{InputError, YamlChunks, json_values, starts_like_json};
-use super::write::{comment_lines, first_not_json, json, yaml_document};
+use super::write::{self, Out, comment_lines, first_not_json, json, yaml_document};
 use super::{OfflineError, Outcome, describe, inject_object, type_name};
 use crate::template::TemplateSet;
 
@@ -76,7 +76,14 @@ pub fn inject_stream<R: BufRead, W: Write>(
     if starts_like_json(&mut input)? {
         for (index, value) in json_values(input).enumerate() {
             match value {
-                Ok(root) => stream.document(index + 1, None, root, Vec::new(), Vec::new())?,
+                Ok(root) => stream.document(
+                    index + 1,
+                    None,
+                    Document {
+                        root: Some(root),
+                        ..Document::default()
+                    },
+                )?,
                 Err(e) if e.is_io() => {
                     return Err(StreamError::Input(InputError {
                         line: e.line(),
@@ -99,27 +106,25 @@ pub fn inject_stream<R: BufRead, W: Write>(
         let mut index = 0;
         for chunk in YamlChunks::new(input) {
             let chunk = chunk?;
-            match read_documents(&chunk.text, chunk.first_line) {
+            let first_line = chunk.first_line;
+            let documents = read_documents(&chunk.text, first_line);
+            // The text is no longer needed: free it before the tree is processed.
+            drop(chunk);
+            match documents {
                 Ok(documents) => {
-                    for Document {
-                        root,
-                        trailing,
-                        warnings,
-                    } in documents
-                    {
-                        match root {
-                            Some(root) => {
-                                index += 1;
-                                stream.document(index, Some(chunk.first_line), root, trailing, warnings)?;
-                            }
-                            None => stream.pending_comments.extend(trailing),
+                    for document in documents {
+                        if document.root.is_some() {
+                            index += 1;
+                            stream.document(index, Some(first_line), document)?;
+                        } else {
+                            stream.pending_comments.extend(document.trailing);
                         }
                     }
                 }
                 Err(e) => {
                     index += 1;
                     stream.fail(OfflineError::Syntax {
-                        at: format!("document {index} at line {}", e.line.unwrap_or(chunk.first_line)),
+                        at: format!("document {index} at line {}", e.line.unwrap_or(first_line)),
                         message: e.message,
                     });
                 }
@@ -168,6 +173,32 @@ fn items_mut(node: &mut Node) -> Option<&mut Vec<Node>> {
     }
 }
 
+/// Kind and name of an object, enough to name it in messages.
+fn identity(node: &Node) -> Json {
+    let text = |n: Option<&Node>| n.and_then(Node::as_str).map_or(Json::Null, Json::from);
+    let metadata = node.get("metadata");
+    serde_json::json!({
+        "kind": text(node.get("kind")),
+        "metadata": {
+            "name": text(metadata.and_then(|m| m.get("name"))),
+            "generateName": text(metadata.and_then(|m| m.get("generateName"))),
+        },
+    })
+}
+
+fn item_place(list_at: &str, i: usize, item: &Node, item_json: &Json) -> String {
+    format!(
+        "{list_at}, item {} ({}){}",
+        i + 1,
+        if item_json.is_object() {
+            describe(item_json)
+        } else {
+            type_name(item_json).to_string()
+        },
+        item.line().map(|l| format!(" at line {l}")).unwrap_or_default()
+    )
+}
+
 fn place(index: usize, line: Option<usize>, object: &Json) -> String {
     let what = if object.is_object() {
         describe(object)
@@ -190,42 +221,56 @@ impl<W: Write> Stream<'_, W> {
         (self.report)(Message::Error(error.to_string()));
     }
 
-    fn document(
-        &mut self,
-        index: usize,
-        chunk_line: Option<usize>,
-        mut root: Node,
-        trailing: Vec<String>,
-        warnings: Vec<String>,
-    ) -> Result<(), StreamError> {
+    fn document(&mut self, index: usize, chunk_line: Option<usize>, mut document: Document) -> Result<(), StreamError> {
+        let Some(mut root) = document.root.take() else {
+            return Ok(());
+        };
         self.summary.documents += 1;
+        let Document {
+            trailing,
+            warnings,
+            mut packed_items,
+            ..
+        } = document;
         let line = root.line().or(chunk_line);
-        let json = root.to_json();
+        let list = is_list(&root);
+        // A List is processed item by item; only its identity is needed whole.
+        let mut json = if list || !packed_items.is_empty() {
+            identity(&root)
+        } else {
+            root.to_json()
+        };
         let at = place(index, line, &json);
         for warning in warnings {
             (self.report)(Message::Warning(format!("{at}: {warning}")));
         }
         let mut patches = Vec::new();
-        if is_list(&root) {
-            drop(json);
+        if list && self.format == Format::Yaml {
+            return self.yaml_list(&at, root, packed_items, &trailing);
+        }
+        if !packed_items.is_empty() {
+            let mut whole = Document {
+                root: Some(root),
+                packed_items: std::mem::take(&mut packed_items),
+                ..Document::default()
+            };
+            whole.unpack();
+            root = whole.root.take().unwrap_or_else(|| Node::from(Value::Null));
+        }
+        if !list {
+            // Not a List after all (an object with an `items` field): whole again.
+            json = root.to_json();
+        }
+        if list {
             let Some(items) = items_mut(&mut root) else {
                 return Ok(());
             };
             let mut kept = Vec::with_capacity(items.len());
             for (i, mut item) in std::mem::take(items).into_iter().enumerate() {
                 let item_json = item.to_json();
-                let item_at = format!(
-                    "{at}, item {} ({}){}",
-                    i + 1,
-                    if item_json.is_object() {
-                        describe(&item_json)
-                    } else {
-                        type_name(&item_json).to_string()
-                    },
-                    item.line().map(|l| format!(" at line {l}")).unwrap_or_default()
-                );
+                let item_at = item_place(&at, i, &item, &item_json);
                 if let Some(patch) = self.object(&item_at, &mut item, &item_json) {
-                    patches.push(patch);
+                    self.keep_patch(&mut patches, patch);
                     kept.push(item);
                 }
             }
@@ -234,9 +279,10 @@ impl<W: Write> Stream<'_, W> {
             }
         } else {
             match self.object(&at, &mut root, &json) {
-                Some(patch) => patches.push(patch),
+                Some(patch) => self.keep_patch(&mut patches, patch),
                 None => return Ok(()),
             }
+            drop(json);
         }
         self.write(root, &trailing, patches)
     }
@@ -277,37 +323,116 @@ impl<W: Write> Stream<'_, W> {
         Some(outcome)
     }
 
+    /// A `List` in YAML: each item is injected, written and dropped in turn, so the
+    /// injected additions are never all in memory at once.
+    fn yaml_list(
+        &mut self,
+        at: &str,
+        mut root: Node,
+        packed: Vec<Packed>,
+        trailing: &[String],
+    ) -> Result<(), StreamError> {
+        let Value::Map(entries) = &mut root.value else {
+            return Ok(());
+        };
+        let Some(position) = entries.iter().rposition(|(k, _)| k == "items") else {
+            return Ok(());
+        };
+        let items_meta = entries[position].1.meta.take();
+        let tree_items = match &mut entries[position].1.value {
+            Value::Seq(items) => std::mem::take(items),
+            _ => Vec::new(),
+        };
+        // Packed items are unpacked one at a time, as they are written.
+        let items: Box<dyn Iterator<Item = Node>> = if packed.is_empty() {
+            Box::new(tree_items.into_iter())
+        } else {
+            Box::new(packed.into_iter().map(|p| p.unpack()))
+        };
+        let mut head = Out::default();
+        if self.written > 0 {
+            head.push_str("---\n");
+        }
+        comment_lines(&mut head, &std::mem::take(&mut self.pending_comments), 0);
+        if let Some(meta) = root.meta.as_deref() {
+            comment_lines(&mut head, &meta.before, 0);
+        }
+        write::entries(&mut head, &entries[..position], 0);
+        self.output.write_all(head.into_string().as_bytes())?;
+        self.written += 1;
+        let mut any = false;
+        for (i, mut item) in items.into_iter().enumerate() {
+            let item_json = item.to_json();
+            let item_at = item_place(at, i, &item, &item_json);
+            if self.object(&item_at, &mut item, &item_json).is_none() {
+                continue;
+            }
+            let mut out = Out::default();
+            if !any {
+                write::list_key(&mut out, "items", items_meta.as_deref(), 0);
+                any = true;
+            }
+            write::item(&mut out, &item, 0);
+            self.output.write_all(out.into_string().as_bytes())?;
+        }
+        let mut tail = Out::default();
+        if !any {
+            write::entries(
+                &mut tail,
+                &[(String::from("items"), Node::from(Value::Seq(Vec::new())))],
+                0,
+            );
+        }
+        write::entries(&mut tail, &entries[position + 1..], 0);
+        comment_lines(&mut tail, trailing, 0);
+        self.output.write_all(tail.into_string().as_bytes())?;
+        Ok(())
+    }
+
+    /// Patches are kept only when they are the output.
+    fn keep_patch(&self, patches: &mut Vec<Outcome>, patch: Outcome) {
+        if matches!(self.format, Format::JsonPatch | Format::Strategic) {
+            patches.push(patch);
+        }
+    }
+
     fn write(&mut self, root: Node, trailing: &[String], patches: Vec<Outcome>) -> Result<(), StreamError> {
-        let mut text = String::new();
+        let pending = std::mem::take(&mut self.pending_comments);
+        let first = self.written == 0;
+        self.written += 1;
         match self.format {
             Format::Yaml => {
-                if self.written > 0 {
-                    text.push_str("---\n");
+                let mut out = Out::to(&mut self.output);
+                if !first {
+                    out.push_str("---\n");
                 }
-                comment_lines(&mut text, &std::mem::take(&mut self.pending_comments), 0);
-                yaml_document(&mut text, &root, trailing);
+                comment_lines(&mut out, &pending, 0);
+                yaml_document(&mut out, &root, trailing);
+                out.finish()?;
             }
             Format::Json => {
                 if let Err(e) = self.check_json(&root) {
+                    self.written -= 1;
                     self.fail(e);
                     return Ok(());
                 }
                 if !self.json_list_open {
-                    match self.held_json.take() {
-                        None => {
-                            self.held_json = Some(root);
-                            return Ok(());
-                        }
-                        Some(first) => {
-                            text.push_str("{\n  \"apiVersion\": \"v1\",\n  \"kind\": \"List\",\n  \"items\": [");
-                            self.json_list_open = true;
-                            self.json_items(&mut text, first);
-                        }
-                    }
+                    let Some(first) = self.held_json.take() else {
+                        self.held_json = Some(root);
+                        return Ok(());
+                    };
+                    self.json_list_open = true;
+                    let mut out = Out::to(&mut self.output);
+                    out.push_str("{\n  \"apiVersion\": \"v1\",\n  \"kind\": \"List\",\n  \"items\": [");
+                    json_items(&mut out, first, &mut self.json_count);
+                    out.finish()?;
                 }
-                self.json_items(&mut text, root);
+                let mut out = Out::to(&mut self.output);
+                json_items(&mut out, root, &mut self.json_count);
+                out.finish()?;
             }
             Format::JsonPatch | Format::Strategic => {
+                let mut out = Out::to(&mut self.output);
                 for outcome in patches {
                     let line = if self.format == Format::JsonPatch {
                         serde_json::to_string(&outcome.json_patch)
@@ -315,13 +440,12 @@ impl<W: Write> Stream<'_, W> {
                         serde_json::to_string(&outcome.strategic)
                     };
                     // Serialising plain JSON values cannot fail.
-                    text.push_str(&line.unwrap_or_default());
-                    text.push('\n');
+                    out.push_str(&line.unwrap_or_default());
+                    out.push('\n');
                 }
+                out.finish()?;
             }
         }
-        self.written += 1;
-        self.output.write_all(text.as_bytes())?;
         Ok(())
     }
 
@@ -336,47 +460,48 @@ impl<W: Write> Stream<'_, W> {
         }
     }
 
-    /// Items of the output `List`: a `List` document contributes its items.
-    fn json_items(&mut self, text: &mut String, node: Node) {
-        let items = if is_list(&node) {
-            match node.value {
-                Value::Map(entries) => entries
-                    .into_iter()
-                    .rev()
-                    .find(|(k, _)| k == "items")
-                    .and_then(|(_, v)| match v.value {
-                        Value::Seq(items) => Some(items),
-                        _ => None,
-                    })
-                    .unwrap_or_default(),
-                _ => Vec::new(),
-            }
-        } else {
-            vec![node]
-        };
-        for item in items {
-            text.push_str(if self.json_count > 0 { ",\n    " } else { "\n    " });
-            // Checked by check_json before.
-            let _ = json(text, &item, 4, &mut String::new());
-            self.json_count += 1;
-        }
-    }
-
     fn finish(mut self) -> Result<Summary, StreamError> {
-        let mut text = String::new();
+        let mut out = Out::to(&mut self.output);
         match self.format {
-            Format::Yaml => comment_lines(&mut text, &self.pending_comments, 0),
-            Format::Json if self.json_list_open => text.push_str("\n  ]\n}\n"),
+            Format::Yaml => comment_lines(&mut out, &self.pending_comments, 0),
+            Format::Json if self.json_list_open => out.push_str("\n  ]\n}\n"),
             Format::Json => {
                 if let Some(only) = self.held_json.take() {
-                    let _ = json(&mut text, &only, 0, &mut String::new());
-                    text.push('\n');
+                    // Checked by check_json before it was held.
+                    let _ = json(&mut out, &only, 0, &mut String::new());
+                    out.push('\n');
                 }
             }
             Format::JsonPatch | Format::Strategic => {}
         }
-        self.output.write_all(text.as_bytes())?;
+        out.finish()?;
         self.output.flush()?;
         Ok(self.summary)
+    }
+}
+
+/// Items of the output `List`: a `List` document contributes its items.
+fn json_items(out: &mut Out<'_>, node: Node, count: &mut usize) {
+    let items = if is_list(&node) {
+        match node.value {
+            Value::Map(entries) => entries
+                .into_iter()
+                .rev()
+                .find(|(k, _)| k == "items")
+                .and_then(|(_, v)| match v.value {
+                    Value::Seq(items) => Some(items),
+                    _ => None,
+                })
+                .unwrap_or_default(),
+            _ => Vec::new(),
+        }
+    } else {
+        vec![node]
+    };
+    for item in items {
+        out.push_str(if *count > 0 { ",\n    " } else { "\n    " });
+        // Checked by check_json before.
+        let _ = json(out, &item, 4, &mut String::new());
+        *count += 1;
     }
 }

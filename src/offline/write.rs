@@ -9,6 +9,69 @@ use std::fmt::Write as _;
 use super::node::{Meta, Node, Value};
 use super::yaml11::{needs_escape, plain_is_safe};
 
+/// Where the writer's text goes: a `String` (tests, small pieces) or, through a
+/// buffer flushed every 64 KB, an `io::Write`, so that a large document is never
+/// held twice in memory. The first write error is kept and returned by `finish`.
+#[derive(Default)]
+pub struct Out<'a> {
+    buf: String,
+    sink: Option<&'a mut dyn std::io::Write>,
+    error: Option<std::io::Error>,
+}
+
+const FLUSH_AT: usize = 64 * 1024;
+
+impl<'a> Out<'a> {
+    pub fn to(sink: &'a mut dyn std::io::Write) -> Out<'a> {
+        Out {
+            buf: String::with_capacity(FLUSH_AT + 1024),
+            sink: Some(sink),
+            error: None,
+        }
+    }
+
+    pub fn push_str(&mut self, s: &str) {
+        self.buf.push_str(s);
+        if self.buf.len() >= FLUSH_AT {
+            self.flush_buffer();
+        }
+    }
+
+    pub fn push(&mut self, c: char) {
+        self.buf.push(c);
+    }
+
+    fn flush_buffer(&mut self) {
+        let Some(sink) = self.sink.as_mut() else {
+            return;
+        };
+        if self.error.is_none()
+            && let Err(e) = sink.write_all(self.buf.as_bytes())
+        {
+            self.error = Some(e);
+        }
+        self.buf.clear();
+    }
+
+    /// Writes what is buffered; the first write error, if any.
+    pub fn finish(mut self) -> std::io::Result<()> {
+        self.flush_buffer();
+        self.error.map_or(Ok(()), Err)
+    }
+
+    /// The text written, when writing to a `String`.
+    pub fn into_string(self) -> String {
+        self.buf
+    }
+}
+
+impl std::fmt::Write for Out<'_> {
+    fn write_str(&mut self, s: &str) -> std::fmt::Result {
+        self.push_str(s);
+        Ok(())
+    }
+}
+
 /// A value JSON cannot hold (NaN, an infinity), with where it is.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("field `{path}` is {found}, which JSON cannot represent (kubectl would refuse it too)")]
@@ -19,7 +82,7 @@ pub struct NotJson {
 
 /// Appends `node` as a YAML document (no `---`), preceded by `leading` comments and
 /// followed by `trailing` ones.
-pub fn yaml_document(out: &mut String, node: &Node, trailing: &[String]) {
+pub fn yaml_document(out: &mut Out<'_>, node: &Node, trailing: &[String]) {
     match &node.value {
         Value::Map(entries) if !entries.is_empty() => {
             write_comments(out, node.meta.as_deref(), 0);
@@ -37,8 +100,28 @@ pub fn yaml_document(out: &mut String, node: &Node, trailing: &[String]) {
     comment_lines(out, trailing, 0);
 }
 
+/// `key: value` lines at `indent`, for a caller writing a map piece by piece.
+pub fn entries(out: &mut Out<'_>, entries: &[(String, Node)], indent: usize) {
+    map_entries(out, entries, indent, false);
+}
+
+/// The line that opens a block list under `key` (its items follow, from `item`).
+pub fn list_key(out: &mut Out<'_>, key: &str, meta: Option<&Meta>, indent: usize) {
+    write_comments(out, meta, indent);
+    push_indent(out, indent);
+    scalar_text(out, key, indent);
+    out.push(':');
+    right_comment(out, meta);
+    out.push('\n');
+}
+
+/// One item of a block list whose dashes are at `indent`.
+pub fn item(out: &mut Out<'_>, item: &Node, indent: usize) {
+    seq_items(out, std::slice::from_ref(item), indent);
+}
+
 /// Own-line comments, at `indent`.
-pub fn comment_lines(out: &mut String, comments: &[String], indent: usize) {
+pub fn comment_lines(out: &mut Out<'_>, comments: &[String], indent: usize) {
     for comment in comments {
         push_indent(out, indent);
         out.push('#');
@@ -48,21 +131,27 @@ pub fn comment_lines(out: &mut String, comments: &[String], indent: usize) {
     }
 }
 
-fn write_comments(out: &mut String, meta: Option<&Meta>, indent: usize) {
+fn write_comments(out: &mut Out<'_>, meta: Option<&Meta>, indent: usize) {
     if let Some(meta) = meta {
         comment_lines(out, &meta.before, indent);
     }
 }
 
-fn right_comment(out: &mut String, meta: Option<&Meta>) {
+fn right_comment(out: &mut Out<'_>, meta: Option<&Meta>) {
     if let Some(right) = meta.and_then(|m| m.right.as_deref()) {
         out.push_str(" #");
         out.push_str(right);
     }
 }
 
-fn push_indent(out: &mut String, indent: usize) {
-    out.extend(std::iter::repeat_n(' ', indent));
+fn push_indent(out: &mut Out<'_>, indent: usize) {
+    const SPACES: &str = "                                ";
+    let mut left = indent;
+    while left > 0 {
+        let n = left.min(SPACES.len());
+        out.push_str(&SPACES[..n]);
+        left -= n;
+    }
 }
 
 fn is_block_collection(node: &Node) -> bool {
@@ -75,7 +164,7 @@ fn is_block_collection(node: &Node) -> bool {
 
 /// `key: value` lines at `indent`. With `inline_first`, the first key continues a line
 /// already begun (after `- `).
-fn map_entries(out: &mut String, entries: &[(String, Node)], indent: usize, inline_first: bool) {
+fn map_entries(out: &mut Out<'_>, entries: &[(String, Node)], indent: usize, inline_first: bool) {
     for (i, (key, value)) in entries.iter().enumerate() {
         if !(inline_first && i == 0) {
             write_comments(out, value.meta.as_deref(), indent);
@@ -103,7 +192,7 @@ fn map_entries(out: &mut String, entries: &[(String, Node)], indent: usize, inli
     }
 }
 
-fn seq_items(out: &mut String, items: &[Node], indent: usize) {
+fn seq_items(out: &mut Out<'_>, items: &[Node], indent: usize) {
     for item in items {
         write_comments(out, item.meta.as_deref(), indent);
         match &item.value {
@@ -155,7 +244,7 @@ fn without_before(node: &Node) -> Node {
 
 /// A scalar, `{}` or `[]`, its same-line comment and the line break; literal blocks
 /// continue on the following lines, indented under `indent`.
-fn scalar_or_empty(out: &mut String, node: &Node, indent: usize) {
+fn scalar_or_empty(out: &mut Out<'_>, node: &Node, indent: usize) {
     debug_assert!(!is_block_collection(node));
     if json_and_yaml_agree(out, &node.value) {
         right_comment(out, node.meta.as_deref());
@@ -179,7 +268,7 @@ fn scalar_or_empty(out: &mut String, node: &Node, indent: usize) {
 }
 
 /// Null, booleans and integers, which JSON and YAML spell alike; false for the rest.
-fn json_and_yaml_agree(out: &mut String, value: &Value) -> bool {
+fn json_and_yaml_agree(out: &mut Out<'_>, value: &Value) -> bool {
     match value {
         Value::Null => out.push_str("null"),
         Value::Bool(b) => out.push_str(if *b { "true" } else { "false" }),
@@ -196,7 +285,7 @@ fn json_and_yaml_agree(out: &mut String, value: &Value) -> bool {
 
 /// Floats in a form both YAML 1.1 and 1.2 read as this float: Rust's shortest
 /// round-trip digits always carry a `.` or an exponent (`1000.0`, `1e21`).
-fn float(out: &mut String, f: f64) {
+fn float(out: &mut Out<'_>, f: f64) {
     if f.is_nan() {
         out.push_str(".nan");
     } else if f.is_infinite() {
@@ -207,7 +296,7 @@ fn float(out: &mut String, f: f64) {
 }
 
 /// A string on one line: plain when that is unambiguous, else double-quoted.
-fn scalar_text(out: &mut String, s: &str, _indent: usize) {
+fn scalar_text(out: &mut Out<'_>, s: &str, _indent: usize) {
     if plain_is_safe(s) {
         out.push_str(s);
         return;
@@ -243,7 +332,7 @@ fn scalar_text(out: &mut String, s: &str, _indent: usize) {
 
 /// Writes `s` as a literal block (`|`) when it has several lines and a literal block
 /// holds it exactly; returns false (writing nothing) otherwise.
-fn literal_block(out: &mut String, s: &str, indent: usize, meta: Option<&Meta>) -> bool {
+fn literal_block(out: &mut Out<'_>, s: &str, indent: usize, meta: Option<&Meta>) -> bool {
     if !s.contains('\n') || s.chars().any(needs_escape) {
         return false;
     }
@@ -287,7 +376,7 @@ fn literal_block(out: &mut String, s: &str, indent: usize, meta: Option<&Meta>) 
 
 /// Appends `node` as pretty-printed JSON (two-space indentation, as kubectl prints),
 /// its first line already indented by the caller.
-pub fn json(out: &mut String, node: &Node, indent: usize, path: &mut String) -> Result<(), NotJson> {
+pub fn json(out: &mut Out<'_>, node: &Node, indent: usize, path: &mut String) -> Result<(), NotJson> {
     if json_and_yaml_agree(out, &node.value) {
         return Ok(());
     }
@@ -377,7 +466,7 @@ pub fn first_not_json(node: &Node) -> Option<NotJson> {
     walk(node, &mut String::new())
 }
 
-fn json_string(out: &mut String, s: &str) {
+fn json_string(out: &mut Out<'_>, s: &str) {
     // serde_json's escaping of a &str cannot fail.
     out.push_str(&serde_json::to_string(s).unwrap_or_default());
 }
@@ -390,8 +479,9 @@ mod tests {
     fn round_trip(yaml: &str) -> (String, serde_json::Value) {
         let docs = read_documents(yaml, 1).unwrap();
         let root = docs[0].root.as_ref().unwrap();
-        let mut out = String::new();
+        let mut out = Out::default();
         yaml_document(&mut out, root, &docs[0].trailing);
+        let out = out.into_string();
         let again = read_documents(&out, 1).unwrap_or_else(|e| panic!("{e}\n{out}"));
         assert_eq!(again[0].root.as_ref().unwrap().to_json(), root.to_json(), "{out}");
         (out, root.to_json())
@@ -438,12 +528,15 @@ mod tests {
     #[test]
     fn json_keeps_order_and_refuses_nan() {
         let docs = read_documents("b: 1\na: [x, 1.5]\n", 1).unwrap();
-        let mut out = String::new();
+        let mut out = Out::default();
         json(&mut out, docs[0].root.as_ref().unwrap(), 0, &mut String::new()).unwrap();
-        assert_eq!(out, "{\n  \"b\": 1,\n  \"a\": [\n    \"x\",\n    1.5\n  ]\n}");
+        assert_eq!(
+            out.into_string(),
+            "{\n  \"b\": 1,\n  \"a\": [\n    \"x\",\n    1.5\n  ]\n}"
+        );
         let docs = read_documents("a:\n  b: .nan\n", 1).unwrap();
         let err = json(
-            &mut String::new(),
+            &mut Out::default(),
             docs[0].root.as_ref().unwrap(),
             0,
             &mut String::new(),
@@ -543,8 +636,9 @@ mod tests {
             /// reads) to exactly the same values.
             #[test]
             fn written_yaml_reads_back_the_same(node in tree()) {
-                let mut out = String::new();
+                let mut out = Out::default();
                 yaml_document(&mut out, &node, &[]);
+                let out = out.into_string();
                 let docs = read_documents(&out, 1).map_err(|e| TestCaseError::fail(format!("{e}\n{out}")))?;
                 prop_assert_eq!(docs.len(), 1, "{}", out);
                 let back = docs[0].root.as_ref().map_or(serde_json::Value::Null, Node::to_json);
