@@ -532,3 +532,33 @@ impl Random {
         }
     }
 }
+
+/// The README's way out of a port clash: a template whose sidecar uses another port.
+#[test]
+fn a_port_clash_is_solved_by_a_template_on_another_port() {
+    let dir = tempfile::tempdir().unwrap();
+    let pod = dir.path().join("pod.yaml");
+    std::fs::write(
+        &pod,
+        "apiVersion: v1\nkind: Pod\nmetadata: {name: web}\nspec:\n  containers:\n  - name: web\n    image: nginx:1.27\n    ports: [{containerPort: 80}]\n",
+    )
+    .unwrap();
+    let clash = inject(&pod, "yaml");
+    assert_eq!(clash.status.code(), Some(1));
+    let out = Command::new(BIN)
+        .args(["inject", "-f"])
+        .arg(&pod)
+        .arg("--config")
+        .arg(corpus("template-port-15001.yaml"))
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let objects = own_objects(&String::from_utf8(out.stdout).unwrap());
+    let ports: Vec<&Value> = objects[0]["spec"]["containers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| &c["ports"][0]["containerPort"])
+        .collect();
+    assert_eq!(ports, [&Value::from(80), &Value::from(15001)]);
+}

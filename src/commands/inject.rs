@@ -40,8 +40,8 @@ pub fn run(args: &InjectArgs) -> Result<(), InjectCommandError> {
         None => TemplateSet::embedded(),
     };
     let path = args.file.display().to_string();
-    let input: Box<dyn std::io::BufRead> = if path == "-" {
-        Box::new(BufReader::with_capacity(64 * 1024, std::io::stdin().lock()))
+    let input: Box<dyn std::io::BufRead + Send> = if path == "-" {
+        Box::new(BufReader::with_capacity(64 * 1024, std::io::stdin()))
     } else {
         let file = std::fs::File::open(&args.file).map_err(|source| InjectCommandError::Read {
             path: path.clone(),

@@ -58,6 +58,14 @@ impl Node {
         }
     }
 
+    /// The node at a JSON Pointer made of plain keys (`/spec/template`), if any.
+    pub fn pointer(&self, pointer: &str) -> Option<&Node> {
+        pointer
+            .split('/')
+            .filter(|t| !t.is_empty())
+            .try_fold(self, |node, key| node.get(key))
+    }
+
     pub fn as_str(&self) -> Option<&str> {
         match &self.value {
             Value::Str(s) => Some(s),

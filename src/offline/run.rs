@@ -10,7 +10,7 @@ use super::node::{Node, Value};
 use super::read::{Document, Packed, read_documents};
 use super::split::{InputError, YamlChunks, json_values, starts_like_json};
 use super::write::{self, Out, comment_lines, first_not_json, json, yaml_document};
-use super::{OfflineError, Outcome, describe, inject_object, type_name};
+use super::{OfflineError, Outcome, describe, inject_object, pod_path, type_name};
 use crate::template::TemplateSet;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -54,7 +54,7 @@ pub enum StreamError {
 
 /// Reads manifests from `input`, writes the result to `output` in `format` as each
 /// document is done, and hands every note, warning and error to `report`.
-pub fn inject_stream<R: BufRead, W: Write>(
+pub fn inject_stream<R: BufRead + Send, W: Write>(
     mut input: R,
     output: W,
     templates: &TemplateSet,
@@ -103,33 +103,47 @@ pub fn inject_stream<R: BufRead, W: Write>(
             }
         }
     } else {
-        let mut index = 0;
-        for chunk in YamlChunks::new(input) {
-            let chunk = chunk?;
-            let first_line = chunk.first_line;
-            let documents = read_documents(&chunk.text, first_line);
-            // The text is no longer needed: free it before the tree is processed.
-            drop(chunk);
-            match documents {
-                Ok(documents) => {
-                    for document in documents {
-                        if document.root.is_some() {
-                            index += 1;
-                            stream.document(index, Some(first_line), document)?;
-                        } else {
-                            stream.pending_comments.extend(document.trailing);
-                        }
+        // Two stages on two threads: cutting and parsing here, injecting and writing
+        // there. The bounded channel keeps at most a few parsed documents in flight.
+        std::thread::scope(|scope| -> Result<(), StreamError> {
+            let (parsed_tx, parsed_rx) = std::sync::mpsc::sync_channel(8);
+            scope.spawn(move || {
+                for chunk in YamlChunks::new(input) {
+                    let parsed = chunk.map(|chunk| {
+                        let documents = read_documents(&chunk.text, chunk.first_line);
+                        (chunk.first_line, documents)
+                    });
+                    // A closed channel means the writing side stopped (an output error).
+                    if parsed_tx.send(parsed).is_err() {
+                        break;
                     }
                 }
-                Err(e) => {
-                    index += 1;
-                    stream.fail(OfflineError::Syntax {
-                        at: format!("document {index} at line {}", e.line.unwrap_or(first_line)),
-                        message: e.message,
-                    });
+            });
+            let mut index = 0;
+            for parsed in parsed_rx {
+                let (first_line, documents) = parsed?;
+                match documents {
+                    Ok(documents) => {
+                        for document in documents {
+                            if document.root.is_some() {
+                                index += 1;
+                                stream.document(index, Some(first_line), document)?;
+                            } else {
+                                stream.pending_comments.extend(document.trailing);
+                            }
+                        }
+                    }
+                    Err(e) => {
+                        index += 1;
+                        stream.fail(OfflineError::Syntax {
+                            at: format!("document {index} at line {}", e.line.unwrap_or(first_line)),
+                            message: e.message,
+                        });
+                    }
                 }
             }
-        }
+            Ok(())
+        })?;
     }
     stream.finish()
 }
@@ -173,17 +187,47 @@ fn items_mut(node: &mut Node) -> Option<&mut Vec<Node>> {
     }
 }
 
-/// Kind and name of an object, enough to name it in messages.
+/// Kind, API version and name of an object: enough to name it in messages and to
+/// decide on a kind that holds no Pod.
 fn identity(node: &Node) -> Json {
     let text = |n: Option<&Node>| n.and_then(Node::as_str).map_or(Json::Null, Json::from);
     let metadata = node.get("metadata");
+    let mut names = serde_json::Map::new();
+    for key in ["name", "generateName"] {
+        if let Some(name) = metadata.and_then(|m| m.get(key)).and_then(Node::as_str) {
+            names.insert(key.to_string(), Json::from(name));
+        }
+    }
     serde_json::json!({
+        "apiVersion": text(node.get("apiVersion")),
         "kind": text(node.get("kind")),
-        "metadata": {
-            "name": text(metadata.and_then(|m| m.get("name"))),
-            "generateName": text(metadata.and_then(|m| m.get("generateName"))),
-        },
+        "metadata": names,
     })
+}
+
+/// What `inject_object` reads of an object, as JSON: its identity and its Pod template.
+/// Converting the whole object (a ConfigMap's data, a Deployment's status) would be
+/// wasted work; a Pod, an odd object or a non-object is converted whole.
+fn engine_view(node: &Node) -> Json {
+    let kind = node.get("kind").and_then(Node::as_str).filter(|k| !k.is_empty());
+    let path = match kind.map(pod_path) {
+        Some(Some(path)) if !path.is_empty() => path,
+        Some(None) if matches!(node.value, Value::Map(_)) => return identity(node),
+        _ => return node.to_json(),
+    };
+    let mut view = identity(node);
+    if let (Some(pod), Json::Object(fields)) = (node.pointer(path), &mut view) {
+        let mut keys = path.split('/').filter(|k| !k.is_empty()).rev().peekable();
+        let mut inner = pod.to_json();
+        while let Some(key) = keys.next() {
+            if keys.peek().is_none() {
+                fields.insert(key.to_string(), inner);
+                break;
+            }
+            inner = Json::Object(std::iter::once((key.to_string(), inner)).collect());
+        }
+    }
+    view
 }
 
 fn item_place(list_at: &str, i: usize, item: &Node, item_json: &Json) -> String {
@@ -238,7 +282,7 @@ impl<W: Write> Stream<'_, W> {
         let mut json = if list || !packed_items.is_empty() {
             identity(&root)
         } else {
-            root.to_json()
+            engine_view(&root)
         };
         let at = place(index, line, &json);
         for warning in warnings {
@@ -259,7 +303,7 @@ impl<W: Write> Stream<'_, W> {
         }
         if !list {
             // Not a List after all (an object with an `items` field): whole again.
-            json = root.to_json();
+            json = engine_view(&root);
         }
         if list {
             let Some(items) = items_mut(&mut root) else {
@@ -267,7 +311,7 @@ impl<W: Write> Stream<'_, W> {
             };
             let mut kept = Vec::with_capacity(items.len());
             for (i, mut item) in std::mem::take(items).into_iter().enumerate() {
-                let item_json = item.to_json();
+                let item_json = engine_view(&item);
                 let item_at = item_place(&at, i, &item, &item_json);
                 if let Some(patch) = self.object(&item_at, &mut item, &item_json) {
                     self.keep_patch(&mut patches, patch);
@@ -362,7 +406,7 @@ impl<W: Write> Stream<'_, W> {
         self.written += 1;
         let mut any = false;
         for (i, mut item) in items.into_iter().enumerate() {
-            let item_json = item.to_json();
+            let item_json = engine_view(&item);
             let item_at = item_place(at, i, &item, &item_json);
             if self.object(&item_at, &mut item, &item_json).is_none() {
                 continue;

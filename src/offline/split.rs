@@ -66,6 +66,7 @@ impl<R: BufRead> YamlChunks<R> {
             chunk.text = line;
             chunk.first_line = number;
         }
+        let mut only_directives = false;
         loop {
             self.line.clear();
             let read = self.reader.read_line(&mut self.line).map_err(|source| InputError {
@@ -81,9 +82,13 @@ impl<R: BufRead> YamlChunks<R> {
                 self.line.drain(..'\u{feff}'.len_utf8());
             }
             if is_marker(&self.line, "---") {
-                if chunk.text.is_empty() {
+                // Directives (`%YAML 1.1`) belong to the document their `---` opens.
+                if chunk.text.is_empty() || only_directives {
+                    if chunk.text.is_empty() {
+                        chunk.first_line = self.line_number;
+                    }
+                    only_directives = false;
                     chunk.text.push_str(&self.line);
-                    chunk.first_line = self.line_number;
                     continue;
                 }
                 self.carried = Some((std::mem::take(&mut self.line), self.line_number));
@@ -91,6 +96,11 @@ impl<R: BufRead> YamlChunks<R> {
             }
             if is_marker(&self.line, "...") {
                 return Ok(Some(chunk));
+            }
+            if self.line.starts_with('%') {
+                only_directives = true;
+            } else if !self.line.trim_start().starts_with('#') && !self.line.trim().is_empty() {
+                only_directives = false;
             }
             if chunk.text.is_empty() {
                 chunk.first_line = self.line_number;
@@ -164,6 +174,12 @@ mod tests {
         assert_eq!(got[1], ("---\r\n".to_string(), 2));
         // `----` is content, not a marker.
         assert_eq!(got[2], ("--- |\r\n  text\r\n----\r\n".to_string(), 3));
+    }
+
+    #[test]
+    fn directives_stay_with_their_document() {
+        let got = chunks("a: 1\n...\n%YAML 1.1\n---\nb: 2\n");
+        assert_eq!(got[1], ("%YAML 1.1\n---\nb: 2\n".to_string(), 3));
     }
 
     #[test]

@@ -162,6 +162,9 @@ fn is_block_collection(node: &Node) -> bool {
     }
 }
 
+/// Longest key written as `key:`; YAML allows 1024 characters, quotes included.
+const MAX_IMPLICIT_KEY: usize = 1000;
+
 /// `key: value` lines at `indent`. With `inline_first`, the first key continues a line
 /// already begun (after `- `).
 fn map_entries(out: &mut Out<'_>, entries: &[(String, Node)], indent: usize, inline_first: bool) {
@@ -170,7 +173,15 @@ fn map_entries(out: &mut Out<'_>, entries: &[(String, Node)], indent: usize, inl
             write_comments(out, value.meta.as_deref(), indent);
             push_indent(out, indent);
         }
-        scalar_text(out, key, indent);
+        if key.chars().count() > MAX_IMPLICIT_KEY {
+            // YAML caps implicit keys at 1024 characters; longer ones need `? key`.
+            out.push_str("? ");
+            scalar_text(out, key, indent);
+            out.push('\n');
+            push_indent(out, indent);
+        } else {
+            scalar_text(out, key, indent);
+        }
         out.push(':');
         match &value.value {
             Value::Map(map) if !map.is_empty() => {
@@ -518,6 +529,22 @@ mod tests {
         assert!(out.contains("a: |\n  one\n  two\n"), "{out}");
         assert!(out.contains("b: |-\n  x\n   y\n"), "{out}");
         assert!(out.contains("d: |2\n"), "{out}");
+    }
+
+    #[test]
+    fn very_long_keys_use_the_explicit_form() {
+        let key = "k".repeat(2000);
+        let inner = Value::Map(vec![
+            (key, Node::from(Value::Int(1))),
+            ("b".into(), Node::from(Value::Int(2))),
+        ]);
+        let node = Node::from(Value::Map(vec![("a".into(), Node::from(inner))]));
+        let mut out = Out::default();
+        yaml_document(&mut out, &node, &[]);
+        let out = out.into_string();
+        assert!(out.contains("  ? kkk"), "{out}");
+        let back = read_documents(&out, 1).unwrap();
+        assert_eq!(back[0].root.as_ref().unwrap().to_json(), node.to_json());
     }
 
     #[test]
