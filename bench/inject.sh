@@ -63,19 +63,22 @@ measure() {
     tail -5 "$work/err" >&2
     die "inject failed on $name"
   }
-  local secs rss
+  local secs cpu rss
   secs=$(awk -F': ' '/Elapsed \(wall clock\)/ { n = split($2, t, ":"); s = 0; for (i = 1; i <= n; i++) s = s * 60 + t[i]; print s }' "$work/err")
+  cpu=$(awk -F': ' '/User time|System time/ { s += $2 } END { print s }' "$work/err")
   rss=$(awk -F': ' '/Maximum resident set size/ { print $2 }' "$work/err")
-  awk -v name="$name" -v bytes="$bytes" -v largest="$largest" -v secs="$secs" -v rss="$rss" -v out="$(stat -c %s "$work/out")" 'BEGIN {
+  # Wall-clock MB/s is the target; CPU seconds say how much of a busy machine's time
+  # was ours (other builds on the same 2 cores stretch the wall clock).
+  awk -v name="$name" -v bytes="$bytes" -v largest="$largest" -v secs="$secs" -v cpu="$cpu" -v rss="$rss" -v out="$(stat -c %s "$work/out")" 'BEGIN {
     mb = bytes / 1048576; rss_mb = rss / 1024; limit = 50 + 3 * largest / 1048576
-    printf "%-22s %7.1f MB in, %7.1f MB out, largest document %8.1f KB: %6.2f s, %6.1f MB/s, peak RSS %6.1f MB (target <= %.1f MB) %s\n",
-      name, mb, out / 1048576, largest / 1024, secs, mb / secs, rss_mb, limit,
+    printf "%-16s %5.1f MB in, %5.1f MB out, largest document %7.1f KB: %5.2f s wall (%5.1f MB/s), %5.2f s CPU, peak RSS %5.1f MB (target <= %.1f MB) %s\n",
+      name, mb, out / 1048576, largest / 1024, secs, mb / secs, cpu, rss_mb, limit,
       (mb / secs >= 20 && rss_mb <= limit) ? "ok" : "MISSED"
   }'
 }
 
 generate "$work/multi.yaml"
 generate_list "$work/list.yaml"
-echo "binary: $BIN ($(nproc) CPU, $(uname -sr)); output: -o $FORMAT"
+echo "binary: $BIN ($(nproc) CPU, $(uname -sr), load average $(cut -d' ' -f1 /proc/loadavg)); output: -o $FORMAT"
 measure "multi-document" "$work/multi.yaml"
 measure "one kind: List" "$work/list.yaml"

@@ -290,3 +290,16 @@ fn patch_formats_give_one_line_per_object_and_json_a_list() {
     assert_eq!(yaml.matches("\n---\n").count(), 1, "{yaml}");
     assert!(yaml.contains("kind: List"), "a List stays a List in YAML: {yaml}");
 }
+
+#[test]
+fn a_single_list_comes_out_as_itself_in_json() {
+    let text = "apiVersion: v1\nkind: List\nmetadata: {resourceVersion: \"42\"}\nitems:\n- {kind: Pod, apiVersion: v1, metadata: {name: a}, spec: {containers: [{name: a}]}}\n";
+    let out = run(&["inject", "-f", "-", "-o", "json"], Some(text));
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let list: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        list["metadata"]["resourceVersion"], "42",
+        "the List's own fields are kept"
+    );
+    assert_eq!(names(&list["items"][0]["spec"]["containers"]), ["a", "envoy"]);
+}

@@ -70,7 +70,7 @@ pub fn inject_stream<R: BufRead + Send, W: Write>(
         pending_comments: Vec::new(),
         written: 0,
         held_json: None,
-        json_list_open: false,
+        json_tail: None,
         json_count: 0,
     };
     if starts_like_json(&mut input)? {
@@ -160,7 +160,8 @@ struct Stream<'a, W> {
     /// JSON output: the first document, held until a second shows whether the output
     /// is that object alone or a `List`.
     held_json: Option<Node>,
-    json_list_open: bool,
+    /// `-o json`, once the output `List` is open: the fields to write after its items.
+    json_tail: Option<Vec<Entry>>,
     json_count: usize,
 }
 
@@ -169,22 +170,6 @@ fn is_list(node: &Node) -> bool {
         .and_then(Node::as_str)
         .is_some_and(|kind| kind.ends_with("List"))
         && matches!(node.get("items").map(|i| &i.value), Some(Value::Seq(_)))
-}
-
-fn items_mut(node: &mut Node) -> Option<&mut Vec<Node>> {
-    match &mut node.value {
-        Value::Map(entries) => {
-            entries
-                .iter_mut()
-                .rev()
-                .find(|(k, _)| k == "items")
-                .and_then(|(_, v)| match &mut v.value {
-                    Value::Seq(items) => Some(items),
-                    _ => None,
-                })
-        }
-        _ => None,
-    }
 }
 
 /// Kind, API version and name of an object: enough to name it in messages and to
@@ -273,7 +258,7 @@ impl<W: Write> Stream<'_, W> {
         let Document {
             trailing,
             warnings,
-            mut packed_items,
+            packed_items,
             ..
         } = document;
         let line = root.line().or(chunk_line);
@@ -288,46 +273,26 @@ impl<W: Write> Stream<'_, W> {
         for warning in warnings {
             (self.report)(Message::Warning(format!("{at}: {warning}")));
         }
-        let mut patches = Vec::new();
-        if list && self.format == Format::Yaml {
-            return self.yaml_list(&at, root, packed_items, &trailing);
+        if list {
+            return self.stream_list(&at, root, packed_items, &trailing);
         }
         if !packed_items.is_empty() {
+            // Not a List after all (an object with an `items` field): whole again.
             let mut whole = Document {
                 root: Some(root),
-                packed_items: std::mem::take(&mut packed_items),
+                packed_items,
                 ..Document::default()
             };
             whole.unpack();
             root = whole.root.take().unwrap_or_else(|| Node::from(Value::Null));
-        }
-        if !list {
-            // Not a List after all (an object with an `items` field): whole again.
             json = engine_view(&root);
         }
-        if list {
-            let Some(items) = items_mut(&mut root) else {
-                return Ok(());
-            };
-            let mut kept = Vec::with_capacity(items.len());
-            for (i, mut item) in std::mem::take(items).into_iter().enumerate() {
-                let item_json = engine_view(&item);
-                let item_at = item_place(&at, i, &item, &item_json);
-                if let Some(patch) = self.object(&item_at, &mut item, &item_json) {
-                    self.keep_patch(&mut patches, patch);
-                    kept.push(item);
-                }
-            }
-            if let Some(items) = items_mut(&mut root) {
-                *items = kept;
-            }
-        } else {
-            match self.object(&at, &mut root, &json) {
-                Some(patch) => self.keep_patch(&mut patches, patch),
-                None => return Ok(()),
-            }
-            drop(json);
+        let mut patches = Vec::new();
+        match self.object(&at, &mut root, &json) {
+            Some(patch) => self.keep_patch(&mut patches, patch),
+            None => return Ok(()),
         }
+        drop(json);
         self.write(root, &trailing, patches)
     }
 
@@ -367,9 +332,9 @@ impl<W: Write> Stream<'_, W> {
         Some(outcome)
     }
 
-    /// A `List` in YAML: each item is injected, written and dropped in turn, so the
-    /// injected additions are never all in memory at once.
-    fn yaml_list(
+    /// A `List`: each item is injected, written and dropped in turn, so the injected
+    /// additions (and, for a packed List, the items' trees) are never all in memory.
+    fn stream_list(
         &mut self,
         at: &str,
         mut root: Node,
@@ -393,43 +358,115 @@ impl<W: Write> Stream<'_, W> {
         } else {
             Box::new(packed.into_iter().map(|p| p.unpack()))
         };
-        let mut head = Out::default();
-        if self.written > 0 {
-            head.push_str("---\n");
+        let (head, rest) = entries.split_at(position);
+        let tail = &rest[1..];
+        match self.format {
+            Format::Yaml => {
+                let mut out = Out::default();
+                if self.written > 0 {
+                    out.push_str("---\n");
+                }
+                comment_lines(&mut out, &std::mem::take(&mut self.pending_comments), 0);
+                if let Some(meta) = root.meta.as_deref() {
+                    comment_lines(&mut out, &meta.before, 0);
+                }
+                write::entries(&mut out, head, 0);
+                self.output.write_all(out.into_string().as_bytes())?;
+            }
+            Format::Json => {
+                if let Some(e) = head.iter().chain(tail).find_map(|(_, v)| first_not_json(v)) {
+                    self.fail(OfflineError::Encode {
+                        at: at.to_string(),
+                        format: "JSON",
+                        message: e.to_string(),
+                    });
+                    return Ok(());
+                }
+                self.open_json_list(Some((head, tail)))?;
+            }
+            Format::JsonPatch | Format::Strategic => {}
         }
-        comment_lines(&mut head, &std::mem::take(&mut self.pending_comments), 0);
-        if let Some(meta) = root.meta.as_deref() {
-            comment_lines(&mut head, &meta.before, 0);
-        }
-        write::entries(&mut head, &entries[..position], 0);
-        self.output.write_all(head.into_string().as_bytes())?;
         self.written += 1;
         let mut any = false;
-        for (i, mut item) in items.into_iter().enumerate() {
+        for (i, mut item) in items.enumerate() {
             let item_json = engine_view(&item);
             let item_at = item_place(at, i, &item, &item_json);
-            if self.object(&item_at, &mut item, &item_json).is_none() {
+            let Some(outcome) = self.object(&item_at, &mut item, &item_json) else {
                 continue;
-            }
+            };
+            drop(item_json);
             let mut out = Out::default();
-            if !any {
-                write::list_key(&mut out, "items", items_meta.as_deref(), 0);
-                any = true;
+            match self.format {
+                Format::Yaml => {
+                    if !any {
+                        write::list_key(&mut out, "items", items_meta.as_deref(), 0);
+                    }
+                    write::item(&mut out, &item, 0);
+                }
+                Format::Json => {
+                    if let Some(e) = first_not_json(&item) {
+                        self.fail(OfflineError::Encode {
+                            at: item_at,
+                            format: "JSON",
+                            message: e.to_string(),
+                        });
+                        continue;
+                    }
+                    json_item(&mut out, &item, &mut self.json_count);
+                }
+                Format::JsonPatch | Format::Strategic => patch_line(&mut out, self.format, &outcome),
             }
-            write::item(&mut out, &item, 0);
+            any = true;
             self.output.write_all(out.into_string().as_bytes())?;
         }
-        let mut tail = Out::default();
-        if !any {
-            write::entries(
-                &mut tail,
-                &[(String::from("items"), Node::from(Value::Seq(Vec::new())))],
-                0,
-            );
+        if self.format == Format::Yaml {
+            let mut out = Out::default();
+            if !any {
+                write::entries(
+                    &mut out,
+                    &[(String::from("items"), Node::from(Value::Seq(Vec::new())))],
+                    0,
+                );
+            }
+            write::entries(&mut out, tail, 0);
+            comment_lines(&mut out, trailing, 0);
+            self.output.write_all(out.into_string().as_bytes())?;
         }
-        write::entries(&mut tail, &entries[position + 1..], 0);
-        comment_lines(&mut tail, trailing, 0);
-        self.output.write_all(tail.into_string().as_bytes())?;
+        Ok(())
+    }
+
+    /// Opens the output `List` of `-o json` if it is not open yet. `list` is the
+    /// document that forces it open when it is a `List` itself: if it is the first
+    /// document, its own fields frame the output (so a single `List` comes out as
+    /// itself); otherwise a plain `v1` `List` holds everything, a held first document
+    /// first.
+    fn open_json_list(&mut self, list: Option<(&[Entry], &[Entry])>) -> Result<(), StreamError> {
+        if self.json_tail.is_some() {
+            return Ok(());
+        }
+        let held = self.held_json.take();
+        let mut out = Out::to(&mut self.output);
+        match (held, list) {
+            (None, Some((head, tail))) => {
+                out.push('{');
+                for (key, value) in head {
+                    out.push_str("\n  ");
+                    // Checked by the caller.
+                    let _ = write::json_field(&mut out, key, value, 2);
+                    out.push(',');
+                }
+                out.push_str("\n  \"items\": [");
+                self.json_tail = Some(tail.to_vec());
+            }
+            (held, _) => {
+                out.push_str("{\n  \"apiVersion\": \"v1\",\n  \"kind\": \"List\",\n  \"items\": [");
+                self.json_tail = Some(Vec::new());
+                if let Some(first) = held {
+                    json_item(&mut out, &first, &mut self.json_count);
+                }
+            }
+        }
+        out.finish()?;
         Ok(())
     }
 
@@ -460,32 +497,21 @@ impl<W: Write> Stream<'_, W> {
                     self.fail(e);
                     return Ok(());
                 }
-                if !self.json_list_open {
-                    let Some(first) = self.held_json.take() else {
+                if self.json_tail.is_none() {
+                    if self.held_json.is_none() {
                         self.held_json = Some(root);
                         return Ok(());
-                    };
-                    self.json_list_open = true;
-                    let mut out = Out::to(&mut self.output);
-                    out.push_str("{\n  \"apiVersion\": \"v1\",\n  \"kind\": \"List\",\n  \"items\": [");
-                    json_items(&mut out, first, &mut self.json_count);
-                    out.finish()?;
+                    }
+                    self.open_json_list(None)?;
                 }
                 let mut out = Out::to(&mut self.output);
-                json_items(&mut out, root, &mut self.json_count);
+                json_item(&mut out, &root, &mut self.json_count);
                 out.finish()?;
             }
             Format::JsonPatch | Format::Strategic => {
                 let mut out = Out::to(&mut self.output);
                 for outcome in patches {
-                    let line = if self.format == Format::JsonPatch {
-                        serde_json::to_string(&outcome.json_patch)
-                    } else {
-                        serde_json::to_string(&outcome.strategic)
-                    };
-                    // Serialising plain JSON values cannot fail.
-                    out.push_str(&line.unwrap_or_default());
-                    out.push('\n');
+                    patch_line(&mut out, self.format, &outcome);
                 }
                 out.finish()?;
             }
@@ -508,14 +534,24 @@ impl<W: Write> Stream<'_, W> {
         let mut out = Out::to(&mut self.output);
         match self.format {
             Format::Yaml => comment_lines(&mut out, &self.pending_comments, 0),
-            Format::Json if self.json_list_open => out.push_str("\n  ]\n}\n"),
-            Format::Json => {
-                if let Some(only) = self.held_json.take() {
-                    // Checked by check_json before it was held.
-                    let _ = json(&mut out, &only, 0, &mut String::new());
-                    out.push('\n');
+            Format::Json => match self.json_tail.take() {
+                Some(tail) => {
+                    out.push_str("\n  ]");
+                    for (key, value) in &tail {
+                        out.push_str(",\n  ");
+                        // Checked when the List was opened.
+                        let _ = write::json_field(&mut out, key, value, 2);
+                    }
+                    out.push_str("\n}\n");
                 }
-            }
+                None => {
+                    if let Some(only) = self.held_json.take() {
+                        // Checked by check_json before it was held.
+                        let _ = json(&mut out, &only, 0, &mut String::new());
+                        out.push('\n');
+                    }
+                }
+            },
             Format::JsonPatch | Format::Strategic => {}
         }
         out.finish()?;
@@ -524,28 +560,25 @@ impl<W: Write> Stream<'_, W> {
     }
 }
 
-/// Items of the output `List`: a `List` document contributes its items.
-fn json_items(out: &mut Out<'_>, node: Node, count: &mut usize) {
-    let items = if is_list(&node) {
-        match node.value {
-            Value::Map(entries) => entries
-                .into_iter()
-                .rev()
-                .find(|(k, _)| k == "items")
-                .and_then(|(_, v)| match v.value {
-                    Value::Seq(items) => Some(items),
-                    _ => None,
-                })
-                .unwrap_or_default(),
-            _ => Vec::new(),
-        }
+/// A map entry of a `Node`.
+type Entry = (String, Node);
+
+/// One object in the output `List` of `-o json`.
+fn json_item(out: &mut Out<'_>, item: &Node, count: &mut usize) {
+    out.push_str(if *count > 0 { ",\n    " } else { "\n    " });
+    // Every caller checked the item with first_not_json.
+    let _ = json(out, item, 4, &mut String::new());
+    *count += 1;
+}
+
+/// One line of `-o jsonpatch` / `-o strategic`.
+fn patch_line(out: &mut Out<'_>, format: Format, outcome: &Outcome) {
+    let line = if format == Format::JsonPatch {
+        serde_json::to_string(&outcome.json_patch)
     } else {
-        vec![node]
+        serde_json::to_string(&outcome.strategic)
     };
-    for item in items {
-        out.push_str(if *count > 0 { ",\n    " } else { "\n    " });
-        // Checked by check_json before.
-        let _ = json(out, &item, 4, &mut String::new());
-        *count += 1;
-    }
+    // Serialising plain JSON values cannot fail.
+    out.push_str(&line.unwrap_or_default());
+    out.push('\n');
 }

@@ -477,6 +477,13 @@ pub fn first_not_json(node: &Node) -> Option<NotJson> {
     walk(node, &mut String::new())
 }
 
+/// `"key": value` of a JSON object whose fields are at `indent`.
+pub fn json_field(out: &mut Out<'_>, key: &str, value: &Node, indent: usize) -> Result<(), NotJson> {
+    json_string(out, key);
+    out.push_str(": ");
+    json(out, value, indent, &mut String::new())
+}
+
 fn json_string(out: &mut Out<'_>, s: &str) {
     // serde_json's escaping of a &str cannot fail.
     out.push_str(&serde_json::to_string(s).unwrap_or_default());
