@@ -36,6 +36,8 @@ pub struct YamlChunks<R> {
     /// A `---` line read while finishing the previous chunk: it starts the next one.
     carried: Option<(String, usize)>,
     done: bool,
+    /// Length of the last chunk, to size the next one.
+    last_len: usize,
 }
 
 fn is_marker(line: &str, marker: &str) -> bool {
@@ -51,6 +53,7 @@ impl<R: BufRead> YamlChunks<R> {
             line: String::new(),
             carried: None,
             done: false,
+            last_len: 0,
         }
     }
 
@@ -59,7 +62,8 @@ impl<R: BufRead> YamlChunks<R> {
             return Ok(None);
         }
         let mut chunk = Chunk {
-            text: String::new(),
+            // Documents of one file tend to be alike in size.
+            text: String::with_capacity(self.last_len + self.last_len / 4),
             first_line: self.line_number + 1,
         };
         if let Some((line, number)) = self.carried.take() {
@@ -114,7 +118,12 @@ impl<R: BufRead> Iterator for YamlChunks<R> {
     type Item = Result<Chunk, InputError>;
 
     fn next(&mut self) -> Option<Self::Item> {
-        self.next_chunk().transpose()
+        let chunk = self.next_chunk().transpose();
+        if let Some(Ok(chunk)) = &chunk {
+            // Capped: one huge document must not make every later one reserve as much.
+            self.last_len = chunk.text.len().min(1 << 20);
+        }
+        chunk
     }
 }
 

@@ -24,7 +24,8 @@ const FLUSH_AT: usize = 64 * 1024;
 impl<'a> Out<'a> {
     pub fn to(sink: &'a mut dyn std::io::Write) -> Out<'a> {
         Out {
-            buf: String::with_capacity(FLUSH_AT + 1024),
+            // Most documents are a few KB: a small start, grown when needed.
+            buf: String::with_capacity(8 * 1024),
             sink: Some(sink),
             error: None,
         }
