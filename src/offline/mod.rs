@@ -100,13 +100,22 @@ pub struct Skipped {
     pub quiet: bool,
 }
 
+/// Which renderings of an injection a caller needs. The JSON Patch is always made (the
+/// YAML and JSON outputs are the input with it applied); the strategic merge patch
+/// only when it is the output.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Renderings {
+    JsonPatch,
+    JsonPatchAndStrategic,
+}
+
 /// What injection makes of one object.
 #[derive(Debug, Clone)]
 pub struct Outcome {
     /// RFC 6902 operations against the whole object (empty when unchanged); `add` only.
     pub json_patch: json_patch::Patch,
-    /// Strategic merge patch for the whole object (`{}` when unchanged).
-    pub strategic: Value,
+    /// Strategic merge patch for the whole object (`{}` when unchanged), when asked for.
+    pub strategic: Option<Value>,
     pub skipped: Option<Skipped>,
     /// Things the user should fix, though injection went ahead (or was skipped).
     pub warnings: Vec<String>,
@@ -127,10 +136,15 @@ fn nest(pointer: &str, inner: Value) -> Value {
 
 /// Decides and plans the injection of one object (a Pod or a workload), named `at` in
 /// messages. Pure: the caller reads and writes.
-pub fn inject_object(at: &str, object: &Value, templates: &TemplateSet) -> Result<Outcome, OfflineError> {
+pub fn inject_object(
+    at: &str,
+    object: &Value,
+    templates: &TemplateSet,
+    renderings: Renderings,
+) -> Result<Outcome, OfflineError> {
     let unchanged = |reason: String, quiet: bool, warnings: Vec<String>| Outcome {
         json_patch: json_patch::Patch(Vec::new()),
-        strategic: Value::Object(Map::new()),
+        strategic: (renderings == Renderings::JsonPatchAndStrategic).then(|| Value::Object(Map::new())),
         skipped: Some(Skipped { reason, quiet }),
         warnings,
     };
@@ -189,7 +203,10 @@ pub fn inject_object(at: &str, object: &Value, templates: &TemplateSet) -> Resul
         Decision::Skip(skip) => return Ok(unchanged(skip.to_string(), false, warnings)),
     };
     let mut json_patch = inject::jsonpatch::render(&plan, pod).map_err(err)?;
-    let strategic = nest(path, inject::strategic::render(&plan, pod).map_err(err)?);
+    let strategic = match renderings {
+        Renderings::JsonPatch => None,
+        Renderings::JsonPatchAndStrategic => Some(nest(path, inject::strategic::render(&plan, pod).map_err(err)?)),
+    };
     // Re-root the Pod's operations at the Pod template's place in the object.
     let prefix = json_patch::jsonptr::PointerBuf::from_tokens(path.split('/').filter(|k| !k.is_empty()));
     for op in &mut json_patch.0 {
@@ -218,7 +235,7 @@ pub struct Injected {
 /// `inject_object` on plain JSON, with the patch applied. `index` is 1-based.
 pub fn inject_document(index: usize, document: &Value, templates: &TemplateSet) -> Result<Injected, OfflineError> {
     let at = format!("document {index} ({})", describe(document));
-    let outcome = inject_object(&at, document, templates)?;
+    let outcome = inject_object(&at, document, templates, Renderings::JsonPatchAndStrategic)?;
     let mut result = document.clone();
     json_patch::patch(&mut result, &outcome.json_patch).map_err(|e| OfflineError::Encode {
         at,
@@ -228,7 +245,7 @@ pub fn inject_document(index: usize, document: &Value, templates: &TemplateSet) 
     Ok(Injected {
         result,
         json_patch: outcome.json_patch,
-        strategic: outcome.strategic,
+        strategic: outcome.strategic.unwrap_or_default(),
         skipped: outcome.skipped,
     })
 }
@@ -242,11 +259,17 @@ mod tests {
     fn builtin_kinds_pass_quietly_custom_ones_with_a_note() {
         let set = TemplateSet::embedded();
         let service = json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": "web"}});
-        let skipped = inject_object("d", &service, &set).unwrap().skipped.unwrap();
+        let skipped = inject_object("d", &service, &set, Renderings::JsonPatch)
+            .unwrap()
+            .skipped
+            .unwrap();
         assert!(skipped.quiet);
         let dc = json!({"apiVersion": "apps.openshift.io/v1", "kind": "DeploymentConfig", "metadata": {"name": "f"},
                         "spec": {"template": {"spec": {"containers": [{"name": "a"}]}}}});
-        let skipped = inject_object("d", &dc, &set).unwrap().skipped.unwrap();
+        let skipped = inject_object("d", &dc, &set, Renderings::JsonPatch)
+            .unwrap()
+            .skipped
+            .unwrap();
         assert!(!skipped.quiet);
         assert!(
             skipped.reason.contains("DeploymentConfig (apps.openshift.io/v1)"),
@@ -254,29 +277,40 @@ mod tests {
             skipped.reason
         );
         let ingress = json!({"apiVersion": "networking.k8s.io/v1", "kind": "Ingress"});
-        assert!(inject_object("d", &ingress, &set).unwrap().skipped.unwrap().quiet);
+        assert!(
+            inject_object("d", &ingress, &set, Renderings::JsonPatch)
+                .unwrap()
+                .skipped
+                .unwrap()
+                .quiet
+        );
     }
 
     #[test]
     fn objects_without_kind_and_non_objects_are_errors_naming_what_was_found() {
         let set = TemplateSet::embedded();
-        let err = inject_object("document 3", &json!("just text"), &set)
+        let err = inject_object("document 3", &json!("just text"), &set, Renderings::JsonPatch)
             .unwrap_err()
             .to_string();
         assert_eq!(
             err,
             "document 3: expected an object (a Kubernetes manifest), found a string"
         );
-        let err = inject_object("document 4", &json!({"metadata": {}}), &set)
+        let err = inject_object("document 4", &json!({"metadata": {}}), &set, Renderings::JsonPatch)
             .unwrap_err()
             .to_string();
         assert_eq!(
             err,
             "document 4: expected a `kind` naming the object's type, found none"
         );
-        let err = inject_object("d", &json!({"kind": "Deployment", "spec": {"template": []}}), &set)
-            .unwrap_err()
-            .to_string();
+        let err = inject_object(
+            "d",
+            &json!({"kind": "Deployment", "spec": {"template": []}}),
+            &set,
+            Renderings::JsonPatch,
+        )
+        .unwrap_err()
+        .to_string();
         assert!(
             err.contains("field `spec.template`") && err.contains("found a list"),
             "{err}"
@@ -289,7 +323,7 @@ mod tests {
         let pod = json!({"apiVersion": "v1", "kind": "Pod",
                          "metadata": {"name": "p", "annotations": {(inject::INJECT_ANNOTATION): "yes"}},
                          "spec": {"containers": [{"name": "app"}]}});
-        let outcome = inject_object("d", &pod, &set).unwrap();
+        let outcome = inject_object("d", &pod, &set, Renderings::JsonPatch).unwrap();
         assert!(outcome.skipped.is_none());
         assert_eq!(outcome.warnings.len(), 1);
         assert!(outcome.warnings[0].contains("\"yes\""), "{:?}", outcome.warnings);

@@ -10,7 +10,7 @@ use super::node::{Node, Value};
 use super::read::{Document, Packed, read_documents};
 use super::split::{InputError, YamlChunks, json_values, starts_like_json};
 use super::write::{self, Out, comment_lines, first_not_json, json, yaml_document};
-use super::{OfflineError, Outcome, describe, inject_object, pod_path, type_name};
+use super::{OfflineError, Outcome, Renderings, describe, inject_object, pod_path, type_name};
 use crate::template::TemplateSet;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -298,7 +298,12 @@ impl<W: Write> Stream<'_, W> {
 
     /// Injects one object in place; `None` when it failed (reported).
     fn object(&mut self, at: &str, node: &mut Node, json: &Json) -> Option<Outcome> {
-        let outcome = match inject_object(at, json, self.templates) {
+        let renderings = if self.format == Format::Strategic {
+            Renderings::JsonPatchAndStrategic
+        } else {
+            Renderings::JsonPatch
+        };
+        let outcome = match inject_object(at, json, self.templates, renderings) {
             Ok(outcome) => outcome,
             Err(error) => {
                 self.fail(error);
@@ -576,7 +581,7 @@ fn patch_line(out: &mut Out<'_>, format: Format, outcome: &Outcome) {
     let line = if format == Format::JsonPatch {
         serde_json::to_string(&outcome.json_patch)
     } else {
-        serde_json::to_string(&outcome.strategic)
+        serde_json::to_string(outcome.strategic.as_ref().unwrap_or(&Json::Object(Default::default())))
     };
     // Serialising plain JSON values cannot fail.
     out.push_str(&line.unwrap_or_default());

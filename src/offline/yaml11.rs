@@ -259,10 +259,19 @@ pub fn plain_is_safe(text: &str) -> bool {
     if text.starts_with("---") || text.starts_with("...") {
         return false;
     }
-    if text.contains(": ") || text.contains(" #") || text.ends_with(':') {
+    if text.ends_with(':') {
         return false;
     }
-    text.chars().all(|c| c != '\t' && c != '\n' && !needs_escape(c))
+    // One pass: no `: ` (a key), no ` #` (a comment), nothing that needs escaping. This
+    // runs for every key and string written, so no substring searcher is set up.
+    let mut previous = '\0';
+    for c in text.chars() {
+        if (previous == ':' && c == ' ') || (previous == ' ' && c == '#') || c == '\t' || c == '\n' || needs_escape(c) {
+            return false;
+        }
+        previous = c;
+    }
+    true
 }
 
 /// Strings that go-yaml v2 reads as strings but other readers do not: YAML 1.1
