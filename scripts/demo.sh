@@ -10,7 +10,12 @@ PORT=${DEMO_PORT:-18443}
 ADMIN_PORT=${DEMO_ADMIN_PORT:-19090}
 BIN=target/debug/envoy-injector
 
-cargo build --locked --quiet --bin envoy-injector --example demo_client
+# Cargo's own progress stays visible: on a fresh clone the first build compiles every
+# dependency and takes minutes (about 9 on 2 cores); later runs take seconds.
+if [[ ! -x "$BIN" || ! -x target/debug/examples/demo_client ]]; then
+  echo "# first build: compiling envoy-injector and its dependencies takes a few minutes (about 9 on 2 cores)..." >&2
+fi
+cargo build --locked --bin envoy-injector --example demo_client
 
 work=$(mktemp -d)
 server_pid=""

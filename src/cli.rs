@@ -154,15 +154,16 @@ pub enum OutputFormat {
     Yaml,
     /// The injected manifests as JSON (several documents become a `List`).
     Json,
-    /// RFC 6902 JSON Patch per document, one JSON array per line.
+    /// RFC 6902 JSON Patch per object (each item of a `List` too), one JSON array per line.
     Jsonpatch,
-    /// Strategic merge patch per document, one JSON object per line.
+    /// Strategic merge patch per object (each item of a `List` too), one JSON object per line.
     Strategic,
 }
 
 #[derive(Debug, Clone, Args)]
 pub struct InjectArgs {
-    /// Manifest file to read, `-` for stdin. Multi-document YAML and `List`s are accepted.
+    /// Manifest file to read, `-` for stdin: multi-document YAML, `List`s, JSON or a stream
+    /// of JSON objects, read the way kubectl reads them.
     #[arg(short = 'f', long = "filename", value_name = "FILE")]
     pub file: PathBuf,
     /// Template file (a bare template or a ConfigMap manifest); default: embedded.

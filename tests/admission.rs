@@ -135,9 +135,26 @@ fn objects_that_will_fail_validation_later_are_answered_sanely() {
         .remove("containers");
     no_containers["request"]["object"]["metadata"]["name"] = json!("Invalid_Name!");
     let response = respond(&admission, &no_containers);
+    // Injecting would turn the API server's refusal into a sidecar-only Pod.
+    assert_eq!(response["allowed"], false);
+    let message = response["status"]["message"].as_str().unwrap();
+    assert!(
+        message.contains("`spec.containers`") && message.contains("no `containers` field"),
+        "{message}"
+    );
+
+    let mut invalid_name = fixture("seed-initializer-annotation.json");
+    invalid_name["request"]["object"]["metadata"]["name"] = json!("Invalid_Name!");
+    let response = respond(&admission, &invalid_name);
     assert_eq!(response["allowed"], true);
-    let pod = patched_pod(&no_containers, &response);
-    assert_eq!(pod["spec"]["containers"][0]["name"], "envoy");
+    let pod = patched_pod(&invalid_name, &response);
+    let names: Vec<&str> = pod["spec"]["containers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["name"].as_str().unwrap())
+        .collect();
+    assert!(names.contains(&"envoy"), "{names:?}");
 
     let mut bad_shape = fixture("seed-initializer-annotation.json");
     bad_shape["request"]["object"]["spec"]["containers"] = json!("nginx");

@@ -4,10 +4,8 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 
-use envoy_injector::cli::OutputFormat;
-use envoy_injector::commands::inject::render;
-use envoy_injector::offline::{inject_document, read_documents};
-use envoy_injector::template::{Template, TemplateSet};
+use envoy_injector::offline::inject_document;
+use envoy_injector::template::TemplateSet;
 use serde_json::Value;
 
 const BIN: &str = env!("CARGO_BIN_EXE_envoy-injector");
@@ -29,6 +27,17 @@ fn run(args: &[&str], stdin: Option<&str>) -> Output {
     }
     drop(child.stdin.take());
     child.wait_with_output().unwrap()
+}
+
+/// The objects of a manifest as kubectl reads them (YAML 1.1, then JSON).
+fn read_documents(text: &str) -> Result<Vec<Value>, envoy_injector::offline::read::ReadError> {
+    Ok(envoy_injector::offline::read::read_documents(text, 1)?
+        .into_iter()
+        .filter_map(|mut d| {
+            d.unpack();
+            d.root.map(|r| r.to_json())
+        })
+        .collect())
 }
 
 fn captured_pods() -> Vec<(String, Value)> {
@@ -126,25 +135,39 @@ fn jsonpatch_output_applies_to_each_document() {
 }
 
 #[test]
-fn errors_name_the_document() {
-    let text = "apiVersion: v1\nkind: Pod\nmetadata: {name: fine}\nspec: {containers: [{name: a}]}\n---\napiVersion: v1\nkind: Pod\nmetadata: {name: clash}\nspec:\n  containers: [{name: a}]\n  volumes: [{name: envoy-conf, emptyDir: {}}]\n";
+fn errors_name_the_document_and_the_rest_is_still_written() {
+    let text = "apiVersion: v1\nkind: Pod\nmetadata: {name: fine}\nspec: {containers: [{name: a}]}\n---\napiVersion: v1\nkind: Pod\nmetadata: {name: clash}\nspec:\n  containers: [{name: a}]\n  volumes: [{name: envoy-conf, emptyDir: {}}]\n---\napiVersion: v1\nkind: Pod\nmetadata: {name: after}\nspec: {containers: [{name: b}]}\n";
     let out = run(&["inject", "-f", "-"], Some(text));
-    assert!(!out.status.success());
+    assert_eq!(out.status.code(), Some(1));
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(stderr.contains("document 2 (Pod clash)"), "{stderr}");
+    assert!(stderr.contains("document 2 (Pod clash) at line 6"), "{stderr}");
     assert!(stderr.contains("envoy-conf"), "{stderr}");
-    assert!(out.stdout.is_empty(), "nothing half-written on error");
+    let docs = read_documents(&String::from_utf8(out.stdout).unwrap()).unwrap();
+    let written: Vec<&str> = docs.iter().map(|d| d["metadata"]["name"].as_str().unwrap()).collect();
+    assert_eq!(
+        written,
+        ["fine", "after"],
+        "the failing document is left out, the others are written"
+    );
 
-    let bad = run(&["inject", "-f", "-"], Some("kind: Pod\n---\n: : [\n"));
-    assert!(!bad.status.success());
-    assert!(
-        String::from_utf8_lossy(&bad.stderr).contains("document 2"),
-        "{}",
-        String::from_utf8_lossy(&bad.stderr)
+    let bad = run(
+        &["inject", "-f", "-"],
+        Some("kind: Pod\nspec: {containers: [{name: a}]}\n---\n: : [\n"),
+    );
+    assert_eq!(bad.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&bad.stderr);
+    assert!(stderr.contains("error: document 2 at line"), "{stderr}");
+    assert_eq!(
+        read_documents(&String::from_utf8(bad.stdout).unwrap()).unwrap().len(),
+        1
     );
 
     let missing = run(&["inject", "-f", "/nonexistent/pod.yaml"], None);
     assert!(String::from_utf8_lossy(&missing.stderr).contains("/nonexistent/pod.yaml"));
+
+    let empty = run(&["inject", "-f", "-"], Some("# only a comment\n---\n"));
+    assert_eq!(empty.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&empty.stderr).contains("no documents found"));
 }
 
 #[test]
@@ -232,16 +255,51 @@ fn strategic_patch_applied_by_kubectl_equals_json_patch_result() {
 }
 
 #[test]
-fn render_formats_match_the_cli_contract() {
-    let docs = read_documents("kind: Pod\nmetadata: {name: a}\n---\nkind: Pod\nmetadata: {name: b}\n").unwrap();
-    let set = TemplateSet::embedded();
-    let results: Vec<_> = docs
+fn patch_formats_give_one_line_per_object_and_json_a_list() {
+    let text = "kind: Pod\nmetadata: {name: a}\nspec: {containers: [{name: a}]}\n---\nkind: List\napiVersion: v1\nitems:\n- {kind: Pod, metadata: {name: b}, spec: {containers: [{name: b}]}}\n- {apiVersion: v1, kind: Service, metadata: {name: s}}\n";
+    let lines = |format: &str| {
+        let out = run(&["inject", "-f", "-", "-o", format], Some(text));
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8(out.stdout)
+            .unwrap()
+            .lines()
+            .map(String::from)
+            .collect::<Vec<_>>()
+    };
+    let patches = lines("jsonpatch");
+    assert_eq!(patches.len(), 3, "{patches:?}");
+    assert_eq!(patches[2], "[]");
+    let strategic = lines("strategic");
+    assert_eq!(strategic.len(), 3);
+    assert_eq!(strategic[2], "{}");
+    let out = run(&["inject", "-f", "-", "-o", "json"], Some(text));
+    let list: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(list["kind"], "List");
+    let kinds: Vec<&str> = list["items"]
+        .as_array()
+        .unwrap()
         .iter()
-        .enumerate()
-        .map(|(i, d)| inject_document(i + 1, d, &set).unwrap())
+        .map(|i| i["kind"].as_str().unwrap())
         .collect();
-    assert_eq!(render(&results, OutputFormat::Jsonpatch).unwrap().lines().count(), 2);
-    assert_eq!(render(&results, OutputFormat::Strategic).unwrap().lines().count(), 2);
-    assert_eq!(render(&results, OutputFormat::Yaml).unwrap().matches("---").count(), 1);
-    let _ = Template::parse("x", "containers: [{name: x}]").unwrap();
+    assert_eq!(
+        kinds,
+        ["Pod", "Pod", "Service"],
+        "a List document contributes its items"
+    );
+    let yaml = String::from_utf8(run(&["inject", "-f", "-"], Some(text)).stdout).unwrap();
+    assert_eq!(yaml.matches("\n---\n").count(), 1, "{yaml}");
+    assert!(yaml.contains("kind: List"), "a List stays a List in YAML: {yaml}");
+}
+
+#[test]
+fn a_single_list_comes_out_as_itself_in_json() {
+    let text = "apiVersion: v1\nkind: List\nmetadata: {resourceVersion: \"42\"}\nitems:\n- {kind: Pod, apiVersion: v1, metadata: {name: a}, spec: {containers: [{name: a}]}}\n";
+    let out = run(&["inject", "-f", "-", "-o", "json"], Some(text));
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let list: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        list["metadata"]["resourceVersion"], "42",
+        "the List's own fields are kept"
+    );
+    assert_eq!(names(&list["items"][0]["spec"]["containers"]), ["a", "envoy"]);
 }

@@ -5,7 +5,7 @@ use std::io::{Read, Write};
 
 use crate::check::{self, CheckError, CheckSettings, Target};
 use crate::cli::{CheckArgs, CheckOutput};
-use crate::offline::{self, OfflineError};
+use crate::offline::read::{self, ReadError};
 
 #[derive(Debug, thiserror::Error)]
 pub enum CheckCommandError {
@@ -13,8 +13,8 @@ pub enum CheckCommandError {
     Client(#[from] kube::Error),
     #[error("cannot read manifests from {path}: {source}")]
     Read { path: String, source: std::io::Error },
-    #[error(transparent)]
-    Manifest(#[from] OfflineError),
+    #[error("expected YAML or JSON manifests that kubectl can read, found: {0}")]
+    Manifest(#[from] ReadError),
     #[error(transparent)]
     Check(#[from] CheckError),
     #[error("cannot write the report: {0}")]
@@ -34,7 +34,7 @@ fn read_documents(path: &std::path::Path) -> Result<Vec<serde_json::Value>, Chec
         std::fs::read_to_string(path).map(|t| text = t)
     };
     read.map_err(|source| CheckCommandError::Read { path: shown, source })?;
-    Ok(offline::read_documents(&text)?)
+    Ok(read::objects(&text)?)
 }
 
 /// The settings `args` ask for; `default_namespace` is the kubeconfig context's.

@@ -1,11 +1,10 @@
-//! `envoy-injector inject`: offline injection of manifests.
+//! `envoy-injector inject`: reads the arguments and the files, streams the manifests
+//! through `offline::run`, prints notes, warnings and errors on stderr.
 
-use std::io::{Read, Write};
-
-use serde_json::{Value, json};
+use std::io::{BufReader, BufWriter, Write};
 
 use crate::cli::{InjectArgs, OutputFormat};
-use crate::offline::{self, Injected, OfflineError};
+use crate::offline::run::{Format, Message, StreamError, inject_stream};
 use crate::template::{ConfigError, TemplateSet};
 
 #[derive(Debug, thiserror::Error)]
@@ -14,71 +13,25 @@ pub enum InjectCommandError {
     Read { path: String, source: std::io::Error },
     #[error(transparent)]
     Config(#[from] ConfigError),
-    #[error(transparent)]
-    Offline(#[from] OfflineError),
+    #[error("{path}: {source}")]
+    Stream { path: String, source: StreamError },
     #[error("no documents found in {path}: expected at least one manifest")]
     Empty { path: String },
-    #[error("cannot write the output: {0}")]
-    Write(#[from] std::io::Error),
+    #[error(
+        "{failed} of the objects in {path} could not be processed (each is named above and left out of the output)"
+    )]
+    Failed { path: String, failed: usize },
 }
 
-fn read_input(args: &InjectArgs) -> Result<String, InjectCommandError> {
-    let path = args.file.display().to_string();
-    let mut text = String::new();
-    let result = if path == "-" {
-        std::io::stdin().read_to_string(&mut text).map(|_| ())
-    } else {
-        std::fs::read_to_string(&args.file).map(|t| text = t)
-    };
-    result.map_err(|source| InjectCommandError::Read {
-        path: path.clone(),
-        source,
-    })?;
-    Ok(text)
-}
-
-/// Renders the injected documents in the requested format.
-pub fn render(results: &[Injected], format: OutputFormat) -> Result<String, OfflineError> {
-    let encode = |index: usize, format: &'static str, e: &dyn std::fmt::Display| OfflineError::Encode {
-        index: index + 1,
-        format,
-        message: e.to_string(),
-    };
-    let mut out = String::new();
-    match format {
-        OutputFormat::Yaml => {
-            for (index, doc) in results.iter().enumerate() {
-                if index > 0 {
-                    out.push_str("---\n");
-                }
-                out.push_str(&serde_yaml_ng::to_string(&doc.result).map_err(|e| encode(index, "YAML", &e))?);
-            }
-        }
-        OutputFormat::Json => {
-            let value = match results {
-                [one] => one.result.clone(),
-                many => json!({
-                    "apiVersion": "v1",
-                    "kind": "List",
-                    "items": many.iter().map(|d| d.result.clone()).collect::<Vec<Value>>(),
-                }),
-            };
-            out = serde_json::to_string_pretty(&value).map_err(|e| encode(0, "JSON", &e))?;
-            out.push('\n');
-        }
-        OutputFormat::Jsonpatch | OutputFormat::Strategic => {
-            for (index, doc) in results.iter().enumerate() {
-                let line = if format == OutputFormat::Jsonpatch {
-                    serde_json::to_string(&doc.json_patch)
-                } else {
-                    serde_json::to_string(&doc.strategic)
-                };
-                out.push_str(&line.map_err(|e| encode(index, "JSON", &e))?);
-                out.push('\n');
-            }
+impl From<OutputFormat> for Format {
+    fn from(format: OutputFormat) -> Format {
+        match format {
+            OutputFormat::Yaml => Format::Yaml,
+            OutputFormat::Json => Format::Json,
+            OutputFormat::Jsonpatch => Format::JsonPatch,
+            OutputFormat::Strategic => Format::Strategic,
         }
     }
-    Ok(out)
 }
 
 pub fn run(args: &InjectArgs) -> Result<(), InjectCommandError> {
@@ -86,24 +39,40 @@ pub fn run(args: &InjectArgs) -> Result<(), InjectCommandError> {
         Some(path) => TemplateSet::from_file(path)?,
         None => TemplateSet::embedded(),
     };
-    let text = read_input(args)?;
-    let documents = offline::read_documents(&text)?;
-    if documents.is_empty() {
-        return Err(InjectCommandError::Empty {
-            path: args.file.display().to_string(),
+    let path = args.file.display().to_string();
+    let input: Box<dyn std::io::BufRead + Send> = if path == "-" {
+        Box::new(BufReader::with_capacity(64 * 1024, std::io::stdin()))
+    } else {
+        let file = std::fs::File::open(&args.file).map_err(|source| InjectCommandError::Read {
+            path: path.clone(),
+            source,
+        })?;
+        Box::new(BufReader::with_capacity(64 * 1024, file))
+    };
+    let stdout = BufWriter::with_capacity(64 * 1024, std::io::stdout().lock());
+    let mut stderr = std::io::stderr().lock();
+    let mut report = |message: Message| {
+        // A closed stderr must not stop the output; there is nowhere else to say it.
+        let _ = match message {
+            Message::Note(text) => writeln!(stderr, "note: {text}"),
+            Message::Warning(text) => writeln!(stderr, "warning: {text}"),
+            Message::Error(text) => writeln!(stderr, "error: {text}"),
+        };
+    };
+    let summary = inject_stream(input, stdout, &templates, args.output.into(), &mut report).map_err(|source| {
+        InjectCommandError::Stream {
+            path: path.clone(),
+            source,
+        }
+    })?;
+    if summary.failed > 0 {
+        return Err(InjectCommandError::Failed {
+            path,
+            failed: summary.failed,
         });
     }
-    let results = documents
-        .iter()
-        .enumerate()
-        .map(|(index, doc)| offline::inject_document(index + 1, doc, &templates))
-        .collect::<Result<Vec<_>, _>>()?;
-    for (index, result) in results.iter().enumerate() {
-        if let Some(reason) = &result.skipped {
-            tracing::debug!(document = index + 1, %reason, "left unchanged");
-        }
+    if summary.documents == 0 {
+        return Err(InjectCommandError::Empty { path });
     }
-    let rendered = render(&results, args.output)?;
-    std::io::stdout().lock().write_all(rendered.as_bytes())?;
     Ok(())
 }

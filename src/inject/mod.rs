@@ -38,6 +38,10 @@ pub enum InjectError {
         expected: &'static str,
         found: &'static str,
     },
+    /// The API server refuses a Pod without containers; injecting would turn it into a
+    /// different Pod that holds only the sidecar, so it is refused here first.
+    #[error("Pod field `spec.containers`: expected at least one container, found {found}")]
+    NoContainers { found: &'static str },
     #[error(
         "template `{name}` named by annotation `{TEMPLATE_ANNOTATION}` does not exist; the injector has: {available}"
     )]
@@ -70,7 +74,7 @@ pub enum InjectError {
         volume: String,
     },
     #[error(
-        "port {port}/{protocol} of template `{template}` container `{sidecar}` is already used by Pod container `{container}`"
+        "port {port}/{protocol} of template `{template}` container `{sidecar}` is already used by Pod container `{container}`: pick a template whose sidecar uses another port (annotation `{TEMPLATE_ANNOTATION}`, or `inject --config FILE`)"
     )]
     PortCollision {
         template: String,

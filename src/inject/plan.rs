@@ -98,6 +98,7 @@ fn describe(value: &Value) -> String {
 /// the Pod opted in; this only answers *what* to add, or why nothing / why not.
 pub fn plan(pod: &Value, template: &Template, extras: &Extras) -> Result<Decision, InjectError> {
     let view = PodView::read(pod)?;
+    check_has_containers(pod, &view)?;
     if view
         .annotations
         .get()
@@ -208,6 +209,20 @@ pub fn revision_label_value(revision: &str) -> Option<&str> {
             .iter()
             .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'));
     valid.then_some(revision)
+}
+
+/// A Pod needs at least one container of its own: says which shape was found instead.
+fn check_has_containers(pod: &Value, view: &PodView<'_>) -> Result<(), InjectError> {
+    if !view.containers.items().is_empty() {
+        return Ok(());
+    }
+    let found = match pod.pointer("/spec/containers") {
+        Some(Value::Null) => "null",
+        Some(_) => "an empty list",
+        None if view.has_spec => "no `containers` field in `spec`",
+        None => "no `spec`",
+    };
+    Err(InjectError::NoContainers { found })
 }
 
 fn quote_all(names: &[&str]) -> String {

@@ -105,29 +105,52 @@ fn second_pass_adds_nothing() {
 
 #[test]
 fn absent_arrays_and_maps_are_created_not_replaced() {
-    let pod = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "bare"}, "spec": {}});
+    let pod = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "bare"}, "spec": {"containers": [{"name": "app"}]}});
     let (out, patch) = inject_with(&pod, &default_template());
     let paths: Vec<String> = patch.0.iter().map(|op| op.path().to_string()).collect();
-    assert!(paths.contains(&"/spec/containers".to_string()), "{paths:?}");
     assert!(paths.contains(&"/spec/volumes".to_string()), "{paths:?}");
     assert!(paths.contains(&"/metadata/annotations".to_string()), "{paths:?}");
-    assert_eq!(names(&out["spec"]["containers"]), ["envoy"]);
+    assert_eq!(names(&out["spec"]["containers"]), ["app", "envoy"]);
     as_pod(&out);
 }
 
 #[test]
-fn no_metadata_and_no_spec_still_yield_a_valid_patch() {
-    let pod = json!({"apiVersion": "v1", "kind": "Pod"});
+fn no_metadata_still_yields_a_valid_patch() {
+    let pod = json!({"apiVersion": "v1", "kind": "Pod", "spec": {"containers": [{"name": "app"}]}});
     let (out, _) = inject_with(&pod, &default_template());
     assert!(out["metadata"]["annotations"][STATUS_ANNOTATION].is_string());
-    assert_eq!(names(&out["spec"]["containers"]), ["envoy"]);
+    assert_eq!(names(&out["spec"]["containers"]), ["app", "envoy"]);
+}
+
+#[test]
+fn pods_without_containers_are_refused_naming_what_was_found() {
+    // The API server refuses these; injecting would make them "valid" sidecar-only Pods.
+    for (pod, found) in [
+        (json!({"kind": "Pod"}), "found no `spec`"),
+        (
+            json!({"kind": "Pod", "spec": {}}),
+            "found no `containers` field in `spec`",
+        ),
+        (json!({"kind": "Pod", "spec": {"containers": null}}), "found null"),
+        (
+            json!({"kind": "Pod", "spec": {"containers": []}}),
+            "found an empty list",
+        ),
+    ] {
+        let err = plan(&pod, &default_template(), &Extras::default()).unwrap_err();
+        assert!(matches!(err, InjectError::NoContainers { .. }), "{pod}: {err:?}");
+        let message = err.to_string();
+        assert!(message.contains("`spec.containers`"), "{message}");
+        assert!(message.contains("at least one container"), "{message}");
+        assert!(message.ends_with(found), "{pod}: {message}");
+    }
 }
 
 #[test]
 fn empty_and_null_lists_are_appended_to() {
-    let pod = json!({"metadata": {"annotations": {}}, "spec": {"containers": [], "volumes": null}});
+    let pod = json!({"metadata": {"annotations": {}}, "spec": {"containers": [{"name": "app"}], "initContainers": [], "volumes": null}});
     let out = inject_default(&pod);
-    assert_eq!(names(&out["spec"]["containers"]), ["envoy"]);
+    assert_eq!(names(&out["spec"]["containers"]), ["app", "envoy"]);
     assert_eq!(names(&out["spec"]["volumes"]), ["envoy-conf"]);
 }
 
@@ -194,7 +217,10 @@ fn port_collision_names_both_containers() {
         .unwrap_err()
         .to_string();
     assert!(
-        err.contains("port 80/TCP") && err.contains("`envoy`") && err.contains("`web`"),
+        err.contains("port 80/TCP")
+            && err.contains("`envoy`")
+            && err.contains("`web`")
+            && err.contains(TEMPLATE_ANNOTATION),
         "{err}"
     );
     let udp = json!({"spec": {"containers": [{"name": "dns", "ports": [{"containerPort": 80, "protocol": "UDP"}]}]}});
@@ -471,6 +497,12 @@ mod properties {
         #[test]
         fn patch_applies_keeps_everything_and_is_idempotent(pod in arbitrary_pod()) {
             let t = default_template();
+            let has_containers = pod.pointer("/spec/containers").and_then(Value::as_array).is_some_and(|c| !c.is_empty());
+            if !has_containers {
+                let refused = matches!(plan(&pod, &t, &Extras::default()), Err(InjectError::NoContainers { .. }));
+                prop_assert!(refused, "a Pod without containers must be refused:\n{pod:#}");
+                return Ok(());
+            }
             let Decision::Inject(plan) = plan(&pod, &t, &Extras::default()).unwrap() else {
                 return Err(TestCaseError::fail("fresh Pod must be injected"));
             };

@@ -1,0 +1,331 @@
+//! Offline injection (`envoy-injector inject`), like `istioctl kube-inject`: manifests in,
+//! injected manifests or patches out, one document at a time.
+//!
+//! Input is read the way kubectl reads it (`read`, `yaml11`), so the injector decides on
+//! the same values the API server will see; output is written so that kubectl reads
+//! back exactly those values, with key order, `List`s and comments kept (`write`).
+//! `run` streams documents from a reader to a writer; this module holds the per-object
+//! decision, which is pure.
+
+pub mod node;
+pub mod read;
+pub mod run;
+pub mod split;
+pub mod write;
+pub mod yaml11;
+
+use serde_json::{Map, Value};
+
+use crate::inject::{self, Decision, Extras, policy};
+use crate::template::TemplateSet;
+
+/// Why one object could not be injected. `at` names it: document number, kind and name,
+/// line (`document 2 (Pod web) at line 14`).
+#[derive(Debug, thiserror::Error)]
+pub enum OfflineError {
+    #[error("{at}: expected YAML that kubectl can read: {message}")]
+    Syntax { at: String, message: String },
+    #[error("{at}: expected an object (a Kubernetes manifest), found {found}")]
+    NotAnObject { at: String, found: &'static str },
+    #[error("{at}: expected a `kind` naming the object's type, found {found}")]
+    NoKind { at: String, found: String },
+    #[error("{at}: {source}")]
+    Inject {
+        at: String,
+        source: Box<inject::InjectError>,
+    },
+    #[error("{at}: field `{path}`: expected an object (the Pod template), found {found}")]
+    PodTemplateNotAnObject { at: String, path: String, found: String },
+    #[error("{at}: cannot write it as {format}: {message}")]
+    Encode {
+        at: String,
+        format: &'static str,
+        message: String,
+    },
+}
+
+/// Where the Pod spec lives in an object of this kind, as a JSON Pointer.
+pub fn pod_path(kind: &str) -> Option<&'static str> {
+    match kind {
+        "Pod" => Some(""),
+        "Deployment" | "StatefulSet" | "DaemonSet" | "ReplicaSet" | "Job" | "ReplicationController" => {
+            Some("/spec/template")
+        }
+        "CronJob" => Some("/spec/jobTemplate/spec/template"),
+        _ => None,
+    }
+}
+
+/// Kinds of Kubernetes' own API groups (`v1`, `apps/v1`, `*.k8s.io/...`) are all known:
+/// one that holds no Pod (Service, ConfigMap, ...) passes without a word. A custom
+/// resource might hold a Pod template inject cannot see, so passing one gets a note.
+fn is_builtin_api(api_version: &str) -> bool {
+    match api_version.split_once('/') {
+        None => true,
+        Some((group, _)) => !group.contains('.') || group.ends_with(".k8s.io"),
+    }
+}
+
+/// Short description of an object for messages: `Deployment web`.
+pub fn describe(object: &Value) -> String {
+    let kind = object.get("kind").and_then(Value::as_str).filter(|k| !k.is_empty());
+    let name = object
+        .pointer("/metadata/name")
+        .or_else(|| object.pointer("/metadata/generateName"))
+        .and_then(Value::as_str);
+    match (kind, name) {
+        (Some(kind), Some(name)) => format!("{kind} {name}"),
+        (Some(kind), None) => kind.to_string(),
+        (None, Some(name)) => format!("no kind, name {name}"),
+        (None, None) => String::from("no kind"),
+    }
+}
+
+pub fn type_name(value: &Value) -> &'static str {
+    match value {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "a list",
+        Value::Object(_) => "a map without `kind`",
+    }
+}
+
+/// An object left as it was, and whether that is worth telling the user.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Skipped {
+    pub reason: String,
+    /// Quiet for kinds that simply hold no Pod (Service, ConfigMap, ...).
+    pub quiet: bool,
+}
+
+/// Which renderings of an injection a caller needs. The JSON Patch is always made (the
+/// YAML and JSON outputs are the input with it applied); the strategic merge patch
+/// only when it is the output.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Renderings {
+    JsonPatch,
+    JsonPatchAndStrategic,
+}
+
+/// What injection makes of one object.
+#[derive(Debug, Clone)]
+pub struct Outcome {
+    /// RFC 6902 operations against the whole object (empty when unchanged); `add` only.
+    pub json_patch: json_patch::Patch,
+    /// Strategic merge patch for the whole object (`{}` when unchanged), when asked for.
+    pub strategic: Option<Value>,
+    pub skipped: Option<Skipped>,
+    /// Things the user should fix, though injection went ahead (or was skipped).
+    pub warnings: Vec<String>,
+}
+
+/// Nests `inner` under the object keys of `pointer` (`/spec/template` → {spec:{template:inner}}).
+fn nest(pointer: &str, inner: Value) -> Value {
+    pointer
+        .split('/')
+        .filter(|k| !k.is_empty())
+        .rev()
+        .fold(inner, |acc, key| {
+            let mut map = Map::new();
+            map.insert(key.to_string(), acc);
+            Value::Object(map)
+        })
+}
+
+/// Decides and plans the injection of one object (a Pod or a workload), named `at` in
+/// messages. Pure: the caller reads and writes.
+pub fn inject_object(
+    at: &str,
+    object: &Value,
+    templates: &TemplateSet,
+    renderings: Renderings,
+) -> Result<Outcome, OfflineError> {
+    let unchanged = |reason: String, quiet: bool, warnings: Vec<String>| Outcome {
+        json_patch: json_patch::Patch(Vec::new()),
+        strategic: (renderings == Renderings::JsonPatchAndStrategic).then(|| Value::Object(Map::new())),
+        skipped: Some(Skipped { reason, quiet }),
+        warnings,
+    };
+    let Value::Object(fields) = object else {
+        return Err(OfflineError::NotAnObject {
+            at: at.to_string(),
+            found: type_name(object),
+        });
+    };
+    let kind = match fields.get("kind") {
+        Some(Value::String(kind)) if !kind.is_empty() => kind.as_str(),
+        other => {
+            return Err(OfflineError::NoKind {
+                at: at.to_string(),
+                found: other.map_or_else(|| String::from("none"), |v| format!("{v}")),
+            });
+        }
+    };
+    let Some(path) = pod_path(kind) else {
+        let api_version = fields.get("apiVersion").and_then(Value::as_str).unwrap_or_default();
+        return Ok(if is_builtin_api(api_version) {
+            unchanged(format!("kind {kind} holds no Pod"), true, Vec::new())
+        } else {
+            unchanged(
+                format!(
+                    "kind {kind} ({api_version}) is not one inject knows; if it holds a Pod template, that Pod is not injected here (the webhook injects it when the Pod is created)"
+                ),
+                false,
+                Vec::new(),
+            )
+        });
+    };
+    let pod = match object.pointer(path) {
+        Some(pod @ Value::Object(_)) => pod,
+        other => {
+            return Err(OfflineError::PodTemplateNotAnObject {
+                at: at.to_string(),
+                path: path.trim_start_matches('/').replace('/', "."),
+                found: other.map_or_else(|| String::from("nothing"), |v| type_name(v).to_string()),
+            });
+        }
+    };
+    let annotations = pod.pointer("/metadata/annotations").and_then(Value::as_object);
+    let warnings = policy::unreadable_flags(annotations);
+    // Asking for offline injection is the opt-in; an explicit opt-out still wins.
+    if let Some(opt_out) = policy::opted_out(annotations) {
+        return Ok(unchanged(opt_out.to_string(), false, warnings));
+    }
+    let err = |source| OfflineError::Inject {
+        at: at.to_string(),
+        source: Box::new(source),
+    };
+    let template = inject::select_template(templates, pod).map_err(err)?;
+    let plan = match inject::plan(pod, &template, &Extras::default()).map_err(err)? {
+        Decision::Inject(plan) => plan,
+        Decision::Skip(skip) => return Ok(unchanged(skip.to_string(), false, warnings)),
+    };
+    let mut json_patch = inject::jsonpatch::render(&plan, pod).map_err(err)?;
+    let strategic = match renderings {
+        Renderings::JsonPatch => None,
+        Renderings::JsonPatchAndStrategic => Some(nest(path, inject::strategic::render(&plan, pod).map_err(err)?)),
+    };
+    // Re-root the Pod's operations at the Pod template's place in the object.
+    let prefix = json_patch::jsonptr::PointerBuf::from_tokens(path.split('/').filter(|k| !k.is_empty()));
+    for op in &mut json_patch.0 {
+        if let json_patch::PatchOperation::Add(add) = op {
+            add.path = prefix.concat(&add.path);
+        }
+    }
+    Ok(Outcome {
+        json_patch,
+        strategic,
+        skipped: None,
+        warnings,
+    })
+}
+
+/// One object and what injection made of it, the patch applied (for tests and callers
+/// that hold plain JSON).
+#[derive(Debug, Clone)]
+pub struct Injected {
+    pub result: Value,
+    pub json_patch: json_patch::Patch,
+    pub strategic: Value,
+    pub skipped: Option<Skipped>,
+}
+
+/// `inject_object` on plain JSON, with the patch applied. `index` is 1-based.
+pub fn inject_document(index: usize, document: &Value, templates: &TemplateSet) -> Result<Injected, OfflineError> {
+    let at = format!("document {index} ({})", describe(document));
+    let outcome = inject_object(&at, document, templates, Renderings::JsonPatchAndStrategic)?;
+    let mut result = document.clone();
+    json_patch::patch(&mut result, &outcome.json_patch).map_err(|e| OfflineError::Encode {
+        at,
+        format: "JSON",
+        message: format!("the computed patch does not apply: {e}"),
+    })?;
+    Ok(Injected {
+        result,
+        json_patch: outcome.json_patch,
+        strategic: outcome.strategic.unwrap_or_default(),
+        skipped: outcome.skipped,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn builtin_kinds_pass_quietly_custom_ones_with_a_note() {
+        let set = TemplateSet::embedded();
+        let service = json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": "web"}});
+        let skipped = inject_object("d", &service, &set, Renderings::JsonPatch)
+            .unwrap()
+            .skipped
+            .unwrap();
+        assert!(skipped.quiet);
+        let dc = json!({"apiVersion": "apps.openshift.io/v1", "kind": "DeploymentConfig", "metadata": {"name": "f"},
+                        "spec": {"template": {"spec": {"containers": [{"name": "a"}]}}}});
+        let skipped = inject_object("d", &dc, &set, Renderings::JsonPatch)
+            .unwrap()
+            .skipped
+            .unwrap();
+        assert!(!skipped.quiet);
+        assert!(
+            skipped.reason.contains("DeploymentConfig (apps.openshift.io/v1)"),
+            "{}",
+            skipped.reason
+        );
+        let ingress = json!({"apiVersion": "networking.k8s.io/v1", "kind": "Ingress"});
+        assert!(
+            inject_object("d", &ingress, &set, Renderings::JsonPatch)
+                .unwrap()
+                .skipped
+                .unwrap()
+                .quiet
+        );
+    }
+
+    #[test]
+    fn objects_without_kind_and_non_objects_are_errors_naming_what_was_found() {
+        let set = TemplateSet::embedded();
+        let err = inject_object("document 3", &json!("just text"), &set, Renderings::JsonPatch)
+            .unwrap_err()
+            .to_string();
+        assert_eq!(
+            err,
+            "document 3: expected an object (a Kubernetes manifest), found a string"
+        );
+        let err = inject_object("document 4", &json!({"metadata": {}}), &set, Renderings::JsonPatch)
+            .unwrap_err()
+            .to_string();
+        assert_eq!(
+            err,
+            "document 4: expected a `kind` naming the object's type, found none"
+        );
+        let err = inject_object(
+            "d",
+            &json!({"kind": "Deployment", "spec": {"template": []}}),
+            &set,
+            Renderings::JsonPatch,
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            err.contains("field `spec.template`") && err.contains("found a list"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn unreadable_opt_in_values_warn_but_inject() {
+        let set = TemplateSet::embedded();
+        let pod = json!({"apiVersion": "v1", "kind": "Pod",
+                         "metadata": {"name": "p", "annotations": {(inject::INJECT_ANNOTATION): "yes"}},
+                         "spec": {"containers": [{"name": "app"}]}});
+        let outcome = inject_object("d", &pod, &set, Renderings::JsonPatch).unwrap();
+        assert!(outcome.skipped.is_none());
+        assert_eq!(outcome.warnings.len(), 1);
+        assert!(outcome.warnings[0].contains("\"yes\""), "{:?}", outcome.warnings);
+    }
+}

@@ -1,0 +1,749 @@
+//! YAML text to `Node`s, read the way kubectl reads it (go-yaml v2, then JSON): plain
+//! scalars resolved by YAML 1.1 rules, aliases and `<<` merge keys expanded, map keys
+//! turned into strings, the last of duplicate keys kept. Comments are kept on the node
+//! they sit above or beside, for the writer.
+
+use std::collections::HashMap;
+
+use granit_parser::{Event, Parser, Placement, ScalarStyle, Span, Tag};
+
+use super::node::{Meta, Node, Value};
+use super::write::{self, Out};
+use super::yaml11::{Resolved, go_format_float_key, resolve_plain};
+
+const CORE: &str = "tag:yaml.org,2002:";
+
+/// A document of the input: its root (`None` for an empty document), the comments
+/// after it, and what a user should know about how it was read.
+#[derive(Debug, Default)]
+pub struct Document {
+    pub root: Option<Node>,
+    pub trailing: Vec<String>,
+    pub warnings: Vec<String>,
+    /// The entries of the root map's `items` list (a `List`'s objects), each written
+    /// back to YAML text as soon as it was read, the list in `root` left empty: a tree
+    /// takes several times the memory of its text, and a `List` can be the whole input.
+    /// `unpack` puts them back.
+    pub packed_items: Vec<Packed>,
+}
+
+/// One object of a `List`, as YAML text (see `Document::packed_items`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Packed {
+    pub line: Option<usize>,
+    pub yaml: String,
+}
+
+impl Packed {
+    pub fn unpack(&self) -> Node {
+        // The text was written by our own writer from a tree that was read fine; the
+        // writer's tests hold that it reads back to the same values.
+        let mut node = read_documents(&self.yaml, 1)
+            .ok()
+            .and_then(|docs| docs.into_iter().next())
+            .and_then(|doc| doc.root)
+            .unwrap_or_else(|| Node::from(Value::Null));
+        if let Some(line) = self.line {
+            node.meta_mut().line = Some(line);
+        }
+        node
+    }
+}
+
+impl Document {
+    /// Puts packed `items` back into the root's tree.
+    pub fn unpack(&mut self) {
+        if self.packed_items.is_empty() {
+            return;
+        }
+        let items: Vec<Node> = self.packed_items.drain(..).map(|p| p.unpack()).collect();
+        if let Some(Value::Map(entries)) = self.root.as_mut().map(|r| &mut r.value)
+            && let Some((_, list)) = entries.iter_mut().rev().find(|(k, _)| k == "items")
+        {
+            list.value = Value::Seq(items);
+        }
+    }
+}
+
+/// The input is not YAML, or not YAML that kubectl could turn into JSON.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{}{message}", line.map(|l| format!("line {l}: ")).unwrap_or_default())]
+pub struct ReadError {
+    pub line: Option<usize>,
+    pub message: String,
+}
+
+/// The objects of `text` as JSON, read the way kubectl reads them: every document's
+/// root, with a `List` replaced by its items. For callers that want values, not the
+/// writer's tree (`check -f`).
+pub fn objects(text: &str) -> Result<Vec<serde_json::Value>, ReadError> {
+    let mut objects = Vec::new();
+    for mut document in read_documents(text, 1)? {
+        document.unpack();
+        let Some(root) = document.root else { continue };
+        match root.to_json() {
+            serde_json::Value::Object(mut map) if map.get("kind").and_then(|k| k.as_str()) == Some("List") => {
+                if let Some(serde_json::Value::Array(items)) = map.remove("items") {
+                    objects.extend(items);
+                }
+            }
+            other => objects.push(other),
+        }
+    }
+    Ok(objects)
+}
+
+/// Parses `text` (one or more YAML documents); `first_line` is the line of `text`'s
+/// first line in the whole input, so that messages point into the user's file.
+pub fn read_documents(text: &str, first_line: usize) -> Result<Vec<Document>, ReadError> {
+    let mut builder = Builder::new(first_line.saturating_sub(1));
+    for event in Parser::new_from_str(text) {
+        let (event, span) = event.map_err(|e| ReadError {
+            line: Some(e.marker().line() + builder.line_offset),
+            message: e.info(),
+        })?;
+        builder.event(event, span)?;
+    }
+    Ok(builder.finish())
+}
+
+enum Frame {
+    Seq {
+        node: Node,
+        items: Vec<Node>,
+        anchor: usize,
+    },
+    Map {
+        node: Node,
+        entries: Vec<(String, Node)>,
+        /// Key → index, built once a map grows big enough for linear search to hurt.
+        index: Option<HashMap<String, usize>>,
+        key: Option<Key>,
+        /// Index of the entry set last, for a same-line comment after its value.
+        last: Option<usize>,
+        /// Keys that came from a `<<` merge: an explicit key may override them once
+        /// without being a duplicate.
+        merged: Option<std::collections::HashSet<String>>,
+        anchor: usize,
+    },
+}
+
+enum KeyName {
+    Name(String),
+    Merge,
+}
+
+struct Key {
+    name: KeyName,
+    meta: Option<Box<Meta>>,
+    line: usize,
+}
+
+/// What the last event produced, for a same-line comment that follows it.
+#[derive(Clone, Copy, PartialEq)]
+enum Last {
+    Nothing,
+    Key,
+    ChildOfTop,
+    StartedTop,
+}
+
+struct Builder {
+    line_offset: usize,
+    frames: Vec<Frame>,
+    anchors: HashMap<usize, Node>,
+    pending: Vec<String>,
+    last: Last,
+    document: Document,
+    done: Vec<Document>,
+    /// Nodes produced by aliases so far, against a budget: a few anchors can otherwise
+    /// expand into gigabytes (the "billion laughs").
+    alias_nodes: usize,
+    events: usize,
+}
+
+fn node_count(node: &Node) -> usize {
+    match &node.value {
+        Value::Seq(items) => 1 + items.iter().map(node_count).sum::<usize>(),
+        Value::Map(entries) => 1 + entries.iter().map(|(_, v)| node_count(v)).sum::<usize>(),
+        _ => 1,
+    }
+}
+
+fn what(value: &Value) -> &'static str {
+    match value {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Int(_) | Value::Uint(_) | Value::Float(_) => "a number",
+        Value::Str(_) => "a string",
+        Value::Seq(_) => "a list",
+        Value::Map(_) => "a map",
+    }
+}
+
+impl Builder {
+    fn new(line_offset: usize) -> Builder {
+        Builder {
+            line_offset,
+            frames: Vec::new(),
+            anchors: HashMap::new(),
+            pending: Vec::new(),
+            last: Last::Nothing,
+            document: Document::default(),
+            done: Vec::new(),
+            alias_nodes: 0,
+            events: 0,
+        }
+    }
+
+    fn line(&self, span: &Span) -> usize {
+        span.start.line() + self.line_offset
+    }
+
+    fn error(&self, span: &Span, message: String) -> ReadError {
+        ReadError {
+            line: Some(self.line(span)),
+            message,
+        }
+    }
+
+    fn finish(mut self) -> Vec<Document> {
+        if !self.pending.is_empty() || self.document.root.is_some() {
+            self.end_document();
+        }
+        self.done
+    }
+
+    fn end_document(&mut self) {
+        let mut document = std::mem::take(&mut self.document);
+        document.trailing.append(&mut self.pending);
+        if matches!(document.root.as_ref().map(|r| &r.value), Some(Value::Null)) {
+            // `---` followed by nothing: kubectl skips such documents.
+            document.root = None;
+        }
+        self.anchors.clear();
+        self.last = Last::Nothing;
+        self.done.push(document);
+    }
+
+    fn top_is_map_awaiting_key(&self) -> bool {
+        matches!(self.frames.last(), Some(Frame::Map { key: None, .. }))
+    }
+
+    /// A node starts: in a list, it takes the comments above it; the first items of a
+    /// document's top-level list keep their line for messages.
+    fn starting(&mut self, span: &Span) -> Option<Box<Meta>> {
+        let in_seq = matches!(self.frames.last(), Some(Frame::Seq { .. }));
+        let keep_line = self.frames.is_empty() || (in_seq && self.frames.len() == 2);
+        let before = if in_seq {
+            std::mem::take(&mut self.pending)
+        } else {
+            Vec::new()
+        };
+        if before.is_empty() && !keep_line {
+            return None;
+        }
+        Some(Box::new(Meta {
+            before,
+            right: None,
+            line: keep_line.then(|| self.line(span)),
+        }))
+    }
+
+    fn event(&mut self, event: Event<'_>, span: Span) -> Result<(), ReadError> {
+        self.events += 1;
+        match event {
+            Event::StreamStart | Event::StreamEnd | Event::Anchor(..) => {}
+            Event::DocumentStart(..) => {}
+            Event::DocumentEnd => self.end_document(),
+            Event::Comment(text, placement) => self.comment(text.into_owned(), placement),
+            Event::Scalar(text, style, anchor, tag) => {
+                if self.top_is_map_awaiting_key() {
+                    let name = self.key_name(&text, style, tag.as_deref(), &span)?;
+                    let before = std::mem::take(&mut self.pending);
+                    let line = self.line(&span);
+                    if let Some(Frame::Map { key, .. }) = self.frames.last_mut() {
+                        *key = Some(Key {
+                            name,
+                            meta: (!before.is_empty()).then(|| {
+                                Box::new(Meta {
+                                    before,
+                                    ..Meta::default()
+                                })
+                            }),
+                            line,
+                        });
+                    }
+                    if anchor != 0 {
+                        self.anchors.insert(anchor, Node::from(Value::Str(text.into_owned())));
+                    }
+                    self.last = Last::Key;
+                    return Ok(());
+                }
+                let meta = self.starting(&span);
+                let value = self.scalar_value(text.into_owned(), style, tag.as_deref(), &span)?;
+                let node = Node { value, meta };
+                if anchor != 0 {
+                    self.anchors.insert(anchor, node.without_meta());
+                }
+                self.complete(node, &span)?;
+            }
+            Event::Alias(id) => {
+                if self.top_is_map_awaiting_key() {
+                    return Err(self.error(&span, String::from("an alias as a map key cannot become a JSON key")));
+                }
+                let Some(target) = self.anchors.get(&id) else {
+                    return Err(self.error(&span, String::from("alias to an unknown anchor")));
+                };
+                let copy = target.without_meta();
+                self.alias_nodes += node_count(&copy);
+                if self.alias_nodes > 10 * (self.events + 10_000) {
+                    return Err(self.error(
+                        &span,
+                        format!(
+                            "excessive aliasing: aliases expand to {} nodes from {} YAML events",
+                            self.alias_nodes, self.events
+                        ),
+                    ));
+                }
+                let meta = self.starting(&span);
+                self.complete(Node { meta, ..copy }, &span)?;
+            }
+            Event::UnresolvedAlias(name) => {
+                return Err(self.error(&span, format!("alias `*{name}` names no anchor defined before it")));
+            }
+            Event::SequenceStart(_, anchor, _) => {
+                if self.top_is_map_awaiting_key() {
+                    return Err(self.error(&span, String::from("a list as a map key cannot become a JSON key")));
+                }
+                let meta = self.starting(&span);
+                self.frames.push(Frame::Seq {
+                    node: Node {
+                        value: Value::Null,
+                        meta,
+                    },
+                    items: Vec::new(),
+                    anchor,
+                });
+                self.last = Last::StartedTop;
+            }
+            Event::MappingStart(_, anchor, _) => {
+                if self.top_is_map_awaiting_key() {
+                    return Err(self.error(&span, String::from("a map as a map key cannot become a JSON key")));
+                }
+                let meta = self.starting(&span);
+                self.frames.push(Frame::Map {
+                    node: Node {
+                        value: Value::Null,
+                        meta,
+                    },
+                    entries: Vec::new(),
+                    index: None,
+                    key: None,
+                    last: None,
+                    merged: None,
+                    anchor,
+                });
+                self.last = Last::StartedTop;
+            }
+            Event::SequenceEnd | Event::MappingEnd => {
+                let (node, anchor) = match self.frames.pop() {
+                    Some(Frame::Seq {
+                        mut node,
+                        items,
+                        anchor,
+                    }) => {
+                        node.value = Value::Seq(items);
+                        (node, anchor)
+                    }
+                    Some(Frame::Map {
+                        mut node,
+                        entries,
+                        anchor,
+                        ..
+                    }) => {
+                        node.value = Value::Map(entries);
+                        (node, anchor)
+                    }
+                    None => return Err(self.error(&span, String::from("unbalanced end of a collection"))),
+                };
+                if anchor != 0 {
+                    self.anchors.insert(anchor, node.without_meta());
+                }
+                self.complete(node, &span)?;
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+
+    fn comment(&mut self, text: String, placement: Placement) {
+        if placement != Placement::Right {
+            self.pending.push(text);
+            return;
+        }
+        let target: Option<&mut Option<Box<Meta>>> = match (self.last, self.frames.last_mut()) {
+            (Last::Key, Some(Frame::Map { key: Some(key), .. })) => Some(&mut key.meta),
+            (Last::StartedTop, Some(Frame::Seq { node, .. } | Frame::Map { node, .. })) => Some(&mut node.meta),
+            (Last::ChildOfTop, Some(Frame::Seq { items, .. })) => items.last_mut().map(|n| &mut n.meta),
+            (Last::ChildOfTop, Some(Frame::Map { entries, last, .. })) => {
+                last.and_then(|i| entries.get_mut(i)).map(|(_, v)| &mut v.meta)
+            }
+            _ => None,
+        };
+        match target {
+            Some(meta) => {
+                let meta = meta.get_or_insert_with(Default::default);
+                match &mut meta.right {
+                    Some(existing) => {
+                        existing.push_str(" #");
+                        existing.push_str(&text);
+                    }
+                    None => meta.right = Some(text),
+                }
+            }
+            None => self.pending.push(text),
+        }
+    }
+
+    /// A finished node goes into its parent (or becomes the document's root).
+    fn complete(&mut self, mut node: Node, span: &Span) -> Result<(), ReadError> {
+        let root_items = self.frames.len() == 2
+            && matches!(self.frames[1], Frame::Seq { .. })
+            && matches!(
+                &self.frames[0],
+                Frame::Map { key: Some(Key { name: KeyName::Name(k), .. }), .. } if k == "items"
+            );
+        if root_items {
+            let mut yaml = Out::default();
+            write::yaml_document(&mut yaml, &node, &[]);
+            self.document.packed_items.push(Packed {
+                line: node.line(),
+                yaml: yaml.into_string(),
+            });
+            self.last = Last::Nothing;
+            return Ok(());
+        }
+        let line_offset = self.line_offset;
+        match self.frames.last_mut() {
+            None => {
+                if self.document.root.is_some() {
+                    return Err(self.error(span, String::from("a second root node in one document")));
+                }
+                self.document.root = Some(node);
+                self.last = Last::Nothing;
+            }
+            Some(Frame::Seq { items, .. }) => {
+                items.push(node);
+                self.last = Last::ChildOfTop;
+            }
+            Some(Frame::Map {
+                entries,
+                index,
+                key,
+                last,
+                merged,
+                ..
+            }) => {
+                let Some(key) = key.take() else {
+                    return Err(ReadError {
+                        line: Some(span.start.line() + line_offset),
+                        message: String::from("a map value without a key"),
+                    });
+                };
+                if let Some(key_meta) = key.meta {
+                    let meta = node.meta_mut();
+                    meta.before = key_meta.before;
+                    if meta.right.is_none() {
+                        meta.right = key_meta.right;
+                    }
+                }
+                match key.name {
+                    KeyName::Name(name) => {
+                        let overrides_merge = merged.as_mut().is_some_and(|m| m.remove(&name));
+                        let (at, duplicate) = set(entries, index, name, node);
+                        *last = Some(at);
+                        if duplicate && !overrides_merge {
+                            let name = &entries[at].0;
+                            self.document.warnings.push(format!(
+                                "key `{name}` at line {} appears twice in one map; the last value is kept, as kubectl does",
+                                key.line
+                            ));
+                        }
+                    }
+                    KeyName::Merge => {
+                        let keys = merge(entries, index, node).map_err(|message| ReadError {
+                            line: Some(key.line),
+                            message,
+                        })?;
+                        merged.get_or_insert_with(Default::default).extend(keys);
+                        *last = None;
+                    }
+                }
+                self.last = Last::ChildOfTop;
+            }
+        }
+        Ok(())
+    }
+
+    fn tag_name(tag: Option<&Tag>) -> Option<String> {
+        let tag = tag?;
+        Some(match tag.suffix_in_namespace(CORE) {
+            Some(core) => format!("!!{core}"),
+            None => format!("{}{}", tag.handle(), tag.suffix()),
+        })
+    }
+
+    /// A scalar's value: go-yaml resolves plain scalars and honours core tags; quoted
+    /// and block scalars, and scalars with other tags, are strings.
+    fn scalar_value(
+        &self,
+        text: String,
+        style: ScalarStyle,
+        tag: Option<&Tag>,
+        span: &Span,
+    ) -> Result<Value, ReadError> {
+        let tag = Self::tag_name(tag);
+        let resolved = match tag.as_deref() {
+            None if style == ScalarStyle::Plain => resolve_plain(&text),
+            None | Some("!!str") => Resolved::Str,
+            Some(core @ ("!!int" | "!!float" | "!!bool" | "!!null")) => {
+                let resolved = resolve_plain(&text);
+                let fits = match (core, &resolved) {
+                    ("!!int", Resolved::Int(_) | Resolved::Uint(_)) => true,
+                    ("!!float", Resolved::Float(_)) => true,
+                    ("!!float", Resolved::Int(i)) => return Ok(Value::Float(*i as f64)),
+                    ("!!float", Resolved::Uint(u)) => return Ok(Value::Float(*u as f64)),
+                    ("!!bool", Resolved::Bool(_)) | ("!!null", Resolved::Null) => true,
+                    _ => false,
+                };
+                if !fits {
+                    return Err(self.error(span, format!("tag `{core}` on `{text}`: the value is not of that type")));
+                }
+                resolved
+            }
+            Some("!!binary") => {
+                return Err(self.error(span, String::from("`!!binary` scalars are not supported")));
+            }
+            // go-yaml hands any other tag's scalar over as its text.
+            Some(_) => Resolved::Str,
+        };
+        Ok(match resolved {
+            Resolved::Null => Value::Null,
+            Resolved::Bool(b) => Value::Bool(b),
+            Resolved::Int(i) => Value::Int(i),
+            Resolved::Uint(u) => Value::Uint(u),
+            Resolved::Float(f) => Value::Float(f),
+            Resolved::Str => Value::Str(text),
+            Resolved::Merge if style == ScalarStyle::Plain => Value::Str(text),
+            Resolved::Merge => Value::Str(text),
+            Resolved::BigInt => {
+                return Err(self.error(
+                    span,
+                    format!("integer `{text}` does not fit in 64 bits; kubectl cannot send it as JSON either"),
+                ));
+            }
+        })
+    }
+
+    /// A map key as a JSON object key, converted as sigs.k8s.io/yaml does.
+    fn key_name(&self, text: &str, style: ScalarStyle, tag: Option<&Tag>, span: &Span) -> Result<KeyName, ReadError> {
+        if style == ScalarStyle::Plain && tag.is_none() && text == "<<" {
+            return Ok(KeyName::Merge);
+        }
+        if Self::tag_name(tag).as_deref() == Some("!!merge") {
+            return Ok(KeyName::Merge);
+        }
+        Ok(KeyName::Name(
+            match self.scalar_value(text.to_string(), style, tag, span)? {
+                Value::Str(s) => s,
+                Value::Bool(b) => b.to_string(),
+                Value::Int(i) => i.to_string(),
+                Value::Uint(u) => u.to_string(),
+                Value::Float(f) => go_format_float_key(f),
+                other => {
+                    return Err(self.error(
+                        span,
+                        format!("map key `{text}` is {}, which cannot become a JSON key", what(&other)),
+                    ));
+                }
+            },
+        ))
+    }
+}
+
+/// Sets `key` in a map, replacing the value of an existing key in place. Returns the
+/// entry's index and whether the key was already there.
+fn set(
+    entries: &mut Vec<(String, Node)>,
+    index: &mut Option<HashMap<String, usize>>,
+    key: String,
+    node: Node,
+) -> (usize, bool) {
+    const INDEX_FROM: usize = 16;
+    let existing = match index {
+        Some(index) => index.get(&key).copied(),
+        None => entries.iter().position(|(k, _)| *k == key),
+    };
+    if let Some(at) = existing {
+        entries[at].1 = node;
+        return (at, true);
+    }
+    entries.push((key, node));
+    let at = entries.len() - 1;
+    match index {
+        Some(index) => {
+            index.insert(entries[at].0.clone(), at);
+        }
+        None if entries.len() >= INDEX_FROM => {
+            *index = Some(entries.iter().enumerate().map(|(i, (k, _))| (k.clone(), i)).collect());
+        }
+        None => {}
+    }
+    (at, false)
+}
+
+/// `<<: *base` / `<<: [*a, *b]`: go-yaml v2 sets each merged key in turn (a later
+/// explicit key wins over it, and so does a merged key over an earlier explicit one);
+/// in a list, earlier maps take precedence.
+fn merge(
+    entries: &mut Vec<(String, Node)>,
+    index: &mut Option<HashMap<String, usize>>,
+    value: Node,
+) -> Result<Vec<String>, String> {
+    let maps = match value.value {
+        Value::Map(map) => vec![map],
+        Value::Seq(items) => {
+            let mut maps = Vec::new();
+            for item in items.into_iter().rev() {
+                match item.value {
+                    Value::Map(map) => maps.push(map),
+                    other => return Err(format!("`<<` merges maps only, found {} in its list", what(&other))),
+                }
+            }
+            maps
+        }
+        other => return Err(format!("`<<` merges a map or a list of maps, found {}", what(&other))),
+    };
+    let mut keys = Vec::new();
+    for map in maps {
+        for (key, node) in map {
+            keys.push(key.clone());
+            set(entries, index, key, node.without_meta());
+        }
+    }
+    Ok(keys)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn one(text: &str) -> serde_json::Value {
+        let docs = read_documents(text, 1).unwrap();
+        assert_eq!(docs.len(), 1, "{text}");
+        docs[0].root.as_ref().unwrap().to_json()
+    }
+
+    #[test]
+    fn scalars_resolve_as_kubectl_reads_them() {
+        let got = one(
+            "a: yes\nb: \"yes\"\nc: 0644\nd: '0644'\ne: ~\nf:\ng: 1e3\nh: 0x1F\ni: |\n  text\nj: !!str 12\nk: !!float 3\nl: !custom 12\nm: 2024-01-01\no: on\nn: 1\n",
+        );
+        assert_eq!(
+            got,
+            json!({"a": true, "b": "yes", "c": 420, "d": "0644", "e": null, "f": null, "g": 1000.0, "h": 31,
+                   "i": "text\n", "j": "12", "k": 3.0, "l": "12", "m": "2024-01-01", "o": true, "false": 1})
+        );
+    }
+
+    #[test]
+    fn keys_become_strings_like_sigs_yaml() {
+        assert_eq!(
+            one("1: a\ntrue: b\n1.5: c\n\"x\": d\nyes: e\n"),
+            json!({"1": "a", "true": "e", "1.5": "c", "x": "d"})
+        );
+        let err = read_documents("~: a\n", 1).unwrap_err();
+        assert!(err.message.contains("cannot become a JSON key"), "{err}");
+        assert_eq!(err.line, Some(1));
+    }
+
+    #[test]
+    fn anchors_aliases_and_merge_keys_expand() {
+        let got = one(
+            "base: &b {image: x, port: 80}\nuse: *b\nmerged:\n  <<: *b\n  port: 81\nlist:\n  <<: [{a: 1}, {a: 2, b: 2}]\nquoted:\n  \"<<\": 1\n",
+        );
+        assert_eq!(got["use"], json!({"image": "x", "port": 80}));
+        assert_eq!(got["merged"], json!({"image": "x", "port": 81}));
+        assert!(
+            read_documents("b: &b {x: 1}\nm:\n  <<: *b\n  x: 2\n", 1).unwrap()[0]
+                .warnings
+                .is_empty()
+        );
+        assert_eq!(got["list"], json!({"a": 1, "b": 2}));
+        assert_eq!(got["quoted"], json!({"<<": 1}));
+    }
+
+    #[test]
+    fn duplicate_keys_keep_the_last_value_and_warn() {
+        let docs = read_documents("a: 1\nb: 2\na: 3\n", 10).unwrap();
+        assert_eq!(docs[0].root.as_ref().unwrap().to_json(), json!({"a": 3, "b": 2}));
+        assert_eq!(docs[0].warnings.len(), 1);
+        assert!(docs[0].warnings[0].contains("`a` at line 12"), "{:?}", docs[0].warnings);
+    }
+
+    #[test]
+    fn comments_attach_to_the_node_they_describe() {
+        let docs = read_documents(
+            "# head\nkind: Pod # right\nspec:\n  # above\n  containers: []\n# tail\n",
+            1,
+        )
+        .unwrap();
+        let root = docs[0].root.as_ref().unwrap();
+        let kind = root.get("kind").unwrap().meta.as_ref().unwrap();
+        assert_eq!(kind.before, [" head"]);
+        assert_eq!(kind.right.as_deref(), Some(" right"));
+        let containers = root.get("spec").unwrap().get("containers").unwrap();
+        assert_eq!(containers.meta.as_ref().unwrap().before, [" above"]);
+        assert_eq!(docs[0].trailing, [" tail"]);
+    }
+
+    #[test]
+    fn errors_point_at_the_line_in_the_whole_file() {
+        let err = read_documents("a: 1\nb: [\n", 20).unwrap_err();
+        assert!(err.line.is_some_and(|l| l >= 21), "{err:?}");
+        let err = read_documents("a: *nope\n", 1).unwrap_err();
+        assert_eq!(err.line, Some(1));
+    }
+
+    #[test]
+    fn a_lists_items_are_packed_as_text_and_unpack_to_the_same_values() {
+        let text = "kind: List\nitems:\n# first\n- {kind: Pod, metadata: {name: a}, x: yes}\n- [1, 2]\nmetadata: {}\n";
+        let mut docs = read_documents(text, 1).unwrap();
+        let doc = &mut docs[0];
+        assert_eq!(doc.packed_items.len(), 2);
+        assert_eq!(doc.packed_items[0].line, Some(4));
+        assert_eq!(doc.root.as_ref().unwrap().to_json()["items"], json!([]));
+        doc.unpack();
+        assert_eq!(
+            doc.root.as_ref().unwrap().to_json(),
+            json!({"kind": "List", "items": [{"kind": "Pod", "metadata": {"name": "a"}, "x": true}, [1, 2]], "metadata": {}})
+        );
+        // Only the root map's `items`.
+        let nested = read_documents("spec:\n  items: [a]\n", 1).unwrap();
+        assert!(nested[0].packed_items.is_empty());
+    }
+
+    #[test]
+    fn billion_laughs_are_refused() {
+        let mut text = String::from("a: &a [x, x, x, x, x, x, x, x, x, x]\n");
+        for i in 1..9 {
+            let prev = (b'a' + i - 1) as char;
+            let this = (b'a' + i) as char;
+            text.push_str(&format!("{this}: &{this} [*{prev}, *{prev}, *{prev}, *{prev}, *{prev}, *{prev}, *{prev}, *{prev}, *{prev}, *{prev}]\n"));
+        }
+        let err = read_documents(&text, 1).unwrap_err();
+        assert!(err.message.contains("excessive aliasing"), "{err}");
+    }
+}

@@ -1,0 +1,589 @@
+//! The `inject` stream: documents are read, injected and written one at a time, so
+//! memory follows the largest document, not the input. Every document that can be
+//! processed is written; each one that cannot is left out of the output and reported.
+
+use std::io::{BufRead, Write};
+
+use serde_json::Value as Json;
+
+use super::node::{Node, Value};
+use super::read::{Document, Packed, read_documents};
+use super::split::{InputError, YamlChunks, json_values, starts_like_json};
+use super::write::{self, Out, comment_lines, first_not_json, json, yaml_document};
+use super::{OfflineError, Outcome, Renderings, describe, inject_object, pod_path, type_name};
+use crate::template::TemplateSet;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Format {
+    /// The documents, injected, as multi-document YAML.
+    Yaml,
+    /// One object, or a `List` of all objects when there are several.
+    Json,
+    /// One RFC 6902 array per object, one per line.
+    JsonPatch,
+    /// One strategic merge patch per object, one per line.
+    Strategic,
+}
+
+/// What the user is told on the side (stderr), in input order.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Message {
+    /// Left unchanged, and why.
+    Note(String),
+    /// Processed, but something looks wrong.
+    Warning(String),
+    /// Not processed: left out of the output.
+    Error(String),
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Summary {
+    /// Documents read (empty ones not counted).
+    pub documents: usize,
+    /// Objects (documents or `List` items) that could not be processed.
+    pub failed: usize,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum StreamError {
+    #[error(transparent)]
+    Input(#[from] InputError),
+    #[error("cannot write the output: {0}")]
+    Output(#[from] std::io::Error),
+}
+
+/// Reads manifests from `input`, writes the result to `output` in `format` as each
+/// document is done, and hands every note, warning and error to `report`.
+pub fn inject_stream<R: BufRead + Send, W: Write>(
+    mut input: R,
+    output: W,
+    templates: &TemplateSet,
+    format: Format,
+    report: &mut dyn FnMut(Message),
+) -> Result<Summary, StreamError> {
+    let mut stream = Stream {
+        templates,
+        format,
+        output,
+        report,
+        summary: Summary::default(),
+        pending_comments: Vec::new(),
+        written: 0,
+        held_json: None,
+        json_tail: None,
+        json_count: 0,
+    };
+    if starts_like_json(&mut input)? {
+        for (index, value) in json_values(input).enumerate() {
+            match value {
+                Ok(root) => stream.document(
+                    index + 1,
+                    None,
+                    Document {
+                        root: Some(root),
+                        ..Document::default()
+                    },
+                )?,
+                Err(e) if e.is_io() => {
+                    return Err(StreamError::Input(InputError {
+                        line: e.line(),
+                        source: e.into(),
+                    }));
+                }
+                Err(e) => {
+                    // A JSON stream cannot be resumed after a syntax error.
+                    stream.fail(OfflineError::Syntax {
+                        at: format!("document {} at line {}", index + 1, e.line()),
+                        message: format!(
+                            "expected JSON (the input starts with `{{`, so kubectl reads it as JSON): {e}"
+                        ),
+                    });
+                    break;
+                }
+            }
+        }
+    } else {
+        // Two stages on two threads: cutting and parsing here, injecting and writing
+        // there. The bounded channel keeps at most a few parsed documents in flight.
+        std::thread::scope(|scope| -> Result<(), StreamError> {
+            let (parsed_tx, parsed_rx) = std::sync::mpsc::sync_channel(8);
+            scope.spawn(move || {
+                for chunk in YamlChunks::new(input) {
+                    let parsed = chunk.map(|chunk| {
+                        let documents = read_documents(&chunk.text, chunk.first_line);
+                        (chunk.first_line, documents)
+                    });
+                    // A closed channel means the writing side stopped (an output error).
+                    if parsed_tx.send(parsed).is_err() {
+                        break;
+                    }
+                }
+            });
+            let mut index = 0;
+            for parsed in parsed_rx {
+                let (first_line, documents) = parsed?;
+                match documents {
+                    Ok(documents) => {
+                        for document in documents {
+                            if document.root.is_some() {
+                                index += 1;
+                                stream.document(index, Some(first_line), document)?;
+                            } else {
+                                stream.pending_comments.extend(document.trailing);
+                            }
+                        }
+                    }
+                    Err(e) => {
+                        index += 1;
+                        stream.fail(OfflineError::Syntax {
+                            at: format!("document {index} at line {}", e.line.unwrap_or(first_line)),
+                            message: e.message,
+                        });
+                    }
+                }
+            }
+            Ok(())
+        })?;
+    }
+    stream.finish()
+}
+
+struct Stream<'a, W> {
+    templates: &'a TemplateSet,
+    format: Format,
+    output: W,
+    report: &'a mut dyn FnMut(Message),
+    summary: Summary,
+    /// Comments of comment-only pieces, written before the next document.
+    pending_comments: Vec<String>,
+    written: usize,
+    /// JSON output: the first document, held until a second shows whether the output
+    /// is that object alone or a `List`.
+    held_json: Option<Node>,
+    /// `-o json`, once the output `List` is open: the fields to write after its items.
+    json_tail: Option<Vec<Entry>>,
+    json_count: usize,
+}
+
+fn is_list(node: &Node) -> bool {
+    node.get("kind")
+        .and_then(Node::as_str)
+        .is_some_and(|kind| kind.ends_with("List"))
+        && matches!(node.get("items").map(|i| &i.value), Some(Value::Seq(_)))
+}
+
+/// Kind, API version and name of an object: enough to name it in messages and to
+/// decide on a kind that holds no Pod.
+fn identity(node: &Node) -> Json {
+    let text = |n: Option<&Node>| n.and_then(Node::as_str).map_or(Json::Null, Json::from);
+    let metadata = node.get("metadata");
+    let mut names = serde_json::Map::new();
+    for key in ["name", "generateName"] {
+        if let Some(name) = metadata.and_then(|m| m.get(key)).and_then(Node::as_str) {
+            names.insert(key.to_string(), Json::from(name));
+        }
+    }
+    serde_json::json!({
+        "apiVersion": text(node.get("apiVersion")),
+        "kind": text(node.get("kind")),
+        "metadata": names,
+    })
+}
+
+/// What `inject_object` reads of an object, as JSON: its identity and its Pod template.
+/// Converting the whole object (a ConfigMap's data, a Deployment's status) would be
+/// wasted work; a Pod, an odd object or a non-object is converted whole.
+fn engine_view(node: &Node) -> Json {
+    let kind = node.get("kind").and_then(Node::as_str).filter(|k| !k.is_empty());
+    let path = match kind.map(pod_path) {
+        Some(Some(path)) if !path.is_empty() => path,
+        Some(None) if matches!(node.value, Value::Map(_)) => return identity(node),
+        _ => return node.to_json(),
+    };
+    let mut view = identity(node);
+    if let (Some(pod), Json::Object(fields)) = (node.pointer(path), &mut view) {
+        let mut keys = path.split('/').filter(|k| !k.is_empty()).rev().peekable();
+        let mut inner = pod.to_json();
+        while let Some(key) = keys.next() {
+            if keys.peek().is_none() {
+                fields.insert(key.to_string(), inner);
+                break;
+            }
+            inner = Json::Object(std::iter::once((key.to_string(), inner)).collect());
+        }
+    }
+    view
+}
+
+fn item_place(list_at: &str, i: usize, item: &Node, item_json: &Json) -> String {
+    format!(
+        "{list_at}, item {} ({}){}",
+        i + 1,
+        if item_json.is_object() {
+            describe(item_json)
+        } else {
+            type_name(item_json).to_string()
+        },
+        item.line().map(|l| format!(" at line {l}")).unwrap_or_default()
+    )
+}
+
+fn place(index: usize, line: Option<usize>, object: &Json) -> String {
+    let what = if object.is_object() {
+        describe(object)
+    } else {
+        String::new()
+    };
+    let mut at = format!("document {index}");
+    if !what.is_empty() {
+        at.push_str(&format!(" ({what})"));
+    }
+    if let Some(line) = line {
+        at.push_str(&format!(" at line {line}"));
+    }
+    at
+}
+
+impl<W: Write> Stream<'_, W> {
+    fn fail(&mut self, error: OfflineError) {
+        self.summary.failed += 1;
+        (self.report)(Message::Error(error.to_string()));
+    }
+
+    fn document(&mut self, index: usize, chunk_line: Option<usize>, mut document: Document) -> Result<(), StreamError> {
+        let Some(mut root) = document.root.take() else {
+            return Ok(());
+        };
+        self.summary.documents += 1;
+        let Document {
+            trailing,
+            warnings,
+            packed_items,
+            ..
+        } = document;
+        let line = root.line().or(chunk_line);
+        let list = is_list(&root);
+        // A List is processed item by item; only its identity is needed whole.
+        let mut json = if list || !packed_items.is_empty() {
+            identity(&root)
+        } else {
+            engine_view(&root)
+        };
+        let at = place(index, line, &json);
+        for warning in warnings {
+            (self.report)(Message::Warning(format!("{at}: {warning}")));
+        }
+        if list {
+            return self.stream_list(&at, root, packed_items, &trailing);
+        }
+        if !packed_items.is_empty() {
+            // Not a List after all (an object with an `items` field): whole again.
+            let mut whole = Document {
+                root: Some(root),
+                packed_items,
+                ..Document::default()
+            };
+            whole.unpack();
+            root = whole.root.take().unwrap_or_else(|| Node::from(Value::Null));
+            json = engine_view(&root);
+        }
+        let mut patches = Vec::new();
+        match self.object(&at, &mut root, &json) {
+            Some(patch) => self.keep_patch(&mut patches, patch),
+            None => return Ok(()),
+        }
+        drop(json);
+        self.write(root, &trailing, patches)
+    }
+
+    /// Injects one object in place; `None` when it failed (reported).
+    fn object(&mut self, at: &str, node: &mut Node, json: &Json) -> Option<Outcome> {
+        let renderings = if self.format == Format::Strategic {
+            Renderings::JsonPatchAndStrategic
+        } else {
+            Renderings::JsonPatch
+        };
+        let outcome = match inject_object(at, json, self.templates, renderings) {
+            Ok(outcome) => outcome,
+            Err(error) => {
+                self.fail(error);
+                return None;
+            }
+        };
+        for warning in &outcome.warnings {
+            (self.report)(Message::Warning(format!("{at}: {warning}")));
+        }
+        if let Some(skipped) = outcome.skipped.as_ref().filter(|s| !s.quiet) {
+            (self.report)(Message::Note(format!("{at}: left unchanged: {}", skipped.reason)));
+        }
+        if matches!(self.format, Format::Yaml | Format::Json) {
+            for op in &outcome.json_patch.0 {
+                let applied = match op {
+                    json_patch::PatchOperation::Add(add) => {
+                        node.add(&add.path.to_string(), Node::from_json(&add.value))
+                    }
+                    other => Err(format!("unexpected operation {other:?}")),
+                };
+                if let Err(message) = applied {
+                    self.fail(OfflineError::Encode {
+                        at: at.to_string(),
+                        format: "YAML",
+                        message: format!("the computed patch does not apply: {message}"),
+                    });
+                    return None;
+                }
+            }
+        }
+        Some(outcome)
+    }
+
+    /// A `List`: each item is injected, written and dropped in turn, so the injected
+    /// additions (and, for a packed List, the items' trees) are never all in memory.
+    fn stream_list(
+        &mut self,
+        at: &str,
+        mut root: Node,
+        packed: Vec<Packed>,
+        trailing: &[String],
+    ) -> Result<(), StreamError> {
+        let Value::Map(entries) = &mut root.value else {
+            return Ok(());
+        };
+        let Some(position) = entries.iter().rposition(|(k, _)| k == "items") else {
+            return Ok(());
+        };
+        let items_meta = entries[position].1.meta.take();
+        let tree_items = match &mut entries[position].1.value {
+            Value::Seq(items) => std::mem::take(items),
+            _ => Vec::new(),
+        };
+        // Packed items are unpacked one at a time, as they are written.
+        let items: Box<dyn Iterator<Item = Node>> = if packed.is_empty() {
+            Box::new(tree_items.into_iter())
+        } else {
+            Box::new(packed.into_iter().map(|p| p.unpack()))
+        };
+        let (head, rest) = entries.split_at(position);
+        let tail = &rest[1..];
+        match self.format {
+            Format::Yaml => {
+                let mut out = Out::default();
+                if self.written > 0 {
+                    out.push_str("---\n");
+                }
+                comment_lines(&mut out, &std::mem::take(&mut self.pending_comments), 0);
+                if let Some(meta) = root.meta.as_deref() {
+                    comment_lines(&mut out, &meta.before, 0);
+                }
+                write::entries(&mut out, head, 0);
+                self.output.write_all(out.into_string().as_bytes())?;
+            }
+            Format::Json => {
+                if let Some(e) = head.iter().chain(tail).find_map(|(_, v)| first_not_json(v)) {
+                    self.fail(OfflineError::Encode {
+                        at: at.to_string(),
+                        format: "JSON",
+                        message: e.to_string(),
+                    });
+                    return Ok(());
+                }
+                self.open_json_list(Some((head, tail)))?;
+            }
+            Format::JsonPatch | Format::Strategic => {}
+        }
+        self.written += 1;
+        let mut any = false;
+        for (i, mut item) in items.enumerate() {
+            let item_json = engine_view(&item);
+            let item_at = item_place(at, i, &item, &item_json);
+            let Some(outcome) = self.object(&item_at, &mut item, &item_json) else {
+                continue;
+            };
+            drop(item_json);
+            let mut out = Out::default();
+            match self.format {
+                Format::Yaml => {
+                    if !any {
+                        write::list_key(&mut out, "items", items_meta.as_deref(), 0);
+                    }
+                    write::item(&mut out, &item, 0);
+                }
+                Format::Json => {
+                    if let Some(e) = first_not_json(&item) {
+                        self.fail(OfflineError::Encode {
+                            at: item_at,
+                            format: "JSON",
+                            message: e.to_string(),
+                        });
+                        continue;
+                    }
+                    json_item(&mut out, &item, &mut self.json_count);
+                }
+                Format::JsonPatch | Format::Strategic => patch_line(&mut out, self.format, &outcome),
+            }
+            any = true;
+            self.output.write_all(out.into_string().as_bytes())?;
+        }
+        if self.format == Format::Yaml {
+            let mut out = Out::default();
+            if !any {
+                write::entries(
+                    &mut out,
+                    &[(String::from("items"), Node::from(Value::Seq(Vec::new())))],
+                    0,
+                );
+            }
+            write::entries(&mut out, tail, 0);
+            comment_lines(&mut out, trailing, 0);
+            self.output.write_all(out.into_string().as_bytes())?;
+        }
+        Ok(())
+    }
+
+    /// Opens the output `List` of `-o json` if it is not open yet. `list` is the
+    /// document that forces it open when it is a `List` itself: if it is the first
+    /// document, its own fields frame the output (so a single `List` comes out as
+    /// itself); otherwise a plain `v1` `List` holds everything, a held first document
+    /// first.
+    fn open_json_list(&mut self, list: Option<(&[Entry], &[Entry])>) -> Result<(), StreamError> {
+        if self.json_tail.is_some() {
+            return Ok(());
+        }
+        let held = self.held_json.take();
+        let mut out = Out::to(&mut self.output);
+        match (held, list) {
+            (None, Some((head, tail))) => {
+                out.push('{');
+                for (key, value) in head {
+                    out.push_str("\n  ");
+                    // Checked by the caller.
+                    let _ = write::json_field(&mut out, key, value, 2);
+                    out.push(',');
+                }
+                out.push_str("\n  \"items\": [");
+                self.json_tail = Some(tail.to_vec());
+            }
+            (held, _) => {
+                out.push_str("{\n  \"apiVersion\": \"v1\",\n  \"kind\": \"List\",\n  \"items\": [");
+                self.json_tail = Some(Vec::new());
+                if let Some(first) = held {
+                    json_item(&mut out, &first, &mut self.json_count);
+                }
+            }
+        }
+        out.finish()?;
+        Ok(())
+    }
+
+    /// Patches are kept only when they are the output.
+    fn keep_patch(&self, patches: &mut Vec<Outcome>, patch: Outcome) {
+        if matches!(self.format, Format::JsonPatch | Format::Strategic) {
+            patches.push(patch);
+        }
+    }
+
+    fn write(&mut self, root: Node, trailing: &[String], patches: Vec<Outcome>) -> Result<(), StreamError> {
+        let pending = std::mem::take(&mut self.pending_comments);
+        let first = self.written == 0;
+        self.written += 1;
+        match self.format {
+            Format::Yaml => {
+                let mut out = Out::to(&mut self.output);
+                if !first {
+                    out.push_str("---\n");
+                }
+                comment_lines(&mut out, &pending, 0);
+                yaml_document(&mut out, &root, trailing);
+                out.finish()?;
+            }
+            Format::Json => {
+                if let Err(e) = self.check_json(&root) {
+                    self.written -= 1;
+                    self.fail(e);
+                    return Ok(());
+                }
+                if self.json_tail.is_none() {
+                    if self.held_json.is_none() {
+                        self.held_json = Some(root);
+                        return Ok(());
+                    }
+                    self.open_json_list(None)?;
+                }
+                let mut out = Out::to(&mut self.output);
+                json_item(&mut out, &root, &mut self.json_count);
+                out.finish()?;
+            }
+            Format::JsonPatch | Format::Strategic => {
+                let mut out = Out::to(&mut self.output);
+                for outcome in patches {
+                    patch_line(&mut out, self.format, &outcome);
+                }
+                out.finish()?;
+            }
+        }
+        Ok(())
+    }
+
+    fn check_json(&self, root: &Node) -> Result<(), OfflineError> {
+        match first_not_json(root) {
+            None => Ok(()),
+            Some(e) => Err(OfflineError::Encode {
+                at: place(self.summary.documents, root.line(), &root.to_json()),
+                format: "JSON",
+                message: e.to_string(),
+            }),
+        }
+    }
+
+    fn finish(mut self) -> Result<Summary, StreamError> {
+        let mut out = Out::to(&mut self.output);
+        match self.format {
+            Format::Yaml => comment_lines(&mut out, &self.pending_comments, 0),
+            Format::Json => match self.json_tail.take() {
+                Some(tail) => {
+                    out.push_str("\n  ]");
+                    for (key, value) in &tail {
+                        out.push_str(",\n  ");
+                        // Checked when the List was opened.
+                        let _ = write::json_field(&mut out, key, value, 2);
+                    }
+                    out.push_str("\n}\n");
+                }
+                None => {
+                    if let Some(only) = self.held_json.take() {
+                        // Checked by check_json before it was held.
+                        let _ = json(&mut out, &only, 0, &mut String::new());
+                        out.push('\n');
+                    }
+                }
+            },
+            Format::JsonPatch | Format::Strategic => {}
+        }
+        out.finish()?;
+        self.output.flush()?;
+        Ok(self.summary)
+    }
+}
+
+/// A map entry of a `Node`.
+type Entry = (String, Node);
+
+/// One object in the output `List` of `-o json`.
+fn json_item(out: &mut Out<'_>, item: &Node, count: &mut usize) {
+    out.push_str(if *count > 0 { ",\n    " } else { "\n    " });
+    // Every caller checked the item with first_not_json.
+    let _ = json(out, item, 4, &mut String::new());
+    *count += 1;
+}
+
+/// One line of `-o jsonpatch` / `-o strategic`.
+fn patch_line(out: &mut Out<'_>, format: Format, outcome: &Outcome) {
+    let line = if format == Format::JsonPatch {
+        serde_json::to_string(&outcome.json_patch)
+    } else {
+        serde_json::to_string(outcome.strategic.as_ref().unwrap_or(&Json::Object(Default::default())))
+    };
+    // Serialising plain JSON values cannot fail.
+    out.push_str(&line.unwrap_or_default());
+    out.push('\n');
+}

@@ -1,0 +1,211 @@
+//! Cuts the input into documents as it is read, so that memory is bounded by the
+//! largest document rather than by the file.
+//!
+//! YAML: a line that starts with `---` or `...` followed by a space, a tab or the end of
+//! the line is a document boundary wherever it appears — YAML forbids such lines inside
+//! any scalar, block or quoted — so the cut needs no parsing. A `---` line belongs to
+//! the document it opens (it may carry content: `--- |`); a `...` line ends one.
+//!
+//! JSON: kubectl reads an input whose first character is `{` as a stream of JSON values
+//! (`{...}{...}`, as `jq` prints), and so does this.
+
+use std::io::BufRead;
+
+use super::node::Node;
+
+/// A piece of the input holding one YAML document (or the comments between two).
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct Chunk {
+    pub text: String,
+    /// 1-based line of `text`'s first line in the input.
+    pub first_line: usize,
+}
+
+/// Reading the input failed (I/O, or bytes that are not UTF-8).
+#[derive(Debug, thiserror::Error)]
+#[error("cannot read the manifests at line {line}: {source}")]
+pub struct InputError {
+    pub line: usize,
+    pub source: std::io::Error,
+}
+
+pub struct YamlChunks<R> {
+    reader: R,
+    line_number: usize,
+    line: String,
+    /// A `---` line read while finishing the previous chunk: it starts the next one.
+    carried: Option<(String, usize)>,
+    done: bool,
+    /// Length of the last chunk, to size the next one.
+    last_len: usize,
+}
+
+fn is_marker(line: &str, marker: &str) -> bool {
+    line.strip_prefix(marker)
+        .is_some_and(|rest| rest.is_empty() || rest.starts_with([' ', '\t', '\r', '\n']))
+}
+
+impl<R: BufRead> YamlChunks<R> {
+    pub fn new(reader: R) -> YamlChunks<R> {
+        YamlChunks {
+            reader,
+            line_number: 0,
+            line: String::new(),
+            carried: None,
+            done: false,
+            last_len: 0,
+        }
+    }
+
+    fn next_chunk(&mut self) -> Result<Option<Chunk>, InputError> {
+        if self.done {
+            return Ok(None);
+        }
+        let mut chunk = Chunk {
+            // Documents of one file tend to be alike in size.
+            text: String::with_capacity(self.last_len + self.last_len / 4),
+            first_line: self.line_number + 1,
+        };
+        if let Some((line, number)) = self.carried.take() {
+            chunk.text = line;
+            chunk.first_line = number;
+        }
+        let mut only_directives = false;
+        loop {
+            self.line.clear();
+            let read = self.reader.read_line(&mut self.line).map_err(|source| InputError {
+                line: self.line_number + 1,
+                source,
+            })?;
+            if read == 0 {
+                self.done = true;
+                return Ok(Some(chunk));
+            }
+            self.line_number += 1;
+            if self.line_number == 1 && self.line.starts_with('\u{feff}') {
+                self.line.drain(..'\u{feff}'.len_utf8());
+            }
+            if is_marker(&self.line, "---") {
+                // Directives (`%YAML 1.1`) belong to the document their `---` opens.
+                if chunk.text.is_empty() || only_directives {
+                    if chunk.text.is_empty() {
+                        chunk.first_line = self.line_number;
+                    }
+                    only_directives = false;
+                    chunk.text.push_str(&self.line);
+                    continue;
+                }
+                self.carried = Some((std::mem::take(&mut self.line), self.line_number));
+                return Ok(Some(chunk));
+            }
+            if is_marker(&self.line, "...") {
+                return Ok(Some(chunk));
+            }
+            if self.line.starts_with('%') {
+                only_directives = true;
+            } else if !self.line.trim_start().starts_with('#') && !self.line.trim().is_empty() {
+                only_directives = false;
+            }
+            if chunk.text.is_empty() {
+                chunk.first_line = self.line_number;
+            }
+            chunk.text.push_str(&self.line);
+        }
+    }
+}
+
+impl<R: BufRead> Iterator for YamlChunks<R> {
+    type Item = Result<Chunk, InputError>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        let chunk = self.next_chunk().transpose();
+        if let Some(Ok(chunk)) = &chunk {
+            // Capped: one huge document must not make every later one reserve as much.
+            self.last_len = chunk.text.len().min(1 << 20);
+        }
+        chunk
+    }
+}
+
+/// Whether the input is a JSON stream: its first non-blank character is `{`, as
+/// kubectl decides. Looks without consuming.
+pub fn starts_like_json<R: BufRead>(reader: &mut R) -> Result<bool, InputError> {
+    loop {
+        let buffer = reader.fill_buf().map_err(|source| InputError { line: 1, source })?;
+        if buffer.is_empty() {
+            return Ok(false);
+        }
+        let skip = buffer.iter().take_while(|b| b.is_ascii_whitespace()).count();
+        if skip < buffer.len() {
+            let rest = &buffer[skip..];
+            let rest = rest.strip_prefix("\u{feff}".as_bytes()).unwrap_or(rest);
+            return Ok(rest.first() == Some(&b'{'));
+        }
+        let consumed = buffer.len();
+        reader.consume(consumed);
+    }
+}
+
+/// The values of a JSON stream, one at a time.
+pub fn json_values<R: std::io::Read>(reader: R) -> impl Iterator<Item = Result<Node, serde_json::Error>> {
+    serde_json::Deserializer::from_reader(reader).into_iter::<Node>()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn chunks(text: &str) -> Vec<(String, usize)> {
+        YamlChunks::new(text.as_bytes())
+            .map(|c| c.unwrap())
+            .map(|c| (c.text, c.first_line))
+            .collect()
+    }
+
+    #[test]
+    fn cuts_at_markers_only_at_line_start() {
+        let got = chunks("a: 1\n---\nb: |\n  ---\n  x\n--- # next\nc: '---'\n...\nd: 4\n");
+        assert_eq!(
+            got,
+            [
+                ("a: 1\n".to_string(), 1),
+                ("---\nb: |\n  ---\n  x\n".to_string(), 2),
+                ("--- # next\nc: '---'\n".to_string(), 6),
+                ("d: 4\n".to_string(), 9),
+            ]
+        );
+    }
+
+    #[test]
+    fn crlf_bom_and_markers_with_content() {
+        let got = chunks("\u{feff}a: 1\r\n---\r\n--- |\r\n  text\r\n----\r\n");
+        assert_eq!(got[0], ("a: 1\r\n".to_string(), 1));
+        assert_eq!(got[1], ("---\r\n".to_string(), 2));
+        // `----` is content, not a marker.
+        assert_eq!(got[2], ("--- |\r\n  text\r\n----\r\n".to_string(), 3));
+    }
+
+    #[test]
+    fn directives_stay_with_their_document() {
+        let got = chunks("a: 1\n...\n%YAML 1.1\n---\nb: 2\n");
+        assert_eq!(got[1], ("%YAML 1.1\n---\nb: 2\n".to_string(), 3));
+    }
+
+    #[test]
+    fn json_is_sniffed_like_kubectl() {
+        assert!(starts_like_json(&mut "  \n {\"a\": 1}".as_bytes()).unwrap());
+        assert!(!starts_like_json(&mut "a: {}".as_bytes()).unwrap());
+        assert!(!starts_like_json(&mut "[1]".as_bytes()).unwrap());
+        let values: Vec<Node> = json_values("{\"a\": 1}\n{\"b\": 2}{\"c\": 3}".as_bytes())
+            .collect::<Result<_, _>>()
+            .unwrap();
+        assert_eq!(values.len(), 3);
+    }
+
+    #[test]
+    fn invalid_utf8_names_the_line() {
+        let bytes: &[u8] = b"a: 1\nb: \xff\n";
+        let err = YamlChunks::new(bytes).find_map(Result::err).unwrap();
+        assert_eq!(err.line, 2);
+    }
+}

@@ -1,0 +1,564 @@
+//! `inject` over a corpus of real-world-shaped manifests (tests/fixtures/offline/): for
+//! every object, every field that `inject` did not add reads back — the kubectl way —
+//! with the same value; key order and comments are kept; documents that cannot be
+//! processed are named and left out while the rest is written; and, when a cluster is
+//! available (`KUBECONFIG`), `kubectl create --dry-run=server` accepts the output.
+//!
+//! "The kubectl way" is kubectl itself when installed (`kubectl patch --local` prints
+//! each object exactly as kubectl read it, no server needed); without kubectl the
+//! checks use the injector's own reader, which the unit tests pin to go-yaml v2.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+
+use envoy_injector::offline::node::{Node, Value as NodeValue};
+use envoy_injector::offline::read::read_documents;
+use serde_json::Value;
+
+const BIN: &str = env!("CARGO_BIN_EXE_envoy-injector");
+
+/// The corpus files that are valid manifests throughout.
+const VALID: &[&str] = &[
+    "scalars.yaml",
+    "anchors-and-blocks.yaml",
+    "list-and-json.yaml",
+    "comments.yaml",
+    "custom-resources.yaml",
+];
+
+fn corpus(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/offline")
+        .join(name)
+}
+
+fn inject(file: &Path, format: &str) -> Output {
+    Command::new(BIN)
+        .args(["inject", "-f"])
+        .arg(file)
+        .args(["-o", format])
+        .stdin(Stdio::null())
+        .output()
+        .expect("the binary runs")
+}
+
+fn have_kubectl() -> bool {
+    Command::new("kubectl")
+        .args(["version", "--client"])
+        .output()
+        .is_ok_and(|o| o.status.success())
+}
+
+/// Each object of a manifest file as kubectl reads it (a `List` gives its items).
+fn kubectl_objects(file: &Path) -> Vec<Value> {
+    let out = Command::new("kubectl")
+        .args(["patch", "--local", "--type", "merge", "-p", "{}", "-o", "json", "-f"])
+        .arg(file)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "kubectl cannot read {}: {}",
+        file.display(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::Deserializer::from_slice(&out.stdout)
+        .into_iter::<Value>()
+        .map(Result::unwrap)
+        .collect()
+}
+
+/// The same, read by the injector's own reader.
+fn own_objects(text: &str) -> Vec<Value> {
+    let mut objects = Vec::new();
+    let roots: Vec<Node> = if text.trim_start().starts_with('{') {
+        serde_json::Deserializer::from_str(text)
+            .into_iter::<Node>()
+            .map(Result::unwrap)
+            .collect()
+    } else {
+        roots(text)
+    };
+    for root in roots {
+        let json = root.to_json();
+        let is_list = json["kind"].as_str().is_some_and(|k| k.ends_with("List")) && json["items"].is_array();
+        if is_list {
+            objects.extend(json["items"].as_array().unwrap().iter().cloned());
+        } else {
+            objects.push(json);
+        }
+    }
+    objects
+}
+
+/// kubectl prints a float that holds an integer (`1e3`) as `1000`; serde_json keeps
+/// 1000.0 apart from 1000. Compare numbers by value.
+fn normalize(value: &Value) -> Value {
+    match value {
+        Value::Number(n) => match n.as_f64() {
+            Some(f) if n.is_f64() && f.fract() == 0.0 && f.abs() < 9.0e15 => Value::from(f as i64),
+            _ => value.clone(),
+        },
+        Value::Array(items) => Value::Array(items.iter().map(normalize).collect()),
+        Value::Object(map) => Value::Object(map.iter().map(|(k, v)| (k.clone(), normalize(v))).collect()),
+        other => other.clone(),
+    }
+}
+
+/// Reads a file the kubectl way: kubectl when installed, else our reader.
+fn objects(file: &Path) -> Vec<Value> {
+    if have_kubectl() {
+        kubectl_objects(file)
+    } else {
+        own_objects(&std::fs::read_to_string(file).unwrap())
+    }
+    .iter()
+    .map(normalize)
+    .collect()
+}
+
+/// Input objects plus exactly the patches `inject` reports must equal the output
+/// objects: nothing `inject` did not add has changed, as kubectl reads it.
+fn assert_output_is_input_plus_patch(input: &Path, name: &str) -> String {
+    let out = inject(input, "yaml");
+    assert!(out.status.success(), "{name}: {}", String::from_utf8_lossy(&out.stderr));
+    let dir = tempfile::tempdir().unwrap();
+    let written = dir.path().join("out.yaml");
+    std::fs::write(&written, &out.stdout).unwrap();
+    let patches = inject(input, "jsonpatch");
+    assert!(patches.status.success());
+    let patches: Vec<json_patch::Patch> = String::from_utf8(patches.stdout)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let before = objects(input);
+    let after = objects(&written);
+    assert_eq!(before.len(), after.len(), "{name}: object count");
+    assert_eq!(before.len(), patches.len(), "{name}: one patch per object");
+    for ((mut expected, patch), got) in before.into_iter().zip(patches).zip(after) {
+        json_patch::patch(&mut expected, &patch).unwrap();
+        assert_eq!(normalize(&expected), got, "{name}: object changed beyond the patch");
+    }
+    String::from_utf8(out.stdout).unwrap()
+}
+
+#[test]
+fn every_field_inject_did_not_add_reads_back_the_same() {
+    if !have_kubectl() {
+        eprintln!(
+            "SKIPPED kubectl reading in every_field_inject_did_not_add_reads_back_the_same: kubectl is not installed; checking with the injector's own reader"
+        );
+    }
+    for name in VALID {
+        assert_output_is_input_plus_patch(&corpus(name), name);
+    }
+}
+
+#[test]
+fn the_injector_reads_the_corpus_exactly_as_kubectl_does() {
+    if !have_kubectl() {
+        eprintln!("SKIPPED the_injector_reads_the_corpus_exactly_as_kubectl_does: kubectl is not installed");
+        return;
+    }
+    for name in VALID {
+        let file = corpus(name);
+        let ours: Vec<Value> = own_objects(&std::fs::read_to_string(&file).unwrap())
+            .iter()
+            .map(normalize)
+            .collect();
+        assert_eq!(ours, objects(&file), "{name}");
+    }
+}
+
+#[test]
+fn crlf_and_byte_order_mark_read_like_plain_lf() {
+    let dir = tempfile::tempdir().unwrap();
+    for name in ["scalars.yaml", "anchors-and-blocks.yaml", "comments.yaml"] {
+        let text = std::fs::read_to_string(corpus(name)).unwrap();
+        let crlf = dir.path().join(format!("crlf-{name}"));
+        std::fs::write(&crlf, format!("\u{feff}{}", text.replace('\n', "\r\n"))).unwrap();
+        assert_output_is_input_plus_patch(&crlf, &format!("CRLF+BOM {name}"));
+        assert_eq!(
+            own_objects(&std::fs::read_to_string(&crlf).unwrap()),
+            own_objects(&text),
+            "{name}: CRLF and a BOM change no value"
+        );
+    }
+}
+
+#[test]
+fn key_order_and_comments_are_kept() {
+    for name in ["scalars.yaml", "comments.yaml", "anchors-and-blocks.yaml"] {
+        let input = std::fs::read_to_string(corpus(name)).unwrap();
+        let output = assert_output_is_input_plus_patch(&corpus(name), name);
+        // Every comment survives (block scalars of the corpus hold no `#` line but one,
+        // which is content and survives as such).
+        for line in input.lines() {
+            if let Some((_, comment)) = line
+                .split_once(" # ")
+                .or_else(|| line.trim_start().strip_prefix("# ").map(|c| ("", c)))
+            {
+                assert!(
+                    output.contains(comment.trim()),
+                    "{name}: comment `{comment}` lost:\n{output}"
+                );
+            }
+        }
+        let ins = roots(&input);
+        let outs = roots(&output);
+        assert_eq!(ins.len(), outs.len());
+        for (a, b) in ins.iter().zip(&outs) {
+            assert_keys_in_order(a, b, name);
+        }
+    }
+}
+
+fn roots(text: &str) -> Vec<Node> {
+    let mut roots = Vec::new();
+    for chunk in envoy_injector::offline::split::YamlChunks::new(text.as_bytes()) {
+        let chunk = chunk.unwrap();
+        for mut document in read_documents(&chunk.text, chunk.first_line).unwrap() {
+            document.unpack();
+            roots.extend(document.root);
+        }
+    }
+    roots
+}
+
+/// The input's keys appear in the output in the same order (added keys may follow).
+fn assert_keys_in_order(input: &Node, output: &Node, name: &str) {
+    match (&input.value, &output.value) {
+        (NodeValue::Map(a), NodeValue::Map(b)) => {
+            let out_keys: Vec<&str> = b.iter().map(|(k, _)| k.as_str()).collect();
+            let in_keys: Vec<&str> = a.iter().map(|(k, _)| k.as_str()).collect();
+            assert_eq!(&out_keys[..in_keys.len()], &in_keys[..], "{name}: key order");
+            for ((_, av), (_, bv)) in a.iter().zip(b) {
+                assert_keys_in_order(av, bv, name);
+            }
+        }
+        (NodeValue::Seq(a), NodeValue::Seq(b)) if a.len() == b.len() => {
+            for (av, bv) in a.iter().zip(b) {
+                assert_keys_in_order(av, bv, name);
+            }
+        }
+        _ => {}
+    }
+}
+
+#[test]
+fn failures_are_named_and_everything_else_is_written() {
+    let out = inject(&corpus("mixed-failures.yaml"), "yaml");
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    for expected in [
+        "error: document 2 at line 14: expected an object (a Kubernetes manifest), found a string",
+        "error: document 3 at line 16: expected an object (a Kubernetes manifest), found a list",
+        "error: document 4 (Pod no-containers) at line 19: Pod field `spec.containers`: expected at least one container, found no `containers` field in `spec`",
+        "error: document 5 (Pod null-containers) at line 25: Pod field `spec.containers`: expected at least one container, found null",
+        "error: document 6 (Pod port-clash) at line 32: port 80/TCP of template `config` container `envoy` is already used by Pod container `web`",
+        "error: document 7 (no kind, name no-kind) at line 43: expected a `kind`",
+        "warning: document 8 (Pod odd-annotation) at line 46: annotation `sidecar.samplecrd.k8s.io/inject` is \"yes\", expected \"true\" or \"false\"",
+        "note: document 9 (Pod opted-out) at line 57: left unchanged: opted out",
+        "6 of the objects in",
+    ] {
+        assert!(stderr.contains(expected), "missing `{expected}` in:\n{stderr}");
+    }
+    let written: Vec<String> = own_objects(&String::from_utf8(out.stdout).unwrap())
+        .iter()
+        .map(|o| o["metadata"]["name"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(written, ["good-before", "odd-annotation", "opted-out", "good-after"]);
+
+    // Only skipped (with a note), nothing failed: exit 0.
+    let out = inject(&corpus("custom-resources.yaml"), "yaml");
+    assert!(out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("note: document 1 (DeploymentConfig frontend) at line 2: left unchanged: kind DeploymentConfig (apps.openshift.io/v1) is not one inject knows"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("note: document 2 (VirtualService reviews)"), "{stderr}");
+    // Built-in kinds that hold no Pod pass without a word.
+    let out = inject(&corpus("comments.yaml"), "yaml");
+    assert!(out.stderr.is_empty(), "{}", String::from_utf8_lossy(&out.stderr));
+}
+
+#[test]
+fn a_json_stream_is_read_like_kubectl_reads_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let stream = dir.path().join("stream.json");
+    // As `kubectl get pods -o json | jq '.items[]'` prints: objects one after another.
+    std::fs::write(
+        &stream,
+        "{\"apiVersion\": \"v1\", \"kind\": \"Pod\", \"metadata\": {\"name\": \"a\"}, \"spec\": {\"containers\": [{\"name\": \"a\", \"image\": \"x\", \"args\": [\"yes\", \"0644\"]}]}}\n{\"apiVersion\": \"v1\", \"kind\": \"Service\", \"metadata\": {\"name\": \"s\"}, \"spec\": {\"ports\": [{\"port\": 8080}]}}",
+    )
+    .unwrap();
+    assert_output_is_input_plus_patch(&stream, "JSON stream");
+    let out = inject(&stream, "json");
+    let list: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(list["kind"], "List");
+    assert_eq!(list["items"][0]["metadata"]["name"], "a");
+    let keys: Vec<&str> = list["items"][0]
+        .as_object()
+        .unwrap()
+        .keys()
+        .map(String::as_str)
+        .collect();
+    assert!(keys.contains(&"spec"));
+}
+
+/// With a cluster (`KUBECONFIG`), the API server itself accepts every output.
+#[test]
+fn kubectl_create_dry_run_server_accepts_the_output() {
+    if std::env::var_os("KUBECONFIG").is_none() {
+        eprintln!("SKIPPED kubectl_create_dry_run_server_accepts_the_output: KUBECONFIG is not set (no cluster)");
+        return;
+    }
+    assert!(have_kubectl(), "KUBECONFIG is set but kubectl is not installed");
+    let dir = tempfile::tempdir().unwrap();
+    // Custom resources are not served by a bare cluster; the rest must all be accepted.
+    for name in [
+        "scalars.yaml",
+        "anchors-and-blocks.yaml",
+        "list-and-json.yaml",
+        "comments.yaml",
+        "mixed-failures.yaml",
+    ] {
+        let out = inject(&corpus(name), "yaml");
+        let file = dir.path().join(name);
+        std::fs::write(&file, &out.stdout).unwrap();
+        let created = Command::new("kubectl")
+            .args(["create", "--dry-run=server", "--validate=false", "-o", "name", "-f"])
+            .arg(&file)
+            .output()
+            .unwrap();
+        assert!(
+            created.status.success(),
+            "{name}: the API server refused the output:\n{}\n{}",
+            String::from_utf8_lossy(&created.stderr),
+            String::from_utf8_lossy(&out.stdout)
+        );
+    }
+}
+
+/// Random values, written by the injector's YAML writer and read back by kubectl
+/// itself: every value must come back the same. A fixed seed keeps failures repeatable.
+#[test]
+fn kubectl_reads_back_what_the_writer_writes() {
+    if !have_kubectl() {
+        eprintln!("SKIPPED kubectl_reads_back_what_the_writer_writes: kubectl is not installed");
+        return;
+    }
+    let mut random = Random(0x5eed_1234_abcd_ef01);
+    let mut text = String::new();
+    let mut expected = Vec::new();
+    for i in 0..300 {
+        let data = random.tree(3);
+        let object = Node::from(NodeValue::Map(vec![
+            ("apiVersion".into(), Node::from(NodeValue::Str("example.com/v1".into()))),
+            ("kind".into(), Node::from(NodeValue::Str("Sample".into()))),
+            (
+                "metadata".into(),
+                Node::from(NodeValue::Map(vec![(
+                    "name".into(),
+                    Node::from(NodeValue::Str(format!("s{i}"))),
+                )])),
+            ),
+            ("data".into(), data),
+        ]));
+        if i > 0 {
+            text.push_str("---\n");
+        }
+        let mut out = envoy_injector::offline::write::Out::default();
+        envoy_injector::offline::write::yaml_document(&mut out, &object, &[]);
+        text.push_str(&out.into_string());
+        expected.push(normalize(&object.to_json()));
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("random.yaml");
+    std::fs::write(&file, &text).unwrap();
+    let read = kubectl_objects(&file);
+    assert_eq!(read.len(), expected.len());
+    for (got, want) in read.iter().zip(&expected) {
+        assert!(
+            same(&normalize(got), want),
+            "kubectl read\n{got}\nfor\n{want}\nin:\n{text}"
+        );
+    }
+}
+
+/// Equal, floats within a few units in the last place: serde_json's default float
+/// parsing (used on kubectl's output here) may be one off.
+fn same(a: &Value, b: &Value) -> bool {
+    match (a, b) {
+        (Value::Number(x), Value::Number(y)) if x.is_f64() || y.is_f64() => {
+            let (x, y) = (x.as_f64().unwrap(), y.as_f64().unwrap());
+            x == y || (x - y).abs() <= 4.0 * f64::EPSILON * x.abs().max(y.abs())
+        }
+        (Value::Array(x), Value::Array(y)) => x.len() == y.len() && x.iter().zip(y).all(|(x, y)| same(x, y)),
+        (Value::Object(x), Value::Object(y)) => {
+            x.len() == y.len() && x.iter().all(|(k, v)| y.get(k).is_some_and(|w| same(v, w)))
+        }
+        _ => a == b,
+    }
+}
+
+struct Random(u64);
+
+impl Random {
+    fn next(&mut self) -> u64 {
+        // xorshift64: enough spread for test data.
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+
+    fn text(&mut self) -> String {
+        const WORDS: &[&str] = &[
+            "yes",
+            "No",
+            "on",
+            "OFF",
+            "y",
+            "n",
+            "Y",
+            "~",
+            "null",
+            "",
+            "1e3",
+            "0x1F",
+            "0644",
+            "0o17",
+            "1:20",
+            ".inf",
+            "-.Inf",
+            ".nan",
+            "<<",
+            "=",
+            "2024-01-01",
+            "2001-12-14t21:59:43.10-05:00",
+            "12",
+            "-1",
+            "+1",
+            "1_000",
+            "09",
+            "1.",
+            ".5",
+            "---",
+            "...",
+            "- x",
+            "? x",
+            "a: b",
+            "a #b",
+            "#",
+            "&a",
+            "*a",
+            "!t",
+            "%",
+            "@",
+            "|",
+            ">",
+            "'",
+            "\"",
+            "  ",
+            " x",
+            "x ",
+            "\n",
+            "\n\n",
+            "a\nb",
+            "a\n",
+            " a\nb\n\n",
+            "tab\there",
+            "é✓",
+            "\u{85}",
+            "\u{2028}",
+            "\u{feff}x",
+            "x\r\ny",
+            "\u{7}",
+            "{a: 1}",
+            "[1]",
+            "true",
+            "False",
+            "0b101",
+            "1e400",
+            "0x",
+            "v1.2",
+        ];
+        match self.below(3) {
+            0 => WORDS[self.below(WORDS.len() as u64) as usize].to_string(),
+            1 => (0..self.below(6))
+                .map(|_| WORDS[self.below(WORDS.len() as u64) as usize])
+                .collect::<Vec<_>>()
+                .join(if self.below(2) == 0 { " " } else { "\n" }),
+            _ => (0..self.below(8))
+                .map(|_| (b' ' + self.below(95) as u8) as char)
+                .collect(),
+        }
+    }
+
+    fn leaf(&mut self) -> Node {
+        Node::from(match self.below(7) {
+            0 => NodeValue::Null,
+            1 => NodeValue::Bool(self.below(2) == 0),
+            2 => NodeValue::Int(self.next() as i64 >> self.below(60)),
+            3 => NodeValue::Float((self.next() as i64 >> 20) as f64 / 1024.0),
+            _ => NodeValue::Str(self.text()),
+        })
+    }
+
+    fn tree(&mut self, depth: u32) -> Node {
+        if depth == 0 || self.below(3) == 0 {
+            return self.leaf();
+        }
+        let len = self.below(5);
+        if self.below(2) == 0 {
+            Node::from(NodeValue::Seq((0..len).map(|_| self.tree(depth - 1)).collect()))
+        } else {
+            let mut entries: Vec<(String, Node)> = Vec::new();
+            for _ in 0..len {
+                let key = self.text();
+                if !entries.iter().any(|(k, _)| *k == key) {
+                    let value = self.tree(depth - 1);
+                    entries.push((key, value));
+                }
+            }
+            Node::from(NodeValue::Map(entries))
+        }
+    }
+}
+
+/// The README's way out of a port clash: a template whose sidecar uses another port.
+#[test]
+fn a_port_clash_is_solved_by_a_template_on_another_port() {
+    let dir = tempfile::tempdir().unwrap();
+    let pod = dir.path().join("pod.yaml");
+    std::fs::write(
+        &pod,
+        "apiVersion: v1\nkind: Pod\nmetadata: {name: web}\nspec:\n  containers:\n  - name: web\n    image: nginx:1.27\n    ports: [{containerPort: 80}]\n",
+    )
+    .unwrap();
+    let clash = inject(&pod, "yaml");
+    assert_eq!(clash.status.code(), Some(1));
+    let out = Command::new(BIN)
+        .args(["inject", "-f"])
+        .arg(&pod)
+        .arg("--config")
+        .arg(corpus("template-port-15001.yaml"))
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let objects = own_objects(&String::from_utf8(out.stdout).unwrap());
+    let ports: Vec<&Value> = objects[0]["spec"]["containers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| &c["ports"][0]["containerPort"])
+        .collect();
+    assert_eq!(ports, [&Value::from(80), &Value::from(15001)]);
+}
