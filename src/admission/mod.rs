@@ -189,6 +189,11 @@ impl Admission {
         let Some(pod) = request.object.as_ref().filter(|o| !o.is_null()) else {
             return Answer::deny("expected `request.object` to hold the Pod being created, found none".into());
         };
+        // Before anything reads it as a Pod (the Network join included): a review that
+        // says Pod but carries another object must not get a Pod's patch.
+        if let Err(reason) = object_is_pod(pod) {
+            return Answer::deny(reason);
+        }
         let namespace = request.namespace.as_deref().unwrap_or_default();
         let annotations = pod.pointer("/metadata/annotations").and_then(Value::as_object);
         let mut warnings = inject::policy::unreadable_flags(annotations);
@@ -240,7 +245,8 @@ impl Admission {
                 })
                 .inc();
         }
-        info!(template = %template.name, revision = %template.revision, containers = ?plan.status.containers, "injecting");
+        // Per request, so DEBUG: INFO must not grow with traffic (the periodic summary counts).
+        debug!(template = %template.name, revision = %template.revision, containers = ?plan.status.containers, "injecting");
         Answer {
             allowed: true,
             message: None,
@@ -249,6 +255,24 @@ impl Admission {
             outcome: Outcome::Injected,
         }
     }
+}
+
+/// The object's own apiVersion and kind must be the Pod's that `request.kind` named.
+fn object_is_pod(object: &Value) -> Result<(), String> {
+    let api_version = object.get("apiVersion").and_then(Value::as_str);
+    let kind = object.get("kind").and_then(Value::as_str);
+    if api_version == Some("v1") && kind == Some("Pod") {
+        return Ok(());
+    }
+    let found = |field: &str, value: Option<&str>| match value {
+        Some(value) => format!("{field} {value:?}"),
+        None => format!("no {field}"),
+    };
+    Err(format!(
+        "expected `request.object` to be apiVersion v1, kind Pod (as `request.kind` says), found {} and {}",
+        found("apiVersion", api_version),
+        found("kind", kind)
+    ))
 }
 
 /// The response on the wire, as the API server reads it (`admission.k8s.io/v1`).
