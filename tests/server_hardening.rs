@@ -226,6 +226,42 @@ async fn an_oversized_body_gets_a_readable_413_while_the_client_is_still_sending
     check_review("dry-run.json", &body, &response.bytes().await.unwrap());
 }
 
+/// HTTP/2 by hand: the early answer is followed by RST_STREAM(NO_ERROR) — "stop sending,
+/// the answer is complete" (RFC 9113 §8.1) — not CANCEL, which clients report as a failed
+/// request without reading the answer. (curl 7.88 reports even NO_ERROR as a failure:
+/// bench/memory.sh posts with --http1.1.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_early_http2_answer_resets_the_stream_with_no_error() {
+    let certs = service_certs();
+    let mut config = test_config();
+    config.max_body_bytes = 64 * 1024;
+    let server = start(config, pem_source(&certs)).await;
+    let addr = server.server.webhook_addr();
+    let tls = tls_connect(addr, &certs.ca.cert_pem, &[b"h2"]).await;
+    let (mut h2, connection) = h2::client::handshake(tls).await.expect("HTTP/2 handshake");
+    tokio::spawn(connection);
+    for declared in [Some(12 * 1024 * 1024), None] {
+        let mut request = http::Request::post(format!("https://{HOST}/mutate"));
+        if let Some(length) = declared {
+            request = request.header("content-length", length);
+        }
+        h2 = h2.ready().await.unwrap();
+        let (response, mut upload) = h2.send_request(request.body(()).unwrap(), false).unwrap();
+        // Over the limit when undeclared; far from the end when declared.
+        upload.send_data(vec![b' '; 96 * 1024].into(), false).unwrap();
+        let response = tokio::time::timeout(PATIENCE, response)
+            .await
+            .unwrap()
+            .expect("an answer");
+        assert_eq!(response.status(), 413, "declared {declared:?}");
+        let reason = tokio::time::timeout(PATIENCE, futures_util::future::poll_fn(|cx| upload.poll_reset(cx)))
+            .await
+            .expect("the stream is reset after the answer")
+            .unwrap();
+        assert_eq!(reason, h2::Reason::NO_ERROR, "declared {declared:?}");
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_body_that_does_not_fit_the_budget_waits_then_gets_503_with_retry_after() {
     const BUDGET: usize = 64 * 1024;

@@ -3,102 +3,16 @@
 
 mod common;
 
-use std::io::{BufRead, BufReader};
-use std::net::SocketAddr;
-use std::process::{Child, Command, Stdio};
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use common::process::*;
 use common::*;
 use reqwest::StatusCode;
-use serde_json::Value;
 use tokio::sync::{mpsc, watch};
 
 const REQUESTS: usize = 20;
 const CHUNKS: usize = 10;
 const PAUSE: Duration = Duration::from_millis(100);
-
-/// The server process; killed if a test fails before it exits on its own.
-struct Server {
-    child: Child,
-    log: Arc<Mutex<Vec<String>>>,
-}
-
-impl Server {
-    fn terminate(&self) {
-        // SAFETY: kill(2) on the pid of a child this test started and has not reaped.
-        let sent = unsafe { libc::kill(self.child.id() as libc::pid_t, libc::SIGTERM) };
-        assert_eq!(sent, 0, "send SIGTERM");
-    }
-
-    fn log(&self) -> String {
-        self.log.lock().unwrap().join("\n")
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        if self.child.try_wait().ok().flatten().is_none() {
-            let _ = self.child.kill();
-            let _ = self.child.wait();
-        }
-    }
-}
-
-/// Starts `serve --standalone` on ephemeral ports; returns it with its webhook and admin
-/// addresses, read from its JSON start-up log.
-fn spawn_server(cert: &std::path::Path, key: &std::path::Path) -> (Server, SocketAddr, SocketAddr) {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_envoy-injector"))
-        .args([
-            "serve",
-            "--standalone",
-            "--addr",
-            "127.0.0.1:0",
-            "--admin-addr",
-            "127.0.0.1:0",
-        ])
-        .arg("--tls-cert")
-        .arg(cert)
-        .arg("--tls-key")
-        .arg(key)
-        .args(["--shutdown-timeout", "60s", "--request-timeout", "60s"])
-        .env("LOG_FORMAT", "json")
-        .env("RUST_LOG", "info")
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("start envoy-injector");
-    let stderr = child.stderr.take().unwrap();
-    let log = Arc::new(Mutex::new(Vec::new()));
-    let (addr_tx, addr_rx) = std::sync::mpsc::channel();
-    {
-        let log = log.clone();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-                if let Ok(event) = serde_json::from_str::<Value>(&line)
-                    && let (Some(listener), Some(addr)) = (event["listener"].as_str(), event["addr"].as_str())
-                    && let Ok(addr) = addr.parse::<SocketAddr>()
-                {
-                    let _ = addr_tx.send((listener.to_string(), addr));
-                }
-                log.lock().unwrap().push(line);
-            }
-        });
-    }
-    let server = Server { child, log };
-    let (mut webhook, mut admin) = (None, None);
-    while webhook.is_none() || admin.is_none() {
-        let (listener, addr) = addr_rx
-            .recv_timeout(PATIENCE)
-            .unwrap_or_else(|_| panic!("server did not log its addresses:\n{}", server.log()));
-        match listener.as_str() {
-            "webhook" => webhook = Some(addr),
-            "admin" => admin = Some(addr),
-            _ => {}
-        }
-    }
-    (server, webhook.unwrap(), admin.unwrap())
-}
 
 /// A request body sent in [`CHUNKS`] pieces, [`PAUSE`] apart, that stops halfway until
 /// `gate` opens and says so on `halfway`.
@@ -125,60 +39,10 @@ fn gated_body(body: Vec<u8>, gate: watch::Receiver<bool>, halfway: mpsc::Unbound
     reqwest::Body::wrap_stream(stream)
 }
 
-/// A spawned server that reports ready, with what the tests talk to it with.
-struct Ready {
-    _dir: tempfile::TempDir,
-    certs: envoy_injector::tls::ServiceCerts,
-    server: Server,
-    webhook: SocketAddr,
-    http: reqwest::Client,
-    readyz: String,
-}
-
-async fn ready_server() -> Ready {
-    let dir = tempfile::tempdir().unwrap();
-    let certs = service_certs();
-    let (cert, key) = (dir.path().join("tls.crt"), dir.path().join("tls.key"));
-    std::fs::write(&cert, &certs.serving.cert_pem).unwrap();
-    std::fs::write(&key, &certs.serving.key_pem).unwrap();
-    let (server, webhook, admin) = spawn_server(&cert, &key);
-    let http = reqwest::Client::builder().timeout(PATIENCE).build().unwrap();
-    let readyz = format!("http://{admin}/readyz");
-    eventually("readyz 200", || async {
-        (status_of(&http, &readyz).await == Some(StatusCode::OK)).then_some(())
-    })
-    .await;
-    Ready {
-        _dir: dir,
-        certs,
-        server,
-        webhook,
-        http,
-        readyz,
-    }
-}
-
-/// Waits (within [`PATIENCE`]) for the server to exit on its own; `what` says why it
-/// should have.
-async fn exit_status(server: &mut Server, what: &str) -> std::process::ExitStatus {
-    let deadline = std::time::Instant::now() + PATIENCE;
-    loop {
-        if let Some(status) = server.child.try_wait().unwrap() {
-            return status;
-        }
-        assert!(std::time::Instant::now() < deadline, "{what}:\n{}", server.log());
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-}
-
 async fn receive_all(signals: &mut mpsc::UnboundedReceiver<()>, count: usize, what: &str) {
     for _ in 0..count {
         tokio::time::timeout(PATIENCE, signals.recv()).await.expect(what);
     }
-}
-
-async fn status_of(http: &reqwest::Client, url: &str) -> Option<StatusCode> {
-    http.get(url).send().await.ok().map(|r| r.status())
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -190,7 +54,7 @@ async fn sigterm_during_uploads_answers_every_request_then_exits_cleanly() {
         webhook,
         http,
         readyz,
-    } = ready_server().await;
+    } = ready_server(&[]).await;
 
     let clients = [
         (Protocol::Http1, client(webhook, &[&certs.ca.cert_pem], Protocol::Http1)),
@@ -320,7 +184,7 @@ async fn sigterm_with_keep_alive_clients_loses_no_request_and_idle_clients_do_no
         mut server,
         webhook,
         ..
-    } = ready_server().await;
+    } = ready_server(&[]).await;
 
     // Idle clients: HTTP/2 after one request, and HTTP/1.1 keep-alive after one request.
     let idle_h2 = client(webhook, &[&certs.ca.cert_pem], Protocol::Alpn);

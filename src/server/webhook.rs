@@ -57,9 +57,9 @@ async fn mutate(State(state): State<Arc<WebhookState>>, request: Request) -> Res
     let timeout = effective_timeout(request.uri().query(), state.request_timeout);
     let span = debug_span!("mutate", version = ?request.version(), timeout_ms = timeout.as_millis() as u64);
     async move {
-        let (parts, body) = request.into_parts();
+        let (parts, mut body) = request.into_parts();
         let connection = parts.extensions.get::<ConnectionHandle>();
-        let read = tokio::time::timeout(timeout, read_body(body, &parts.headers, &state));
+        let read = tokio::time::timeout(timeout, read_body(&mut body, &parts.headers, &state));
         let (body, _reservation) = match read.await {
             Ok(Ok(read)) => read,
             Ok(Err(rejection)) => return reject(&state.metrics, connection, rejection),
@@ -135,7 +135,7 @@ impl Rejection {
 /// Reads the whole body within `--max-body-bytes`, holding its size in the in-flight
 /// body budget (returned alongside, released when dropped).
 async fn read_body(
-    mut body: Body,
+    body: &mut Body,
     headers: &HeaderMap,
     state: &WebhookState,
 ) -> Result<(Vec<u8>, Reservation), Rejection> {
@@ -196,7 +196,8 @@ async fn read_body(
 /// Answers a request whose body was not read to its end. HTTP/1.1: the connection cannot
 /// carry another request, so the answer says `Connection: close`, and the connection
 /// lingers on close so the client reads the answer even while it is still sending.
-/// (HTTP/2: the stream is reset after the answer; the connection goes on.)
+/// HTTP/2: once the answer is sent, the stream is reset with NO_ERROR (RFC 9113 §8.1:
+/// "stop sending, the answer is complete"); the connection goes on.
 fn reject(metrics: &Metrics, connection: Option<&ConnectionHandle>, rejection: Rejection) -> Response {
     info!(status = rejection.status.as_u16(), reason = %rejection.message, "rejecting admission request");
     metrics

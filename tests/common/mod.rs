@@ -3,6 +3,7 @@
 #![allow(dead_code)]
 
 pub mod builders;
+pub mod process;
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
