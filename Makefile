@@ -4,7 +4,7 @@ CARGO ?= cargo
 BIN := target/debug/envoy-injector
 RELEASE_BIN := target/release/envoy-injector
 
-.PHONY: help build test lint demo certs crd bench bench-engine bench-stores bench-load bench-inject kind-up e2e kind-down clean
+.PHONY: help build test lint demo certs crd bench bench-engine bench-stores bench-load bench-inject bench-memory bench-server bench-wrk kind-up e2e kind-down clean
 .PHONY: image kind-load kind-multus deploy undeploy e2e-local e2e-incluster manifests-check
 
 help: ## List targets
@@ -128,7 +128,7 @@ manifests-check: ## kubectl kustomize manifests/, then the manifest checks (type
 	$(KUBECTL) kustomize manifests/ >/dev/null
 	$(CARGO) test --locked --test manifests
 
-bench: bench-engine bench-stores bench-load bench-inject ## Run all benchmarks
+bench: bench-engine bench-server bench-stores bench-wrk bench-load bench-memory bench-inject ## Run all benchmarks
 
 bench-engine: ## criterion benchmarks of the injection engine
 	$(CARGO) bench --locked --bench engine
@@ -141,6 +141,15 @@ bench-inject: ## Offline inject over a generated 20 MB manifest and a 20 MB List
 
 bench-load: ## Load test over TLS against the release binary (installs the load generator if missing)
 	bash bench/load.sh
+
+bench-server: ## criterion: one TLS connection posting the 5 KB and the ~250 KB review to the in-process server
+	$(CARGO) bench --locked --bench server
+
+bench-wrk: ## wrk: the review's req/s beside the listener's ceiling (GET /mutate 405) at 1/32/1000 connections (installs wrk)
+	bash bench/wrk.sh
+
+bench-memory: ## Peak and after-burst RSS of the release binary under 64 concurrent 8 MiB bodies (installs curl if missing)
+	bash bench/memory.sh
 
 clean:
 	$(CARGO) clean

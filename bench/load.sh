@@ -26,15 +26,8 @@ REVIEW=tests/fixtures/admission/replicaset-generatename-init-volumes.json
 BIN=target/release/envoy-injector
 RESULTS=bench/results
 
-log() { printf '==> %s\n' "$*" >&2; }
-die() { printf 'bench/load.sh: %s\n' "$*" >&2; exit 1; }
-
-need_apt() {
-  command -v "$1" >/dev/null 2>&1 && return 0
-  log "installing $2 (apt-get)"
-  timeout 300 apt-get update -qq >/dev/null 2>&1 || true
-  timeout 600 apt-get install -y -qq "$2" >/dev/null || die "cannot install $2; install it and rerun"
-}
+# shellcheck source=bench/lib.sh
+source bench/lib.sh
 
 ensure_oha() {
   if command -v oha >/dev/null 2>&1; then
@@ -44,12 +37,6 @@ ensure_oha() {
   timeout 1800 cargo install oha --locked --version "$OHA_VERSION" \
     || die "cannot install oha; run: cargo install oha --locked --version $OHA_VERSION"
 }
-
-port_free() {
-  ! (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null
-}
-
-rss_kb() { awk -v key="$2:" '$1 == key { print $2 }' "/proc/$1/status"; }
 
 # One oha run; prints its JSON to $2. Bounded so a stuck run cannot hang the script.
 run_oha() {
@@ -80,41 +67,9 @@ oha_numbers() {
 need_apt jq jq
 need_apt curl curl
 ensure_oha
-port_free "$PORT" || die "port $PORT is in use; set PORT"
-port_free "$ADMIN_PORT" || die "port $ADMIN_PORT is in use; set ADMIN_PORT"
+build_release
 
-log "building the release binary"
-timeout 1800 cargo build --release --locked
-
-WORK=$(mktemp -d)
-SERVER_PID=
-cleanup() {
-  if [[ -n $SERVER_PID ]] && kill -0 "$SERVER_PID" 2>/dev/null; then
-    kill "$SERVER_PID" 2>/dev/null || true
-    # Graceful shutdown first; force it if it lingers.
-    for _ in $(seq 50); do kill -0 "$SERVER_PID" 2>/dev/null || break; sleep 0.1; done
-    kill -9 "$SERVER_PID" 2>/dev/null || true
-  fi
-  rm -rf "$WORK"
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
-
-"$BIN" certs --service localhost --namespace bench --out-dir "$WORK" --san 127.0.0.1 >/dev/null
-
-log "starting envoy-injector serve --standalone on 127.0.0.1:$PORT (admin $ADMIN_PORT)"
-"$BIN" --log-level "$LOG_LEVEL" serve --standalone \
-  --addr "127.0.0.1:$PORT" --admin-addr "127.0.0.1:$ADMIN_PORT" \
-  --tls-cert "$WORK/tls.crt" --tls-key "$WORK/tls.key" >"$WORK/server.log" 2>&1 &
-SERVER_PID=$!
-
-ready=
-for _ in $(seq 150); do
-  kill -0 "$SERVER_PID" 2>/dev/null || { cat "$WORK/server.log" >&2; die "server exited at start"; }
-  if curl -fsS --max-time 1 "http://127.0.0.1:$ADMIN_PORT/readyz" >/dev/null 2>&1; then ready=1; break; fi
-  sleep 0.2
-done
-[[ -n $ready ]] || { cat "$WORK/server.log" >&2; die "server not ready after 30s"; }
+start_server
 
 # The load must measure injections, not errors: check one answer first.
 curl -fsS --max-time 10 --cacert "$WORK/ca.crt" -H 'Content-Type: application/json' \
@@ -136,12 +91,11 @@ END_RSS=$(rss_kb "$SERVER_PID" VmRSS)
 read -r H1_RPS H1_P50 H1_P99 H1_N H1_BAD < <(oha_numbers "$WORK/h1.json")
 read -r H2_RPS H2_P50 H2_P99 H2_N H2_BAD < <(oha_numbers "$WORK/h2.json")
 
-CPU=$(awk -F': ' '/^model name/ { print $2; exit }' /proc/cpuinfo)
 STAMP=$(date -u +%Y%m%dT%H%M%SZ)
 mkdir -p "$RESULTS"
 SUMMARY=$(cat <<EOF
 envoy-injector load test, $STAMP, commit $(git rev-parse --short HEAD 2>/dev/null || echo none)
-machine: $(nproc) CPUs, ${CPU:-unknown CPU}, Linux $(uname -r)
+machine: $(machine)
 server:  release build, serve --standalone, log level $LOG_LEVEL, TLS (rustls), embedded template
 load:    oha $(oha --version | awk '{print $2}'), POST $(wc -c <"$REVIEW") B review ($(basename "$REVIEW")), $DURATION, same machine (client and server share the CPUs)
 http/1.1: $CONNECTIONS connections: $H1_RPS req/s, p50 $H1_P50 ms, p99 $H1_P99 ms ($H1_N responses, $H1_BAD failed)

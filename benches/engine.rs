@@ -3,12 +3,15 @@
 //! Run with `cargo bench --bench engine`; numbers are reported, never asserted.
 
 use std::hint::black_box;
-use std::path::PathBuf;
 use std::sync::Arc;
 
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
 use serde_json::{Value, json};
 
+#[path = "common/mod.rs"]
+mod common;
+
+use common::{ENV_PER_CONTAINER, REVIEW_5K, fixture_bytes, huge_review};
 use envoy_injector::admission::{Admission, Standalone};
 use envoy_injector::inject::{self, Decision, Extras};
 use envoy_injector::metrics::Metrics;
@@ -23,26 +26,8 @@ const INJECTED_FIXTURES: &[&str] = &[
     "network-annotation",
 ];
 
-/// The ~5 KB review used for the end-to-end handler bench (and by bench/load.sh).
-const REVIEW_5K: &str = "replicaset-generatename-init-volumes";
-
-const ENV_PER_CONTAINER: usize = 30;
-
 /// Container counts of the generated Pods; 50 x 30 = 1500 env vars at the top.
 const GENERATED_SIZES: [usize; 3] = [10, 25, 50];
-
-fn fixture_bytes(name: &str) -> Vec<u8> {
-    let path: PathBuf = [
-        env!("CARGO_MANIFEST_DIR"),
-        "tests",
-        "fixtures",
-        "admission",
-        &format!("{name}.json"),
-    ]
-    .iter()
-    .collect();
-    std::fs::read(&path).unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display()))
-}
 
 fn fixture_pod(name: &str) -> Value {
     let review: Value = serde_json::from_slice(&fixture_bytes(name)).expect("fixture is JSON");
@@ -184,7 +169,10 @@ fn captured_pods(c: &mut Criterion) {
 fn admission_handle(c: &mut Criterion) {
     let admission = admission();
     let mut group = c.benchmark_group("admission_handle");
-    let mut bodies = vec![(REVIEW_5K.to_string(), fixture_bytes(REVIEW_5K))];
+    let mut bodies = vec![
+        (REVIEW_5K.to_string(), fixture_bytes(REVIEW_5K)),
+        ("huge-250k".to_string(), huge_review()),
+    ];
     // Same sizes as the engine series: shows how the whole path scales with body size.
     for containers in GENERATED_SIZES {
         bodies.push((

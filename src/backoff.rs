@@ -84,6 +84,40 @@ impl kube::runtime::utils::Backoff for Streak {
     fn reset(&mut self) {}
 }
 
+/// A run of consecutive failures of one recurring operation (an accept, a file read),
+/// so that it is logged once when it starts and once when it ends, not once per retry.
+#[derive(Debug, Default)]
+pub struct Episode {
+    failures: u32,
+    started: Option<std::time::Instant>,
+}
+
+impl Episode {
+    /// Records one failure; true when it starts a new episode (log it then).
+    pub fn fail(&mut self) -> bool {
+        self.failures = self.failures.saturating_add(1);
+        if self.started.is_none() {
+            self.started = Some(std::time::Instant::now());
+            return true;
+        }
+        false
+    }
+
+    /// Consecutive failures so far (0 outside an episode): the input of
+    /// [`Exponential::delay`].
+    pub fn failures(&self) -> u32 {
+        self.failures
+    }
+
+    /// Records a success; when it ends an episode, returns how many failures it had and
+    /// how long it lasted (log it then).
+    pub fn recover(&mut self) -> Option<(u32, Duration)> {
+        let started = self.started.take()?;
+        let failures = std::mem::take(&mut self.failures);
+        Some((failures, started.elapsed()))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -111,6 +145,20 @@ mod tests {
             );
         }
         assert!(seen.len() > 1, "64 jittered delays were all {seen:?}");
+    }
+
+    #[test]
+    fn an_episode_is_reported_at_its_start_and_its_end_only() {
+        let mut episode = Episode::default();
+        assert_eq!(episode.recover(), None, "no episode without a failure");
+        assert!(episode.fail(), "the first failure starts an episode");
+        assert!(!episode.fail());
+        assert!(!episode.fail());
+        assert_eq!(episode.failures(), 3);
+        assert_eq!(episode.recover().map(|(n, _)| n), Some(3));
+        assert_eq!(episode.recover(), None, "ended once");
+        assert_eq!(episode.failures(), 0);
+        assert!(episode.fail(), "a later failure starts a new episode");
     }
 
     #[tokio::test(start_paused = true)]

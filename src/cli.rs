@@ -80,16 +80,10 @@ pub struct ServeArgs {
     /// `Command` variants of similar size.
     #[command(flatten)]
     pub self_tls: Box<SelfTlsArgs>,
-    /// Largest accepted request body; larger ones get HTTP 413.
-    #[arg(long, default_value_t = 8 * 1024 * 1024)]
-    pub max_body_bytes: usize,
-    /// Time allowed for a client to send request headers (and the TLS handshake).
-    #[arg(long, value_parser = parse_duration, default_value = "5s")]
-    pub header_read_timeout: Duration,
-    /// Upper bound on answering one request (the API server's `?timeout=` is honoured
-    /// when shorter).
-    #[arg(long, value_parser = parse_duration, default_value = "10s")]
-    pub request_timeout: Duration,
+    /// Connection limits and timeouts of both listeners. Boxed: keeps the `Command`
+    /// variants of similar size.
+    #[command(flatten)]
+    pub connections: Box<ConnectionArgs>,
     /// Backend that realises Networks: `multus` (a NetworkAttachmentDefinition per
     /// Network) or `none` (status only).
     #[arg(long, value_enum, default_value_t = NetworkBackendKind::Multus)]
@@ -111,6 +105,51 @@ pub struct ServeArgs {
     /// On SIGTERM/SIGINT, how long in-flight requests may take to finish.
     #[arg(long, value_parser = parse_duration, default_value = "20s")]
     pub shutdown_timeout: Duration,
+}
+
+const CONNECTIONS_HEADING: &str = "Connections (webhook and admin listeners)";
+
+/// `serve` flags bounding what clients can hold: connections, their phases, body memory.
+#[derive(Debug, Clone, Args)]
+pub struct ConnectionArgs {
+    /// Largest accepted request body; larger ones get HTTP 413.
+    #[arg(help_heading = CONNECTIONS_HEADING, long, default_value_t = 8 * 1024 * 1024)]
+    pub max_body_bytes: usize,
+    /// Time allowed for an HTTP/1.1 request's headers once the request started.
+    #[arg(help_heading = CONNECTIONS_HEADING, long, value_parser = parse_duration, default_value = "5s")]
+    pub header_read_timeout: Duration,
+    /// Upper bound on answering one request (the API server's `?timeout=` is honoured
+    /// when shorter).
+    #[arg(help_heading = CONNECTIONS_HEADING, long, value_parser = parse_duration, default_value = "10s")]
+    pub request_timeout: Duration,
+    /// Request bodies held in memory at once, across all connections; a request that does
+    /// not fit waits up to 1s for room, then gets 503 with `Retry-After: 1`.
+    #[arg(help_heading = CONNECTIONS_HEADING, long, default_value_t = 64 * 1024 * 1024)]
+    pub max_inflight_body_bytes: usize,
+    /// Time allowed from accept to a completed TLS handshake.
+    #[arg(help_heading = CONNECTIONS_HEADING, long, value_parser = parse_duration, default_value = "5s")]
+    pub tls_handshake_timeout: Duration,
+    /// Time allowed from the handshake (accept, on the admin listener) to the first
+    /// request's headers; a connection that sends none is closed.
+    #[arg(help_heading = CONNECTIONS_HEADING, long, value_parser = parse_duration, default_value = "10s")]
+    pub first_request_timeout: Duration,
+    /// A connection with no request in flight for this long is closed (HTTP/1.1
+    /// keep-alive and HTTP/2 alike).
+    #[arg(help_heading = CONNECTIONS_HEADING, long, value_parser = parse_duration, default_value = "60s")]
+    pub idle_timeout: Duration,
+    /// HTTP/2: send a PING this often to check that the peer is alive (`0`: never).
+    #[arg(help_heading = CONNECTIONS_HEADING, long = "http2-keepalive-interval", value_parser = parse_duration, default_value = "20s")]
+    pub http2_keepalive_interval: Duration,
+    /// HTTP/2: close the connection when a PING is not answered within this.
+    #[arg(help_heading = CONNECTIONS_HEADING, long = "http2-keepalive-timeout", value_parser = parse_duration, default_value = "10s")]
+    pub http2_keepalive_timeout: Duration,
+    /// Connections open at once on the webhook listener; more are accepted and closed at
+    /// once (counted in `envoy_injector_connections_rejected_total`).
+    #[arg(help_heading = CONNECTIONS_HEADING, long, default_value_t = 4096)]
+    pub max_connections: usize,
+    /// Connections open at once on the admin listener.
+    #[arg(help_heading = CONNECTIONS_HEADING, long, default_value_t = 128)]
+    pub admin_max_connections: usize,
 }
 
 const SELF_TLS_HEADING: &str = "Self-managed TLS (cluster mode without --tls-cert/--tls-key)";

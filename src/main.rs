@@ -21,8 +21,27 @@ fn init_logging(format: LogFormat, filter: &str) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// glibc's malloc serves a block of at least its mmap threshold with its own mmap and
+/// unmaps it on free, but raises the threshold to the size of every such block freed (up
+/// to 32 MiB). After one 8 MiB request body, later bodies then come from the heap arenas
+/// and stay there: 64 concurrent 8 MiB bodies left 731 MB resident after the load.
+/// Fixing the threshold keeps large bodies mmapped, so their memory goes back to the
+/// system when they are done (measured, with mimalloc for comparison: README, Benchmarks).
+#[cfg(all(target_os = "linux", target_env = "gnu"))]
+fn fix_malloc_mmap_threshold() {
+    const MMAP_THRESHOLD: libc::c_int = 256 * 1024;
+    // SAFETY: mallopt only sets an allocator parameter; called before any thread starts.
+    unsafe {
+        libc::mallopt(libc::M_MMAP_THRESHOLD, MMAP_THRESHOLD);
+    }
+}
+
+#[cfg(not(all(target_os = "linux", target_env = "gnu")))]
+fn fix_malloc_mmap_threshold() {}
+
 /// Each error's message already carries its causes, so print it once, on one line.
 fn main() -> ExitCode {
+    fix_malloc_mmap_threshold();
     let cli = Cli::parse();
     match run(cli) {
         Ok(code) => code,

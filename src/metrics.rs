@@ -53,6 +53,20 @@ pub struct StoreLabels {
     pub store: &'static str,
 }
 
+/// Which listener a connection metric is about: `webhook` or `admin`.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ListenerLabels {
+    pub listener: &'static str,
+}
+
+/// A connection closed by the server because a phase took too long.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct TimeoutLabels {
+    pub listener: &'static str,
+    /// `tls_handshake`, `first_request` or `idle`.
+    pub phase: &'static str,
+}
+
 #[derive(Clone, Debug, Hash, PartialEq, Eq)]
 pub enum LoadResult {
     Success,
@@ -116,6 +130,18 @@ pub struct Metrics {
     /// Injected Pods whose template revision is older than the live template's
     /// (`crate::stale`).
     pub pods_stale: Family<TemplateLabels, Gauge>,
+    /// Connections open now, per listener.
+    pub connections_open: Family<ListenerLabels, Gauge>,
+    /// Connections accepted and closed at once because the listener was at its cap.
+    pub connections_rejected: Family<ListenerLabels, Counter>,
+    /// Connections the server closed because a phase timed out.
+    pub connection_timeouts: Family<TimeoutLabels, Counter>,
+    /// Failed `accept(2)` calls (EMFILE, ENFILE, ...), each followed by a backoff.
+    pub accept_errors: Family<ListenerLabels, Counter>,
+    /// Request body bytes reserved in the global in-flight budget now.
+    pub body_budget_bytes: Gauge,
+    /// Requests answered 503 because the body budget had no room within the wait.
+    pub body_budget_rejections: Counter,
 }
 
 impl Metrics {
@@ -139,6 +165,12 @@ impl Metrics {
             leader: Gauge::default(),
             store_objects: Family::default(),
             pods_stale: Family::default(),
+            connections_open: Family::default(),
+            connections_rejected: Family::default(),
+            connection_timeouts: Family::default(),
+            accept_errors: Family::default(),
+            body_budget_bytes: Gauge::default(),
+            body_budget_rejections: Counter::default(),
         };
         let registry = registry.sub_registry_with_prefix("envoy_injector");
         registry.register(
@@ -195,6 +227,36 @@ impl Metrics {
             "pods_stale",
             "Injected Pods whose template revision is older than the live template's, by template",
             metrics.pods_stale.clone(),
+        );
+        registry.register(
+            "connections_open",
+            "Connections open now, by listener (webhook, admin)",
+            metrics.connections_open.clone(),
+        );
+        registry.register(
+            "connections_rejected",
+            "Connections accepted and closed at once because the listener had --max-connections open",
+            metrics.connections_rejected.clone(),
+        );
+        registry.register(
+            "connection_timeouts",
+            "Connections closed by the server because a phase timed out, by listener and phase (tls_handshake, first_request, idle)",
+            metrics.connection_timeouts.clone(),
+        );
+        registry.register(
+            "accept_errors",
+            "Failed accepts (out of file descriptors, ...), by listener; each is followed by a backoff",
+            metrics.accept_errors.clone(),
+        );
+        registry.register(
+            "body_budget_bytes",
+            "Request body bytes reserved now in the in-flight budget (--max-inflight-body-bytes)",
+            metrics.body_budget_bytes.clone(),
+        );
+        registry.register(
+            "body_budget_rejections",
+            "Requests answered 503 because the in-flight body budget had no room within 1 s",
+            metrics.body_budget_rejections.clone(),
         );
         metrics
     }

@@ -262,3 +262,50 @@ fn malformed_bodies_are_request_errors() {
         "{text}"
     );
 }
+
+/// The admission path parses only part of the Pod; the engine must decide and patch that
+/// part exactly as it does the whole Pod — on every captured Pod and on shapes that lead
+/// to each kind of refusal.
+#[test]
+fn the_pruned_pod_gets_the_same_decision_and_patch_as_the_whole_pod() {
+    use envoy_injector::admission::prune_pod;
+    use envoy_injector::inject::{self, Decision, Extras};
+    let template = TemplateSet::embedded().get("config").unwrap().clone();
+    let mut pods: Vec<Value> = common::fixtures()
+        .iter()
+        .map(|(_, body)| serde_json::from_slice::<Value>(body).unwrap()["request"]["object"].clone())
+        .collect();
+    let base = pods[0].clone();
+    let edit = |change: &dyn Fn(&mut Value)| {
+        let mut pod = base.clone();
+        change(&mut pod);
+        pod
+    };
+    pods.push(edit(&|p| {
+        p["spec"]["volumes"] = json!([{"name": "envoy-conf", "emptyDir": {}}])
+    }));
+    pods.push(edit(&|p| {
+        p["spec"]["containers"][0]["ports"] = json!([{"containerPort": 15001}, {"containerPort": 9901}])
+    }));
+    pods.push(edit(&|p| {
+        p["spec"]["containers"][0]["volumeMounts"] = json!([{"name": "x", "mountPath": "/etc/envoy"}])
+    }));
+    pods.push(edit(&|p| p["spec"]["containers"] = json!([{"name": "envoy"}])));
+    pods.push(edit(&|p| p["spec"]["containers"] = json!("nginx")));
+    pods.push(edit(&|p| p["metadata"]["annotations"] = Value::Null));
+    pods.push(edit(&|p| {
+        p.as_object_mut().unwrap().remove("metadata");
+    }));
+    for pod in &pods {
+        let pruned = prune_pod(pod);
+        let decide = |pod: &Value| match inject::plan(pod, &template, &Extras::default()) {
+            Ok(Decision::Inject(plan)) => Ok(Some((
+                plan.clone(),
+                serde_json::to_value(inject::jsonpatch::render(&plan, pod).unwrap()).unwrap(),
+            ))),
+            Ok(Decision::Skip(skip)) => Err(skip.to_string()),
+            Err(err) => Err(err.to_string()),
+        };
+        assert_eq!(decide(pod), decide(&pruned), "pod: {pod}\npruned: {pruned}");
+    }
+}

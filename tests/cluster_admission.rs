@@ -136,6 +136,23 @@ fn joining_a_ready_network_adds_multus_annotation_label_and_env() {
     assert!(pod["spec"]["containers"][0].get("env").is_none());
 }
 
+/// A review that says Pod but carries another object is denied for that, before the
+/// Network join reads it, and no Network state is given to it.
+#[test]
+fn a_non_pod_object_joining_a_network_is_denied_for_its_kind() {
+    let mut review = fixture("network-annotation.json");
+    review["request"]["object"]["kind"] = json!("ConfigMap");
+    let (admission, _) = admission(stores(vec![], vec![network("example-network", true, 2)]), SIDECAR);
+    let response = respond(&admission, &review);
+    assert_eq!(response["allowed"], false, "{response}");
+    assert!(response.get("patch").is_none(), "{response}");
+    let message = response["status"]["message"].as_str().unwrap();
+    assert!(
+        message.contains("apiVersion v1, kind Pod") && message.contains("kind \"ConfigMap\""),
+        "{message}"
+    );
+}
+
 #[test]
 fn missing_unready_or_stale_networks_are_denied_by_name() {
     let review = fixture("network-annotation.json");

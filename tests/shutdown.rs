@@ -3,96 +3,16 @@
 
 mod common;
 
-use std::io::{BufRead, BufReader};
-use std::net::SocketAddr;
-use std::process::{Child, Command, Stdio};
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use common::process::*;
 use common::*;
 use reqwest::StatusCode;
-use serde_json::Value;
 use tokio::sync::{mpsc, watch};
 
 const REQUESTS: usize = 20;
 const CHUNKS: usize = 10;
 const PAUSE: Duration = Duration::from_millis(100);
-
-/// The server process; killed if a test fails before it exits on its own.
-struct Server {
-    child: Child,
-    log: Arc<Mutex<Vec<String>>>,
-}
-
-impl Server {
-    fn log(&self) -> String {
-        self.log.lock().unwrap().join("\n")
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        if self.child.try_wait().ok().flatten().is_none() {
-            let _ = self.child.kill();
-            let _ = self.child.wait();
-        }
-    }
-}
-
-/// Starts `serve --standalone` on ephemeral ports; returns it with its webhook and admin
-/// addresses, read from its JSON start-up log.
-fn spawn_server(cert: &std::path::Path, key: &std::path::Path) -> (Server, SocketAddr, SocketAddr) {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_envoy-injector"))
-        .args([
-            "serve",
-            "--standalone",
-            "--addr",
-            "127.0.0.1:0",
-            "--admin-addr",
-            "127.0.0.1:0",
-        ])
-        .arg("--tls-cert")
-        .arg(cert)
-        .arg("--tls-key")
-        .arg(key)
-        .args(["--shutdown-timeout", "60s", "--request-timeout", "60s"])
-        .env("LOG_FORMAT", "json")
-        .env("RUST_LOG", "info")
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("start envoy-injector");
-    let stderr = child.stderr.take().unwrap();
-    let log = Arc::new(Mutex::new(Vec::new()));
-    let (addr_tx, addr_rx) = std::sync::mpsc::channel();
-    {
-        let log = log.clone();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-                if let Ok(event) = serde_json::from_str::<Value>(&line)
-                    && let (Some(listener), Some(addr)) = (event["listener"].as_str(), event["addr"].as_str())
-                    && let Ok(addr) = addr.parse::<SocketAddr>()
-                {
-                    let _ = addr_tx.send((listener.to_string(), addr));
-                }
-                log.lock().unwrap().push(line);
-            }
-        });
-    }
-    let server = Server { child, log };
-    let (mut webhook, mut admin) = (None, None);
-    while webhook.is_none() || admin.is_none() {
-        let (listener, addr) = addr_rx
-            .recv_timeout(PATIENCE)
-            .unwrap_or_else(|_| panic!("server did not log its addresses:\n{}", server.log()));
-        match listener.as_str() {
-            "webhook" => webhook = Some(addr),
-            "admin" => admin = Some(addr),
-            _ => {}
-        }
-    }
-    (server, webhook.unwrap(), admin.unwrap())
-}
 
 /// A request body sent in [`CHUNKS`] pieces, [`PAUSE`] apart, that stops halfway until
 /// `gate` opens and says so on `halfway`.
@@ -119,24 +39,22 @@ fn gated_body(body: Vec<u8>, gate: watch::Receiver<bool>, halfway: mpsc::Unbound
     reqwest::Body::wrap_stream(stream)
 }
 
-async fn status_of(http: &reqwest::Client, url: &str) -> Option<StatusCode> {
-    http.get(url).send().await.ok().map(|r| r.status())
+async fn receive_all(signals: &mut mpsc::UnboundedReceiver<()>, count: usize, what: &str) {
+    for _ in 0..count {
+        tokio::time::timeout(PATIENCE, signals.recv()).await.expect(what);
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigterm_during_uploads_answers_every_request_then_exits_cleanly() {
-    let dir = tempfile::tempdir().unwrap();
-    let certs = service_certs();
-    let (cert, key) = (dir.path().join("tls.crt"), dir.path().join("tls.key"));
-    std::fs::write(&cert, &certs.serving.cert_pem).unwrap();
-    std::fs::write(&key, &certs.serving.key_pem).unwrap();
-    let (mut server, webhook, admin) = spawn_server(&cert, &key);
-    let http = reqwest::Client::builder().timeout(PATIENCE).build().unwrap();
-    let readyz = format!("http://{admin}/readyz");
-    eventually("readyz 200", || async {
-        (status_of(&http, &readyz).await == Some(StatusCode::OK)).then_some(())
-    })
-    .await;
+    let Ready {
+        _dir,
+        certs,
+        mut server,
+        webhook,
+        http,
+        readyz,
+    } = ready_server(&[]).await;
 
     let clients = [
         (Protocol::Http1, client(webhook, &[&certs.ca.cert_pem], Protocol::Http1)),
@@ -168,15 +86,9 @@ async fn sigterm_during_uploads_answers_every_request_then_exits_cleanly() {
             (protocol, name, body, outcome)
         }));
     }
-    for _ in 0..REQUESTS {
-        tokio::time::timeout(PATIENCE, halfway.recv())
-            .await
-            .expect("every upload reaches its halfway point");
-    }
+    receive_all(&mut halfway, REQUESTS, "every upload reaches its halfway point").await;
 
-    // SAFETY: kill(2) on the pid of a child this test started and has not reaped.
-    let sent = unsafe { libc::kill(server.child.id() as libc::pid_t, libc::SIGTERM) };
-    assert_eq!(sent, 0, "send SIGTERM");
+    server.terminate();
 
     eventually("readyz 503 while draining", || async {
         (status_of(&http, &readyz).await == Some(StatusCode::SERVICE_UNAVAILABLE)).then_some(())
@@ -204,18 +116,7 @@ async fn sigterm_during_uploads_answers_every_request_then_exits_cleanly() {
         check_review(&name, &body, &answer);
     }
 
-    let deadline = std::time::Instant::now() + PATIENCE;
-    let status = loop {
-        if let Some(status) = server.child.try_wait().unwrap() {
-            break status;
-        }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "server did not exit after draining:\n{}",
-            server.log()
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    };
+    let status = exit_status(&mut server, "server did not exit after draining").await;
     assert!(
         status.success(),
         "expected exit status 0, found {status}\n{}",
@@ -258,4 +159,91 @@ async fn shutdown_timeout_bounds_a_request_that_never_finishes() {
         tokio::net::TcpStream::connect(addr).await.is_err(),
         "the webhook port is closed"
     );
+}
+
+/// What one keep-alive client saw through the shutdown.
+#[derive(Debug, Default)]
+struct KeepAliveRun {
+    answered: usize,
+    /// Requests written on an open connection that got no (whole) answer.
+    lost: usize,
+    /// Ended by an answer saying `Connection: close`.
+    told_to_close: bool,
+}
+
+/// HTTP/1.1 keep-alive clients posting reviews back to back, as wrk does, through a
+/// SIGTERM: each must end on an answer that says `Connection: close`, none may lose a
+/// request; an idle HTTP/2 client must not hold the exit until --shutdown-timeout.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_with_keep_alive_clients_loses_no_request_and_idle_clients_do_not_hold_it() {
+    use tokio::io::AsyncWriteExt;
+    const CLIENTS: usize = 8;
+    let Ready {
+        _dir,
+        certs,
+        mut server,
+        webhook,
+        ..
+    } = ready_server(&[]).await;
+
+    // Idle clients: HTTP/2 after one request, and HTTP/1.1 keep-alive after one request.
+    let idle_h2 = client(webhook, &[&certs.ca.cert_pem], Protocol::Alpn);
+    assert_eq!(
+        post_review(&idle_h2, webhook, fixture("dry-run.json")).await.status(),
+        200
+    );
+    let idle_h1 = client(webhook, &[&certs.ca.cert_pem], Protocol::Http1);
+    assert_eq!(
+        post_review(&idle_h1, webhook, fixture("dry-run.json")).await.status(),
+        200
+    );
+
+    let request = http1_post(&fixture("replicaset-generatename-init-volumes.json"), true);
+    let (started_tx, mut started) = mpsc::unbounded_channel();
+    let mut clients = Vec::new();
+    for _ in 0..CLIENTS {
+        let mut stream = tls_connect(webhook, &certs.ca.cert_pem, &[b"http/1.1"]).await;
+        let (request, started_tx) = (request.clone(), started_tx.clone());
+        clients.push(tokio::spawn(async move {
+            let mut run = KeepAliveRun::default();
+            let mut pending = Vec::new();
+            loop {
+                if stream.write_all(&request).await.is_err() {
+                    run.lost += 1;
+                    return run;
+                }
+                match read_http1_response(&mut stream, &mut pending).await {
+                    None => {
+                        run.lost += 1;
+                        return run;
+                    }
+                    Some(response) => {
+                        assert_eq!(response.status, 200, "{response:?}");
+                        run.answered += 1;
+                        if run.answered == 3 {
+                            let _ = started_tx.send(());
+                        }
+                        if response.headers.contains("connection: close") {
+                            run.told_to_close = true;
+                            return run;
+                        }
+                    }
+                }
+            }
+        }));
+    }
+    receive_all(&mut started, CLIENTS, "every client gets going").await;
+
+    server.terminate();
+    for client in clients {
+        let run = tokio::time::timeout(PATIENCE, client).await.unwrap().unwrap();
+        assert_eq!(run.lost, 0, "{run:?}\nserver log:\n{}", server.log());
+        assert!(run.told_to_close, "{run:?}");
+    }
+
+    // The spawned server's --shutdown-timeout is 60s, twice PATIENCE: exiting within
+    // PATIENCE means the idle clients did not hold it.
+    let status = exit_status(&mut server, "idle clients held the shutdown").await;
+    assert!(status.success(), "{status}\n{}", server.log());
+    drop((idle_h1, idle_h2));
 }

@@ -1,18 +1,16 @@
 //! AdmissionReview v1 in, AdmissionReview v1 out. No I/O: the HTTP layer hands over the
 //! body bytes and sends back what this returns.
 //!
-//! The body is parsed once, into only the fields this webhook reads (kube's
-//! `GroupVersionKind` and `Operation` among them); the Pod stays the exact JSON the API
-//! server sent, which is what the patch must address. Going through kube's
-//! `AdmissionReview<DynamicObject>` instead cost 20x the engine's time per request (its
-//! flattened fields make serde buffer the whole object, then it has to be re-serialised).
+//! The body is parsed once, into only the fields this webhook reads (`review`): of the
+//! Pod, only what the decision reads, in the exact shape the API server sent, which is
+//! what the patch must address. Going through kube's `AdmissionReview<DynamicObject>`
+//! instead cost 20x the engine's time per request (its flattened fields make serde buffer
+//! the whole object, then it has to be re-serialised).
 
 use std::sync::Arc;
 use std::time::Instant;
 
-use kube::core::GroupVersionKind;
 use kube::core::admission::Operation;
-use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use tracing::{debug, info, info_span, warn};
 
@@ -22,9 +20,12 @@ use crate::network::join;
 use crate::template::LiveTemplates;
 
 mod cluster;
+mod review;
 pub mod validate;
 
 pub use cluster::{ClusterView, Standalone, network_view};
+use review::RequestIn;
+pub use review::prune_pod;
 pub use validate::TemplateValidation;
 
 /// A request that is not a readable AdmissionReview v1: answered with HTTP 400, since
@@ -52,38 +53,6 @@ pub struct Admission {
     metrics: Metrics,
 }
 
-/// The request fields this webhook reads; everything else is skipped while parsing.
-#[derive(Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct ReviewIn {
-    #[serde(default)]
-    api_version: String,
-    #[serde(default)]
-    kind: String,
-    /// Read only once apiVersion and kind are known to be right.
-    #[serde(default)]
-    request: Option<Box<serde_json::value::RawValue>>,
-}
-
-#[derive(Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct RequestIn {
-    #[serde(default)]
-    uid: String,
-    kind: GroupVersionKind,
-    operation: Operation,
-    #[serde(default)]
-    sub_resource: Option<String>,
-    #[serde(default)]
-    namespace: Option<String>,
-    #[serde(default)]
-    name: Option<String>,
-    #[serde(default)]
-    dry_run: Option<bool>,
-    #[serde(default)]
-    object: Option<Value>,
-}
-
 /// A decided response plus what to count it as.
 struct Answer {
     allowed: bool,
@@ -95,6 +64,17 @@ struct Answer {
 }
 
 impl Answer {
+    /// The response body for the request `uid`.
+    fn encode(&self, uid: &str) -> Vec<u8> {
+        review::encode(&review::Reply {
+            uid,
+            allowed: self.allowed,
+            message: self.message.as_deref(),
+            patch: self.patch.as_ref(),
+            warnings: &self.warnings,
+        })
+    }
+
     fn allow(warnings: Vec<String>) -> Answer {
         Answer {
             allowed: true,
@@ -130,7 +110,7 @@ impl Admission {
     pub fn handle(&self, body: &[u8]) -> Result<Vec<u8>, RequestError> {
         let started = Instant::now();
         let (outcome, dry_run, reply) = match self.review(body) {
-            Ok((uid, answer, dry_run)) => (answer.outcome.clone(), dry_run, Ok(encode_review(&uid, &answer))),
+            Ok((uid, answer, dry_run)) => (answer.outcome.clone(), dry_run, Ok(answer.encode(&uid))),
             Err(err) => {
                 warn!(error = %err, "bad admission request");
                 (Outcome::Invalid, false, Err(err))
@@ -145,7 +125,7 @@ impl Admission {
     }
 
     fn review(&self, body: &[u8]) -> Result<(String, Answer, bool), RequestError> {
-        let request = read_request(body)?;
+        let request = review::parse(body)?;
         let dry_run = request.dry_run.unwrap_or(false);
         let span = info_span!(
             "admission",
@@ -173,6 +153,11 @@ impl Admission {
         let Some(pod) = request.object.as_ref().filter(|o| !o.is_null()) else {
             return Answer::deny("expected `request.object` to hold the Pod being created, found none".into());
         };
+        // Before anything reads it as a Pod (the Network join included): a review that
+        // says Pod but carries another object must not get a Pod's patch.
+        if let Err(reason) = object_is_pod(pod) {
+            return Answer::deny(reason);
+        }
         let namespace = request.namespace.as_deref().unwrap_or_default();
         let annotations = pod.pointer("/metadata/annotations").and_then(Value::as_object);
         let mut warnings = inject::policy::unreadable_flags(annotations);
@@ -224,7 +209,8 @@ impl Admission {
                 })
                 .inc();
         }
-        info!(template = %template.name, revision = %template.revision, containers = ?plan.status.containers, "injecting");
+        // Per request, so DEBUG: INFO must not grow with traffic (the periodic summary counts).
+        debug!(template = %template.name, revision = %template.revision, containers = ?plan.status.containers, "injecting");
         Answer {
             allowed: true,
             message: None,
@@ -235,86 +221,20 @@ impl Admission {
     }
 }
 
-/// Reads an AdmissionReview v1 body down to its request, which must carry a uid.
-fn read_request(body: &[u8]) -> Result<RequestIn, RequestError> {
-    let review: ReviewIn = serde_json::from_slice(body).map_err(|e| match e.classify() {
-        serde_json::error::Category::Data => RequestError::NotAReview(e.to_string()),
-        _ => RequestError::NotJson(e.to_string()),
-    })?;
-    if review.api_version != "admission.k8s.io/v1" || review.kind != "AdmissionReview" {
-        return Err(RequestError::WrongVersion {
-            api_version: review.api_version,
-            kind: review.kind,
-        });
+/// The object's own apiVersion and kind must be the Pod's that `request.kind` named.
+fn object_is_pod(object: &Value) -> Result<(), String> {
+    let api_version = object.get("apiVersion").and_then(Value::as_str);
+    let kind = object.get("kind").and_then(Value::as_str);
+    if api_version == Some("v1") && kind == Some("Pod") {
+        return Ok(());
     }
-    let raw_request = review
-        .request
-        .filter(|r| r.get() != "null")
-        .ok_or(RequestError::NoRequest)?;
-    let request: RequestIn =
-        serde_json::from_str(raw_request.get()).map_err(|e| RequestError::NotAReview(format!("request: {e}")))?;
-    if request.uid.is_empty() {
-        return Err(RequestError::NoUid);
-    }
-    Ok(request)
-}
-
-/// The response on the wire, as the API server reads it (`admission.k8s.io/v1`).
-///
-/// `patch` is a base64 string (Go `[]byte`), as the API documents; kube's
-/// `AdmissionResponse` would send a JSON array of numbers, three times larger.
-#[derive(Serialize)]
-struct WireReview<'a> {
-    #[serde(rename = "apiVersion")]
-    api_version: &'static str,
-    kind: &'static str,
-    response: WireResponse<'a>,
-}
-
-#[derive(Serialize)]
-#[serde(rename_all = "camelCase")]
-struct WireResponse<'a> {
-    uid: &'a str,
-    allowed: bool,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    status: Option<WireStatus<'a>>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    patch: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    patch_type: Option<&'static str>,
-    #[serde(skip_serializing_if = "<[String]>::is_empty")]
-    warnings: &'a [String],
-}
-
-#[derive(Serialize)]
-struct WireStatus<'a> {
-    code: u16,
-    reason: &'static str,
-    message: &'a str,
-}
-
-fn encode_review(uid: &str, answer: &Answer) -> Vec<u8> {
-    use base64::Engine as _;
-    let patch = answer.patch.as_ref().map(|p| {
-        // A Patch is plain data: serialising it into a Vec cannot fail.
-        base64::engine::general_purpose::STANDARD.encode(serde_json::to_vec(p).unwrap_or_default())
-    });
-    let wire = WireReview {
-        api_version: "admission.k8s.io/v1",
-        kind: "AdmissionReview",
-        response: WireResponse {
-            uid,
-            allowed: answer.allowed,
-            status: answer.message.as_deref().map(|message| WireStatus {
-                code: 403,
-                reason: "Forbidden",
-                message,
-            }),
-            patch_type: patch.as_ref().map(|_| "JSONPatch"),
-            patch,
-            warnings: &answer.warnings,
-        },
+    let found = |field: &str, value: Option<&str>| match value {
+        Some(value) => format!("{field} {value:?}"),
+        None => format!("no {field}"),
     };
-    // Plain structs of strings and bools always serialise.
-    serde_json::to_vec(&wire).unwrap_or_default()
+    Err(format!(
+        "expected `request.object` to be apiVersion v1, kind Pod (as `request.kind` says), found {} and {}",
+        found("apiVersion", api_version),
+        found("kind", kind)
+    ))
 }

@@ -13,7 +13,10 @@ use kube::core::admission::Operation;
 use serde_json::Value;
 use tracing::{debug, info, info_span};
 
-use super::{Answer, RequestError, RequestIn, encode_review, read_request};
+use serde::Deserialize;
+
+use super::review::{self, RequestIn};
+use super::{Answer, RequestError};
 use crate::template::TemplateSet;
 
 /// The ValidatingWebhookConfiguration's handler: AdmissionReviews of the template
@@ -29,7 +32,7 @@ impl TemplateValidation {
     /// Answers one HTTP body. `Ok` is a JSON AdmissionReview to send with status 200;
     /// `Err` is a request that is not a readable AdmissionReview v1 (HTTP 400).
     pub fn handle(&self, body: &[u8]) -> Result<Vec<u8>, RequestError> {
-        let request = read_request(body)?;
+        let request = review::parse(body)?;
         let span = info_span!(
             "validate",
             uid = %request.uid,
@@ -38,11 +41,24 @@ impl TemplateValidation {
             dry_run = request.dry_run.unwrap_or(false),
         );
         let _entered = span.enter();
-        Ok(encode_review(&request.uid, &decide(&request)))
+        Ok(decide(&request, body).encode(&request.uid))
     }
 }
 
-fn decide(request: &RequestIn) -> Answer {
+/// Of the review, the written ConfigMap's `data`: the Pod-shaped parse of the admission
+/// path keeps none of a ConfigMap, so this rare path reads the body once more.
+#[derive(Deserialize)]
+struct ConfigMapReview {
+    request: Option<ConfigMapRequest>,
+}
+
+#[derive(Deserialize)]
+struct ConfigMapRequest {
+    #[serde(default)]
+    object: Option<Value>,
+}
+
+fn decide(request: &RequestIn, body: &[u8]) -> Answer {
     let is_configmap = request.kind.group.is_empty() && request.kind.kind == "ConfigMap";
     let writes = matches!(request.operation, Operation::Create | Operation::Update);
     let name = request.name.as_deref().unwrap_or_default();
@@ -55,7 +71,11 @@ fn decide(request: &RequestIn) -> Answer {
         );
         return Answer::allow(Vec::new());
     }
-    let Some(object) = request.object.as_ref().filter(|o| !o.is_null()) else {
+    let object = serde_json::from_slice::<ConfigMapReview>(body)
+        .ok()
+        .and_then(|review| review.request)
+        .and_then(|request| request.object);
+    let Some(object) = object.as_ref().filter(|o| !o.is_null()) else {
         return Answer::deny(format!(
             "expected `request.object` to hold ConfigMap {name} being written, found none"
         ));

@@ -260,10 +260,18 @@ fn server_config(args: &ServeArgs) -> ServerConfig {
         addr: args.addr,
         admin_addr: args.admin_addr,
         reuse_port: args.reuse_port,
-        max_body_bytes: args.max_body_bytes,
-        header_read_timeout: args.header_read_timeout,
-        request_timeout: args.request_timeout,
+        max_body_bytes: args.connections.max_body_bytes,
+        max_inflight_body_bytes: args.connections.max_inflight_body_bytes,
+        tls_handshake_timeout: args.connections.tls_handshake_timeout,
+        first_request_timeout: args.connections.first_request_timeout,
+        header_read_timeout: args.connections.header_read_timeout,
+        idle_timeout: args.connections.idle_timeout,
+        http2_keepalive_interval: args.connections.http2_keepalive_interval,
+        http2_keepalive_timeout: args.connections.http2_keepalive_timeout,
+        request_timeout: args.connections.request_timeout,
         shutdown_timeout: args.shutdown_timeout,
+        max_connections: args.connections.max_connections,
+        admin_max_connections: args.connections.admin_max_connections,
     }
 }
 
@@ -317,6 +325,48 @@ mod tests {
         let err = bad.validate().unwrap_err().to_string();
         assert!(
             err.contains("--cert-renew-before-days") && err.contains("found 400"),
+            "{err}"
+        );
+    }
+
+    /// The connection flags reach the server's settings, with the documented defaults.
+    #[test]
+    fn connection_flags_map_onto_the_server_config() {
+        use std::time::Duration;
+        let parse = |args: &[&str]| {
+            let cli = Cli::try_parse_from([&["envoy-injector", "serve", "--standalone"], args].concat()).unwrap();
+            let Command::Serve(args) = cli.command else {
+                panic!("expected the serve command")
+            };
+            server_config(&args)
+        };
+        let defaults = parse(&[]);
+        assert_eq!(defaults.max_inflight_body_bytes, 64 * 1024 * 1024);
+        assert_eq!(defaults.tls_handshake_timeout, Duration::from_secs(5));
+        assert_eq!(defaults.first_request_timeout, Duration::from_secs(10));
+        assert_eq!(defaults.idle_timeout, Duration::from_secs(60));
+        assert_eq!(defaults.http2_keepalive_interval, Duration::from_secs(20));
+        assert_eq!(defaults.http2_keepalive_timeout, Duration::from_secs(10));
+        assert_eq!((defaults.max_connections, defaults.admin_max_connections), (4096, 128));
+        defaults.validate().unwrap();
+        let custom = parse(&[
+            "--max-inflight-body-bytes",
+            "1000",
+            "--max-body-bytes",
+            "2000",
+            "--idle-timeout",
+            "3s",
+            "--http2-keepalive-interval",
+            "0",
+            "--max-connections",
+            "7",
+        ]);
+        assert_eq!(custom.idle_timeout, Duration::from_secs(3));
+        assert!(custom.http2_keepalive_interval.is_zero());
+        assert_eq!(custom.max_connections, 7);
+        let err = custom.validate().unwrap_err().to_string();
+        assert!(
+            err.contains("--max-body-bytes (2000)") && err.contains("--max-inflight-body-bytes (1000)"),
             "{err}"
         );
     }

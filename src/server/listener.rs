@@ -1,5 +1,5 @@
-//! Accept loop and per-connection HTTP serving (HTTP/1.1 and HTTP/2, optionally over
-//! TLS) with graceful shutdown.
+//! The accept loop of one listener: a cap on open connections, backoff on accept
+//! errors, and draining on shutdown. Each connection is served by `connection`.
 
 use std::io;
 use std::net::SocketAddr;
@@ -7,54 +7,139 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use axum::Router;
-use hyper::Request;
-use hyper::body::Incoming;
-use hyper_util::rt::{TokioIo, TokioTimer};
+use hyper_util::rt::TokioTimer;
 use hyper_util::server::conn::auto;
-use hyper_util::service::TowerToHyperService;
-use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::Notify;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio::task::{JoinError, JoinSet};
 use tokio_rustls::TlsAcceptor;
-use tower::ServiceExt;
 use tracing::{Instrument, debug, error, info, info_span, warn};
 
+use super::connection;
+use crate::backoff::{Episode, Exponential};
+use crate::metrics::{ListenerLabels, Metrics};
 use crate::shutdown::CancellationToken;
+
+/// After a failed accept (out of file descriptors, most often), wait this long before the
+/// next, doubling while it keeps failing: the failure is not spun on.
+const ACCEPT_BACKOFF: Exponential = Exponential::new(Duration::from_millis(10), Duration::from_secs(1));
 
 /// How one listener serves its connections.
 pub(crate) struct Listener {
-    /// `webhook` or `admin`, for logs.
+    /// `webhook` or `admin`, for logs and metric labels.
     pub name: &'static str,
     pub router: Router,
     pub tls: Option<TlsAcceptor>,
-    /// Bounds the TLS handshake and the wait for each request's headers.
+    pub tls_handshake_timeout: Duration,
+    pub first_request_timeout: Duration,
+    /// Bounds the wait for an HTTP/1.1 request's headers once it started.
     pub header_read_timeout: Duration,
+    pub idle_timeout: Duration,
+    /// `ZERO`: no keep-alive PINGs.
+    pub http2_keepalive_interval: Duration,
+    pub http2_keepalive_timeout: Duration,
+    /// Connections open at once; more are accepted and closed at once.
+    pub max_connections: usize,
     /// How long in-flight connections may take to finish once `stop` is set.
     pub drain_timeout: Duration,
+    pub metrics: Metrics,
+}
+
+/// One open connection's share of the listener: its slot under the cap and its count in
+/// `connections_open`, both given back when the connection task ends.
+struct Slot {
+    _permit: OwnedSemaphorePermit,
+    open: prometheus_client::metrics::gauge::Gauge,
+}
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        self.open.dec();
+    }
 }
 
 /// Serves `listener` until `stop` is cancelled, then stops accepting and lets open
 /// connections finish their requests, for at most `drain_timeout`.
 pub(crate) async fn run(listener: TcpListener, config: Listener, stop: CancellationToken) {
     let config = Arc::new(config);
-    let builder = Arc::new(http_builder(config.header_read_timeout));
+    let builder = Arc::new(http_builder(&config));
+    let labels = ListenerLabels { listener: config.name };
+    let open = config.metrics.connections_open.get_or_create(&labels).clone();
+    let rejected = config.metrics.connections_rejected.get_or_create(&labels).clone();
+    let accept_errors = config.metrics.accept_errors.get_or_create(&labels).clone();
+    let slots = Arc::new(Semaphore::new(config.max_connections));
     let conn_stop = stop.clone();
     let mut connections = JoinSet::new();
-    let spawn = |connections: &mut JoinSet<()>, stream: TcpStream, peer: SocketAddr| {
+    // Both logged once when they start and once when they end, not per connection.
+    let mut at_cap = Episode::default();
+    let mut failing = Episode::default();
+    let mut admit = |connections: &mut JoinSet<()>, stream: TcpStream, peer: SocketAddr| {
+        let Ok(permit) = slots.clone().try_acquire_owned() else {
+            // Closing at once keeps the descriptors (and memory) of this process bounded
+            // whatever clients do; the client sees its connection closed.
+            drop(stream);
+            rejected.inc();
+            if at_cap.fail() {
+                warn!(
+                    listener = config.name,
+                    max_connections = config.max_connections,
+                    "connection cap reached (--max-connections); closing new connections until some close"
+                );
+            }
+            return;
+        };
+        if let Some((closed, lasted)) = at_cap.recover() {
+            info!(
+                listener = config.name,
+                rejected = closed,
+                lasted_ms = lasted.as_millis() as u64,
+                "below the connection cap again"
+            );
+        }
+        open.inc();
+        let slot = Slot {
+            _permit: permit,
+            open: open.clone(),
+        };
         let span = info_span!("connection", listener = config.name, %peer);
-        let task = serve_connection(stream, config.clone(), builder.clone(), conn_stop.clone());
-        connections.spawn(task.instrument(span));
+        let task = connection::serve(stream, config.clone(), builder.clone(), conn_stop.clone());
+        connections.spawn(
+            async move {
+                task.await;
+                drop(slot);
+            }
+            .instrument(span),
+        );
     };
     loop {
         tokio::select! {
             () = stop.cancelled() => break,
             accepted = listener.accept() => match accepted {
-                Ok((stream, peer)) => spawn(&mut connections, stream, peer),
+                Ok((stream, peer)) => {
+                    if let Some((failures, lasted)) = failing.recover() {
+                        info!(
+                            listener = config.name,
+                            failures,
+                            lasted_ms = lasted.as_millis() as u64,
+                            "accepting connections again"
+                        );
+                    }
+                    admit(&mut connections, stream, peer)
+                }
                 Err(err) => {
-                    // Usually out of file descriptors: back off instead of spinning.
-                    warn!(listener = config.name, error = %err, "cannot accept a connection");
-                    tokio::time::sleep(Duration::from_millis(100)).await;
+                    accept_errors.inc();
+                    if failing.fail() {
+                        warn!(
+                            listener = config.name,
+                            error = %err,
+                            "cannot accept connections; retrying with backoff (logged again when it recovers)"
+                        );
+                    }
+                    let pause = ACCEPT_BACKOFF.delay(failing.failures());
+                    tokio::select! {
+                        () = stop.cancelled() => break,
+                        () = tokio::time::sleep(pause) => {}
+                    }
                 }
             },
             Some(joined) = connections.join_next(), if !connections.is_empty() => report(config.name, joined),
@@ -66,7 +151,7 @@ pub(crate) async fn run(listener: TcpListener, config: Listener, stop: Cancellat
         Ok(listener) => loop {
             match listener.accept() {
                 Ok((stream, peer)) => match stream.set_nonblocking(true).and_then(|()| TcpStream::from_std(stream)) {
-                    Ok(stream) => spawn(&mut connections, stream, peer),
+                    Ok(stream) => admit(&mut connections, stream, peer),
                     Err(err) => {
                         debug!(listener = config.name, error = %err, "dropping a queued connection")
                     }
@@ -103,13 +188,18 @@ pub(crate) async fn run(listener: TcpListener, config: Listener, stop: Cancellat
     info!(listener = config.name, "closed");
 }
 
-fn http_builder(header_read_timeout: Duration) -> auto::Builder<SpanExecutor> {
+fn http_builder(config: &Listener) -> auto::Builder<SpanExecutor> {
     let mut builder = auto::Builder::new(SpanExecutor);
     builder
         .http1()
         .timer(TokioTimer::new())
-        .header_read_timeout(header_read_timeout);
-    builder.http2().timer(TokioTimer::new());
+        .header_read_timeout(config.header_read_timeout);
+    let interval = (!config.http2_keepalive_interval.is_zero()).then_some(config.http2_keepalive_interval);
+    builder
+        .http2()
+        .timer(TokioTimer::new())
+        .keep_alive_interval(interval)
+        .keep_alive_timeout(config.http2_keepalive_timeout);
     builder
 }
 
@@ -132,66 +222,5 @@ fn report(listener: &str, joined: Result<(), JoinError>) {
         && err.is_panic()
     {
         error!(listener, "a connection task panicked");
-    }
-}
-
-async fn serve_connection(
-    stream: TcpStream,
-    config: Arc<Listener>,
-    builder: Arc<auto::Builder<SpanExecutor>>,
-    stop: CancellationToken,
-) {
-    // Admission answers are small and latency-bound.
-    let _ = stream.set_nodelay(true);
-    let Some(acceptor) = &config.tls else {
-        return serve_http(stream, &config, &builder, stop).await;
-    };
-    match tokio::time::timeout(config.header_read_timeout, acceptor.accept(stream)).await {
-        Ok(Ok(tls)) => serve_http(tls, &config, &builder, stop).await,
-        // A TCP probe or port scan: connects and leaves without a ClientHello.
-        Ok(Err(err)) if err.kind() == io::ErrorKind::UnexpectedEof => {
-            debug!(error = %err, "connection closed before the TLS handshake completed")
-        }
-        Ok(Err(err)) => warn!(error = %err, "TLS handshake failed"),
-        Err(_) => debug!(
-            timeout_ms = config.header_read_timeout.as_millis() as u64,
-            "TLS handshake not completed within --header-read-timeout"
-        ),
-    }
-}
-
-async fn serve_http<I>(io: I, config: &Listener, builder: &auto::Builder<SpanExecutor>, stop: CancellationToken)
-where
-    I: AsyncRead + AsyncWrite + Unpin + Send + 'static,
-{
-    let first_request = Arc::new(Notify::new());
-    let service = {
-        let first_request = first_request.clone();
-        config.router.clone().map_request(move |request: Request<Incoming>| {
-            // Stores a permit, so shutdown sees it even if it looks later.
-            first_request.notify_one();
-            request
-        })
-    };
-    let conn = builder.serve_connection(TokioIo::new(io), TowerToHyperService::new(service));
-    tokio::pin!(conn);
-    tokio::select! {
-        result = conn.as_mut() => return log_end(result),
-        () = stop.cancelled() => {}
-    }
-    // A client that connected just before shutdown has not sent its request yet; closing
-    // now would fail it, so give it the header-read time to start one.
-    tokio::select! {
-        result = conn.as_mut() => return log_end(result),
-        _ = tokio::time::timeout(config.header_read_timeout, first_request.notified()) => {}
-    }
-    // HTTP/1.1: finish the current request, then close. HTTP/2: GOAWAY, finish open streams.
-    conn.as_mut().graceful_shutdown();
-    log_end(conn.await);
-}
-
-fn log_end(result: Result<(), Box<dyn std::error::Error + Send + Sync>>) {
-    if let Err(err) = result {
-        debug!(error = %err, "connection ended with an error");
     }
 }

@@ -2,7 +2,10 @@
 //! `/readyz`, `/metrics`), with graceful shutdown; TLS comes from `crate::tls`.
 
 mod admin;
+mod budget;
+mod connection;
 mod listener;
+mod summary;
 mod webhook;
 
 use std::net::SocketAddr;
@@ -43,9 +46,21 @@ pub struct ServerConfig {
     /// each process must have its own, or a probe would ask a random one.
     pub reuse_port: bool,
     pub max_body_bytes: usize,
+    /// Request bodies held at once across all connections.
+    pub max_inflight_body_bytes: usize,
+    pub tls_handshake_timeout: Duration,
+    pub first_request_timeout: Duration,
     pub header_read_timeout: Duration,
+    pub idle_timeout: Duration,
+    /// `ZERO` sends no keep-alive PINGs.
+    pub http2_keepalive_interval: Duration,
+    pub http2_keepalive_timeout: Duration,
     pub request_timeout: Duration,
     pub shutdown_timeout: Duration,
+    /// Connections open at once on the webhook listener.
+    pub max_connections: usize,
+    /// Connections open at once on the admin listener.
+    pub admin_max_connections: usize,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -58,6 +73,12 @@ pub enum ServerError {
     },
     #[error(transparent)]
     Tls(#[from] TlsError),
+    #[error(
+        "expected --max-body-bytes ({max_body_bytes}) to be at most --max-inflight-body-bytes ({budget}), found it larger: such a body could never be read"
+    )]
+    BodyBudget { max_body_bytes: usize, budget: usize },
+    #[error("expected {flag} to be at least 1, found 0: the listener could serve nothing")]
+    NoConnections { flag: &'static str },
     #[error("expected the {listener} listener to stop cleanly, found its task failed: {message}")]
     Task { listener: &'static str, message: String },
 }
@@ -119,6 +140,7 @@ impl RunningServer {
 
 /// Binds both listeners, loads the certificate, and starts serving.
 pub async fn start(config: ServerConfig, tls: TlsSource, state: AppState) -> Result<RunningServer, ServerError> {
+    config.validate()?;
     let tls = ServerTls::load(tls)?;
     info!(fingerprint = %tls.fingerprint(), "serving certificate loaded (SHA-256)");
     let acceptor = TlsAcceptor::from(tls.config());
@@ -139,45 +161,67 @@ pub async fn start(config: ServerConfig, tls: TlsSource, state: AppState) -> Res
     let admin_stop = CancellationToken::new();
 
     let reloader = tls.spawn_reloader(state.metrics.clone(), stop.clone().cancelled_owned());
+    let summary = tokio::spawn(summary::run(
+        state.metrics.clone(),
+        summary::SUMMARY_INTERVAL,
+        stop.clone(),
+    ));
 
     let webhook_router = webhook::router(Arc::new(webhook::WebhookState {
         admission: state.admission.clone(),
         metrics: state.metrics.clone(),
         max_body_bytes: config.max_body_bytes,
         request_timeout: config.request_timeout,
+        budget: budget::BodyBudget::new(config.max_inflight_body_bytes, state.metrics.body_budget_bytes.clone()),
     }));
     let admin_router = admin::router(Arc::new(admin::AdminState {
         registry: state.registry.clone(),
         readiness: state.readiness.clone(),
         stopping: stop.clone(),
     }));
+    let listener = |name, router, tls, max_connections, drain_timeout| listener::Listener {
+        name,
+        router,
+        tls,
+        tls_handshake_timeout: config.tls_handshake_timeout,
+        first_request_timeout: config.first_request_timeout,
+        header_read_timeout: config.header_read_timeout,
+        idle_timeout: config.idle_timeout,
+        http2_keepalive_interval: config.http2_keepalive_interval,
+        http2_keepalive_timeout: config.http2_keepalive_timeout,
+        max_connections,
+        drain_timeout,
+        metrics: state.metrics.clone(),
+    };
     let webhook = tokio::spawn(listener::run(
         webhook_listener,
-        listener::Listener {
-            name: "webhook",
-            router: webhook_router,
-            tls: Some(acceptor),
-            header_read_timeout: config.header_read_timeout,
-            drain_timeout: config.shutdown_timeout,
-        },
+        listener(
+            "webhook",
+            webhook_router,
+            Some(acceptor),
+            config.max_connections,
+            config.shutdown_timeout,
+        ),
         stop.clone(),
     ));
     let admin = tokio::spawn(listener::run(
         admin_listener,
-        listener::Listener {
-            name: "admin",
-            router: admin_router,
-            tls: None,
-            header_read_timeout: config.header_read_timeout,
+        listener(
+            "admin",
+            admin_router,
+            None,
+            config.admin_max_connections,
             // Admin requests are instant; this only bounds a stuck scrape.
-            drain_timeout: config.shutdown_timeout.min(Duration::from_secs(5)),
-        },
+            config.shutdown_timeout.min(Duration::from_secs(5)),
+        ),
         admin_stop.clone(),
     ));
     let supervisor = tokio::spawn(async move {
         let webhook_result = webhook.await;
         admin_stop.cancel();
         let admin_result = admin.await;
+        // It logs the last stretch on the same signal; it cannot fail.
+        let _ = summary.await;
         if let Some(reloader) = reloader {
             // It stops on the same signal; a failure there must not fail shutdown.
             let _ = reloader.await;
@@ -200,6 +244,27 @@ pub async fn start(config: ServerConfig, tls: TlsSource, state: AppState) -> Res
         stop,
         supervisor,
     })
+}
+
+impl ServerConfig {
+    /// Refuses settings the server could not work with, naming the flags.
+    pub fn validate(&self) -> Result<(), ServerError> {
+        if self.max_body_bytes > self.max_inflight_body_bytes {
+            return Err(ServerError::BodyBudget {
+                max_body_bytes: self.max_body_bytes,
+                budget: self.max_inflight_body_bytes,
+            });
+        }
+        for (flag, value) in [
+            ("--max-connections", self.max_connections),
+            ("--admin-max-connections", self.admin_max_connections),
+        ] {
+            if value == 0 {
+                return Err(ServerError::NoConnections { flag });
+            }
+        }
+        Ok(())
+    }
 }
 
 async fn bind(flag: &'static str, addr: SocketAddr) -> Result<TcpListener, ServerError> {

@@ -12,21 +12,20 @@ use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 use http_body_util::BodyExt;
-use tracing::{Instrument, debug, error, info_span, warn};
+use tracing::{Instrument, debug, debug_span, error, info};
 
+use super::budget::{BUDGET_WAIT, BodyBudget, Reservation};
+use super::connection::ConnectionHandle;
 use crate::admission::{Admission, RequestError, TemplateValidation};
 use crate::duration as go_duration;
 use crate::metrics::{Metrics, Outcome, OutcomeLabels};
-
-/// After answering 413, this much more of an oversized body is still read and dropped so
-/// a client that is still sending sees the answer instead of a reset connection.
-const OVERSIZE_DRAIN_BYTES: usize = 256 * 1024;
 
 pub(crate) struct WebhookState {
     pub admission: Arc<Admission>,
     pub metrics: Metrics,
     pub max_body_bytes: usize,
     pub request_timeout: Duration,
+    pub budget: BodyBudget,
 }
 
 pub(crate) fn router(state: Arc<WebhookState>) -> Router {
@@ -75,18 +74,21 @@ async fn review(
     handler: impl Fn(&[u8]) -> Result<Vec<u8>, RequestError>,
 ) -> Response {
     let timeout = effective_timeout(request.uri().query(), state.request_timeout);
-    let span = info_span!("review", route, version = ?request.version(), timeout_ms = timeout.as_millis() as u64);
+    let span = debug_span!("review", route, version = ?request.version(), timeout_ms = timeout.as_millis() as u64);
     async move {
-        let (parts, body) = request.into_parts();
-        let body = match tokio::time::timeout(timeout, read_body(body, &parts.headers, state.max_body_bytes)).await {
-            Ok(Ok(bytes)) => bytes,
-            Ok(Err(rejection)) => return reject(&state.metrics, rejection),
+        let (parts, mut body) = request.into_parts();
+        let connection = parts.extensions.get::<ConnectionHandle>();
+        let read = tokio::time::timeout(timeout, read_body(&mut body, &parts.headers, &state));
+        let (body, _reservation) = match read.await {
+            Ok(Ok(read)) => read,
+            Ok(Err(rejection)) => return reject(&state.metrics, connection, rejection),
             Err(_) => {
                 let message = format!(
                     "expected the request body within {} ms (request timeout), found it still arriving",
                     timeout.as_millis()
                 );
-                return reject(&state.metrics, (StatusCode::REQUEST_TIMEOUT, message));
+                let rejection = Rejection::new(StatusCode::REQUEST_TIMEOUT, message);
+                return reject(&state.metrics, connection, rejection);
             }
         };
         // A panic here is a bug in the engine; answering 500 keeps this connection and the
@@ -132,60 +134,91 @@ fn effective_timeout(query: Option<&str>, ours: Duration) -> Duration {
     }
 }
 
-type Rejection = (StatusCode, String);
+/// A request answered with an HTTP error before its body was read to the end.
+struct Rejection {
+    status: StatusCode,
+    message: String,
+    retry_after: bool,
+}
 
-async fn read_body(mut body: Body, headers: &HeaderMap, limit: usize) -> Result<Vec<u8>, Rejection> {
+impl Rejection {
+    fn new(status: StatusCode, message: String) -> Rejection {
+        Rejection {
+            status,
+            message,
+            retry_after: false,
+        }
+    }
+}
+
+/// Reads the whole body within `--max-body-bytes`, holding its size in the in-flight
+/// body budget (returned alongside, released when dropped).
+async fn read_body(
+    body: &mut Body,
+    headers: &HeaderMap,
+    state: &WebhookState,
+) -> Result<(Vec<u8>, Reservation), Rejection> {
+    let limit = state.max_body_bytes;
     let too_large = || {
-        (
+        Rejection::new(
             StatusCode::PAYLOAD_TOO_LARGE,
             format!("expected a request body of at most {limit} bytes (--max-body-bytes), found more"),
         )
+    };
+    let no_room = || {
+        state.metrics.body_budget_rejections.inc();
+        Rejection {
+            status: StatusCode::SERVICE_UNAVAILABLE,
+            message: format!(
+                "expected room for this request body within {} ms, found the in-flight body budget (--max-inflight-body-bytes) full; retry shortly",
+                BUDGET_WAIT.as_millis()
+            ),
+            retry_after: true,
+        }
     };
     let declared = headers
         .get(header::CONTENT_LENGTH)
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.parse::<u64>().ok());
-    if let Some(declared) = declared
-        && declared > limit as u64
-    {
-        let expects_continue = headers
-            .get(header::EXPECT)
-            .is_some_and(|v| v.as_bytes().eq_ignore_ascii_case(b"100-continue"));
-        // Small overshoots are read and dropped (see OVERSIZE_DRAIN_BYTES); a client
-        // waiting for 100-continue has sent nothing yet, so there is nothing to drain.
-        if !expects_continue && declared <= (limit + OVERSIZE_DRAIN_BYTES) as u64 {
-            drain(body, limit + OVERSIZE_DRAIN_BYTES).await;
-        }
+    // Refused before a byte of it is read (a client waiting for `100-continue` sends none).
+    if declared.is_some_and(|declared| declared > limit as u64) {
         return Err(too_large());
     }
-    let capacity = declared.map_or(0, |d| d as usize).min(limit);
-    let mut buffer = Vec::with_capacity(capacity);
+    let declared = declared.map(|d| d as usize);
+    let mut reservation = state
+        .budget
+        .reserve(declared.unwrap_or(0))
+        .await
+        .map_err(|_| no_room())?;
+    let mut buffer = Vec::with_capacity(declared.unwrap_or(0));
     while let Some(frame) = body.frame().await {
-        let frame = frame.map_err(|e| (StatusCode::BAD_REQUEST, format!("cannot read the request body: {e}")))?;
+        let frame =
+            frame.map_err(|e| Rejection::new(StatusCode::BAD_REQUEST, format!("cannot read the request body: {e}")))?;
         if let Ok(data) = frame.into_data() {
-            if buffer.len() + data.len() > limit {
-                drain(body, OVERSIZE_DRAIN_BYTES).await;
+            let length = buffer.len() + data.len();
+            if length > limit {
                 return Err(too_large());
+            }
+            if declared.is_none_or(|declared| length > declared) {
+                state
+                    .budget
+                    .ensure(&mut reservation, length)
+                    .await
+                    .map_err(|_| no_room())?;
             }
             buffer.extend_from_slice(&data);
         }
     }
-    Ok(buffer)
+    Ok((buffer, reservation))
 }
 
-async fn drain(mut body: Body, mut budget: usize) {
-    while let Some(Ok(frame)) = body.frame().await {
-        if let Ok(data) = frame.into_data() {
-            match budget.checked_sub(data.len()) {
-                Some(left) => budget = left,
-                None => return,
-            }
-        }
-    }
-}
-
-fn reject(metrics: &Metrics, (status, message): Rejection) -> Response {
-    warn!(status = status.as_u16(), reason = %message, "rejecting admission request");
+/// Answers a request whose body was not read to its end. HTTP/1.1: the connection cannot
+/// carry another request, so the answer says `Connection: close`, and the connection
+/// lingers on close so the client reads the answer even while it is still sending.
+/// HTTP/2: once the answer is sent, the stream is reset with NO_ERROR (RFC 9113 §8.1:
+/// "stop sending, the answer is complete"); the connection goes on.
+fn reject(metrics: &Metrics, connection: Option<&ConnectionHandle>, rejection: Rejection) -> Response {
+    info!(status = rejection.status.as_u16(), reason = %rejection.message, "rejecting admission request");
     metrics
         .admission_requests
         .get_or_create(&OutcomeLabels {
@@ -193,7 +226,19 @@ fn reject(metrics: &Metrics, (status, message): Rejection) -> Response {
             dry_run: false,
         })
         .inc();
-    text(status, message)
+    let mut response = text(rejection.status, rejection.message);
+    if rejection.retry_after {
+        response
+            .headers_mut()
+            .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+    }
+    if let Some(connection) = connection {
+        connection.linger_on_close();
+        response
+            .headers_mut()
+            .insert(header::CONNECTION, HeaderValue::from_static("close"));
+    }
+    response
 }
 
 pub(crate) fn text(status: StatusCode, message: String) -> Response {

@@ -13,6 +13,7 @@ use tokio::time::MissedTickBehavior;
 use tracing::{info, warn};
 
 use super::{TlsError, fingerprint, load_pem};
+use crate::backoff::Episode;
 use crate::metrics::{LoadLabels, LoadResult, Metrics};
 
 /// Certificate and key bytes as read from files or a Secret, before any check.
@@ -170,7 +171,10 @@ impl CertFiles {
         ticker.set_missed_tick_behavior(MissedTickBehavior::Delay);
         ticker.tick().await;
         let (cert_source, key_source) = self.sources();
-        let mut last_read_error: Option<String> = None;
+        // Out of file descriptors, or the files gone for a while: one WARN when reads
+        // start failing and one INFO when they work again, not one per tick (nor one per
+        // distinct message: under EMFILE the cert and the key take turns failing).
+        let mut unreadable = Episode::default();
         loop {
             tokio::select! {
                 () = &mut shutdown => return,
@@ -181,16 +185,20 @@ impl CertFiles {
                 // The files changed while being read (a Secret update in flight): next tick.
                 Ok(None) => continue,
                 Err(err) => {
-                    let message = err.to_string();
-                    if last_read_error.as_deref() != Some(message.as_str()) {
-                        warn!(error = %message, "cannot reload the serving certificate; keeping the current one");
+                    if unreadable.fail() {
+                        warn!(error = %err, "cannot reload the serving certificate; keeping the current one");
                         reloader.count_failure();
-                        last_read_error = Some(message);
                     }
                     continue;
                 }
             };
-            last_read_error = None;
+            if let Some((failures, lasted)) = unreadable.recover() {
+                info!(
+                    failed_reads = failures,
+                    lasted_ms = lasted.as_millis() as u64,
+                    "serving certificate files readable again"
+                );
+            }
             match reloader.offer(&store, &cert_bytes, &key_bytes, &cert_source, &key_source) {
                 Offer::Unchanged => {}
                 Offer::Served { fingerprint } => info!(
