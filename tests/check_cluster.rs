@@ -619,8 +619,10 @@ fn check_explains_decisions_health_and_stale_sidecars() {
         }),
     ];
     let manifest_path = dir.path().join("scenarios.yaml");
-    let yaml: Vec<String> = scenarios.iter().map(|d| serde_yaml_ng::to_string(d).unwrap()).collect();
-    std::fs::write(&manifest_path, yaml.join("---\n")).unwrap();
+    // JSON documents in a YAML stream: every string stays quoted, so `"yes"` is read as
+    // the string kubectl reads, not YAML 1.1's boolean.
+    let yaml: Vec<String> = scenarios.iter().map(|d| serde_json::to_string_pretty(d).unwrap()).collect();
+    std::fs::write(&manifest_path, yaml.join("\n---\n")).unwrap();
     let run = check(&kubeconfig, &with(&["-f", manifest_path.to_str().unwrap()]));
     golden("decisions.txt", &normalise(&run.stdout, &id));
     assert_eq!(run.code, 1, "Pods that would be denied fail the check:\n{}", run.stdout);
