@@ -10,6 +10,7 @@ pub mod backoff;
 pub mod cache;
 pub mod certs;
 pub mod cli;
+pub mod client;
 pub mod commands;
 pub mod duration;
 pub mod events;

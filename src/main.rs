@@ -41,7 +41,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 .enable_all()
                 .build()
                 .context("cannot start the async runtime")?;
-            Ok(runtime.block_on(commands::serve::run(args))?)
+            Ok(runtime.block_on(commands::serve::run(*args))?)
         }
         Command::Inject(args) => Ok(commands::inject::run(&args)?),
         Command::Certs(args) => Ok(commands::certs::run(&args)?),

@@ -38,6 +38,8 @@ pub enum ReconcileResult {
     Changed,
     /// Reconciled; the cluster already matched, nothing was written.
     Unchanged,
+    /// A write met a stale copy (HTTP 409/422); requeued shortly, not a failure.
+    Conflict,
     /// Failed; requeued with backoff.
     Error,
 }
@@ -51,6 +53,16 @@ pub struct ReconcileLabels {
 pub struct StoreLabels {
     /// `configmap`, `namespaces`, `networks`, `member_pods`.
     pub store: &'static str,
+}
+
+/// One request to the Kubernetes API, as `crate::client` classifies it.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ApiLabels {
+    /// `get`, `list`, `watch`, `create`, `update`, `patch`, `delete`, `deletecollection`.
+    pub verb: &'static str,
+    /// The resource's plural, with its subresource: `networks`, `networks/status`,
+    /// `network-attachment-definitions`, `events`, `leases`, ...
+    pub resource: String,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq)]
@@ -78,6 +90,7 @@ impl EncodeLabelValue for ReconcileResult {
         let value = match self {
             ReconcileResult::Changed => "changed",
             ReconcileResult::Unchanged => "unchanged",
+            ReconcileResult::Conflict => "conflict",
             ReconcileResult::Error => "error",
         };
         EncodeLabelValue::encode(&value, encoder)
@@ -113,6 +126,7 @@ pub struct Metrics {
     /// 1 while this replica holds the controller Lease (or leader election is off).
     pub leader: Gauge,
     pub store_objects: Family<StoreLabels, Gauge>,
+    pub api_requests: Family<ApiLabels, Counter>,
 }
 
 impl Metrics {
@@ -135,6 +149,7 @@ impl Metrics {
             )),
             leader: Gauge::default(),
             store_objects: Family::default(),
+            api_requests: Family::default(),
         };
         let registry = registry.sub_registry_with_prefix("envoy_injector");
         registry.register(
@@ -169,7 +184,7 @@ impl Metrics {
         );
         registry.register(
             "reconciles",
-            "Network reconciles by result (changed, unchanged, error)",
+            "Network reconciles by result (changed, unchanged, conflict, error)",
             metrics.reconciles.clone(),
         );
         registry.register(
@@ -186,6 +201,11 @@ impl Metrics {
             "store_objects",
             "Objects in each shared cache store",
             metrics.store_objects.clone(),
+        );
+        registry.register(
+            "api_requests",
+            "Requests sent to the Kubernetes API, by verb and resource (after the client-side rate limit)",
+            metrics.api_requests.clone(),
         );
         metrics
     }

@@ -55,7 +55,11 @@ async fn run_cluster(args: ServeArgs) -> Result<(), ServeError> {
     }
     let mut registry = Registry::default();
     let metrics = Metrics::register(&mut registry);
-    let client = kube::Client::try_default().await?;
+    let limits = crate::client::Limits {
+        qps: args.api_qps,
+        burst: args.api_burst,
+    };
+    let client = crate::client::connect(limits, &metrics).await?;
     // Without files, the certificate lives in a Secret this process manages; the
     // bootstrap keeps it current until `_tls_bootstrap` is dropped on return.
     let (tls, _tls_bootstrap) = match (&args.tls_cert, &args.tls_key) {
