@@ -262,13 +262,12 @@ fn controller_starter(
                 NetworkBackendKind::Multus => Arc::new(MultusBackend::new(client.clone())),
                 NetworkBackendKind::None => Arc::new(NoBackend),
             };
-            let stores = &cache.stores;
             let ctx = Arc::new(Context::new(
                 client,
                 backend,
                 events,
-                stores.networks.clone(),
-                stores.member_pods.clone(),
+                cache.stores.networks.clone(),
+                cache.indexes.clone(),
                 metrics,
             ));
             network::controller::run_on_cache(ctx, &cache, async move {
