@@ -4,7 +4,7 @@ CARGO ?= cargo
 BIN := target/debug/envoy-injector
 RELEASE_BIN := target/release/envoy-injector
 
-.PHONY: help build test lint demo certs crd bench bench-engine bench-stores bench-load kind-up e2e kind-down clean
+.PHONY: help build test lint demo certs crd bench bench-engine bench-stores bench-load bench-scale kind-up e2e kind-down clean
 .PHONY: image kind-load kind-multus deploy undeploy e2e-local e2e-incluster manifests-check
 
 help: ## List targets
@@ -138,6 +138,11 @@ bench-stores: ## Shared-cache memory with 10k Networks + 10k member Pods, admiss
 
 bench-load: ## Load test over TLS against the release binary (installs the load generator if missing)
 	bash bench/load.sh
+
+bench-scale: ## Controller at scale on KUBECONFIG's cluster: BENCH_NETWORKS (10000) Networks, BENCH_PODS (10000) member Pods, a restart
+	@test -n "$$KUBECONFIG" || { echo "bench-scale: set KUBECONFIG (../shared/k8s/controlplane.sh start prints it)" >&2; exit 1; }
+	$(CARGO) build --release --locked --bin envoy-injector --example bench_scale
+	target/release/examples/bench_scale
 
 clean:
 	$(CARGO) clean
