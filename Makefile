@@ -4,7 +4,7 @@ CARGO ?= cargo
 BIN := target/debug/envoy-injector
 RELEASE_BIN := target/release/envoy-injector
 
-.PHONY: help build test lint demo certs crd bench bench-engine bench-stores bench-load bench-inject bench-memory bench-server bench-wrk kind-up e2e kind-down clean
+.PHONY: help build test lint demo certs crd bench bench-engine bench-stores bench-load bench-inject bench-memory bench-server bench-wrk bench-scale kind-up e2e kind-down clean
 .PHONY: image kind-load kind-multus deploy undeploy e2e-local e2e-incluster manifests-check
 
 help: ## List targets
@@ -150,6 +150,11 @@ bench-wrk: ## wrk: the review's req/s beside the listener's ceiling (GET /mutate
 
 bench-memory: ## Peak and after-burst RSS of the release binary under 64 concurrent 8 MiB bodies (installs curl if missing)
 	bash bench/memory.sh
+
+bench-scale: ## Controller at scale on KUBECONFIG's cluster: BENCH_NETWORKS (10000) Networks, BENCH_PODS (10000) member Pods, a restart
+	@test -n "$$KUBECONFIG" || { echo "bench-scale: set KUBECONFIG to a cluster, e.g. a local control plane or kind" >&2; exit 1; }
+	$(CARGO) build --release --locked --bin envoy-injector --example bench_scale
+	target/release/examples/bench_scale
 
 clean:
 	$(CARGO) clean

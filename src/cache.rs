@@ -1,25 +1,38 @@
 //! The shared cache: one watch per kind, read by admission and by the controller.
 //!
-//! Every store is a kube-runtime reflector. Their streams are always polled (admission
-//! needs them on every replica); the controller gets the Network and member-Pod events
-//! through a [`Relay`] only while this replica leads.
+//! Every watch is always followed (admission needs the stores on every replica). Its events
+//! also keep the controller's indexes current, here in the one loop per watch that sees
+//! every event, `Delete` and relists included:
+//!
+//! | watch | kept | indexes |
+//! |---|---|---|
+//! | ConfigMap `envoy-injector` | store (managedFields stripped) | — |
+//! | Namespaces, metadata only | store: name and labels | — |
+//! | Networks | store of [`slim_network`]s, shared | [`CidrIndex`] (overlaps) |
+//! | member Pods, metadata only, labelled | nothing but the index | [`MemberIndex`] (attachedPods) |
+//!
+//! The controller gets the Network events through a [`Relay`], and the indexes' requests
+//! through [`Pending`], only while this replica leads.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use futures::{Stream, StreamExt};
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Pod};
-use kube::core::PartialObjectMeta;
+use kube::core::{ObjectMeta, PartialObjectMeta};
 use kube::runtime::WatchStreamExt;
-use kube::runtime::reflector::{self, Lookup, Store};
+use kube::runtime::reflector::{self, Store};
 use kube::runtime::watcher::{self, Event};
 use kube::{Api, Client, Resource};
-use tokio::sync::{Mutex, mpsc};
+use tokio::sync::{Mutex, Notify, mpsc};
 use tracing::{debug, warn};
 
 use crate::metrics::{Metrics, StoreLabels};
+use crate::network::controller::queue::Pending;
 use crate::network::crd::Network;
+use crate::network::index::CidrIndex;
 use crate::network::join::NETWORK_LABEL;
+use crate::network::members::MemberIndex;
 
 /// Name of the ConfigMap holding the templates.
 pub const CONFIGMAP_NAME: &str = crate::NAME;
@@ -32,16 +45,24 @@ pub struct Stores {
     pub configmap: Store<ConfigMap>,
     pub namespaces: Store<PartialObjectMeta<Namespace>>,
     pub networks: Store<Network>,
-    pub member_pods: Store<PartialObjectMeta<Pod>>,
 }
 
-/// Which stores have completed their initial list.
+/// The controller's indexes, kept from the watches, and the requests they raise.
+#[derive(Clone, Default)]
+pub struct Indexes {
+    pub overlaps: Arc<CidrIndex>,
+    pub members: Arc<MemberIndex>,
+    pub pending: Arc<Pending>,
+}
+
+/// Which watches have completed their initial list.
 #[derive(Default)]
 pub struct Synced {
     configmap: AtomicBool,
     namespaces: AtomicBool,
     networks: AtomicBool,
     member_pods: AtomicBool,
+    changed: Notify,
 }
 
 impl Synced {
@@ -61,6 +82,26 @@ impl Synced {
             Ok(())
         } else {
             Err(format!("caches not synced yet: {}", pending.join(", ")))
+        }
+    }
+
+    fn mark(&self, which: fn(&Synced) -> &AtomicBool) {
+        if !which(self).swap(true, Ordering::AcqRel) {
+            self.changed.notify_waiters();
+        }
+    }
+
+    /// Waits until what the controller reads has listed: the Networks and the member Pods.
+    pub async fn wait_for_controller(&self) {
+        loop {
+            let changed = self.changed.notified();
+            futures::pin_mut!(changed);
+            // Registered before the check, so a `mark` in between is not missed.
+            changed.as_mut().enable();
+            if self.networks.load(Ordering::Acquire) && self.member_pods.load(Ordering::Acquire) {
+                return;
+            }
+            changed.await;
         }
     }
 }
@@ -101,12 +142,12 @@ impl<K: Send + Sync + 'static> Relay<K> {
     }
 }
 
-/// The running cache: stores, readiness, and the relays the controller attaches to.
+/// The running cache: stores, readiness, indexes and the relay the controller attaches to.
 pub struct Cache {
     pub stores: Stores,
     pub synced: Arc<Synced>,
     pub network_events: Arc<Relay<Network>>,
-    pub pod_events: Arc<Relay<PartialObjectMeta<Pod>>>,
+    pub indexes: Indexes,
 }
 
 /// ConfigMap changes, for the template reloader: the current object, or `None` once it
@@ -118,41 +159,69 @@ fn strip_managed_fields<K: Resource>(object: &mut K) {
     object.meta_mut().managed_fields = None;
 }
 
-fn count<K: Lookup + Clone + 'static>(metrics: &Metrics, name: &'static str, store: &Store<K>)
-where
-    K::DynamicType: Eq + std::hash::Hash + Clone,
-{
-    metrics
-        .store_objects
-        .get_or_create(&StoreLabels { store: name })
-        .set(store.len() as i64);
+/// A Network as the store keeps it: what admission and the controller read (spec, status,
+/// and metadata name, namespace, uid, generation, resourceVersion, creation and deletion
+/// timestamps, finalizers), nothing else. Labels, annotations (none is read; kubectl's
+/// `last-applied-configuration` repeats the whole spec), ownerReferences and managedFields
+/// are dropped, so each Network costs a known, small number of bytes.
+pub fn slim_network(mut network: Network) -> Network {
+    slim_network_in_place(&mut network);
+    network
 }
 
-/// Drives a reflector stream forever: marks the store synced after its first list and
-/// keeps the object-count metric current. Watch errors are retried with backoff.
+fn slim_network_in_place(network: &mut Network) {
+    let meta = &mut network.metadata;
+    meta.managed_fields = None;
+    meta.labels = None;
+    meta.owner_references = None;
+    meta.generate_name = None;
+    meta.self_link = None;
+    meta.deletion_grace_period_seconds = None;
+    meta.annotations = None;
+}
+
+/// A Namespace as the store keeps it: name and labels (the injection opt-in label).
+fn slim_namespace(namespace: &mut PartialObjectMeta<Namespace>) {
+    let meta = &mut namespace.metadata;
+    *meta = ObjectMeta {
+        name: meta.name.take(),
+        labels: meta.labels.take(),
+        resource_version: meta.resource_version.take(),
+        ..ObjectMeta::default()
+    };
+}
+
+/// Follows one watch forever: `observe` sees every event (the indexes), the synced flag is
+/// set after the first list, the object-count metric follows `count`. Watch errors are
+/// retried with the watch's backoff.
 async fn drive<K, S>(
     stream: S,
-    store: Store<K>,
-    flag: Arc<Synced>,
+    synced: Arc<Synced>,
     which: fn(&Synced) -> &AtomicBool,
-    metrics: Metrics,
     name: &'static str,
+    mut observe: impl FnMut(&Event<K>) + Send,
+    count: impl Fn() -> usize + Send,
+    metrics: Metrics,
 ) where
-    K: Lookup + Clone + 'static,
-    K::DynamicType: Eq + std::hash::Hash + Clone,
     S: Stream<Item = Result<Event<K>, watcher::Error>> + Send,
 {
+    let gauge = metrics
+        .store_objects
+        .get_or_create(&StoreLabels { store: name })
+        .clone();
     futures::pin_mut!(stream);
     while let Some(event) = stream.next().await {
         match event {
-            Ok(Event::InitDone) => {
-                which(&flag).store(true, Ordering::Release);
-                debug!(store = name, objects = store.len(), "cache synced");
+            Ok(event) => {
+                observe(&event);
+                if matches!(event, Event::InitDone) {
+                    synced.mark(which);
+                    debug!(store = name, objects = count(), "cache synced");
+                }
             }
-            Ok(_) => {}
             Err(err) => warn!(store = name, error = %err, "watch failed; retrying with backoff"),
         }
-        count(&metrics, name, &store);
+        gauge.set(count() as i64);
     }
 }
 
@@ -160,6 +229,7 @@ async fn drive<K, S>(
 /// `namespace` is where the `envoy-injector` ConfigMap lives.
 pub fn start(client: Client, namespace: &str, metrics: Metrics) -> (Cache, ConfigMapEvents) {
     let synced = Arc::new(Synced::default());
+    let indexes = Indexes::default();
 
     let (configmap, configmap_writer) = reflector::store::<ConfigMap>();
     let (configmap_tx, configmap_rx) = mpsc::channel(16);
@@ -179,14 +249,17 @@ pub fn start(client: Client, namespace: &str, metrics: Metrics) -> (Cache, Confi
             while let Some(event) = configmap_stream.next().await {
                 match event {
                     Ok(Event::InitDone) | Ok(Event::Apply(_)) | Ok(Event::Delete(_)) => {
-                        synced.configmap.store(true, Ordering::Release);
+                        synced.mark(|s| &s.configmap);
                         let current = store.state().into_iter().next();
                         let _ = configmap_tx.send(current).await;
                     }
                     Ok(_) => {}
                     Err(err) => warn!(store = "configmap", error = %err, "watch failed; retrying with backoff"),
                 }
-                count(&metrics, "configmap", &store);
+                metrics
+                    .store_objects
+                    .get_or_create(&StoreLabels { store: "configmap" })
+                    .set(store.len() as i64);
             }
         });
     }
@@ -197,15 +270,17 @@ pub fn start(client: Client, namespace: &str, metrics: Metrics) -> (Cache, Confi
         watcher::Config::default(),
     )
     .default_backoff()
-    .modify(strip_managed_fields)
+    .modify(slim_namespace)
     .reflect(namespaces_writer);
+    let store = namespaces.clone();
     tokio::spawn(drive(
         namespace_stream,
-        namespaces.clone(),
         synced.clone(),
         |s| &s.namespaces,
-        metrics.clone(),
         "namespaces",
+        |_| {},
+        move || store.len(),
+        metrics.clone(),
     ));
 
     let (networks, networks_writer) = reflector::store_shared::<Network>(SHARED_BUFFER);
@@ -214,50 +289,50 @@ pub fn start(client: Client, namespace: &str, metrics: Metrics) -> (Cache, Confi
         .expect("a shared store can be subscribed to");
     let network_stream = watcher::watcher(Api::<Network>::all(client.clone()), watcher::Config::default())
         .default_backoff()
-        .modify(strip_managed_fields)
+        .modify(slim_network_in_place)
         .reflect_shared(networks_writer);
+    let (overlaps, pending, store) = (indexes.overlaps.clone(), indexes.pending.clone(), networks.clone());
     tokio::spawn(drive(
         network_stream,
-        networks.clone(),
         synced.clone(),
         |s| &s.networks,
-        metrics.clone(),
         "networks",
+        move |event| pending.push(overlaps.apply(event)),
+        move || store.len(),
+        metrics.clone(),
     ));
     let network_events = Relay::new();
     tokio::spawn(network_events.clone().pump(network_subscription));
 
-    // Only Pods that joined a Network: memory must not grow with the cluster.
-    let (member_pods, pods_writer) = reflector::store_shared::<PartialObjectMeta<Pod>>(SHARED_BUFFER);
-    let pod_subscription = pods_writer.subscribe().expect("a shared store can be subscribed to");
+    // Only Pods that joined a Network, metadata only (`PartialObjectMeta` requests), and
+    // nothing stored but their count:
+    // memory must not grow with the cluster.
     let pod_stream = watcher::watcher(
         Api::<PartialObjectMeta<Pod>>::all(client),
         watcher::Config::default().labels(NETWORK_LABEL),
     )
-    .default_backoff()
-    .modify(strip_managed_fields)
-    .reflect_shared(pods_writer);
+    .default_backoff();
+    let (members, pending) = (indexes.members.clone(), indexes.pending.clone());
+    let counted = indexes.members.clone();
     tokio::spawn(drive(
         pod_stream,
-        member_pods.clone(),
         synced.clone(),
         |s| &s.member_pods,
-        metrics,
         "member_pods",
+        move |event| pending.push(members.apply(event)),
+        move || counted.len(),
+        metrics,
     ));
-    let pod_events = Relay::new();
-    tokio::spawn(pod_events.clone().pump(pod_subscription));
 
     let cache = Cache {
         stores: Stores {
             configmap,
             namespaces,
             networks,
-            member_pods,
         },
         synced,
         network_events,
-        pod_events,
+        indexes,
     };
     (cache, configmap_rx)
 }

@@ -2,11 +2,22 @@
 //! them (the template reload on the ConfigMap, the Network controller on Networks).
 //!
 //! Events are best effort: one that cannot be published is logged and the caller goes on.
+//!
+//! Each Event is created as a new object. kube-runtime's `Recorder` instead keeps every
+//! Event it sent for 6 minutes and turns a repeat of the same (type, reason, action) on the
+//! same object into a count on the *first* Event, keeping that Event's note: a Network
+//! that overlaps `a` and then `b` would show "overlaps a" twice, and a burst of 10,000
+//! Networks held 10,000 Events in memory, scanned on every publish. Our callers publish on
+//! transitions only, so repeats are rare and each one says something new.
 
 use futures::future::BoxFuture;
 use k8s_openapi::api::core::v1::ObjectReference;
+use k8s_openapi::api::events::v1::Event as K8sEvent;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
+use k8s_openapi::jiff::Timestamp;
 use kube::Client;
-use kube::runtime::events::{Event, Recorder, Reporter};
+use kube::api::{Api, ObjectMeta, PostParams};
+use kube::runtime::events::Event;
 use tracing::warn;
 
 pub use kube::runtime::events::EventType;
@@ -19,33 +30,68 @@ pub trait EventSink: Send + Sync {
     fn publish(&self, regarding: ObjectReference, event: Event) -> BoxFuture<'_, ()>;
 }
 
-/// Publishes through kube-runtime's [`Recorder`] as `reportingController: envoy-injector`,
-/// `reportingInstance` = this replica's identity.
+/// Publishes as `reportingController: envoy-injector`, `reportingInstance` = this
+/// replica's identity.
 #[derive(Clone)]
 pub struct Publisher {
-    recorder: Recorder,
+    client: Client,
+    instance: String,
 }
 
 impl Publisher {
     pub fn new(client: Client, identity: &str) -> Publisher {
-        let reporter = Reporter {
-            controller: crate::NAME.to_string(),
-            instance: Some(identity.to_string()),
-        };
         Publisher {
-            recorder: Recorder::new(client, reporter),
+            client,
+            instance: identity.to_string(),
+        }
+    }
+
+    fn object(&self, regarding: ObjectReference, event: Event) -> K8sEvent {
+        let now = Timestamp::now();
+        // Unique per Event and readable: `<object>.<nanoseconds, hex>`, as kubectl and
+        // client-go name them.
+        let name = format!(
+            "{}.{:x}",
+            regarding.name.as_deref().unwrap_or(crate::NAME),
+            now.as_nanosecond()
+        );
+        K8sEvent {
+            metadata: ObjectMeta {
+                name: Some(name),
+                namespace: regarding.namespace.clone(),
+                ..ObjectMeta::default()
+            },
+            action: Some(event.action),
+            reason: Some(event.reason),
+            note: event.note.map(truncate_note),
+            type_: Some(
+                match event.type_ {
+                    EventType::Normal => "Normal",
+                    EventType::Warning => "Warning",
+                }
+                .to_string(),
+            ),
+            event_time: Some(MicroTime(now)),
+            regarding: Some(regarding),
+            related: event.secondary,
+            reporting_controller: Some(crate::NAME.to_string()),
+            reporting_instance: Some(self.instance.clone()),
+            ..K8sEvent::default()
         }
     }
 }
 
 impl EventSink for Publisher {
-    fn publish(&self, regarding: ObjectReference, mut event: Event) -> BoxFuture<'_, ()> {
-        event.note = event.note.map(truncate_note);
+    fn publish(&self, regarding: ObjectReference, event: Event) -> BoxFuture<'_, ()> {
+        let namespace = regarding.namespace.clone().unwrap_or_else(|| "default".to_string());
+        let object = self.object(regarding, event);
         Box::pin(async move {
-            if let Err(error) = self.recorder.publish(&event, &regarding).await {
+            let api: Api<K8sEvent> = Api::namespaced(self.client.clone(), &namespace);
+            if let Err(error) = api.create(&PostParams::default(), &object).await {
+                let regarding = object.regarding.unwrap_or_default();
                 warn!(
                     %error,
-                    reason = %event.reason,
+                    reason = object.reason.as_deref().unwrap_or(""),
                     kind = regarding.kind.as_deref().unwrap_or(""),
                     namespace = regarding.namespace.as_deref().unwrap_or(""),
                     name = regarding.name.as_deref().unwrap_or(""),

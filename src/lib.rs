@@ -10,6 +10,7 @@ pub mod backoff;
 pub mod cache;
 pub mod check;
 pub mod cli;
+pub mod client;
 pub mod commands;
 pub mod duration;
 pub mod events;

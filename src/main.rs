@@ -62,7 +62,7 @@ fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
 fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     init_logging(cli.log_format, &cli.log_level)?;
     match cli.command {
-        Command::Serve(args) => runtime()?.block_on(commands::serve::run(args))?,
+        Command::Serve(args) => runtime()?.block_on(commands::serve::run(*args))?,
         Command::Inject(args) => commands::inject::run(&args)?,
         Command::Certs(args) => commands::certs::run(&args)?,
         Command::Crd => commands::crd::run().context("cannot write the CRD to stdout")?,

@@ -38,6 +38,8 @@ pub enum ReconcileResult {
     Changed,
     /// Reconciled; the cluster already matched, nothing was written.
     Unchanged,
+    /// A write met a stale copy (HTTP 409/422); requeued shortly, not a failure.
+    Conflict,
     /// Failed; requeued with backoff.
     Error,
 }
@@ -67,6 +69,16 @@ pub struct TimeoutLabels {
     pub phase: &'static str,
 }
 
+/// One request to the Kubernetes API, as `crate::client` classifies it.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ApiLabels {
+    /// `get`, `list`, `watch`, `create`, `update`, `patch`, `delete`, `deletecollection`.
+    pub verb: &'static str,
+    /// The resource's plural, with its subresource: `networks`, `networks/status`,
+    /// `network-attachment-definitions`, `events`, `leases`, ...
+    pub resource: String,
+}
+
 #[derive(Clone, Debug, Hash, PartialEq, Eq)]
 pub enum LoadResult {
     Success,
@@ -92,6 +104,7 @@ impl EncodeLabelValue for ReconcileResult {
         let value = match self {
             ReconcileResult::Changed => "changed",
             ReconcileResult::Unchanged => "unchanged",
+            ReconcileResult::Conflict => "conflict",
             ReconcileResult::Error => "error",
         };
         EncodeLabelValue::encode(&value, encoder)
@@ -142,6 +155,7 @@ pub struct Metrics {
     pub body_budget_bytes: Gauge,
     /// Requests answered 503 because the body budget had no room within the wait.
     pub body_budget_rejections: Counter,
+    pub api_requests: Family<ApiLabels, Counter>,
 }
 
 impl Metrics {
@@ -171,6 +185,7 @@ impl Metrics {
             accept_errors: Family::default(),
             body_budget_bytes: Gauge::default(),
             body_budget_rejections: Counter::default(),
+            api_requests: Family::default(),
         };
         let registry = registry.sub_registry_with_prefix("envoy_injector");
         registry.register(
@@ -205,7 +220,7 @@ impl Metrics {
         );
         registry.register(
             "reconciles",
-            "Network reconciles by result (changed, unchanged, error)",
+            "Network reconciles by result (changed, unchanged, conflict, error)",
             metrics.reconciles.clone(),
         );
         registry.register(
@@ -257,6 +272,11 @@ impl Metrics {
             "body_budget_rejections",
             "Requests answered 503 because the in-flight body budget had no room within 1 s",
             metrics.body_budget_rejections.clone(),
+        );
+        registry.register(
+            "api_requests",
+            "Requests sent to the Kubernetes API, by verb and resource (after the client-side rate limit)",
+            metrics.api_requests.clone(),
         );
         metrics
     }

@@ -621,7 +621,10 @@ fn check_explains_decisions_health_and_stale_sidecars() {
     let manifest_path = dir.path().join("scenarios.yaml");
     // JSON documents in a YAML stream: every string stays quoted, so `"yes"` is read as
     // the string kubectl reads, not YAML 1.1's boolean.
-    let yaml: Vec<String> = scenarios.iter().map(|d| serde_json::to_string_pretty(d).unwrap()).collect();
+    let yaml: Vec<String> = scenarios
+        .iter()
+        .map(|d| serde_json::to_string_pretty(d).unwrap())
+        .collect();
     std::fs::write(&manifest_path, yaml.join("\n---\n")).unwrap();
     let run = check(&kubeconfig, &with(&["-f", manifest_path.to_str().unwrap()]));
     golden("decisions.txt", &normalise(&run.stdout, &id));

@@ -53,13 +53,11 @@ fn stores(namespaces: Vec<PartialObjectMeta<Namespace>>, networks: Vec<Network>)
     for n in networks {
         network_writer.apply_watcher_event(&Event::Apply(n));
     }
-    let (member_pods, _) = reflector::store::<PartialObjectMeta<Pod>>();
     // Writers dropped: the stores stay readable with what they hold.
     Stores {
         configmap,
         namespaces: namespace_store,
         networks: network_store,
-        member_pods,
     }
 }
 

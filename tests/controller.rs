@@ -3,12 +3,15 @@
 //! is a scripted fake; every request's method, path (and body where it matters) is
 //! asserted and answered in order, and after the reconcile no further request may arrive.
 //!
-//! Events go through kube-runtime's real `Recorder`, so the script answers its
+//! Events go through the real `events::Publisher`, so the script answers its
 //! `POST /apis/events.k8s.io/v1/namespaces/default/events` like any other request.
+//!
+//! The overlap scenarios (chains, a deleted winner, CIDR edits) are in `controller/overlaps.rs`.
 
 use std::sync::Arc;
 use std::time::Duration;
 
+use envoy_injector::cache::Indexes;
 use envoy_injector::events::Publisher;
 use envoy_injector::metrics::{Metrics, ReconcileLabels, ReconcileResult};
 use envoy_injector::network::backend::{Backend, MultusBackend, NoBackend};
@@ -30,6 +33,9 @@ use tokio::time::timeout;
 
 mod mock_api;
 use mock_api::{ApiServer, PATIENCE};
+
+#[path = "controller/overlaps.rs"]
+mod overlaps;
 
 const NS: &str = "default";
 const NAME: &str = "example-network";
@@ -153,7 +159,22 @@ fn member_pod(namespace: &str, name: &str, network: &str) -> PartialObjectMeta<P
 struct Fixture {
     ctx: Arc<Context>,
     networks: Writer<Network>,
-    pods: Writer<PartialObjectMeta<Pod>>,
+}
+
+impl Fixture {
+    /// As the cache would on a Network watch event: store first, then the overlap index
+    /// (whose requests go to the pending set while a controller runs).
+    fn network_event(&mut self, event: watcher::Event<Network>) {
+        self.networks.apply_watcher_event(&event);
+        let indexes = &self.ctx.indexes;
+        indexes.pending.push(indexes.overlaps.apply(&event));
+    }
+
+    /// As the cache would on a member-Pod watch event.
+    fn pod_event(&self, event: watcher::Event<PartialObjectMeta<Pod>>) {
+        let indexes = &self.ctx.indexes;
+        indexes.pending.push(indexes.members.apply(&event));
+    }
 }
 
 fn fixture(
@@ -162,33 +183,69 @@ fn fixture(
     networks: &[&Network],
     pods: &[PartialObjectMeta<Pod>],
 ) -> Fixture {
-    let (network_store, mut network_writer) = reflector::store::<Network>();
-    let (pod_store, mut pod_writer) = reflector::store::<PartialObjectMeta<Pod>>();
-    // As a reflector's initial list: Init, InitApply per object, InitDone (the store is
-    // swapped in and marked ready at InitDone).
-    network_writer.apply_watcher_event(&watcher::Event::Init);
-    for n in networks {
-        network_writer.apply_watcher_event(&watcher::Event::InitApply((*n).clone()));
-    }
-    network_writer.apply_watcher_event(&watcher::Event::InitDone);
-    pod_writer.apply_watcher_event(&watcher::Event::Init);
-    for p in pods {
-        pod_writer.apply_watcher_event(&watcher::Event::InitApply(p.clone()));
-    }
-    pod_writer.apply_watcher_event(&watcher::Event::InitDone);
+    let (network_store, network_writer) = reflector::store::<Network>();
     let ctx = Context::new(
         client.clone(),
         backend,
         Arc::new(Publisher::new(client.clone(), "controller-test")),
         network_store,
-        pod_store,
+        Indexes::default(),
         Metrics::unregistered(),
     );
-    Fixture {
+    let mut fx = Fixture {
         ctx: Arc::new(ctx),
         networks: network_writer,
-        pods: pod_writer,
+    };
+    // As the watches' initial lists: Init, InitApply per object, InitDone (the store is
+    // swapped in and marked ready at InitDone).
+    fx.network_event(watcher::Event::Init);
+    for n in networks {
+        fx.network_event(watcher::Event::InitApply((*n).clone()));
     }
+    fx.network_event(watcher::Event::InitDone);
+    fx.pod_event(watcher::Event::Init);
+    for p in pods {
+        fx.pod_event(watcher::Event::InitApply(p.clone()));
+    }
+    fx.pod_event(watcher::Event::InitDone);
+    fx
+}
+
+/// A Multus backend whose NAD index has listed `nads` (as the controller's watch would).
+fn multus_listed(client: &Client, nads: &[Value]) -> Arc<dyn Backend> {
+    let backend = MultusBackend::new(client.clone());
+    let index = backend.owned_index().expect("multus keeps a NAD index");
+    index.apply(&watcher::Event::Init);
+    for nad in nads {
+        index.apply(&watcher::Event::InitApply(serde_json::from_value(nad.clone()).unwrap()));
+    }
+    index.apply(&watcher::Event::InitDone);
+    Arc::new(backend)
+}
+
+/// The requeue delay of `action`. kube-runtime keeps it private; its `Debug` form is
+/// `Action { requeue_after: Some(1.5s) }` with `Duration`'s own formatting.
+fn requeue_after(action: &Action) -> Option<Duration> {
+    let text = format!("{action:?}");
+    let inner = text.split_once("Some(")?.1.split_once(')')?.0;
+    let unit_at = inner.find(|c: char| c.is_alphabetic() || c == 'µ')?;
+    let (number, unit) = inner.split_at(unit_at);
+    let number: f64 = number.parse().ok()?;
+    let seconds = match unit {
+        "s" => number,
+        "ms" => number / 1e3,
+        "µs" => number / 1e6,
+        "ns" => number / 1e9,
+        _ => return None,
+    };
+    Some(Duration::from_secs_f64(seconds))
+}
+
+/// `action` retries after a jittered `base`: between half of it and all of it.
+fn jittered(action: &Action, base: Duration) -> bool {
+    // Debug output rounds to the nanosecond; allow that much.
+    let slack = Duration::from_micros(1);
+    requeue_after(action).is_some_and(|d| d + slack >= base / 2 && d <= base + slack)
 }
 
 fn multus(client: &Client) -> Arc<dyn Backend> {
@@ -236,8 +293,9 @@ async fn expect_event(server: &mut ApiServer, type_: &str, reason: &str) -> Valu
 
 // ---------------------------------------------------------------- scenarios
 
-/// (1) create: the finalizer comes first; then NAD GET 404 → NAD created → status
-/// Ready=True with observedGeneration, attachedPods and backendRef → Event `Ready`.
+/// (1) create: the finalizer comes first (server-side apply), then in the same pass NAD
+/// GET 404 → NAD created → status Ready=True with observedGeneration, attachedPods and
+/// backendRef → Event `Ready`.
 #[tokio::test]
 async fn create_adds_finalizer_then_nad_then_ready_status_and_event() {
     let (client, mut server) = mock_client();
@@ -251,25 +309,22 @@ async fn create_adds_finalizer_then_nad_then_ready_status_and_event() {
     let fx = fixture(client.clone(), multus(&client), &[&fresh], &pods);
     drop(client);
 
-    // First pass: only the finalizer.
     let action = exchange(&fresh, &fx.ctx, async {
         let call = server.expect(Method::PATCH, &format!("{NETWORKS}/{NAME}")).await;
-        assert_eq!(call.content_type, "application/json-patch+json");
+        assert_eq!(call.content_type, "application/apply-patch+yaml");
+        assert!(call.query.contains("fieldManager=envoy-injector"), "{}", call.query);
+        assert!(!call.query.contains("force"), "not forced: {}", call.query);
         assert_eq!(
             call.body,
-            json!([
-                {"op": "test", "path": "/metadata/finalizers", "value": null},
-                {"op": "add", "path": "/metadata/finalizers", "value": [FINALIZER]}
-            ])
+            json!({
+                "apiVersion": "samplecrd.k8s.io/v1", "kind": "Network",
+                "metadata": {"name": NAME, "uid": "uid-example-network", "finalizers": [FINALIZER]}
+            })
         );
-        call.reply(200, &serde_json::to_value(example()).unwrap());
-    })
-    .await
-    .expect("finalizer pass succeeds");
-    assert_eq!(action, Action::await_change());
+        let mut applied = serde_json::to_value(example()).unwrap();
+        applied["metadata"]["resourceVersion"] = json!("101");
+        call.reply(200, &applied);
 
-    // Second pass, as the watch delivers the object with the finalizer.
-    let action = exchange(&example(), &fx.ctx, async {
         server
             .expect(Method::GET, &format!("{NADS}/{NAME}"))
             .await
@@ -299,16 +354,110 @@ async fn create_adds_finalizer_then_nad_then_ready_status_and_event() {
         assert_eq!(patch.body["status"]["backendRef"], NAD_REF);
         let mut stored = serde_json::to_value(example()).unwrap();
         stored["status"] = patch.body["status"].clone();
+        stored["metadata"]["resourceVersion"] = json!("102");
         patch.reply(200, &stored);
 
         let event = expect_event(&mut server, "Normal", "Ready").await;
         assert_eq!(event["regarding"]["name"], NAME);
     })
     .await
-    .expect("apply pass succeeds");
+    .expect("one pass adds the finalizer and applies");
     assert_eq!(action, Action::requeue(controller::RESYNC));
-    assert_eq!(count(&fx.ctx, ReconcileResult::Changed), 2);
+    assert_eq!(count(&fx.ctx, ReconcileResult::Changed), 1);
     assert_eq!(count(&fx.ctx, ReconcileResult::Error), 0);
+
+    // The store still holds the copy without finalizer (the watch lags): the next pass
+    // works on what the API server returned and writes nothing.
+    exchange(&fresh, &fx.ctx, async {
+        server
+            .expect(Method::GET, &format!("{NADS}/{NAME}"))
+            .await
+            .reply(200, &live_nad(&example()));
+    })
+    .await
+    .expect("a stale store copy is not drift");
+    assert_eq!(count(&fx.ctx, ReconcileResult::Unchanged), 1);
+
+    drop(fx);
+    server.assert_no_more_requests().await;
+}
+
+/// A finalizer write on a stale copy (409: gone since, 422: recreated under the same
+/// name) is a conflict retried shortly, not a failure.
+#[tokio::test]
+async fn stale_copy_on_finalizer_writes_is_a_conflict_not_a_failure() {
+    let (client, mut server) = mock_client();
+    let mut fresh = example();
+    fresh.metadata.finalizers = None;
+    let mut deleting = example();
+    deleting.metadata.deletion_timestamp = Some(at(100));
+    let fx = fixture(client.clone(), Arc::new(NoBackend), &[&fresh], &[]);
+    drop(client);
+
+    let action = exchange(&fresh, &fx.ctx, async {
+        server
+            .expect(Method::PATCH, &format!("{NETWORKS}/{NAME}"))
+            .await
+            .reply(409, &mock_api::status(409, "Conflict", "uid mismatch"));
+    })
+    .await
+    .expect("a conflict is not an error");
+    assert!(jittered(&action, Duration::from_secs(1)), "{action:?}");
+
+    exchange(&deleting, &fx.ctx, async {
+        server.expect(Method::POST, EVENTS).await.echo(201);
+        let patch = server.expect(Method::PATCH, &format!("{NETWORKS}/{NAME}")).await;
+        assert_eq!(patch.content_type, "application/json-patch+json");
+        patch.reply(422, &mock_api::status(422, "Invalid", "test operation failed"));
+    })
+    .await
+    .expect("a failed test op is a conflict too");
+    assert_eq!(count(&fx.ctx, ReconcileResult::Conflict), 2);
+    assert_eq!(count(&fx.ctx, ReconcileResult::Error), 0);
+    assert_eq!(fx.ctx.failures(&ObjectRef::from_obj(&fresh)), 0, "no backoff streak");
+
+    drop(fx);
+    server.assert_no_more_requests().await;
+}
+
+/// A restart with everything converged: the NAD index has listed the NAD, the status says
+/// what the controller would write: no request at all (no read either).
+#[tokio::test]
+async fn converged_network_makes_no_request() {
+    let (client, server) = mock_client();
+    let current = with_status(example(), ready_status(1));
+    let backend = multus_listed(&client, &[live_nad(&current)]);
+    let fx = fixture(client.clone(), backend, &[&current], &[member_pod(NS, "p1", NAME)]);
+    drop(client);
+
+    let action = exchange(&current, &fx.ctx, async {}).await.expect("nothing to do");
+    assert_eq!(action, Action::requeue(controller::RESYNC));
+    assert_eq!(count(&fx.ctx, ReconcileResult::Unchanged), 1);
+
+    drop(fx);
+    server.assert_no_more_requests().await;
+}
+
+/// A NAD the listed index does not have is created at once, without a GET first.
+#[tokio::test]
+async fn nad_absent_from_the_index_is_created_without_a_read() {
+    let (client, mut server) = mock_client();
+    let current = with_status(example(), ready_status(0));
+    let backend = multus_listed(&client, &[]);
+    let fx = fixture(client.clone(), backend, &[&current], &[]);
+    drop(client);
+
+    exchange(&current, &fx.ctx, async {
+        let create = server.expect(Method::POST, NADS).await;
+        let mut stored = create.body.clone();
+        stored["metadata"]["uid"] = json!("nad-uid");
+        stored["metadata"]["resourceVersion"] = json!("7");
+        create.reply(201, &stored);
+    })
+    .await
+    .expect("created");
+    // Recorded on the spot: the next pass knows it is in place.
+    exchange(&current, &fx.ctx, async {}).await.expect("in place");
 
     drop(fx);
     server.assert_no_more_requests().await;
@@ -404,7 +553,7 @@ async fn backend_missing_reports_unavailable_and_backs_off() {
     assert!(matches!(error, Error::BackendUnavailable { .. }), "{error}");
     assert!(error.to_string().contains("is not installed"), "{error}");
     let first = controller::error_policy(Arc::new(n.clone()), &error, fx.ctx.clone());
-    assert_eq!(first, Action::requeue(Duration::from_secs(1)));
+    assert!(jittered(&first, Duration::from_secs(1)), "{first:?}");
 
     // Retry with the reported status in the store; the whole API group is unknown now
     // (plain-text 404): still unavailable, nothing written, no second Event.
@@ -420,7 +569,7 @@ async fn backend_missing_reports_unavailable_and_backs_off() {
     .expect_err("still unavailable");
     assert!(matches!(error, Error::BackendUnavailable { .. }), "{error}");
     let second = controller::error_policy(Arc::new(retried.clone()), &error, fx.ctx.clone());
-    assert_eq!(second, Action::requeue(Duration::from_secs(2)), "backoff grows");
+    assert!(jittered(&second, Duration::from_secs(2)), "backoff grows: {second:?}");
     assert_eq!(fx.ctx.failures(&object), 2);
     assert_eq!(count(&fx.ctx, ReconcileResult::Error), 2);
 
@@ -567,6 +716,33 @@ async fn delete_removes_nad_then_finalizer() {
     server.assert_no_more_requests().await;
 }
 
+/// With the NAD index listed, deletion needs no read: DELETE with the listed uid.
+#[tokio::test]
+async fn delete_with_a_listed_nad_deletes_without_a_read() {
+    let (client, mut server) = mock_client();
+    let mut deleting = with_status(example(), ready_status(0));
+    deleting.metadata.deletion_timestamp = Some(at(100));
+    let backend = multus_listed(&client, &[live_nad(&deleting)]);
+    let fx = fixture(client.clone(), backend, &[&deleting], &[]);
+    drop(client);
+
+    exchange(&deleting, &fx.ctx, async {
+        let delete = server.expect(Method::DELETE, &format!("{NADS}/{NAME}")).await;
+        assert_eq!(delete.body["preconditions"]["uid"], "nad-uid", "{}", delete.body);
+        delete.reply(200, &live_nad(&deleting));
+        expect_event(&mut server, "Normal", "Cleanup").await;
+        server
+            .expect(Method::PATCH, &format!("{NETWORKS}/{NAME}"))
+            .await
+            .reply(200, &serde_json::to_value(&deleting).unwrap());
+    })
+    .await
+    .expect("cleanup succeeds");
+
+    drop(fx);
+    server.assert_no_more_requests().await;
+}
+
 /// Deleting while the NAD CRD is missing must not get stuck: nothing to remove.
 #[tokio::test]
 async fn delete_without_nad_crd_still_releases_the_finalizer() {
@@ -647,8 +823,9 @@ async fn overlap_goes_to_the_later_network() {
 }
 
 /// `run` wiring with `--network-backend none`: a Network from the trigger stream is
-/// reconciled (status only, backendRef `none`, no NAD watch); a member Pod on the Pod
-/// stream re-triggers its Network (attachedPods); shutdown ends `run`.
+/// reconciled (status only, backendRef `none`, no NAD watch); the echo of our own status
+/// write triggers nothing; a member Pod in the index re-triggers its Network
+/// (attachedPods); shutdown ends `run`.
 #[tokio::test]
 async fn run_reconciles_triggers_and_stops_on_shutdown() {
     let (client, mut server) = mock_client();
@@ -656,9 +833,8 @@ async fn run_reconciles_triggers_and_stops_on_shutdown() {
     let mut fx = fixture(client.clone(), Arc::new(NoBackend), &[&n], &[]);
     drop(client);
     let (network_tx, network_rx) = futures::channel::mpsc::unbounded::<Arc<Network>>();
-    let (pod_tx, pod_rx) = futures::channel::mpsc::unbounded::<Arc<PartialObjectMeta<Pod>>>();
     let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
-    let running = tokio::spawn(controller::run(fx.ctx.clone(), network_rx, pod_rx, async {
+    let running = tokio::spawn(controller::run(fx.ctx.clone(), network_rx, async {
         let _ = stop_rx.await;
     }));
 
@@ -671,18 +847,21 @@ async fn run_reconciles_triggers_and_stops_on_shutdown() {
         let status = patch.body["status"].clone();
         let mut stored = n.clone();
         stored.status = Some(serde_json::from_value(status).unwrap());
+        stored.metadata.resource_version = Some("101".into());
         patch.reply(200, &serde_json::to_value(&stored).unwrap());
         expect_event(&mut server, "Normal", "Ready").await;
 
-        // The watch would now deliver the patched Network; then a Pod joins.
-        fx.networks.apply_watcher_event(&watcher::Event::Apply(stored));
-        let pod = member_pod(NS, "p1", NAME);
-        fx.pods.apply_watcher_event(&watcher::Event::Apply(pod.clone()));
-        pod_tx.unbounded_send(Arc::new(pod)).unwrap();
+        // The watch now delivers the patched Network: our own echo, no reconcile (a
+        // reconcile here would make no request either; the metric tells).
+        fx.network_event(watcher::Event::Apply(stored.clone()));
+        network_tx.unbounded_send(Arc::new(stored.clone())).unwrap();
+        // Then a Pod joins: the member index requeues the Network.
+        fx.pod_event(watcher::Event::Apply(member_pod(NS, "p1", NAME)));
         let patch = server.expect(Method::PATCH, &format!("{NETWORKS}/{NAME}/status")).await;
         assert_eq!(patch.body["status"]["attachedPods"], 1);
         assert_eq!(ready_of(&patch.body)["status"], "True");
-        patch.reply(200, &serde_json::to_value(&n).unwrap());
+        stored.metadata.resource_version = Some("102".into());
+        patch.reply(200, &serde_json::to_value(&stored).unwrap());
         // Ready did not change: no Event follows (checked by assert_no_more_requests).
 
         stop_tx.send(()).unwrap();
@@ -690,9 +869,14 @@ async fn run_reconciles_triggers_and_stops_on_shutdown() {
     })
     .await
     .expect("run reconciled both triggers and stopped");
+    let total: u64 = [ReconcileResult::Changed, ReconcileResult::Unchanged]
+        .into_iter()
+        .map(|r| count(&fx.ctx, r))
+        .sum();
+    assert_eq!(total, 2, "one reconcile per trigger, none for the echo");
+    assert!(fx.ctx.indexes.pending.is_empty(), "stopped: nothing collected");
 
     drop(network_tx);
-    drop(pod_tx);
     drop(fx);
     server.assert_no_more_requests().await;
 }
@@ -709,9 +893,8 @@ async fn missing_nad_crd_watch_backs_off_and_never_stops_the_controller() {
     let mut fx = fixture(client.clone(), multus(&client), &[&n], &[]);
     drop(client);
     let (network_tx, network_rx) = futures::channel::mpsc::unbounded::<Arc<Network>>();
-    let (_pod_tx, pod_rx) = futures::channel::mpsc::unbounded::<Arc<PartialObjectMeta<Pod>>>();
     let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
-    let running = tokio::spawn(controller::run(fx.ctx.clone(), network_rx, pod_rx, async {
+    let running = tokio::spawn(controller::run(fx.ctx.clone(), network_rx, async {
         let _ = stop_rx.await;
     }));
     network_tx.unbounded_send(Arc::new(n.clone())).unwrap();
@@ -737,7 +920,7 @@ async fn missing_nad_crd_watch_backs_off_and_never_stops_the_controller() {
                     let mut stored = n.clone();
                     stored.status = Some(serde_json::from_value(call.body["status"].clone()).unwrap());
                     // As the Network watch would deliver the patched object.
-                    fx.networks.apply_watcher_event(&watcher::Event::Apply(stored.clone()));
+                    fx.network_event(watcher::Event::Apply(stored.clone()));
                     call.reply(200, &serde_json::to_value(&stored).unwrap());
                 }
                 (Method::POST, EVENTS) => {

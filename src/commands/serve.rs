@@ -57,7 +57,11 @@ async fn run_cluster(args: ServeArgs) -> Result<(), ServeError> {
     }
     let mut registry = Registry::default();
     let metrics = Metrics::register(&mut registry);
-    let client = kube::Client::try_default().await?;
+    let limits = crate::client::Limits {
+        qps: args.api_qps,
+        burst: args.api_burst,
+    };
+    let client = crate::client::connect(limits, &metrics).await?;
     // Without files, the certificate lives in a Secret this process manages; the
     // bootstrap keeps it current until `_tls_bootstrap` is dropped on return.
     let (tls, _tls_bootstrap) = match files_source(&args) {
@@ -240,13 +244,12 @@ fn controller_starter(
                 NetworkBackendKind::Multus => Arc::new(MultusBackend::new(client.clone())),
                 NetworkBackendKind::None => Arc::new(NoBackend),
             };
-            let stores = &cache.stores;
             let ctx = Arc::new(Context::new(
                 client,
                 backend,
                 events,
-                stores.networks.clone(),
-                stores.member_pods.clone(),
+                cache.stores.networks.clone(),
+                cache.indexes.clone(),
                 metrics,
             ));
             network::controller::run_on_cache(ctx, &cache, stop.cancelled_owned()).await;

@@ -17,6 +17,13 @@
 //!
 //! So a 404 that names the requested object means "create it"; any other 404 means the CRD
 //! is missing ([`BackendError::Unavailable`]). This costs no extra discovery request.
+//!
+//! # Asking only when the index cannot tell
+//!
+//! The Multus backend first consults its [`OwnedIndex`] (kept by the controller's NAD
+//! watch): a NAD in place with the desired fingerprint costs no request; a NAD known to be
+//! absent is created at once (a 409 then falls back to the read path). Only when the index
+//! cannot tell (not listed yet, watch failing) or the NAD drifted is it read first.
 
 use futures::FutureExt;
 use futures::future::BoxFuture;
@@ -24,9 +31,11 @@ use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, PostParams, Preco
 use kube::core::{GroupVersionKind, Status};
 use kube::{Client, Resource, ResourceExt};
 use serde_json::Value;
+use std::sync::Arc;
 
 use super::crd::Network;
 use super::nad::{self, MANAGED_BY_LABEL, MANAGER, NAD_GROUP, NAD_KIND, NAD_PLURAL, NAD_VERSION};
+use super::owned::{Facts, Known, OwnedIndex};
 
 /// What [`Backend::ensure`] or [`Backend::remove`] found and did.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -71,8 +80,14 @@ pub trait Backend: Send + Sync {
         None
     }
 
-    /// Makes the backend match the Network's spec. Reads first and writes only when
-    /// something is missing or differs, so a no-op reconcile makes read requests only.
+    /// What the backend knows of its owned objects without asking, kept current by the
+    /// controller's watch of [`Backend::owned_resource`]. `None`: it always asks.
+    fn owned_index(&self) -> Option<Arc<OwnedIndex>> {
+        None
+    }
+
+    /// Makes the backend match the Network's spec. Writes only when something is missing
+    /// or differs; a no-op reconcile makes no write (and, with an index, no request).
     fn ensure<'a>(&'a self, network: &'a Network) -> BoxFuture<'a, Result<BackendState, BackendError>>;
 
     /// Removes the Network's backend state. Nothing to remove (already gone, or the backend
@@ -114,6 +129,7 @@ fn unchanged(reference: String) -> BackendState {
 pub struct MultusBackend {
     client: Client,
     resource: ApiResource,
+    index: Arc<OwnedIndex>,
 }
 
 /// The message of [`BackendError::Unavailable`] for the Multus backend.
@@ -121,10 +137,13 @@ pub const NAD_CRD_MISSING: &str = "NetworkAttachmentDefinition CRD (k8s.cni.cncf
      install Multus or run with --network-backend none";
 
 impl MultusBackend {
+    /// A backend with an empty index: until a watch fills it (the controller's `run`
+    /// does), every call reads the NAD first.
     pub fn new(client: Client) -> MultusBackend {
         MultusBackend {
             client,
             resource: nad_resource(),
+            index: Arc::new(OwnedIndex::new()),
         }
     }
 
@@ -200,6 +219,13 @@ fn failed(action: &'static str, reference: &str, error: kube::Error) -> BackendE
     }
 }
 
+/// What a create found.
+enum Created {
+    Done(BackendState),
+    /// HTTP 409: a NAD of that name exists already.
+    Exists,
+}
+
 impl MultusBackend {
     async fn ensure_nad(&self, network: &Network) -> Result<BackendState, BackendError> {
         let (namespace, name, uid) = identity(network, "ensure")?;
@@ -212,6 +238,18 @@ impl MultusBackend {
         };
         let desired = nad::render(&namespace, &owner, &network.spec.cidr, &network.spec.gateway);
         let api = self.api(&namespace);
+        match self.index.lookup(&namespace, &name) {
+            Known::Present(facts) if facts.fingerprint == nad::fingerprint(&desired) => {
+                return Ok(unchanged(reference));
+            }
+            Known::Absent => {
+                if let Created::Done(state) = self.create(&api, &name, reference.clone(), &desired).await? {
+                    return Ok(state);
+                }
+                // Someone else's NAD of that name, or ours not seen yet: read it.
+            }
+            Known::Present(_) | Known::Unknown => {}
+        }
         match api.get(&name).await {
             Ok(live) => {
                 if !managed_by_us(&live) {
@@ -233,35 +271,32 @@ impl MultusBackend {
                 }
                 tracing::info!(nad = %reference, "NetworkAttachmentDefinition drifted from its Network; replacing it");
                 let replacement = repaired(live, &desired);
-                api.replace(&name, &PostParams::default(), &replacement)
-                    .await
-                    .map_err(|e| failed("replace", &reference, e))?;
+                // Announced, as for a create: our own change is no drift.
+                self.index.expect(&namespace, &name, nad::fingerprint(&desired));
+                let replaced = match api.replace(&name, &PostParams::default(), &replacement).await {
+                    Ok(replaced) => replaced,
+                    Err(e) => {
+                        self.index.unexpect(&namespace, &name);
+                        return Err(failed("replace", &reference, e));
+                    }
+                };
+                self.index.record(&replaced);
                 Ok(BackendState {
                     reference,
                     changed: true,
                 })
             }
             Err(kube::Error::Api(status)) => match not_found(&status, &name) {
-                Some(Missing::Object) => {
-                    let object: DynamicObject = serde_json::from_value(desired).map_err(|e| BackendError::Failed {
-                        action: "render",
-                        reference: reference.clone(),
-                        message: e.to_string(),
-                    })?;
-                    api.create(&PostParams::default(), &object).await.map_err(|e| match e {
-                        kube::Error::Api(s) if matches!(not_found(&s, &name), Some(Missing::ResourceType)) => {
-                            BackendError::Unavailable {
-                                message: NAD_CRD_MISSING.to_string(),
-                            }
-                        }
-                        other => failed("create", &reference, other),
-                    })?;
-                    tracing::info!(nad = %reference, "created NetworkAttachmentDefinition");
-                    Ok(BackendState {
+                Some(Missing::Object) => match self.create(&api, &name, reference.clone(), &desired).await? {
+                    Created::Done(state) => Ok(state),
+                    Created::Exists => Err(BackendError::Failed {
+                        action: "create",
                         reference,
-                        changed: true,
-                    })
-                }
+                        message: "expected the NetworkAttachmentDefinition to be missing (GET answered 404), \
+                                  found it created meanwhile (409)"
+                            .to_string(),
+                    }),
+                },
                 Some(Missing::ResourceType) => Err(BackendError::Unavailable {
                     message: NAD_CRD_MISSING.to_string(),
                 }),
@@ -271,38 +306,91 @@ impl MultusBackend {
         }
     }
 
+    async fn create(
+        &self,
+        api: &Api<DynamicObject>,
+        name: &str,
+        reference: String,
+        desired: &Value,
+    ) -> Result<Created, BackendError> {
+        let object: DynamicObject = serde_json::from_value(desired.clone()).map_err(|e| BackendError::Failed {
+            action: "render",
+            reference: reference.clone(),
+            message: e.to_string(),
+        })?;
+        let namespace = object.namespace().unwrap_or_default();
+        self.index.expect(&namespace, name, nad::fingerprint(desired));
+        let result = api.create(&PostParams::default(), &object).await;
+        if result.is_err() {
+            self.index.unexpect(&namespace, name);
+        }
+        match result {
+            Ok(created) => {
+                // Before its watch event arrives, so the event is no news.
+                self.index.record(&created);
+                tracing::info!(nad = %reference, "created NetworkAttachmentDefinition");
+                Ok(Created::Done(BackendState {
+                    reference,
+                    changed: true,
+                }))
+            }
+            Err(kube::Error::Api(s)) if s.code == 409 => Ok(Created::Exists),
+            Err(kube::Error::Api(s)) if matches!(not_found(&s, name), Some(Missing::ResourceType)) => {
+                Err(BackendError::Unavailable {
+                    message: NAD_CRD_MISSING.to_string(),
+                })
+            }
+            Err(other) => Err(failed("create", &reference, other)),
+        }
+    }
+
     async fn remove_nad(&self, network: &Network) -> Result<BackendState, BackendError> {
         let (namespace, name, _uid) = identity(network, "remove")?;
         let reference = nad_reference(&namespace, &name);
         let api = self.api(&namespace);
-        let live = match api.get(&name).await {
-            Ok(live) => live,
-            // Gone already, or the CRD is not installed: nothing to remove either way.
-            Err(kube::Error::Api(status)) if not_found(&status, &name).is_some() => return Ok(unchanged(reference)),
-            Err(other) => return Err(failed("get", &reference, other)),
+        let uid = match self.index.lookup(&namespace, &name) {
+            // None of ours by that name. One that lost our label but kept our owner
+            // reference goes with the Network through the garbage collector.
+            Known::Absent => return Ok(unchanged(reference)),
+            Known::Present(Facts { uid: Some(uid), .. }) => uid,
+            Known::Present(_) | Known::Unknown => {
+                let live = match api.get(&name).await {
+                    Ok(live) => live,
+                    // Gone already, or the CRD is not installed: nothing to remove either way.
+                    Err(kube::Error::Api(status)) if not_found(&status, &name).is_some() => {
+                        return Ok(unchanged(reference));
+                    }
+                    Err(other) => return Err(failed("get", &reference, other)),
+                };
+                if !managed_by_us(&live) {
+                    tracing::warn!(nad = %reference, "not removing NetworkAttachmentDefinition: it is not managed by {MANAGER}");
+                    return Ok(unchanged(reference));
+                }
+                live.uid().unwrap_or_default()
+            }
         };
-        if !managed_by_us(&live) {
-            tracing::warn!(nad = %reference, "not removing NetworkAttachmentDefinition: it is not managed by {MANAGER}");
-            return Ok(unchanged(reference));
-        }
         // The uid precondition makes sure a NAD recreated meanwhile by someone else is not
         // the one deleted.
         let params = DeleteParams {
             preconditions: Some(Preconditions {
-                uid: live.uid(),
+                uid: Some(uid),
                 resource_version: None,
             }),
             ..DeleteParams::default()
         };
         match api.delete(&name, &params).await {
             Ok(_) => {
+                self.index.forget(&namespace, &name);
                 tracing::info!(nad = %reference, "deleted NetworkAttachmentDefinition");
                 Ok(BackendState {
                     reference,
                     changed: true,
                 })
             }
-            Err(kube::Error::Api(status)) if not_found(&status, &name).is_some() => Ok(unchanged(reference)),
+            Err(kube::Error::Api(status)) if not_found(&status, &name).is_some() => {
+                self.index.forget(&namespace, &name);
+                Ok(unchanged(reference))
+            }
             Err(other) => Err(failed("delete", &reference, other)),
         }
     }
@@ -331,6 +419,10 @@ impl Backend for MultusBackend {
 
     fn owned_resource(&self) -> Option<ApiResource> {
         Some(self.resource.clone())
+    }
+
+    fn owned_index(&self) -> Option<Arc<OwnedIndex>> {
+        Some(self.index.clone())
     }
 
     fn ensure<'a>(&'a self, network: &'a Network) -> BoxFuture<'a, Result<BackendState, BackendError>> {

@@ -3,6 +3,9 @@
 pub mod backend;
 pub mod controller;
 pub mod crd;
+pub mod index;
 pub mod join;
+pub mod members;
 pub mod nad;
+pub mod owned;
 pub mod subnet;

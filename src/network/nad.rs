@@ -69,15 +69,68 @@ pub fn render(namespace: &str, owner: &Owner<'_>, cidr: &str, gateway: &str) -> 
     })
 }
 
+/// What drift detection compares of a NAD: its CNI config text and the uid of its first
+/// owner.
+fn drift_fields(nad: &Value) -> (Option<&str>, Option<&str>) {
+    let config = nad.pointer("/spec/config").and_then(Value::as_str);
+    let owner_uid = nad.pointer("/metadata/ownerReferences/0/uid").and_then(Value::as_str);
+    (config, owner_uid)
+}
+
+/// The config parsed, so formatting and key order do not count.
+fn parsed(config: Option<&str>) -> Option<Value> {
+    config.and_then(|text| serde_json::from_str(text).ok())
+}
+
 /// True when a live NAD differs from what it should be (edited config, lost owner).
 pub fn drifted(live: &Value, desired: &Value) -> bool {
-    let config = |v: &Value| -> Option<Value> {
-        v.pointer("/spec/config")
-            .and_then(Value::as_str)
-            .and_then(|s| serde_json::from_str(s).ok())
-    };
-    let owner_uid = |v: &Value| v.pointer("/metadata/ownerReferences/0/uid").cloned();
-    config(live) != config(desired) || owner_uid(live) != owner_uid(desired)
+    let ((live_config, live_owner), (desired_config, desired_owner)) = (drift_fields(live), drift_fields(desired));
+    parsed(live_config) != parsed(desired_config) || live_owner != desired_owner
+}
+
+/// [`drifted`]'s comparison as a 64-bit hash, so the controller can keep it per NAD (instead
+/// of the NAD) and compare with the desired NAD in memory: equal fingerprints mean "not
+/// drifted" (up to a 2^-64 collision).
+pub fn fingerprint(nad: &Value) -> u64 {
+    let (config, owner_uid) = drift_fields(nad);
+    fingerprint_fields(config, owner_uid)
+}
+
+/// [`fingerprint`] from the two fields it compares (`spec.config`, the first owner's uid).
+pub fn fingerprint_fields(config: Option<&str>, owner_uid: Option<&str>) -> u64 {
+    use std::hash::{Hash, Hasher};
+    // A fixed-key SipHash: the same value hashes the same in every run of this binary.
+    let mut hasher = std::hash::DefaultHasher::new();
+    match &parsed(config) {
+        Some(value) => hash_value(value, &mut hasher),
+        None => 0u8.hash(&mut hasher),
+    }
+    owner_uid.hash(&mut hasher);
+    hasher.finish()
+}
+
+/// Hashes a JSON value with object keys in sorted order, whatever the map's own order.
+fn hash_value(value: &Value, hasher: &mut impl std::hash::Hasher) {
+    use std::hash::Hash;
+    match value {
+        Value::Null => 1u8.hash(hasher),
+        Value::Bool(b) => (2u8, b).hash(hasher),
+        Value::Number(n) => (3u8, n.to_string()).hash(hasher),
+        Value::String(s) => (4u8, s).hash(hasher),
+        Value::Array(items) => {
+            (5u8, items.len()).hash(hasher);
+            items.iter().for_each(|item| hash_value(item, hasher));
+        }
+        Value::Object(map) => {
+            (6u8, map.len()).hash(hasher);
+            let mut keys: Vec<&String> = map.keys().collect();
+            keys.sort();
+            for key in keys {
+                key.hash(hasher);
+                hash_value(&map[key], hasher);
+            }
+        }
+    }
 }
 
 #[cfg(test)]
@@ -127,7 +180,18 @@ mod tests {
         live["spec"]["config"] = Value::String(pretty);
         live["metadata"]["resourceVersion"] = json!("42");
         assert!(!drifted(&live, &desired));
+        assert_eq!(fingerprint(&live), fingerprint(&desired));
         live["spec"]["config"] = json!("{\"type\":\"macvlan\"}");
         assert!(drifted(&live, &desired));
+        assert_ne!(fingerprint(&live), fingerprint(&desired));
+        let mut orphan = desired.clone();
+        orphan["metadata"]["ownerReferences"][0]["uid"] = json!("u-2");
+        assert!(drifted(&orphan, &desired));
+        assert_ne!(fingerprint(&orphan), fingerprint(&desired));
+        let reordered = |text: &str| fingerprint_fields(Some(text), Some("u"));
+        assert_eq!(
+            reordered(r#"{"a":1,"b":[true,null]}"#),
+            reordered(r#"{ "b": [true, null], "a": 1 }"#)
+        );
     }
 }

@@ -1,16 +1,15 @@
 //! One reconcile of one Network (the steps are in the module docs of `controller`).
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 
 use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::controller::Action;
-use kube::runtime::finalizer::{Error as FinalizerError, Event as FinalizerEvent, finalizer};
 use kube::runtime::reflector::ObjectRef;
 use kube::{Resource, ResourceExt};
 use tracing::Instrument;
 
+use super::finalizer::{self, Outcome};
 use super::status::*;
 use super::{BACKOFF, CONTROLLER_NAME, Context, RESYNC};
 use crate::events;
@@ -48,12 +47,47 @@ pub enum Error {
         #[source]
         source: BackendError,
     },
-    #[error("finalizer {FINALIZER} of Network {reference}: {source}")]
+    #[error("{action} finalizer {FINALIZER} on Network {reference} failed: {source}")]
     Finalizer {
+        action: &'static str,
         reference: String,
         #[source]
-        source: Box<FinalizerError<Error>>,
+        source: kube::Error,
     },
+}
+
+/// How a reconcile that did not fail ended.
+struct Pass {
+    action: Action,
+    /// Something was written (finalizer, backend object, status).
+    wrote: bool,
+    /// A write met a stale copy (409/422) and is retried shortly.
+    conflict: bool,
+}
+
+impl Pass {
+    fn done(action: Action, wrote: bool) -> Pass {
+        Pass {
+            action,
+            wrote,
+            conflict: false,
+        }
+    }
+
+    /// Retried shortly: the watch brings the fresh copy meanwhile. Not a failure, so the
+    /// failure streak (and its backoff) is untouched.
+    fn conflict(reference: &str, message: &str) -> Pass {
+        tracing::debug!(
+            network = reference,
+            message,
+            "stale copy of the Network; retrying shortly"
+        );
+        Pass {
+            action: Action::requeue(BACKOFF.jittered(1)),
+            wrote: false,
+            conflict: true,
+        }
+    }
 }
 
 /// Best effort: an Event that cannot be published is logged, the reconcile goes on.
@@ -72,124 +106,146 @@ pub async fn reconcile(network: Arc<Network>, ctx: Arc<Context>) -> Result<Actio
     );
     let start = Instant::now();
     let object = ObjectRef::from_obj(&*network);
+    // The store may not show our last write yet: work on the newest copy.
+    let network = ctx.written.freshest(network);
+    ctx.written.begin(&network);
     let outcome = reconcile_once(network, &ctx).instrument(span).await;
+    if ctx.written.finish(&object) {
+        // Someone else changed it while we worked: look again.
+        ctx.indexes.pending.push([object.clone()]);
+    }
     ctx.metrics.reconcile_duration.observe(start.elapsed().as_secs_f64());
     let result = match &outcome {
-        Ok((_, true)) => ReconcileResult::Changed,
-        Ok((_, false)) => ReconcileResult::Unchanged,
+        Ok(pass) if pass.conflict => ReconcileResult::Conflict,
+        Ok(pass) if pass.wrote => ReconcileResult::Changed,
+        Ok(_) => ReconcileResult::Unchanged,
         Err(_) => ReconcileResult::Error,
     };
     ctx.metrics.reconciles.get_or_create(&ReconcileLabels { result }).inc();
     if outcome.is_ok() {
         ctx.reset_failures(&object);
     }
-    outcome.map(|(action, _)| action)
+    outcome.map(|pass| pass.action)
 }
 
-/// The action and whether anything was written.
-async fn reconcile_once(network: Arc<Network>, ctx: &Context) -> Result<(Action, bool), Error> {
+async fn reconcile_once(network: Arc<Network>, ctx: &Context) -> Result<Pass, Error> {
     let name = network.name_any();
     let namespace = network
         .namespace()
         .ok_or_else(|| Error::NoNamespace { name: name.clone() })?;
+    let reference = format!("{namespace}/{name}");
     let api: Api<Network> = Api::namespaced(ctx.client.clone(), &namespace);
-    let wrote = AtomicBool::new(false);
-    // The finalizer helper writes when it adds ours (not deleting, absent) or removes it
-    // (deleting, present).
     let has_finalizer = network.finalizers().iter().any(|f| f == FINALIZER);
-    let deleting = network.metadata.deletion_timestamp.is_some();
-    let wrote_ref = &wrote;
-    let result = finalizer(&api, FINALIZER, network, move |event| async move {
-        match event {
-            FinalizerEvent::Apply(network) => apply(&network, ctx, wrote_ref).await,
-            FinalizerEvent::Cleanup(network) => cleanup(&network, ctx, wrote_ref).await,
+    if network.metadata.deletion_timestamp.is_some() {
+        if !has_finalizer {
+            return Ok(Pass::done(Action::await_change(), false));
         }
-    })
-    .await;
-    match result {
-        Ok(action) => Ok((action, has_finalizer == deleting || wrote.load(Ordering::Relaxed))),
-        Err(FinalizerError::ApplyFailed(error) | FinalizerError::CleanupFailed(error)) => Err(error),
-        Err(other) => Err(Error::Finalizer {
-            reference: format!("{namespace}/{name}"),
-            source: Box::new(other),
-        }),
+        return cleanup(&network, ctx, &api, &reference).await;
+    }
+    if has_finalizer {
+        return apply(&network, ctx, &api, &reference).await;
+    }
+    // Finalizer first, so no backend state can exist without it; then on with the copy the
+    // API server returned, in the same pass (no round trip through the watch).
+    let failed = |source| Error::Finalizer {
+        action: "adding",
+        reference: reference.clone(),
+        source,
+    };
+    match finalizer::add(&api, &network).await.map_err(failed)? {
+        Outcome::Done(Some(updated)) => {
+            let updated = Arc::new(crate::cache::slim_network(*updated));
+            ctx.written.record(&network, (*updated).clone());
+            let mut pass = apply(&updated, ctx, &api, &reference).await?;
+            pass.wrote = true;
+            Ok(pass)
+        }
+        Outcome::Done(None) | Outcome::Gone => Ok(Pass::done(Action::await_change(), false)),
+        Outcome::Conflict(message) => Ok(Pass::conflict(&reference, &message)),
     }
 }
 
-async fn apply(network: &Network, ctx: &Context, wrote: &AtomicBool) -> Result<Action, Error> {
+async fn apply(network: &Network, ctx: &Context, api: &Api<Network>, reference: &str) -> Result<Pass, Error> {
     let name = network.name_any();
     let namespace = network.namespace().unwrap_or_default();
-    let reference = format!("{namespace}/{name}");
     let backend = ctx.backend.name();
     let current = network.status.clone().unwrap_or_default();
 
-    let mut outcome = Ok(Action::requeue(RESYNC));
-    let (readiness, backend_ref) = match spec_problem(network, &ctx.networks.state()) {
+    let mut wrote = false;
+    let mut failure = None;
+    let cidr_of = |other: &str| {
+        ctx.networks
+            .get(&ObjectRef::new(other).within(&namespace))
+            .map(|n| n.spec.cidr.clone())
+    };
+    let (readiness, backend_ref) = match spec_problem(network, &ctx.indexes.overlaps, cidr_of) {
         // The backend is not touched: whatever it holds stays as it was.
         Some(problem) => (problem, current.backend_ref.clone()),
         None => match ctx.backend.ensure(network).await {
             Ok(state) => {
-                if state.changed {
-                    wrote.store(true, Ordering::Relaxed);
-                }
+                wrote |= state.changed;
                 let message = format!("{backend} backend: {} is in place", state.reference);
                 (Readiness::ready(message), Some(state.reference))
             }
             Err(BackendError::Unavailable { message }) => {
-                outcome = Err(Error::BackendUnavailable {
+                failure = Some(Error::BackendUnavailable {
                     backend,
-                    reference: reference.clone(),
+                    reference: reference.to_string(),
                     message: message.clone(),
                 });
                 (Readiness::not_ready(REASON_BACKEND_UNAVAILABLE, message), None)
             }
             Err(BackendError::Conflict { message }) => {
-                outcome = Err(Error::BackendConflict {
+                failure = Some(Error::BackendConflict {
                     backend,
-                    reference: reference.clone(),
+                    reference: reference.to_string(),
                     message: message.clone(),
                 });
                 (Readiness::not_ready(REASON_BACKEND_CONFLICT, message), None)
             }
             Err(source @ BackendError::Failed { .. }) => {
+                // A transient API error must not flip a Ready Network: status untouched.
                 return Err(Error::Backend {
                     backend,
-                    reference,
+                    reference: reference.to_string(),
                     source,
                 });
             }
         },
     };
+    let finish = |wrote| match failure {
+        Some(error) => Err(error),
+        None => Ok(Pass::done(Action::requeue(RESYNC), wrote)),
+    };
 
-    let attached = attached_pods(&ctx.member_pods.state(), &namespace, &name);
+    let attached = ctx.indexes.members.count(&namespace, &name);
     let generation = network.metadata.generation;
     let desired = desired_status(&current, &readiness, generation, attached, backend_ref, &now_rfc3339());
     if desired == current {
-        return outcome;
+        return finish(wrote);
     }
-    let api: Api<Network> = Api::namespaced(ctx.client.clone(), &namespace);
     let params = PatchParams {
         field_manager: Some(CONTROLLER_NAME.to_string()),
         ..PatchParams::default()
     };
-    api.patch_status(&name, &params, &Patch::Merge(status_patch(&desired)))
+    let updated = api
+        .patch_status(&name, &params, &Patch::Merge(status_patch(&desired)))
         .await
         .map_err(|source| Error::PatchStatus {
-            reference: reference.clone(),
+            reference: reference.to_string(),
             source,
         })?;
-    wrote.store(true, Ordering::Relaxed);
+    ctx.written.record(network, crate::cache::slim_network(updated));
 
     let previous = current.conditions.iter().find(|c| c.type_ == READY);
     let next = desired.conditions.iter().find(|c| c.type_ == READY);
-    let transition = next.is_some_and(|next| is_transition(previous, next));
     tracing::info!(
         ready = readiness.ready,
         reason = readiness.reason,
         attached_pods = attached,
         "Network status updated"
     );
-    if transition {
+    if next.is_some_and(|next| is_transition(previous, next)) {
         let action = match readiness.reason {
             REASON_INVALID_SPEC | REASON_OVERLAPS => "Validate",
             REASON_READY => "Reconcile",
@@ -205,32 +261,39 @@ async fn apply(network: &Network, ctx: &Context, wrote: &AtomicBool) -> Result<A
         )
         .await;
     }
-    if transition || current.observed_generation != generation {
-        ctx.requeue_siblings(network);
-    }
-    outcome
+    finish(true)
 }
 
-async fn cleanup(network: &Network, ctx: &Context, wrote: &AtomicBool) -> Result<Action, Error> {
+async fn cleanup(network: &Network, ctx: &Context, api: &Api<Network>, reference: &str) -> Result<Pass, Error> {
     let backend = ctx.backend.name();
     let state = ctx.backend.remove(network).await.map_err(|source| Error::Backend {
         backend,
-        reference: format!("{}/{}", network.namespace().unwrap_or_default(), network.name_any()),
+        reference: reference.to_string(),
         source,
     })?;
     let message = if state.changed {
-        wrote.store(true, Ordering::Relaxed);
         format!("{backend} backend: removed {}", state.reference)
     } else {
         format!("{backend} backend: nothing to remove for {}", state.reference)
     };
     publish(ctx, network, false, REASON_CLEANUP, "Cleanup", &message).await;
-    ctx.requeue_siblings(network);
-    Ok(Action::await_change())
+    let failed = |source| Error::Finalizer {
+        action: "removing",
+        reference: reference.to_string(),
+        source,
+    };
+    match finalizer::remove(api, network).await.map_err(failed)? {
+        Outcome::Done(_) | Outcome::Gone => {
+            ctx.written.forget(&ObjectRef::from_obj(network));
+            Ok(Pass::done(Action::await_change(), true))
+        }
+        Outcome::Conflict(message) => Ok(Pass::conflict(reference, &message)),
+    }
 }
 
-/// Per-object exponential backoff ([`BACKOFF`] of the consecutive failure count).
+/// Per-object exponential backoff with jitter ([`BACKOFF`] of the consecutive failure
+/// count): Networks failing together (an API server answering 429/5xx) retry spread out.
 pub fn error_policy(network: Arc<Network>, _error: &Error, ctx: Arc<Context>) -> Action {
     let failures = ctx.record_failure(ObjectRef::from_obj(&*network));
-    Action::requeue(BACKOFF.delay(failures))
+    Action::requeue(BACKOFF.jittered(failures))
 }

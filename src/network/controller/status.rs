@@ -2,15 +2,10 @@
 //! backend's answer, the rest of the status computed from facts, and the patch that
 //! writes it. Pure functions, tested with plain data.
 
-use std::sync::Arc;
-
-use k8s_openapi::api::core::v1::Pod;
-use kube::ResourceExt;
-use kube::core::PartialObjectMeta;
 use serde_json::Value;
 
 use crate::network::crd::{Network, NetworkCondition, NetworkStatus, READY};
-use crate::network::join::NETWORK_LABEL;
+use crate::network::index::CidrIndex;
 use crate::network::subnet;
 
 /// Condition reasons (and Event reasons).
@@ -113,54 +108,32 @@ pub fn is_transition(previous: Option<&NetworkCondition>, next: &NetworkConditio
     previous.is_none_or(|p| p.status != next.status || p.reason != next.reason || p.message != next.message)
 }
 
-fn order_key(network: &Network) -> (Option<&k8s_openapi::apimachinery::pkg::apis::meta::v1::Time>, &str) {
-    (
-        network.metadata.creation_timestamp.as_ref(),
-        network.metadata.name.as_deref().unwrap_or(""),
-    )
-}
-
-/// What is wrong with `network`'s spec, given the other Networks (any namespace; only its
-/// own is considered): invalid cidr/gateway, or an overlap with a Network of the same
-/// namespace created earlier (creationTimestamp, then name). The earlier one stays Ready.
-/// Networks being deleted and Networks whose own spec is invalid do not count.
-pub fn spec_problem(network: &Network, others: &[Arc<Network>]) -> Option<Readiness> {
+/// What is wrong with `network`'s spec: an invalid cidr/gateway, or an overlap with a
+/// *senior* Network of its namespace (created earlier; same second: smaller name), as
+/// [`CidrIndex`] finds it. The senior stays Ready. Networks being deleted and Networks
+/// whose own spec is invalid are not in the index, so they never count. `cidr_of` gives a
+/// Network's cidr as its spec writes it (the message quotes it).
+pub fn spec_problem(
+    network: &Network,
+    overlaps: &CidrIndex,
+    cidr_of: impl Fn(&str) -> Option<String>,
+) -> Option<Readiness> {
     let subnet = match subnet::validate(&network.spec.cidr, &network.spec.gateway) {
         Ok((subnet, _)) => subnet,
         Err(error) => return Some(Readiness::not_ready(REASON_INVALID_SPEC, error.to_string())),
     };
-    let key = order_key(network);
-    let namespace = network.metadata.namespace.as_deref();
-    let earliest = others
-        .iter()
-        .filter(|o| o.metadata.namespace.as_deref() == namespace && o.metadata.name != network.metadata.name)
-        .filter(|o| o.metadata.deletion_timestamp.is_none() && order_key(o) < key)
-        .filter(|o| subnet::validate(&o.spec.cidr, &o.spec.gateway).is_ok_and(|(other, _)| other.overlaps(&subnet)))
-        .min_by(|a, b| order_key(a).cmp(&order_key(b)))?;
+    let namespace = network.metadata.namespace.as_deref().unwrap_or("");
+    let name = network.metadata.name.as_deref().unwrap_or("");
+    let created = network.metadata.creation_timestamp.as_ref().map(|t| t.0);
+    let (senior, senior_subnet) = overlaps.senior_overlap(namespace, name, created, &subnet)?;
+    let senior_cidr = cidr_of(&senior).unwrap_or_else(|| senior_subnet.to_string());
     Some(Readiness::not_ready(
         REASON_OVERLAPS,
         format!(
-            "cidr {} overlaps cidr {} of Network {:?}, which was created earlier; expected cidrs that do not overlap within namespace {}",
+            "cidr {} overlaps cidr {senior_cidr} of Network {senior:?}, which was created earlier; expected cidrs that do not overlap within namespace {namespace}",
             network.spec.cidr,
-            earliest.spec.cidr,
-            earliest.name_any(),
-            namespace.unwrap_or("")
         ),
     ))
-}
-
-/// Member Pods of Network `namespace/name` in the store: same namespace, label value `name`,
-/// not terminating.
-pub fn attached_pods(pods: &[Arc<PartialObjectMeta<Pod>>], namespace: &str, name: &str) -> i64 {
-    let count = pods
-        .iter()
-        .filter(|p| {
-            p.metadata.namespace.as_deref() == Some(namespace)
-                && p.metadata.deletion_timestamp.is_none()
-                && p.labels().get(NETWORK_LABEL).is_some_and(|v| v == name)
-        })
-        .count();
-    i64::try_from(count).unwrap_or(i64::MAX)
 }
 
 /// RFC 3339, second precision, UTC.
@@ -173,11 +146,9 @@ pub fn now_rfc3339() -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::network::controller::network_of_pod;
     use crate::network::crd::NetworkSpec;
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
-    use kube::core::ObjectMeta;
-    use kube::runtime::reflector::ObjectRef;
+    use std::sync::Arc;
 
     fn network(name: &str, cidr: &str, gateway: &str, created_second: i64) -> Arc<Network> {
         let mut n = Network::new(
@@ -304,69 +275,54 @@ mod tests {
         assert!(is_transition(Some(&a), &condition("False", REASON_READY, "ok", "t")));
     }
 
+    /// The verdict for `network` among `all`, as the controller computes it.
+    fn problem(network: &Network, all: &[Arc<Network>]) -> Option<Readiness> {
+        let index = CidrIndex::new();
+        for n in all {
+            index.apply(&kube::runtime::watcher::Event::Apply((**n).clone()));
+        }
+        let cidr_of = |name: &str| {
+            all.iter()
+                .find(|n| {
+                    n.metadata.name.as_deref() == Some(name) && n.metadata.namespace == network.metadata.namespace
+                })
+                .map(|n| n.spec.cidr.clone())
+        };
+        spec_problem(network, &index, cidr_of)
+    }
+
     #[test]
     fn invalid_spec_and_overlap_go_to_the_later_network() {
         let bad = network("bad", "10.0.0.0/24", "10.0.1.1", 0);
-        let problem = spec_problem(&bad, &[]).unwrap();
+        let problem = problem(&bad, &[]).unwrap();
         assert_eq!(problem.reason, REASON_INVALID_SPEC);
         assert!(problem.message.contains("not inside"), "{}", problem.message);
 
         let a = network("a", "10.0.0.0/16", "10.0.0.1", 0);
         let b = network("b", "10.0.5.0/24", "10.0.5.1", 10);
         let all = [a.clone(), b.clone()];
-        assert_eq!(spec_problem(&a, &all), None, "the earlier one stays");
-        let overlap = spec_problem(&b, &all).unwrap();
+        assert_eq!(self::problem(&a, &all), None, "the earlier one stays");
+        let overlap = self::problem(&b, &all).unwrap();
         assert_eq!(overlap.reason, REASON_OVERLAPS);
-        for part in ["\"a\"", "10.0.0.0/16", "10.0.5.0/24"] {
-            assert!(overlap.message.contains(part), "{part} in {}", overlap.message);
-        }
+        assert_eq!(
+            overlap.message,
+            "cidr 10.0.5.0/24 overlaps cidr 10.0.0.0/16 of Network \"a\", which was created earlier; \
+             expected cidrs that do not overlap within namespace default"
+        );
         // Same creation time: the name decides.
         let a2 = network("a2", "10.0.5.0/24", "10.0.5.1", 0);
-        assert_eq!(spec_problem(&a, &[a.clone(), a2.clone()]), None);
-        assert!(spec_problem(&a2, &[a.clone(), a2.clone()]).is_some());
+        assert_eq!(self::problem(&a, &[a.clone(), a2.clone()]), None);
+        assert!(self::problem(&a2, &[a.clone(), a2.clone()]).is_some());
         // Other namespace or deleting: no overlap.
         let mut elsewhere = (*a).clone();
         elsewhere.metadata.namespace = Some("other".into());
-        assert_eq!(spec_problem(&b, &[Arc::new(elsewhere)]), None);
+        assert_eq!(self::problem(&b, &[Arc::new(elsewhere), b.clone()]), None);
         let mut going = (*a).clone();
         going.metadata.deletion_timestamp = a.metadata.creation_timestamp.clone();
-        assert_eq!(spec_problem(&b, &[Arc::new(going)]), None);
+        assert_eq!(self::problem(&b, &[Arc::new(going), b.clone()]), None);
         // Disjoint: fine.
         let c = network("c", "10.1.0.0/16", "10.1.0.1", 20);
-        assert_eq!(spec_problem(&c, &[a, b, c.clone()]), None);
-    }
-
-    #[test]
-    fn member_pods_are_counted_by_namespace_and_label() {
-        let pod = |ns: &str, net: Option<&str>, terminating: bool| {
-            let mut meta = ObjectMeta {
-                name: Some("p".into()),
-                namespace: Some(ns.into()),
-                ..ObjectMeta::default()
-            };
-            if let Some(net) = net {
-                meta.labels = Some([(NETWORK_LABEL.to_string(), net.to_string())].into());
-            }
-            if terminating {
-                meta.deletion_timestamp = Some(Time(k8s_openapi::jiff::Timestamp::UNIX_EPOCH));
-            }
-            Arc::new(PartialObjectMeta::<Pod> {
-                types: None,
-                metadata: meta,
-                _phantom: std::marker::PhantomData,
-            })
-        };
-        let pods = [
-            pod("default", Some("net"), false),
-            pod("default", Some("net"), false),
-            pod("default", Some("net"), true),
-            pod("default", Some("other"), false),
-            pod("team", Some("net"), false),
-            pod("default", None, false),
-        ];
-        assert_eq!(attached_pods(&pods, "default", "net"), 2);
-        assert_eq!(network_of_pod(&pods[4]), Some(ObjectRef::new("net").within("team")));
-        assert_eq!(network_of_pod(&pods[5]), None);
+        assert_eq!(self::problem(&c, &[a, b, c.clone()]), None);
     }
 
     #[test]

@@ -1,0 +1,362 @@
+//! `make bench-scale`: the Network controller at scale, against the cluster in
+//! `KUBECONFIG` (the shared control plane here), through the API only.
+//!
+//! Starts the release binary (`serve --leader-elect=false --network-backend multus`, no
+//! webhook registered) on loopback ports, applies the Network CRD and Multus' NAD CRD
+//! (`tests/fixtures/nad-crd.yaml`), then in one fresh namespace:
+//!
+//! 1. creates N Networks in one burst (every tenth overlaps the one before it), and waits
+//!    until each has its verdict for its generation (Ready, or Overlaps naming its senior);
+//! 2. creates M member Pods (labelled directly), spread over the Ready Networks, and waits
+//!    until every `attachedPods` is right;
+//! 3. restarts the controller (SIGTERM, start again) and measures its writes and its time
+//!    until every Network was reconciled;
+//! 4. creates one more Network and measures create → Ready.
+//!
+//! Reconciles and API writes come from the binary's `/metrics`, memory from
+//! `/proc/PID/status` (VmRSS steady, VmHWM peak). Environment: `BENCH_NETWORKS` (10000),
+//! `BENCH_PODS` (10000), `BENCH_CONCURRENCY` (creates in flight, 32), `BENCH_BIN`
+//! (`target/release/envoy-injector`), `BENCH_SERVE_ARGS` (extra `serve` flags, e.g.
+//! `--api-qps 200`), `BENCH_KEEP=1` to leave the namespace behind.
+
+#[path = "../tests/scale/mod.rs"]
+mod scale;
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::{Duration, Instant};
+
+use envoy_injector::network::crd::Network;
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Pod, ServiceAccount};
+use kube::Client;
+use kube::api::{Api, ListParams, PostParams};
+use scale::{Result, Served, Tracker};
+use serde_json::json;
+
+/// Safety bound for each phase to finish: generous, never the measurement.
+const PATIENCE: Duration = Duration::from_secs(900);
+
+struct Settings {
+    networks: usize,
+    pods: usize,
+    concurrency: usize,
+    bin: PathBuf,
+    serve_args: Vec<String>,
+    keep: bool,
+}
+
+fn settings() -> Result<Settings> {
+    let number = |key: &str, default: usize| -> Result<usize> {
+        match std::env::var(key) {
+            Ok(v) => v.parse().map_err(|e| format!("{key}={v:?}: expected a number: {e}")),
+            Err(_) => Ok(default),
+        }
+    };
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    Ok(Settings {
+        networks: number("BENCH_NETWORKS", 10_000)?,
+        pods: number("BENCH_PODS", 10_000)?,
+        concurrency: number("BENCH_CONCURRENCY", 32)?.max(1),
+        bin: std::env::var_os("BENCH_BIN").map_or_else(|| root.join("target/release/envoy-injector"), PathBuf::from),
+        serve_args: std::env::var("BENCH_SERVE_ARGS")
+            .unwrap_or_default()
+            .split_whitespace()
+            .map(String::from)
+            .collect(),
+        keep: std::env::var("BENCH_KEEP").is_ok_and(|v| v == "1"),
+    })
+}
+
+fn mib(kib: u64) -> String {
+    format!("{:.1} MiB", kib as f64 / 1024.0)
+}
+
+fn writes_line(writes: &BTreeMap<String, u64>) -> String {
+    let total: u64 = writes.values().sum();
+    let parts: Vec<String> = writes.iter().map(|(r, n)| format!("{r} {n}")).collect();
+    if parts.is_empty() {
+        "0".into()
+    } else {
+        format!("{total} ({})", parts.join(", "))
+    }
+}
+
+fn minus(after: &BTreeMap<String, u64>, before: &BTreeMap<String, u64>) -> BTreeMap<String, u64> {
+    after
+        .iter()
+        .map(|(r, n)| (r.clone(), n - before.get(r).copied().unwrap_or(0)))
+        .filter(|(_, n)| *n > 0)
+        .collect()
+}
+
+/// Memory after things settled: a few seconds for the allocator to give back what it can.
+async fn steady_memory(served: &Served) -> Result<(u64, u64)> {
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    served.memory()
+}
+
+fn main() -> ExitCode {
+    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(runtime) => runtime,
+        Err(e) => {
+            eprintln!("bench-scale: cannot start a runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match runtime.block_on(run()) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("bench-scale: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+async fn run() -> Result<()> {
+    let s = settings()?;
+    if std::env::var_os("KUBECONFIG").is_none() {
+        return Err("KUBECONFIG is not set: start ../shared/k8s/controlplane.sh and export what it prints".into());
+    }
+    if !s.bin.exists() {
+        return Err(format!("{} is missing: cargo build --release first", s.bin.display()));
+    }
+    let client = Client::try_default()
+        .await
+        .map_err(|e| format!("cannot reach the cluster: {e}"))?;
+    scale::install_crds(&client).await?;
+    scale::remove_leftovers(&client, "bench-scale-").await;
+    let stamp = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_err(|e| e.to_string())?
+        .as_secs();
+    let namespace = format!("bench-scale-{stamp}");
+    let namespaces: Api<Namespace> = Api::all(client.clone());
+    let ns: Namespace = serde_json::from_value(json!({"metadata": {"name": namespace}})).map_err(|e| e.to_string())?;
+    namespaces
+        .create(&PostParams::default(), &ns)
+        .await
+        .map_err(|e| format!("cannot create namespace {namespace}: {e}"))?;
+    let result = measure(&s, &client, &namespace).await;
+    if !s.keep {
+        scale::cleanup(&client, &namespace, s.concurrency).await;
+    }
+    result
+}
+
+async fn measure(s: &Settings, client: &Client, namespace: &str) -> Result<()> {
+    let (n, m) = (s.networks, s.pods);
+    let dir = scale::scratch("bench-scale")?;
+    scale::certs(&s.bin, &dir)?;
+    let configmap: ConfigMap = serde_json::from_value(json!({
+        "metadata": {"name": "envoy-injector"},
+        "data": {"config": include_str!("../src/template/default-template.yaml")}
+    }))
+    .map_err(|e| e.to_string())?;
+    Api::<ConfigMap>::namespaced(client.clone(), namespace)
+        .create(&PostParams::default(), &configmap)
+        .await
+        .map_err(|e| format!("cannot create the ConfigMap: {e}"))?;
+    let extra: Vec<&str> = s.serve_args.iter().map(String::as_str).collect();
+    let tracker = Tracker::start(client, namespace);
+
+    println!(
+        "bench-scale: {n} Networks ({} overlap an older one), then {m} member Pods, in namespace {namespace}",
+        n / 10
+    );
+    println!(
+        "serve flags: --leader-elect=false --network-backend multus {}",
+        extra.join(" ")
+    );
+    let served = Served::start(&s.bin, namespace, &dir, &dir.join("serve-1.log"), &extra)?;
+    scale::wait_for(PATIENCE, "/readyz", || served.ready()).await?;
+    let (idle_rss, _) = served.memory()?;
+    println!("idle RSS after start: {}", mib(idle_rss));
+
+    // 1. The Network burst.
+    let first_create = Instant::now();
+    let last_create = scale::create_networks(client, namespace, 0..n, s.concurrency).await?;
+    let all_settled = tracker
+        .until(PATIENCE, "every Network to have its verdict", |seen| {
+            seen.len() >= n && seen.values().filter(|x| x.current).count() >= n
+        })
+        .await?;
+    let wrong = scale::wrong_verdicts(&tracker.snapshot(), n);
+    let metrics = served.metrics().await?;
+    let (rss, peak) = steady_memory(&served).await?;
+    let burst_reconciles = metrics.reconciles();
+    let burst_writes = metrics.writes();
+    println!("\n1. Network burst");
+    println!(
+        "   created {n} in {:.1} s ({} in flight)",
+        (last_create - first_create).as_secs_f64(),
+        s.concurrency
+    );
+    println!(
+        "   last create -> all {n} settled: {:.2} s; verdicts right: {}",
+        all_settled.saturating_duration_since(last_create).as_secs_f64(),
+        if wrong.is_empty() {
+            "all".to_string()
+        } else {
+            format!("{} WRONG, e.g. {}", wrong.len(), wrong[0])
+        }
+    );
+    println!(
+        "   reconciles: {burst_reconciles} ({:.2} per Network)",
+        burst_reconciles as f64 / n as f64
+    );
+    println!("   API writes: {}", writes_line(&burst_writes));
+    println!("   RSS: steady {}, peak {}", mib(rss), mib(peak));
+
+    // 2. Member Pods.
+    // Pods join Networks that are Ready whichever way their pair was decided.
+    let ready: Vec<usize> = (0..n).filter(|i| i % 10 != 8 && i % 10 != 9).collect();
+    let mut expected: HashMap<String, i64> = HashMap::new();
+    if m > 0 {
+        wait_for_default_service_account(client, namespace).await?;
+        let pods: Api<Pod> = Api::namespaced(client.clone(), namespace);
+        let first_pod = Instant::now();
+        let results: Vec<Result<()>> = futures::stream::iter(0..m)
+            .map(|j| {
+                let network = scale::planned(ready[j % ready.len()]).0;
+                let pods = pods.clone();
+                async move {
+                    let pod: Pod = serde_json::from_value(json!({
+                        "metadata": {"name": format!("pod-{j:05}"), "labels": {scale::MEMBER_LABEL: network}},
+                        "spec": {"containers": [{"name": "app", "image": "registry.k8s.io/pause:3.10"}]}
+                    }))
+                    .map_err(|e| e.to_string())?;
+                    pods.create(&PostParams::default(), &pod)
+                        .await
+                        .map(|_| ())
+                        .map_err(|e| format!("cannot create Pod pod-{j:05}: {e}"))
+                }
+            })
+            .buffer_unordered(s.concurrency)
+            .collect()
+            .await;
+        results.into_iter().collect::<Result<Vec<()>>>()?;
+        let last_pod = Instant::now();
+        for j in 0..m {
+            *expected.entry(scale::planned(ready[j % ready.len()]).0).or_insert(0) += 1;
+        }
+        let counted = tracker
+            .until(PATIENCE, "every attachedPods to be right", |seen| {
+                expected
+                    .iter()
+                    .all(|(name, count)| seen.get(name).is_some_and(|x| x.attached == *count))
+            })
+            .await?;
+        let after = served.metrics().await?;
+        let (rss, peak) = steady_memory(&served).await?;
+        let reconciles = after.reconciles() - burst_reconciles;
+        println!("\n2. {m} member Pods over {} Networks", ready.len().min(m));
+        println!(
+            "   created in {:.1} s; last create -> every count right: {:.2} s",
+            (last_pod - first_pod).as_secs_f64(),
+            counted.saturating_duration_since(last_pod).as_secs_f64()
+        );
+        println!(
+            "   reconciles: +{reconciles} ({:.2} per Pod)",
+            reconciles as f64 / m as f64
+        );
+        println!(
+            "   API writes: +{}",
+            writes_line(&minus(&after.writes(), &burst_writes))
+        );
+        println!(
+            "   RSS: steady {}, peak {} ({} bytes per object over idle, {n} Networks + {m} Pods)",
+            mib(rss),
+            mib(peak),
+            (rss.saturating_sub(idle_rss)) * 1024 / (n + m) as u64
+        );
+    }
+
+    // 3. Restart.
+    let events_before = count_events(client, namespace, "Network").await?;
+    served.stop().await?;
+    let (network_events, nad_events) = tracker.counts();
+    let served = Served::start(&s.bin, namespace, &dir, &dir.join("serve-2.log"), &extra)?;
+    let reconciled = scale::wait_for(PATIENCE, "every Network reconciled after the restart", || async {
+        served.metrics().await.is_ok_and(|m| m.reconciles() >= n as u64)
+    })
+    .await?;
+    let readyz = scale::wait_for(PATIENCE, "/readyz after the restart", || served.ready()).await?;
+    // Late writes would show within a few seconds.
+    let (rss, peak) = steady_memory(&served).await?;
+    let after = served.metrics().await?;
+    let (network_events_after, nad_events_after) = tracker.counts();
+    let events_after = count_events(client, namespace, "Network").await?;
+    println!("\n3. Restart (SIGTERM, start again) with {n} Networks and {m} Pods converged");
+    println!(
+        "   every Network reconciled {:.2} s after start ({} reconciles; /readyz at {:.2} s)",
+        reconciled.as_secs_f64(),
+        after.reconciles(),
+        readyz.as_secs_f64()
+    );
+    println!("   API writes: {}", writes_line(&after.writes()));
+    println!(
+        "   seen from outside: {} Network watch events, {} NAD watch events, {} new Events about Networks",
+        network_events_after - network_events,
+        nad_events_after - nad_events,
+        events_after.saturating_sub(events_before)
+    );
+    println!("   RSS: steady {}, peak {}", mib(rss), mib(peak));
+
+    // 4. One more Network.
+    let (name, spec, _) = scale::planned(if n % 10 == 9 { n + 1 } else { n });
+    let api: Api<Network> = Api::namespaced(client.clone(), namespace);
+    let created = Instant::now();
+    api.create(&PostParams::default(), &Network::new(&name, spec))
+        .await
+        .map_err(|e| format!("cannot create Network {name}: {e}"))?;
+    tracker
+        .until(Duration::from_secs(60), "the new Network to turn Ready", |seen| {
+            seen.get(&name)
+                .is_some_and(|x| x.current && x.ready.as_deref() == Some("True"))
+        })
+        .await?;
+    let ready_at = tracker.snapshot()[&name].settled_at.unwrap_or_else(Instant::now);
+    println!("\n4. A new Network after the restart");
+    println!(
+        "   create -> Ready: {:.0} ms",
+        ready_at.saturating_duration_since(created).as_secs_f64() * 1e3
+    );
+    served.stop().await?;
+    if !wrong.is_empty() {
+        return Err(format!("{} wrong verdicts", wrong.len()));
+    }
+    Ok(())
+}
+
+async fn wait_for_default_service_account(client: &Client, namespace: &str) -> Result<()> {
+    let accounts: Api<ServiceAccount> = Api::namespaced(client.clone(), namespace);
+    scale::wait_for(Duration::from_secs(60), "the default ServiceAccount", || async {
+        accounts.get_opt("default").await.is_ok_and(|a| a.is_some())
+    })
+    .await
+    .map(|_| ())
+}
+
+/// Events in `namespace` about objects of `kind`.
+async fn count_events(client: &Client, namespace: &str, kind: &str) -> Result<usize> {
+    let events: Api<k8s_openapi::api::events::v1::Event> = Api::namespaced(client.clone(), namespace);
+    let mut total = 0;
+    let mut params = ListParams::default().limit(500);
+    loop {
+        let page = events
+            .list(&params)
+            .await
+            .map_err(|e| format!("cannot list Events: {e}"))?;
+        total += page
+            .items
+            .iter()
+            .filter(|e| e.regarding.as_ref().and_then(|r| r.kind.as_deref()) == Some(kind))
+            .count();
+        match page.metadata.continue_ {
+            Some(token) if !token.is_empty() => params = params.continue_token(&token),
+            _ => return Ok(total),
+        }
+    }
+}

@@ -1,0 +1,536 @@
+//! What the controller's cluster test (`tests/controller_cluster.rs`) and the scale
+//! benchmark (`examples/bench_scale.rs`) share: the real binary started with `serve` on
+//! loopback ports, its `/metrics` and `/proc` memory, the CRDs, a plan of Networks with
+//! known overlaps, and a watch that follows their verdicts.
+
+#![allow(dead_code)]
+
+use std::collections::{BTreeMap, HashMap};
+use std::net::{SocketAddr, TcpListener};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use envoy_injector::network::crd::{Network, NetworkSpec};
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::Namespace;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams};
+use kube::runtime::watcher;
+use kube::{Client, CustomResourceExt, ResourceExt};
+use serde_json::json;
+use tokio::sync::Notify;
+
+/// The NAD CRD the Multus backend needs (no Multus here).
+pub const NAD_CRD: &str = include_str!("../fixtures/nad-crd.yaml");
+/// The member label (`crate::network::join::NETWORK_LABEL`).
+pub const MEMBER_LABEL: &str = "sidecar.samplecrd.k8s.io/network";
+
+pub type Result<T> = std::result::Result<T, String>;
+
+fn free_port() -> Result<u16> {
+    let listener = TcpListener::bind("127.0.0.1:0").map_err(|e| format!("no free loopback port: {e}"))?;
+    listener.local_addr().map(|a| a.port()).map_err(|e| e.to_string())
+}
+
+/// Serves Network CRD (from the Rust type) and the NAD CRD, and waits until both are
+/// established.
+pub async fn install_crds(client: &Client) -> Result<()> {
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    let nad: CustomResourceDefinition =
+        serde_yaml_ng::from_str(NAD_CRD).map_err(|e| format!("tests/fixtures/nad-crd.yaml: {e}"))?;
+    let params = PatchParams::apply("envoy-injector-tests").force();
+    for crd in [Network::crd(), nad] {
+        let name = crd.name_any();
+        crds.patch(&name, &params, &Patch::Apply(&crd))
+            .await
+            .map_err(|e| format!("cannot apply CRD {name}: {e}"))?;
+        let established = |c: &CustomResourceDefinition| {
+            c.status
+                .as_ref()
+                .and_then(|s| s.conditions.as_ref())
+                .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Established" && c.status == "True"))
+        };
+        wait_for(Duration::from_secs(30), &format!("CRD {name} established"), || async {
+            crds.get(&name).await.is_ok_and(|c| established(&c))
+        })
+        .await?;
+    }
+    Ok(())
+}
+
+/// Polls `check` every 50 ms until it holds; `Err` names `what` after `patience` (a safety
+/// bound, never a measured expectation).
+pub async fn wait_for<F, Fut>(patience: Duration, what: &str, mut check: F) -> Result<Duration>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = bool>,
+{
+    let start = Instant::now();
+    loop {
+        if check().await {
+            return Ok(start.elapsed());
+        }
+        if start.elapsed() > patience {
+            return Err(format!(
+                "expected {what} within {patience:?}, still not after {:?}",
+                start.elapsed()
+            ));
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// `envoy-injector certs` into `dir`: the serving pair `serve` needs (no webhook is
+/// registered, so nothing ever connects to it).
+pub fn certs(bin: &Path, dir: &Path) -> Result<()> {
+    let status = Command::new(bin)
+        .args(["certs", "--service", "scale", "--namespace", "scale", "--out-dir"])
+        .arg(dir)
+        .stdout(Stdio::null())
+        .status()
+        .map_err(|e| format!("cannot run {}: {e}", bin.display()))?;
+    status
+        .success()
+        .then_some(())
+        .ok_or_else(|| format!("{} certs failed: {status}", bin.display()))
+}
+
+/// A running `envoy-injector serve`.
+pub struct Served {
+    child: Child,
+    pub admin: SocketAddr,
+    pub started: Instant,
+    http: reqwest::Client,
+}
+
+impl Served {
+    /// `serve --leader-elect=false` with the Multus backend, its ConfigMap in `namespace`,
+    /// `certs` from [`certs`], logs (warn and up) to `log`.
+    pub fn start(bin: &Path, namespace: &str, certs: &Path, log: &Path, extra: &[&str]) -> Result<Served> {
+        let admin: SocketAddr = format!("127.0.0.1:{}", free_port()?)
+            .parse()
+            .map_err(|e| format!("{e}"))?;
+        let addr = format!("127.0.0.1:{}", free_port()?);
+        let log = std::fs::File::create(log).map_err(|e| format!("cannot create {}: {e}", log.display()))?;
+        let started = Instant::now();
+        let child = Command::new(bin)
+            .args([
+                "--log-level",
+                "warn",
+                "serve",
+                "--leader-elect=false",
+                "--network-backend",
+                "multus",
+            ])
+            .args([
+                "--namespace",
+                namespace,
+                "--addr",
+                &addr,
+                "--admin-addr",
+                &admin.to_string(),
+            ])
+            .arg("--tls-cert")
+            .arg(certs.join("tls.crt"))
+            .arg("--tls-key")
+            .arg(certs.join("tls.key"))
+            .args(extra)
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .map_err(|e| format!("cannot start {}: {e}", bin.display()))?;
+        Ok(Served {
+            child,
+            admin,
+            started,
+            http: reqwest::Client::new(),
+        })
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// The parsed `/metrics`.
+    pub async fn metrics(&self) -> Result<Samples> {
+        let url = format!("http://{}/metrics", self.admin);
+        let text = self
+            .http
+            .get(&url)
+            .send()
+            .await
+            .and_then(|r| r.error_for_status())
+            .map_err(|e| format!("GET {url}: {e}"))?
+            .text()
+            .await
+            .map_err(|e| format!("GET {url}: {e}"))?;
+        Ok(Samples::parse(&text))
+    }
+
+    /// `/readyz` answers 200.
+    pub async fn ready(&self) -> bool {
+        let url = format!("http://{}/readyz", self.admin);
+        self.http.get(&url).send().await.is_ok_and(|r| r.status().is_success())
+    }
+
+    /// (VmRSS, VmHWM) in KiB, from `/proc/PID/status`.
+    pub fn memory(&self) -> Result<(u64, u64)> {
+        let path = format!("/proc/{}/status", self.child.id());
+        let status = std::fs::read_to_string(&path).map_err(|e| format!("cannot read {path}: {e}"))?;
+        let field = |name: &str| {
+            status
+                .lines()
+                .find(|l| l.starts_with(name))
+                .and_then(|l| l.split_whitespace().nth(1))
+                .and_then(|v| v.parse().ok())
+                .ok_or_else(|| format!("no {name} in {path}"))
+        };
+        Ok((field("VmRSS:")?, field("VmHWM:")?))
+    }
+
+    /// SIGTERM, then waits for the exit (SIGKILL after 30 s).
+    pub async fn stop(mut self) -> Result<()> {
+        // SAFETY: plain kill(2) on our own child's pid.
+        unsafe { libc::kill(self.child.id() as libc::pid_t, libc::SIGTERM) };
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            if let Some(status) = self.child.try_wait().map_err(|e| e.to_string())? {
+                return status
+                    .success()
+                    .then_some(())
+                    .ok_or_else(|| format!("serve exited with {status} after SIGTERM"));
+            }
+            if Instant::now() > deadline {
+                let _ = self.child.kill();
+                return Err("serve did not stop within 30 s of SIGTERM".into());
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+}
+
+impl Drop for Served {
+    fn drop(&mut self) {
+        // A test that failed half-way must not leave the process behind.
+        if matches!(self.child.try_wait(), Ok(None)) {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
+/// Prometheus text samples: name, labels, value.
+pub struct Samples(Vec<(String, BTreeMap<String, String>, f64)>);
+
+impl Samples {
+    pub fn parse(text: &str) -> Samples {
+        let mut samples = Vec::new();
+        for line in text.lines().filter(|l| !l.starts_with('#') && !l.trim().is_empty()) {
+            let Some((series, value)) = line.rsplit_once(' ') else {
+                continue;
+            };
+            let Ok(value) = value.parse::<f64>() else { continue };
+            let (name, labels) = match series.split_once('{') {
+                Some((name, rest)) => {
+                    let labels = rest
+                        .trim_end_matches('}')
+                        .split("\",")
+                        .filter_map(|pair| pair.split_once("=\""))
+                        .map(|(k, v)| (k.to_string(), v.trim_end_matches('"').to_string()))
+                        .collect();
+                    (name.to_string(), labels)
+                }
+                None => (series.to_string(), BTreeMap::new()),
+            };
+            samples.push((name, labels, value));
+        }
+        Samples(samples)
+    }
+
+    /// Sum of `name` over the samples whose labels pass `keep`.
+    pub fn sum(&self, name: &str, keep: impl Fn(&BTreeMap<String, String>) -> bool) -> u64 {
+        self.0
+            .iter()
+            .filter(|(n, labels, _)| n == name && keep(labels))
+            .map(|(_, _, v)| *v as u64)
+            .sum()
+    }
+
+    pub fn reconciles(&self) -> u64 {
+        self.sum("envoy_injector_reconciles_total", |_| true)
+    }
+
+    /// Writes the API server received (create, update, patch, delete), by resource.
+    pub fn writes(&self) -> BTreeMap<String, u64> {
+        let mut by_resource = BTreeMap::new();
+        for (name, labels, value) in &self.0 {
+            let write = labels.get("verb").is_some_and(|v| {
+                matches!(
+                    v.as_str(),
+                    "create" | "update" | "patch" | "delete" | "deletecollection"
+                )
+            });
+            if name == "envoy_injector_api_requests_total" && write {
+                *by_resource.entry(labels["resource"].clone()).or_insert(0) += *value as u64;
+            }
+        }
+        by_resource
+    }
+}
+
+/// Network `i` of a plan of `n`: every tenth Network (i % 10 == 9) takes the upper half of
+/// the /24 of the one before it, so the two overlap; all others hold their own /24 and
+/// must turn Ready. Returns the other Network of the pair, if any. Which of a pair is the
+/// senior depends on their creationTimestamps (created concurrently, either may come first
+/// within a second): see [`wrong_verdicts`].
+pub fn planned(i: usize) -> (String, NetworkSpec, Option<String>) {
+    let slot = |i: usize| (i / 256, i % 256);
+    let name = format!("net-{i:05}");
+    if i % 10 == 9 {
+        let (a, b) = slot(i - 1);
+        let spec = NetworkSpec {
+            cidr: format!("10.{a}.{b}.128/25"),
+            gateway: format!("10.{a}.{b}.129"),
+        };
+        (name, spec, Some(format!("net-{:05}", i - 1)))
+    } else {
+        let (a, b) = slot(i);
+        let spec = NetworkSpec {
+            cidr: format!("10.{a}.{b}.0/24"),
+            gateway: format!("10.{a}.{b}.1"),
+        };
+        (name, spec, None)
+    }
+}
+
+/// Creates Networks `range` of the plan with `concurrency` creates in flight; returns when
+/// the last create was answered.
+pub async fn create_networks(
+    client: &Client,
+    namespace: &str,
+    range: std::ops::Range<usize>,
+    concurrency: usize,
+) -> Result<Instant> {
+    let api: Api<Network> = Api::namespaced(client.clone(), namespace);
+    let results: Vec<Result<()>> = futures::stream::iter(range)
+        .map(|i| {
+            let api = api.clone();
+            async move {
+                let (name, spec, _) = planned(i);
+                api.create(&PostParams::default(), &Network::new(&name, spec))
+                    .await
+                    .map(|_| ())
+                    .map_err(|e| format!("cannot create Network {name}: {e}"))
+            }
+        })
+        .buffer_unordered(concurrency)
+        .collect()
+        .await;
+    results.into_iter().collect::<Result<Vec<()>>>()?;
+    Ok(Instant::now())
+}
+
+/// What the watch last saw of one Network.
+#[derive(Debug, Clone, Default)]
+pub struct Seen {
+    pub current: bool,
+    pub ready: Option<String>,
+    pub reason: String,
+    pub message: String,
+    pub attached: i64,
+    /// When it first had a current verdict.
+    pub settled_at: Option<Instant>,
+    /// `creationTimestamp`, in seconds.
+    pub created: i64,
+}
+
+/// Follows the Networks and NADs of one namespace from outside, as a user would.
+#[derive(Clone)]
+pub struct Tracker {
+    pub networks: Arc<Mutex<HashMap<String, Seen>>>,
+    /// Watch events on Networks and NADs (after the initial list).
+    pub network_events: Arc<Mutex<u64>>,
+    pub nad_events: Arc<Mutex<u64>>,
+    changed: Arc<Notify>,
+}
+
+impl Tracker {
+    pub fn start(client: &Client, namespace: &str) -> Tracker {
+        let tracker = Tracker {
+            networks: Arc::default(),
+            network_events: Arc::default(),
+            nad_events: Arc::default(),
+            changed: Arc::default(),
+        };
+        let api: Api<Network> = Api::namespaced(client.clone(), namespace);
+        let t = tracker.clone();
+        tokio::spawn(async move {
+            let events = watcher(api, watcher::Config::default());
+            futures::pin_mut!(events);
+            while let Some(event) = events.next().await {
+                let Ok(event) = event else { continue };
+                let (watcher::Event::Apply(n) | watcher::Event::InitApply(n)) = &event else {
+                    continue;
+                };
+                if matches!(event, watcher::Event::Apply(_)) {
+                    *t.network_events.lock().unwrap() += 1;
+                }
+                let ready = n.ready_condition();
+                let status = n.status.clone().unwrap_or_default();
+                let current = ready.is_some() && status.observed_generation == n.metadata.generation;
+                let mut networks = t.networks.lock().unwrap();
+                let seen = networks.entry(n.name_any()).or_default();
+                seen.current = current;
+                seen.ready = ready.map(|c| c.status.clone());
+                seen.reason = ready.map(|c| c.reason.clone()).unwrap_or_default();
+                seen.message = ready.map(|c| c.message.clone()).unwrap_or_default();
+                seen.attached = status.attached_pods;
+                seen.created = n.creation_timestamp().map_or(0, |t| t.0.as_second());
+                if current && seen.settled_at.is_none() {
+                    seen.settled_at = Some(Instant::now());
+                }
+                drop(networks);
+                t.changed.notify_waiters();
+            }
+        });
+        let nads: Api<DynamicObject> = Api::namespaced_with(
+            client.clone(),
+            namespace,
+            &envoy_injector::network::backend::nad_resource(),
+        );
+        let counter = tracker.nad_events.clone();
+        tokio::spawn(async move {
+            let events = watcher(nads, watcher::Config::default());
+            futures::pin_mut!(events);
+            while let Some(event) = events.next().await {
+                if matches!(event, Ok(watcher::Event::Apply(_) | watcher::Event::Delete(_))) {
+                    *counter.lock().unwrap() += 1;
+                }
+            }
+        });
+        tracker
+    }
+
+    pub fn snapshot(&self) -> HashMap<String, Seen> {
+        self.networks.lock().unwrap().clone()
+    }
+
+    pub fn counts(&self) -> (u64, u64) {
+        (*self.network_events.lock().unwrap(), *self.nad_events.lock().unwrap())
+    }
+
+    /// Waits until `done` holds for the Networks seen (checked on every watch event).
+    pub async fn until(
+        &self,
+        patience: Duration,
+        what: &str,
+        done: impl Fn(&HashMap<String, Seen>) -> bool,
+    ) -> Result<Instant> {
+        let deadline = Instant::now() + patience;
+        loop {
+            let changed = self.changed.notified();
+            futures::pin_mut!(changed);
+            changed.as_mut().enable();
+            if done(&self.networks.lock().unwrap()) {
+                return Ok(Instant::now());
+            }
+            if tokio::time::timeout_at(deadline.into(), changed).await.is_err() {
+                return Err(format!("expected {what} within {patience:?}"));
+            }
+        }
+    }
+}
+
+/// Wrong verdicts among Networks `0..n` of the plan, empty when all are right. Each must
+/// be current for its generation; of an overlapping pair the senior (earlier
+/// creationTimestamp, then smaller name) must be Ready and the other report `Overlaps`
+/// naming it; every other Network must be Ready.
+pub fn wrong_verdicts(seen: &HashMap<String, Seen>, n: usize) -> Vec<String> {
+    (0..n)
+        .filter_map(|i| {
+            let (name, _, pair) = planned(i);
+            let pair = pair.or_else(|| (i + 1 < n && i % 10 == 8).then(|| planned(i + 1).0));
+            let Some(s) = seen.get(&name) else {
+                return Some(format!("{name}: never seen"));
+            };
+            let senior = pair.filter(|other| {
+                seen.get(other)
+                    .is_some_and(|o| (o.created, other.as_str()) < (s.created, name.as_str()))
+            });
+            let right = s.current
+                && match &senior {
+                    None => s.ready.as_deref() == Some("True"),
+                    Some(senior) => {
+                        s.ready.as_deref() == Some("False")
+                            && s.reason == "Overlaps"
+                            && s.message.contains(&format!("Network \"{senior}\""))
+                    }
+                };
+            let expected = senior.map_or("Ready".into(), |s| format!("Overlaps {s}"));
+            (!right).then(|| format!("{name}: {s:?}, expected {expected}"))
+        })
+        .collect()
+}
+
+/// Drops our finalizer from every Network (the controller is stopped) and deletes the
+/// namespace.
+pub async fn cleanup(client: &Client, namespace: &str, concurrency: usize) {
+    let api: Api<Network> = Api::namespaced(client.clone(), namespace);
+    if let Ok(list) = api.list(&ListParams::default()).await {
+        let patch = json!({"metadata": {"finalizers": null}});
+        futures::stream::iter(list.items)
+            .map(|network| {
+                let (api, patch) = (api.clone(), patch.clone());
+                async move {
+                    let _ = api
+                        .patch(&network.name_any(), &PatchParams::default(), &Patch::Merge(&patch))
+                        .await;
+                }
+            })
+            .buffer_unordered(concurrency)
+            .collect::<Vec<()>>()
+            .await;
+    }
+    let namespaces: Api<Namespace> = Api::all(client.clone());
+    if let Err(e) = namespaces.delete(namespace, &DeleteParams::default()).await {
+        eprintln!("could not delete namespace {namespace}: {e}");
+        return;
+    }
+    // Gone before anything else starts: every `serve` watches all namespaces, and would
+    // take these Networks on (their finalizer is stripped) while they are deleted.
+    let gone = wait_for(
+        Duration::from_secs(300),
+        &format!("namespace {namespace} deleted"),
+        || async { namespaces.get_opt(namespace).await.is_ok_and(|n| n.is_none()) },
+    )
+    .await;
+    if let Err(e) = gone {
+        eprintln!("{e}");
+    }
+}
+
+/// Removes what earlier runs left behind: namespaces starting with `prefix`.
+pub async fn remove_leftovers(client: &Client, prefix: &str) {
+    let namespaces: Api<Namespace> = Api::all(client.clone());
+    let Ok(list) = namespaces.list(&ListParams::default()).await else {
+        return;
+    };
+    for namespace in list
+        .items
+        .iter()
+        .map(|n| n.name_any())
+        .filter(|n| n.starts_with(prefix))
+    {
+        eprintln!("removing namespace {namespace}, left by an earlier run");
+        cleanup(client, &namespace, 32).await;
+    }
+}
+
+/// A scratch directory under `target/` (removed by the caller when it wants).
+pub fn scratch(name: &str) -> Result<PathBuf> {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("target").join(name);
+    std::fs::create_dir_all(&dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+    Ok(dir)
+}
