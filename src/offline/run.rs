@@ -72,6 +72,7 @@ pub fn inject_stream<R: BufRead + Send, W: Write>(
         held_json: None,
         json_tail: None,
         json_count: 0,
+        trash: None,
     };
     if starts_like_json(&mut input)? {
         for (index, value) in json_values(input).enumerate() {
@@ -106,15 +107,22 @@ pub fn inject_stream<R: BufRead + Send, W: Write>(
         // Two stages on two threads: cutting and parsing here, injecting and writing
         // there. The bounded channel keeps at most a few parsed documents in flight.
         std::thread::scope(|scope| -> Result<(), StreamError> {
+            let (trash_tx, trash_rx) = std::sync::mpsc::sync_channel::<Trash>(64);
+            scope.spawn(move || trash_rx.into_iter().for_each(drop));
+            stream.trash = Some(trash_tx);
             let (parsed_tx, parsed_rx) = std::sync::mpsc::sync_channel(8);
             scope.spawn(move || {
-                for chunk in YamlChunks::new(input) {
-                    let parsed = chunk.map(|chunk| {
-                        let documents = read_documents(&chunk.text, chunk.first_line);
-                        (chunk.first_line, documents)
-                    });
+                let mut chunks = YamlChunks::new(input);
+                let mut text = String::new();
+                loop {
+                    let parsed = match chunks.read_chunk(&mut text) {
+                        Ok(None) => break,
+                        Ok(Some(first_line)) => Ok((first_line, read_documents(&text, first_line))),
+                        Err(e) => Err(e),
+                    };
+                    let input_failed = parsed.is_err();
                     // A closed channel means the writing side stopped (an output error).
-                    if parsed_tx.send(parsed).is_err() {
+                    if parsed_tx.send(parsed).is_err() || input_failed {
                         break;
                     }
                 }
@@ -142,6 +150,8 @@ pub fn inject_stream<R: BufRead + Send, W: Write>(
                     }
                 }
             }
+            // The freeing thread ends when its sender is gone.
+            stream.trash = None;
             Ok(())
         })?;
     }
@@ -163,6 +173,8 @@ struct Stream<'a, W> {
     /// `-o json`, once the output `List` is open: the fields to write after its items.
     json_tail: Option<Vec<Entry>>,
     json_count: usize,
+    /// Where finished trees go to be freed (`None`: freed here).
+    trash: Option<std::sync::mpsc::SyncSender<Trash>>,
 }
 
 fn is_list(node: &Node) -> bool {
@@ -245,6 +257,13 @@ fn place(index: usize, line: Option<usize>, object: &Json) -> String {
 }
 
 impl<W: Write> Stream<'_, W> {
+    fn discard(&self, trash: Trash) {
+        if let Some(sender) = &self.trash {
+            // If the freeing thread is gone, the value comes back and is dropped here.
+            let _ = sender.send(trash);
+        }
+    }
+
     fn fail(&mut self, error: OfflineError) {
         self.summary.failed += 1;
         (self.report)(Message::Error(error.to_string()));
@@ -292,7 +311,7 @@ impl<W: Write> Stream<'_, W> {
             Some(patch) => self.keep_patch(&mut patches, patch),
             None => return Ok(()),
         }
-        drop(json);
+        self.discard(Box::new(json));
         self.write(root, &trailing, patches)
     }
 
@@ -399,7 +418,7 @@ impl<W: Write> Stream<'_, W> {
             let Some(outcome) = self.object(&item_at, &mut item, &item_json) else {
                 continue;
             };
-            drop(item_json);
+            self.discard(Box::new(item_json));
             let mut out = Out::default();
             match self.format {
                 Format::Yaml => {
@@ -423,6 +442,8 @@ impl<W: Write> Stream<'_, W> {
             }
             any = true;
             self.output.write_all(out.into_string().as_bytes())?;
+            self.discard(Box::new(item));
+            self.discard(Box::new(outcome));
         }
         if self.format == Format::Yaml {
             let mut out = Out::default();
@@ -521,6 +542,7 @@ impl<W: Write> Stream<'_, W> {
                 out.finish()?;
             }
         }
+        self.discard(Box::new(root));
         Ok(())
     }
 
@@ -567,6 +589,10 @@ impl<W: Write> Stream<'_, W> {
 
 /// A map entry of a `Node`.
 type Entry = (String, Node);
+
+/// What is done with, handed to another thread to be freed: freeing a document's
+/// trees costs about as much as building them, and the writing thread is the busier.
+type Trash = Box<dyn std::any::Any + Send>;
 
 /// One object in the output `List` of `-o json`.
 fn json_item(out: &mut Out<'_>, item: &Node, count: &mut usize) {

@@ -36,8 +36,6 @@ pub struct YamlChunks<R> {
     /// A `---` line read while finishing the previous chunk: it starts the next one.
     carried: Option<(String, usize)>,
     done: bool,
-    /// Length of the last chunk, to size the next one.
-    last_len: usize,
 }
 
 fn is_marker(line: &str, marker: &str) -> bool {
@@ -53,22 +51,21 @@ impl<R: BufRead> YamlChunks<R> {
             line: String::new(),
             carried: None,
             done: false,
-            last_len: 0,
         }
     }
 
-    fn next_chunk(&mut self) -> Result<Option<Chunk>, InputError> {
+    /// Reads the next piece into `text` (cleared first), reusing its allocation: a
+    /// fresh buffer per document costs a large allocation each time. Returns the
+    /// piece's first line, or `None` at the end of the input.
+    pub fn read_chunk(&mut self, text: &mut String) -> Result<Option<usize>, InputError> {
+        text.clear();
         if self.done {
             return Ok(None);
         }
-        let mut chunk = Chunk {
-            // Documents of one file tend to be alike in size.
-            text: String::with_capacity(self.last_len + self.last_len / 4),
-            first_line: self.line_number + 1,
-        };
+        let mut first_line = self.line_number + 1;
         if let Some((line, number)) = self.carried.take() {
-            chunk.text = line;
-            chunk.first_line = number;
+            text.push_str(&line);
+            first_line = number;
         }
         let mut only_directives = false;
         loop {
@@ -79,7 +76,7 @@ impl<R: BufRead> YamlChunks<R> {
             })?;
             if read == 0 {
                 self.done = true;
-                return Ok(Some(chunk));
+                return Ok(Some(first_line));
             }
             self.line_number += 1;
             if self.line_number == 1 && self.line.starts_with('\u{feff}') {
@@ -87,29 +84,29 @@ impl<R: BufRead> YamlChunks<R> {
             }
             if is_marker(&self.line, "---") {
                 // Directives (`%YAML 1.1`) belong to the document their `---` opens.
-                if chunk.text.is_empty() || only_directives {
-                    if chunk.text.is_empty() {
-                        chunk.first_line = self.line_number;
+                if text.is_empty() || only_directives {
+                    if text.is_empty() {
+                        first_line = self.line_number;
                     }
                     only_directives = false;
-                    chunk.text.push_str(&self.line);
+                    text.push_str(&self.line);
                     continue;
                 }
                 self.carried = Some((std::mem::take(&mut self.line), self.line_number));
-                return Ok(Some(chunk));
+                return Ok(Some(first_line));
             }
             if is_marker(&self.line, "...") {
-                return Ok(Some(chunk));
+                return Ok(Some(first_line));
             }
             if self.line.starts_with('%') {
                 only_directives = true;
             } else if !self.line.trim_start().starts_with('#') && !self.line.trim().is_empty() {
                 only_directives = false;
             }
-            if chunk.text.is_empty() {
-                chunk.first_line = self.line_number;
+            if text.is_empty() {
+                first_line = self.line_number;
             }
-            chunk.text.push_str(&self.line);
+            text.push_str(&self.line);
         }
     }
 }
@@ -118,12 +115,10 @@ impl<R: BufRead> Iterator for YamlChunks<R> {
     type Item = Result<Chunk, InputError>;
 
     fn next(&mut self) -> Option<Self::Item> {
-        let chunk = self.next_chunk().transpose();
-        if let Some(Ok(chunk)) = &chunk {
-            // Capped: one huge document must not make every later one reserve as much.
-            self.last_len = chunk.text.len().min(1 << 20);
-        }
-        chunk
+        let mut text = String::new();
+        self.read_chunk(&mut text)
+            .map(|first| first.map(|first_line| Chunk { text, first_line }))
+            .transpose()
     }
 }
 
