@@ -164,7 +164,7 @@ pub struct ConnectionArgs {
 
 const SELF_TLS_HEADING: &str = "Self-managed TLS (cluster mode without --tls-cert/--tls-key)";
 
-/// `serve` flags for the self-managed certificate (`crate::tls::secret`).
+/// `serve` flags for the self-managed certificate (`envoy_injector::tls::secret`).
 #[derive(Debug, Clone, Args)]
 pub struct SelfTlsArgs {
     /// The `kubernetes.io/tls` Secret (in --namespace) holding the self-managed CA and
@@ -296,7 +296,7 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
             .map(Duration::from_secs)
             .map_err(|e| format!("{text:?}: {e}"));
     }
-    crate::duration::parse(text)
+    envoy_injector::duration::parse(text)
         .ok_or_else(|| format!("expected a duration like 500ms, 10s, 2m or 1m30s, found {text:?}"))
 }
 

@@ -1,10 +1,15 @@
+//! The `envoy-injector` binary: clap arguments (`cli`) mapped to the library's plain
+//! settings, one module per subcommand (`commands`).
+
+mod cli;
+mod commands;
+
 use std::io::IsTerminal;
 use std::process::ExitCode;
 
 use anyhow::Context;
 use clap::Parser;
-use envoy_injector::cli::{Cli, Command, LogFormat};
-use envoy_injector::commands;
+use cli::{Cli, Command, LogFormat};
 use tracing_subscriber::EnvFilter;
 
 fn init_logging(format: LogFormat, filter: &str) -> anyhow::Result<()> {

@@ -5,7 +5,7 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use crate::cli::CertsArgs;
-use crate::tls::{self, CertError};
+use envoy_injector::tls::{self, CertError};
 
 #[derive(Debug, thiserror::Error)]
 pub enum CertsError {

@@ -3,9 +3,9 @@
 
 use std::io::{Read, Write};
 
-use crate::check::{self, CheckError, CheckSettings, Target};
 use crate::cli::{CheckArgs, CheckOutput};
-use crate::offline::read::{self, ReadError};
+use envoy_injector::check::{self, CheckError, CheckSettings, Target};
+use envoy_injector::offline::read::{self, ReadError};
 
 #[derive(Debug, thiserror::Error)]
 pub enum CheckCommandError {

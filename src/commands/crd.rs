@@ -5,5 +5,5 @@ use std::io::Write;
 pub fn run() -> std::io::Result<()> {
     std::io::stdout()
         .lock()
-        .write_all(crate::network::crd::crd_yaml().as_bytes())
+        .write_all(envoy_injector::network::crd::crd_yaml().as_bytes())
 }

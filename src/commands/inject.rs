@@ -4,8 +4,8 @@
 use std::io::{BufReader, BufWriter, Write};
 
 use crate::cli::{InjectArgs, OutputFormat};
-use crate::offline::run::{Format, Message, StreamError, inject_stream};
-use crate::template::{ConfigError, TemplateSet};
+use envoy_injector::offline::run::{Format, Message, StreamError, inject_stream};
+use envoy_injector::template::{ConfigError, TemplateSet};
 
 #[derive(Debug, thiserror::Error)]
 pub enum InjectCommandError {

@@ -5,20 +5,20 @@ use std::sync::Arc;
 use prometheus_client::registry::Registry;
 use tracing::{info, warn};
 
-use crate::admission::{Admission, Standalone};
 use crate::cli::{NetworkBackendKind, ServeArgs};
-use crate::events::{EventSink, Publisher};
-use crate::metrics::Metrics;
-use crate::network::{
+use envoy_injector::admission::{Admission, Standalone};
+use envoy_injector::events::{EventSink, Publisher};
+use envoy_injector::metrics::Metrics;
+use envoy_injector::network::{
     self,
     backend::{Backend, MultusBackend, NoBackend},
     controller::Context,
 };
-use crate::server::{self, AppState, Readiness, ServerConfig, ServerError};
-use crate::shutdown::{CancellationToken, cancel_on_signals};
-use crate::template::{ConfigError, LiveTemplates, TemplateSet};
-use crate::tls::secret::{self, BootstrapConfig, BootstrapError};
-use crate::tls::{self, CertError, TlsSource};
+use envoy_injector::server::{self, AppState, Readiness, ServerConfig, ServerError};
+use envoy_injector::shutdown::{CancellationToken, cancel_on_signals};
+use envoy_injector::template::{ConfigError, LiveTemplates, TemplateSet};
+use envoy_injector::tls::secret::{self, BootstrapConfig, BootstrapError};
+use envoy_injector::tls::{self, CertError, TlsSource};
 
 #[derive(Debug, thiserror::Error)]
 pub enum ServeError {
@@ -57,11 +57,11 @@ async fn run_cluster(args: ServeArgs) -> Result<(), ServeError> {
     }
     let mut registry = Registry::default();
     let metrics = Metrics::register(&mut registry);
-    let limits = crate::client::Limits {
+    let limits = envoy_injector::client::Limits {
         qps: args.api_qps,
         burst: args.api_burst,
     };
-    let client = crate::client::connect(limits, &metrics).await?;
+    let client = envoy_injector::client::connect(limits, &metrics).await?;
     // Without files, the certificate lives in a Secret this process manages; the
     // bootstrap keeps it current until `_tls_bootstrap` is dropped on return.
     let (tls, _tls_bootstrap) = match files_source(&args) {
@@ -71,20 +71,23 @@ async fn run_cluster(args: ServeArgs) -> Result<(), ServeError> {
             (running.tls_source(), Some(running))
         }
     };
-    let identity = args.identity.clone().unwrap_or_else(crate::leader::default_identity);
+    let identity = args
+        .identity
+        .clone()
+        .unwrap_or_else(envoy_injector::leader::default_identity);
     info!(namespace = %args.namespace, %identity, "starting in cluster mode");
 
-    let (cache, configmap_feed) = crate::cache::start(client.clone(), &args.namespace, metrics.clone());
+    let (cache, configmap_feed) = envoy_injector::cache::start(client.clone(), &args.namespace, metrics.clone());
     let templates = Arc::new(LiveTemplates::new(None));
     let events: Arc<dyn EventSink> = Arc::new(Publisher::new(client.clone(), &identity));
-    tokio::spawn(crate::template::reload::run(
+    tokio::spawn(envoy_injector::template::reload::run(
         configmap_feed,
         templates.clone(),
         metrics.clone(),
         events.clone(),
     ));
     // Injected Pods (by their revision label, metadata only) → envoy_injector_pods_stale.
-    tokio::spawn(crate::stale::run(
+    tokio::spawn(envoy_injector::stale::run(
         client.clone(),
         templates.clone(),
         metrics.clone(),
@@ -118,7 +121,7 @@ async fn run_cluster(args: ServeArgs) -> Result<(), ServeError> {
     };
     let server = server::start(server_config(&args), tls, state).await?;
 
-    let election = args.leader_elect.then(|| crate::leader::Election {
+    let election = args.leader_elect.then(|| envoy_injector::leader::Election {
         client: client.clone(),
         namespace: args.namespace.clone(),
         lease_name: args.lease_name.clone(),
@@ -128,7 +131,12 @@ async fn run_cluster(args: ServeArgs) -> Result<(), ServeError> {
     let controller = {
         let cache = Arc::new(cache);
         let start = controller_starter(client, events, cache, metrics.clone(), args.network_backend);
-        tokio::spawn(crate::leader::supervise(election, metrics, shutdown.clone(), start))
+        tokio::spawn(envoy_injector::leader::supervise(
+            election,
+            metrics,
+            shutdown.clone(),
+            start,
+        ))
     };
 
     let signal = signal.await.unwrap_or("a cancelled signal task");
@@ -233,7 +241,7 @@ fn tls_source(args: &ServeArgs) -> Result<TlsSource, ServeError> {
 fn controller_starter(
     client: kube::Client,
     events: Arc<dyn EventSink>,
-    cache: Arc<crate::cache::Cache>,
+    cache: Arc<envoy_injector::cache::Cache>,
     metrics: Metrics,
     backend: NetworkBackendKind,
 ) -> impl Fn(CancellationToken) -> futures::future::BoxFuture<'static, ()> {
