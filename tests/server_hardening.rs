@@ -248,7 +248,9 @@ async fn an_early_http2_answer_resets_the_stream_with_no_error() {
         h2 = h2.ready().await.unwrap();
         let (response, mut upload) = h2.send_request(request.body(()).unwrap(), false).unwrap();
         // Over the limit when undeclared; far from the end when declared.
-        upload.send_data(vec![b' '; 96 * 1024].into(), false).unwrap();
+        // With a declared length over the limit the server may answer and reset the
+        // stream before any data goes out: sending into a reset stream is not a failure.
+        let _ = upload.send_data(vec![b' '; 96 * 1024].into(), false);
         let response = tokio::time::timeout(PATIENCE, response)
             .await
             .unwrap()
