@@ -16,15 +16,12 @@ use envoy_injector::events::Publisher;
 use envoy_injector::metrics::{Metrics, ReconcileLabels, ReconcileResult};
 use envoy_injector::network::backend::{Backend, MultusBackend, NoBackend};
 use envoy_injector::network::controller::{self, Context, Error};
-use envoy_injector::network::crd::{FINALIZER, Network, NetworkCondition, NetworkSpec, NetworkStatus, READY};
-use envoy_injector::network::join::NETWORK_LABEL;
+use envoy_injector::network::crd::{FINALIZER, Network, NetworkCondition, NetworkStatus, READY};
 use envoy_injector::network::nad;
 use http::Method;
 use k8s_openapi::api::core::v1::Pod;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
-use k8s_openapi::jiff::Timestamp;
 use kube::Client;
-use kube::core::{ObjectMeta, PartialObjectMeta};
+use kube::core::PartialObjectMeta;
 use kube::runtime::controller::Action;
 use kube::runtime::reflector::{self, ObjectRef, store::Writer};
 use kube::runtime::watcher;
@@ -33,6 +30,21 @@ use tokio::time::timeout;
 
 mod mock_api;
 use mock_api::{ApiServer, PATIENCE};
+
+#[path = "common/builders.rs"]
+mod builders;
+use builders::{NetworkBuilder, at, member_pod};
+
+/// A Network of namespace `default` at generation 2 that already carries the finalizer.
+fn network(name: &str, cidr: &str, gateway: &str) -> Network {
+    NetworkBuilder::new(name)
+        .namespace(NS)
+        .cidr(cidr, gateway)
+        .generation(2)
+        .resource_version("100")
+        .finalized()
+        .build()
+}
 
 #[path = "controller/overlaps.rs"]
 mod overlaps;
@@ -52,31 +64,6 @@ fn mock_client() -> (Client, ApiServer) {
 }
 
 // ---------------------------------------------------------------- fixtures
-
-fn at(second: i64) -> Time {
-    Time(Timestamp::from_second(1_704_067_200 + second).unwrap())
-}
-
-fn network(name: &str, cidr: &str, gateway: &str) -> Network {
-    let mut n = Network::new(
-        name,
-        NetworkSpec {
-            cidr: cidr.into(),
-            gateway: gateway.into(),
-        },
-    );
-    n.metadata = ObjectMeta {
-        name: Some(name.into()),
-        namespace: Some(NS.into()),
-        uid: Some(format!("uid-{name}")),
-        generation: Some(2),
-        resource_version: Some("100".into()),
-        creation_timestamp: Some(at(0)),
-        finalizers: Some(vec![FINALIZER.into()]),
-        ..ObjectMeta::default()
-    };
-    n
-}
 
 fn example() -> Network {
     network(NAME, "192.168.0.0/16", "192.168.0.1")
@@ -141,19 +128,6 @@ fn resource_type_not_found() -> Value {
         "details": {"group": "k8s.cni.cncf.io", "kind": "network-attachment-definitions"},
         "code": 404
     })
-}
-
-fn member_pod(namespace: &str, name: &str, network: &str) -> PartialObjectMeta<Pod> {
-    PartialObjectMeta {
-        types: None,
-        metadata: ObjectMeta {
-            name: Some(name.into()),
-            namespace: Some(namespace.into()),
-            labels: Some([(NETWORK_LABEL.to_string(), network.to_string())].into()),
-            ..ObjectMeta::default()
-        },
-        _phantom: std::marker::PhantomData,
-    }
 }
 
 struct Fixture {

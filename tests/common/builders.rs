@@ -1,5 +1,6 @@
 //! Scenario builders shared by the test files: Networks, member Pods, Namespaces and
 //! AdmissionReviews built from the captured fixtures, so a scenario reads as what differs.
+#![allow(dead_code)]
 
 use std::collections::BTreeMap;
 
