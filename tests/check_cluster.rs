@@ -39,7 +39,9 @@ fn cluster() -> Option<PathBuf> {
         None
     };
     let Some(kubeconfig) = std::env::var_os("KUBECONFIG").filter(|v| !v.is_empty()) else {
-        return skip("KUBECONFIG is not set; start ../shared/k8s/controlplane.sh (or kind) and export it");
+        return skip(
+            "KUBECONFIG is not set; point it at any cluster (a local control plane, or `make kind-up`) to run this test",
+        );
     };
     let kubectl = Command::new("kubectl").args(["version", "--client"]).output();
     if !kubectl.is_ok_and(|o| o.status.success()) {

@@ -38,7 +38,7 @@ fn shout(line: &str) {
 fn burst_verdicts_reconcile_budget_and_a_quiet_restart() {
     if std::env::var_os("KUBECONFIG").is_none_or(|v| v.is_empty()) {
         shout(
-            "SKIPPED controller_cluster: KUBECONFIG is not set; start ../shared/k8s/controlplane.sh and export what it prints",
+            "SKIPPED controller_cluster: KUBECONFIG is not set; point it at any cluster (a local control plane, or `make kind-up`) to run this test",
         );
         return;
     }
