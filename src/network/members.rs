@@ -21,13 +21,6 @@ use kube::runtime::watcher::Event;
 use super::crd::Network;
 use super::join::NETWORK_LABEL;
 
-/// The Network a member Pod belongs to (its label + namespace), whether or not it counts.
-pub fn network_of_pod(pod: &PartialObjectMeta<Pod>) -> Option<ObjectRef<Network>> {
-    let name = pod.labels().get(NETWORK_LABEL)?;
-    let namespace = pod.metadata.namespace.as_deref()?;
-    Some(ObjectRef::new(name).within(namespace))
-}
-
 /// The Network a Pod counts for: none while it is terminating.
 fn counted_for(pod: &PartialObjectMeta<Pod>) -> Option<&str> {
     if pod.metadata.deletion_timestamp.is_some() {
@@ -244,11 +237,6 @@ mod tests {
         );
         assert_eq!(index.count("default", "other"), 1);
         assert_eq!(index.len(), 2);
-        assert_eq!(
-            network_of_pod(&pod("team", "p", Some("n"), false)),
-            Some(net("team", "n"))
-        );
-        assert_eq!(network_of_pod(&pod("team", "p", None, false)), None);
     }
 
     #[test]
