@@ -13,7 +13,7 @@ mod common;
 
 use common::{ENV_PER_CONTAINER, REVIEW_5K, fixture_bytes, huge_review};
 use envoy_injector::admission::{Admission, Standalone};
-use envoy_injector::inject::{self, Decision, Extras};
+use envoy_injector::inject::{self, Decision, Extras, PodView};
 use envoy_injector::metrics::Metrics;
 use envoy_injector::template::LiveTemplates;
 use envoy_injector::template::{Template, TemplateSet};
@@ -128,8 +128,9 @@ fn review_of(pod: &Value) -> Vec<u8> {
 }
 
 fn plan_and_render(pod: &Value, template: &Template) -> json_patch::Patch {
-    match inject::plan(pod, template, &Extras::default()) {
-        Ok(Decision::Inject(plan)) => inject::jsonpatch::render(&plan, pod).expect("render"),
+    let view = PodView::read(pod);
+    match inject::plan(&view, template, &Extras::default()) {
+        Ok(Decision::Inject(plan)) => inject::jsonpatch::render(&plan, &view).expect("render"),
         other => panic!("expected an injection, got {other:?}"),
     }
 }

@@ -263,13 +263,13 @@ fn malformed_bodies_are_request_errors() {
     );
 }
 
-/// The admission path parses only part of the Pod; the engine must decide and patch that
-/// part exactly as it does the whole Pod — on every captured Pod and on shapes that lead
-/// to each kind of refusal.
+/// The admission path reads the Pod straight from the review's text, borrowing only what
+/// the decision reads; the engine must decide and patch it exactly as it does the Pod
+/// read from a parsed value (`inject`, `check`) — on every captured Pod and on shapes
+/// that lead to each kind of refusal.
 #[test]
-fn the_pruned_pod_gets_the_same_decision_and_patch_as_the_whole_pod() {
-    use envoy_injector::admission::prune_pod;
-    use envoy_injector::inject::{self, Decision, Extras};
+fn the_pod_read_from_text_gets_the_same_decision_and_patch_as_the_parsed_pod() {
+    use envoy_injector::inject::{self, Decision, Extras, PodView};
     let template = TemplateSet::embedded().get("config").unwrap().clone();
     let mut pods: Vec<Value> = common::fixtures()
         .iter()
@@ -296,16 +296,28 @@ fn the_pruned_pod_gets_the_same_decision_and_patch_as_the_whole_pod() {
     pods.push(edit(&|p| {
         p.as_object_mut().unwrap().remove("metadata");
     }));
+    pods.push(edit(&|p| p["spec"]["volumes"][0] = json!(7)));
+    pods.push(edit(&|p| {
+        p["metadata"]["annotations"]["escaped \"key\""] = json!("a\nb")
+    }));
+    pods.push(json!("not a Pod"));
     for pod in &pods {
-        let pruned = prune_pod(pod);
-        let decide = |pod: &Value| match inject::plan(pod, &template, &Extras::default()) {
+        let text = pod.to_string();
+        let from_text: PodView<'_> = serde_json::from_str(&text).unwrap();
+        let decide = |view: &PodView<'_>| match inject::plan(view, &template, &Extras::default()) {
             Ok(Decision::Inject(plan)) => Ok(Some((
                 plan.clone(),
-                serde_json::to_value(inject::jsonpatch::render(&plan, pod).unwrap()).unwrap(),
+                serde_json::to_value(inject::jsonpatch::render(&plan, view).unwrap()).unwrap(),
             ))),
             Ok(Decision::Skip(skip)) => Err(skip.to_string()),
             Err(err) => Err(err.to_string()),
         };
-        assert_eq!(decide(pod), decide(&pruned), "pod: {pod}\npruned: {pruned}");
+        let from_value = decide(&PodView::read(pod));
+        assert_eq!(from_value, decide(&from_text), "pod: {pod}");
+        if let Ok(Some((_, patch))) = &from_value {
+            let mut patched = pod.clone();
+            let patch: json_patch::Patch = serde_json::from_value(patch.clone()).unwrap();
+            json_patch::patch(&mut patched, &patch).unwrap();
+        }
     }
 }

@@ -11,10 +11,9 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use kube::core::admission::Operation;
-use serde_json::Value;
 use tracing::{debug, info, info_span, warn};
 
-use crate::inject::{self, Decision, Extras, NETWORK_ANNOTATION};
+use crate::inject::{self, Decision, Extras, NETWORK_ANNOTATION, PodView};
 use crate::metrics::{Metrics, Outcome, OutcomeLabels, TemplateLabels};
 use crate::network::join;
 use crate::template::LiveTemplates;
@@ -25,7 +24,6 @@ pub mod validate;
 
 pub use cluster::{ClusterView, Standalone, network_view};
 use review::RequestIn;
-pub use review::prune_pod;
 pub use validate::TemplateValidation;
 
 /// A request that is not a readable AdmissionReview v1: answered with HTTP 400, since
@@ -58,7 +56,8 @@ struct Answer {
     allowed: bool,
     /// Why, when denied.
     message: Option<String>,
-    patch: Option<json_patch::Patch>,
+    /// The JSON Patch, base64-encoded as the response carries it.
+    patch: Option<String>,
     warnings: Vec<String>,
     outcome: Outcome,
 }
@@ -70,7 +69,7 @@ impl Answer {
             uid,
             allowed: self.allowed,
             message: self.message.as_deref(),
-            patch: self.patch.as_ref(),
+            patch: self.patch.as_deref(),
             warnings: &self.warnings,
         })
     }
@@ -136,10 +135,10 @@ impl Admission {
         );
         let _entered = span.enter();
         let answer = self.decide(&request, dry_run);
-        Ok((request.uid, answer, dry_run))
+        Ok((request.uid.into_owned(), answer, dry_run))
     }
 
-    fn decide(&self, request: &RequestIn, dry_run: bool) -> Answer {
+    fn decide(&self, request: &RequestIn<'_>, dry_run: bool) -> Answer {
         let is_pod = request.kind.group.is_empty() && request.kind.kind == "Pod";
         if !is_pod || request.operation != Operation::Create || request.sub_resource.is_some() {
             debug!(
@@ -150,7 +149,7 @@ impl Admission {
             );
             return Answer::allow(Vec::new());
         }
-        let Some(pod) = request.object.as_ref().filter(|o| !o.is_null()) else {
+        let Some(pod) = request.object.as_ref().filter(|o| !o.is_none()) else {
             return Answer::deny("expected `request.object` to hold the Pod being created, found none".into());
         };
         // Before anything reads it as a Pod (the Network join included): a review that
@@ -159,19 +158,19 @@ impl Admission {
             return Answer::deny(reason);
         }
         let namespace = request.namespace.as_deref().unwrap_or_default();
-        let annotations = pod.pointer("/metadata/annotations").and_then(Value::as_object);
+        let annotations = pod.annotations_for_policy();
         let mut warnings = inject::policy::unreadable_flags(annotations);
         if let Err(skip) = inject::policy::decide(annotations, self.cluster.namespace_opt_in(namespace)) {
             debug!(reason = %skip, "not injecting");
             return Answer::allow(warnings);
         }
-        let network = annotations
-            .and_then(|a| a.get(NETWORK_ANNOTATION))
-            .and_then(Value::as_str)
+        let network = pod
+            .annotations()
+            .and_then(|a| a.text(NETWORK_ANNOTATION))
             .map(str::trim);
         let extras = match network.filter(|n| !n.is_empty()) {
             None => Extras::default(),
-            Some(name) => match join::extras(name, namespace, self.cluster.network(namespace, name), pod) {
+            Some(name) => match join::extras(name, namespace, self.cluster.network(namespace, name), annotations) {
                 Ok(Some(extras)) => extras,
                 Ok(None) => {
                     warnings.push(format!(
@@ -197,8 +196,8 @@ impl Admission {
             }
             Err(err) => return Answer::deny(err.to_string()),
         };
-        let patch = match inject::jsonpatch::render(&plan, pod) {
-            Ok(patch) => patch,
+        let patch = match inject::jsonpatch::render_ops(&plan, pod) {
+            Ok(ops) => review::patch_base64(&ops),
             Err(err) => return Answer::deny(err.to_string()),
         };
         if !dry_run {
@@ -222,9 +221,9 @@ impl Admission {
 }
 
 /// The object's own apiVersion and kind must be the Pod's that `request.kind` named.
-fn object_is_pod(object: &Value) -> Result<(), String> {
-    let api_version = object.get("apiVersion").and_then(Value::as_str);
-    let kind = object.get("kind").and_then(Value::as_str);
+fn object_is_pod(object: &PodView<'_>) -> Result<(), String> {
+    let api_version = object.api_version();
+    let kind = object.kind();
     if api_version == Some("v1") && kind == Some("Pod") {
         return Ok(());
     }

@@ -4,68 +4,81 @@
 //! env, images, probes...), and the decision reads little of it: the apiVersion and kind,
 //! metadata's annotations and labels, and of the spec the containers' names, mounts and
 //! ports, the volumes and the image pull secrets. Everything else is skipped while
-//! parsing — validated as JSON, never allocated. What is kept keeps its exact shape
-//! (absent, `null`, empty, wrong type, list indices), which is all the JSON Patch's paths
-//! and the engine's error messages depend on.
+//! parsing — validated as JSON, never allocated — and what is kept is borrowed from the
+//! body ([`PodView`], the engine's own reading of a Pod, so the same code reads a Pod
+//! here and in `inject`/`check`). It keeps its exact shape (absent, `null`, empty, wrong
+//! type, list indices), which is all the JSON Patch's paths and the engine's error
+//! messages depend on.
 
-use kube::core::GroupVersionKind;
+use std::borrow::Cow;
+
 use kube::core::admission::Operation;
-use serde::de::{self, DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde::{Deserialize, Serialize};
-use serde_json::{Map, Number, Value};
 
 use super::RequestError;
+use crate::inject::PodView;
+use crate::inject::jsonpatch::Ops;
 
-/// The request fields this webhook reads.
+/// The request fields this webhook reads, borrowed from the body.
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub(super) struct RequestIn {
-    #[serde(default)]
-    pub uid: String,
-    pub kind: GroupVersionKind,
+pub(super) struct RequestIn<'a> {
+    #[serde(borrow, default)]
+    pub uid: Cow<'a, str>,
+    #[serde(borrow)]
+    pub kind: KindIn<'a>,
     pub operation: Operation,
-    #[serde(default)]
-    pub sub_resource: Option<String>,
-    #[serde(default)]
-    pub namespace: Option<String>,
-    #[serde(default)]
-    pub name: Option<String>,
+    #[serde(borrow, default)]
+    pub sub_resource: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    pub namespace: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    pub name: Option<Cow<'a, str>>,
     #[serde(default)]
     pub dry_run: Option<bool>,
-    /// The Pod, pruned to what the decision reads (see the module docs).
-    #[serde(default, deserialize_with = "pruned_pod")]
-    pub object: Option<Value>,
+    /// Of the Pod, only what the decision reads (see the module docs).
+    #[serde(borrow, default)]
+    pub object: Option<PodView<'a>>,
+}
+
+/// `request.kind`: the group and kind this webhook decides on.
+#[derive(Deserialize)]
+pub(super) struct KindIn<'a> {
+    #[serde(borrow, default)]
+    pub group: Cow<'a, str>,
+    #[serde(borrow)]
+    pub kind: Cow<'a, str>,
 }
 
 /// The whole review, parsed in one pass.
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase")]
-struct ReviewIn {
+struct ReviewIn<'a> {
     #[serde(default)]
     api_version: String,
     #[serde(default)]
     kind: String,
-    #[serde(default)]
-    request: Option<RequestIn>,
+    #[serde(borrow, default)]
+    request: Option<RequestIn<'a>>,
 }
 
 /// Only for telling apart what is wrong with a body that failed to parse: apiVersion and
 /// kind are checked before the request is looked at.
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase")]
-struct ReviewOutline {
+struct ReviewOutline<'a> {
     #[serde(default)]
     api_version: String,
     #[serde(default)]
     kind: String,
-    #[serde(default)]
-    request: Option<Box<serde_json::value::RawValue>>,
+    #[serde(borrow, default)]
+    request: Option<&'a serde_json::value::RawValue>,
 }
 
 /// Parses an AdmissionReview v1 body into its request.
-pub(super) fn parse(body: &[u8]) -> Result<RequestIn, RequestError> {
+pub(super) fn parse(body: &[u8]) -> Result<RequestIn<'_>, RequestError> {
     // One pass for every well-formed review; a failure is worked out from the outline.
-    let Ok(review) = serde_json::from_slice::<ReviewIn>(body) else {
+    let Ok(review) = serde_json::from_slice::<ReviewIn<'_>>(body) else {
         return Err(explain(body));
     };
     check_version(review.api_version, review.kind)?;
@@ -86,7 +99,7 @@ fn check_version(api_version: String, kind: String) -> Result<(), RequestError> 
 /// The error for a body the one-pass parse refused, in the order a reader would check:
 /// JSON at all, then the review's apiVersion and kind, then its request.
 fn explain(body: &[u8]) -> RequestError {
-    let outline: ReviewOutline = match serde_json::from_slice(body) {
+    let outline: ReviewOutline<'_> = match serde_json::from_slice(body) {
         Ok(outline) => outline,
         Err(e) => {
             return match e.classify() {
@@ -101,212 +114,14 @@ fn explain(body: &[u8]) -> RequestError {
     let Some(raw) = outline.request.filter(|r| r.get() != "null") else {
         return RequestError::NoRequest;
     };
-    match serde_json::from_str::<RequestIn>(raw.get()) {
+    match serde_json::from_str::<RequestIn<'_>>(raw.get()) {
         Err(e) => RequestError::NotAReview(format!("request: {e}")),
         // Not expected: the one-pass parse refused what the outline accepts.
         Ok(_) => RequestError::NotAReview("request: unreadable".into()),
     }
 }
 
-/// What of a JSON value to keep.
-#[derive(Clone, Copy)]
-enum Keep {
-    /// The whole value.
-    All,
-    /// Of an object, these keys (each kept as said); other keys are skipped.
-    Fields(&'static [(&'static str, Keep)]),
-    /// Of an array, each item as said.
-    Each(&'static Keep),
-}
-
-/// A container: what mounts, ports and names the engine compares with the template's.
-static CONTAINER: Keep = Keep::Fields(&[("name", Keep::All), ("volumeMounts", Keep::All), ("ports", Keep::All)]);
-
-static POD: Keep = Keep::Fields(&[
-    ("apiVersion", Keep::All),
-    ("kind", Keep::All),
-    (
-        "metadata",
-        Keep::Fields(&[
-            ("name", Keep::All),
-            ("generateName", Keep::All),
-            ("namespace", Keep::All),
-            ("annotations", Keep::All),
-            ("labels", Keep::All),
-        ]),
-    ),
-    (
-        "spec",
-        Keep::Fields(&[
-            ("containers", Keep::Each(&CONTAINER)),
-            ("initContainers", Keep::Each(&CONTAINER)),
-            // Whole: a same-named volume is compared field by field.
-            ("volumes", Keep::All),
-            ("imagePullSecrets", Keep::All),
-        ]),
-    ),
-]);
-
-fn pruned_pod<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Option<Value>, D::Error> {
-    let value = Pruned(POD).deserialize(deserializer)?;
-    Ok((!value.is_null()).then_some(value))
-}
-
-/// Prunes `value` as the admission path parses it (for tests and benchmarks: the pruned
-/// Pod must get the same decision and patch as the whole one).
-pub fn prune_pod(value: &Value) -> Value {
-    // A `Value` always deserializes into a `Value`.
-    Pruned(POD).deserialize(value).unwrap_or(Value::Null)
-}
-
-struct Pruned(Keep);
-
-impl<'de> DeserializeSeed<'de> for Pruned {
-    type Value = Value;
-
-    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<Value, D::Error> {
-        match self.0 {
-            Keep::All => Value::deserialize(deserializer),
-            keep => deserializer.deserialize_any(PrunedVisitor(keep)),
-        }
-    }
-}
-
-struct PrunedVisitor(Keep);
-
-/// Matches an object key against the kept fields without allocating it.
-struct Field(&'static [(&'static str, Keep)]);
-
-impl<'de> DeserializeSeed<'de> for Field {
-    type Value = Option<(&'static str, Keep)>;
-
-    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<Self::Value, D::Error> {
-        deserializer.deserialize_str(self)
-    }
-}
-
-impl<'de> Visitor<'de> for Field {
-    type Value = Option<(&'static str, Keep)>;
-
-    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-        f.write_str("an object key")
-    }
-
-    fn visit_str<E: de::Error>(self, key: &str) -> Result<Self::Value, E> {
-        Ok(self.0.iter().find(|(name, _)| *name == key).copied())
-    }
-}
-
-impl<'de> Visitor<'de> for PrunedVisitor {
-    type Value = Value;
-
-    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-        f.write_str("any JSON value")
-    }
-
-    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Value, A::Error> {
-        let mut out = Map::new();
-        match self.0 {
-            Keep::Fields(fields) => {
-                while let Some(field) = map.next_key_seed(Field(fields))? {
-                    match field {
-                        Some((name, keep)) => {
-                            let value = map.next_value_seed(Pruned(keep))?;
-                            out.insert(name.to_string(), value);
-                        }
-                        None => {
-                            map.next_value::<IgnoredAny>()?;
-                        }
-                    }
-                }
-            }
-            // An object where an array belongs: kept whole, the engine names the mistake.
-            Keep::All | Keep::Each(_) => {
-                while let Some((key, value)) = map.next_entry::<String, Value>()? {
-                    out.insert(key, value);
-                }
-            }
-        }
-        Ok(Value::Object(out))
-    }
-
-    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Value, A::Error> {
-        let item = match self.0 {
-            Keep::Each(item) => *item,
-            // An array where an object belongs: kept whole.
-            Keep::All | Keep::Fields(_) => Keep::All,
-        };
-        let mut out = Vec::with_capacity(seq.size_hint().unwrap_or(0));
-        while let Some(value) = seq.next_element_seed(Pruned(item))? {
-            out.push(value);
-        }
-        Ok(Value::Array(out))
-    }
-
-    fn visit_bool<E>(self, v: bool) -> Result<Value, E> {
-        Ok(Value::Bool(v))
-    }
-
-    fn visit_i64<E>(self, v: i64) -> Result<Value, E> {
-        Ok(Value::Number(v.into()))
-    }
-
-    fn visit_u64<E>(self, v: u64) -> Result<Value, E> {
-        Ok(Value::Number(v.into()))
-    }
-
-    fn visit_f64<E>(self, v: f64) -> Result<Value, E> {
-        Ok(Number::from_f64(v).map_or(Value::Null, Value::Number))
-    }
-
-    fn visit_str<E>(self, v: &str) -> Result<Value, E> {
-        Ok(Value::String(v.to_string()))
-    }
-
-    fn visit_string<E>(self, v: String) -> Result<Value, E> {
-        Ok(Value::String(v))
-    }
-
-    fn visit_unit<E>(self) -> Result<Value, E> {
-        Ok(Value::Null)
-    }
-
-    fn visit_none<E>(self) -> Result<Value, E> {
-        Ok(Value::Null)
-    }
-
-    fn visit_some<D: Deserializer<'de>>(self, deserializer: D) -> Result<Value, D::Error> {
-        Pruned(self.0).deserialize(deserializer)
-    }
-}
-
-/// The response on the wire, as the API server reads it (`admission.k8s.io/v1`).
-///
-/// `patch` is a base64 string (Go `[]byte`), as the API documents; kube's
-/// `AdmissionResponse` would send a JSON array of numbers, three times larger.
-#[derive(Serialize)]
-struct WireReview<'a> {
-    #[serde(rename = "apiVersion")]
-    api_version: &'static str,
-    kind: &'static str,
-    response: WireResponse<'a>,
-}
-
-#[derive(Serialize)]
-#[serde(rename_all = "camelCase")]
-struct WireResponse<'a> {
-    uid: &'a str,
-    allowed: bool,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    status: Option<WireStatus<'a>>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    patch: Option<&'a str>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    patch_type: Option<&'static str>,
-    #[serde(skip_serializing_if = "<[String]>::is_empty")]
-    warnings: &'a [String],
-}
-
+/// A denied response's `status`, as the API server reads it.
 #[derive(Serialize)]
 struct WireStatus<'a> {
     code: u16,
@@ -320,7 +135,8 @@ pub(super) struct Reply<'a> {
     pub allowed: bool,
     /// Why, when denied.
     pub message: Option<&'a str>,
-    pub patch: Option<&'a json_patch::Patch>,
+    /// The JSON Patch, base64 ([`patch_base64`]).
+    pub patch: Option<&'a str>,
     pub warnings: &'a [String],
 }
 
@@ -329,81 +145,143 @@ thread_local! {
     static PATCH_JSON: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
 }
 
-/// The response body: an AdmissionReview v1 with `response` only.
-pub(super) fn encode(reply: &Reply<'_>) -> Vec<u8> {
+/// The patch as the response's `patch` field carries it: its JSON, base64-encoded.
+pub(super) fn patch_base64(ops: &Ops<'_>) -> String {
     use base64::Engine as _;
-    let patch = reply.patch.map(|patch| {
-        PATCH_JSON.with_borrow_mut(|json| {
-            json.clear();
-            // A Patch is plain data: serialising it into a Vec cannot fail.
-            let _ = serde_json::to_writer(&mut *json, patch);
-            base64::engine::general_purpose::STANDARD.encode(json.as_slice())
-        })
+    PATCH_JSON.with_borrow_mut(|json| {
+        json.clear();
+        // Operations of strings and JSON text: serialising them into a Vec cannot fail.
+        let _ = serde_json::to_writer(&mut *json, ops);
+        base64::engine::general_purpose::STANDARD.encode(json.as_slice())
+    })
+}
+
+/// The response body: an AdmissionReview v1 (`admission.k8s.io/v1`) with `response`
+/// only, written field by field so the patch's base64 is copied rather than scanned for
+/// characters to escape (base64 has none).
+///
+/// `patch` is a base64 string (Go `[]byte`), as the API documents; kube's
+/// `AdmissionResponse` would send a JSON array of numbers, three times larger.
+pub(super) fn encode(reply: &Reply<'_>) -> Vec<u8> {
+    let mut out = Vec::with_capacity(reply.patch.map_or(0, str::len) + 256);
+    out.extend_from_slice(br#"{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","response":{"uid":"#);
+    json(&mut out, reply.uid);
+    out.extend_from_slice(if reply.allowed {
+        br#","allowed":true"#
+    } else {
+        br#","allowed":false"#
     });
-    let wire = WireReview {
-        api_version: "admission.k8s.io/v1",
-        kind: "AdmissionReview",
-        response: WireResponse {
-            uid: reply.uid,
-            allowed: reply.allowed,
-            status: reply.message.map(|message| WireStatus {
-                code: 403,
-                reason: "Forbidden",
-                message,
-            }),
-            patch_type: patch.as_ref().map(|_| "JSONPatch"),
-            patch: patch.as_deref(),
-            warnings: reply.warnings,
-        },
-    };
-    let mut out = Vec::with_capacity(patch.as_ref().map_or(0, String::len) + 256);
-    // Plain structs of strings and bools always serialise.
-    let _ = serde_json::to_writer(&mut out, &wire);
+    if let Some(message) = reply.message {
+        out.extend_from_slice(br#","status":"#);
+        let status = WireStatus {
+            code: 403,
+            reason: "Forbidden",
+            message,
+        };
+        json(&mut out, &status);
+    }
+    if let Some(patch) = reply.patch {
+        out.extend_from_slice(br#","patchType":"JSONPatch","patch":""#);
+        out.extend_from_slice(patch.as_bytes());
+        out.push(b'"');
+    }
+    if !reply.warnings.is_empty() {
+        out.extend_from_slice(br#","warnings":"#);
+        json(&mut out, reply.warnings);
+    }
+    out.extend_from_slice(b"}}");
     out
+}
+
+/// Appends `value` as JSON.
+fn json<T: Serialize + ?Sized>(out: &mut Vec<u8>, value: &T) {
+    // Strings and plain structs of them always serialise into a Vec.
+    let _ = serde_json::to_writer(out, value);
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::json;
+
+    /// What an attacker would send is an error or a skip, never a crash: 100,000 nested
+    /// arrays where the review is skipped and where it is kept, bad UTF-8 and escapes,
+    /// trailing bytes. (A SIMD parser tried here overflowed the stack on the first.)
+    #[test]
+    fn hostile_bodies_are_errors_not_crashes() {
+        let review = |object: &str| {
+            format!(
+                r#"{{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{{"uid":"u","kind":{{"group":"","version":"v1","kind":"Pod"}},"operation":"CREATE","object":{object}}}}}"#
+            )
+            .into_bytes()
+        };
+        let deep = |depth: usize| format!("{}{}", "[".repeat(depth), "]".repeat(depth));
+        let nested = |depth: usize| {
+            [
+                review(&format!(r#"{{"spec":{{"affinity":{}}}}}"#, deep(depth))),
+                review(&format!(r#"{{"metadata":{{"annotations":{{"a":{}}}}}}}"#, deep(depth))),
+                review(&format!(
+                    r#"{{"spec":{{"volumes":[{{"name":"v","x":{}}}]}}}}"#,
+                    deep(depth)
+                )),
+            ]
+        };
+        for body in nested(50) {
+            assert!(parse(&body).is_ok());
+        }
+        // Skipped nesting is walked without recursion; kept nesting is refused.
+        let [skipped, kept_annotation, kept_volume] = nested(100_000);
+        assert!(parse(&skipped).is_ok());
+        for body in [kept_annotation, kept_volume] {
+            let err = parse(&body).err().map(|e| e.to_string()).unwrap_or_default();
+            assert!(err.contains("recursion limit"), "{err}");
+        }
+        let mut invalid_utf8 = review(r#"{"metadata":{"annotations":{"a":"XX"}}}"#);
+        let at = invalid_utf8.windows(2).position(|w| w == b"XX").unwrap();
+        invalid_utf8[at] = 0xff;
+        for body in [
+            invalid_utf8,
+            review(r#"{"metadata":{"annotations":{"a":"\ud800"}}}"#),
+            review(r#"{"metadata":{"annotations":{"a":"\x"}}}"#),
+            review(r#"{"spec":{"containers":[{"ports":[{"containerPort":1e400}]}]}}"#),
+            review(r#"{"metadata":{}}}"#),
+        ] {
+            assert!(parse(&body).is_err(), "{}", String::from_utf8_lossy(&body));
+        }
+        let escaped = review(r#"{"metadata":{"annotations":{"a":"\u00e9\n\"q"}}}"#);
+        let request = parse(&escaped).unwrap();
+        let pod = request.object.as_ref().unwrap();
+        assert_eq!(pod.annotations().unwrap().text("a"), Some("é\n\"q"));
+    }
 
     #[test]
-    fn only_what_the_decision_reads_is_kept_in_its_exact_shape() {
-        let pod = json!({
-            "apiVersion": "v1", "kind": "Pod",
-            "metadata": {"name": "p", "annotations": {"a": "b"}, "labels": null,
-                         "managedFields": [{"manager": "kubectl"}], "uid": "x"},
-            "spec": {
-                "containers": [
-                    {"name": "app", "image": "nginx", "env": [{"name": "E", "value": "v"}],
-                     "ports": [{"containerPort": 80}], "volumeMounts": []},
-                    "not an object"
-                ],
-                "initContainers": null,
-                "volumes": [{"name": "v", "configMap": {"name": "c", "defaultMode": 420}}],
-                "nodeName": "n"
-            },
-            "status": {"phase": "Pending"}
-        });
-        assert_eq!(
-            prune_pod(&pod),
-            json!({
-                "apiVersion": "v1", "kind": "Pod",
-                "metadata": {"name": "p", "annotations": {"a": "b"}, "labels": null},
-                "spec": {
-                    "containers": [
-                        {"name": "app", "ports": [{"containerPort": 80}], "volumeMounts": []},
-                        "not an object"
-                    ],
-                    "initContainers": null,
-                    "volumes": [{"name": "v", "configMap": {"name": "c", "defaultMode": 420}}]
-                }
-            })
-        );
-        // Wrong types stay wrong, for the engine to name.
-        let odd = json!({"metadata": [1], "spec": {"containers": {"name": "x"}}});
-        assert_eq!(prune_pod(&odd), odd);
-        assert_eq!(prune_pod(&json!("pod")), json!("pod"));
+    fn the_response_is_one_json_document_whatever_its_strings_hold() {
+        use base64::Engine as _;
+        let patch = base64::engine::general_purpose::STANDARD.encode(br#"[{"op":"add","path":"/a","value":"\"x/"}]"#);
+        let warnings = [String::from("odd \"value\"\n"), String::from("second")];
+        for (allowed, message, patch, warnings) in [
+            (true, None, Some(patch.as_str()), &warnings[..]),
+            (false, Some("denied: \"quote\" and \\ backslash"), None, &[][..]),
+            (true, None, None, &[][..]),
+        ] {
+            let body = encode(&Reply {
+                uid: "u\"1",
+                allowed,
+                message,
+                patch,
+                warnings,
+            });
+            let review: serde_json::Value = serde_json::from_slice(&body).unwrap();
+            let response = &review["response"];
+            assert_eq!(review["apiVersion"], "admission.k8s.io/v1");
+            assert_eq!(review["kind"], "AdmissionReview");
+            assert_eq!(response["uid"], "u\"1");
+            assert_eq!(response["allowed"], allowed);
+            assert_eq!(response["status"]["message"].as_str(), message);
+            assert_eq!(response["patch"].as_str(), patch);
+            assert_eq!(response["patchType"].as_str(), patch.map(|_| "JSONPatch"));
+            let sent: Vec<String> = serde_json::from_value(response["warnings"].clone()).unwrap_or_default();
+            assert_eq!(sent, warnings);
+        }
     }
 
     #[test]

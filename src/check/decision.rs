@@ -12,7 +12,8 @@ use serde_json::Value;
 use super::cel;
 use super::selector;
 use crate::admission::{ClusterView, network_view};
-use crate::inject::policy::{self, OptIn, Skip};
+use crate::inject::PodView;
+use crate::inject::policy::{self, Annotations, OptIn, Skip};
 use crate::inject::{
     self, Decision, Extras, INJECT_ANNOTATION, InjectError, InjectionStatus, LEGACY_INJECT_ANNOTATION, NAMESPACE_LABEL,
     NETWORK_ANNOTATION, NamespaceOptIn, STATUS_ANNOTATION,
@@ -175,11 +176,17 @@ impl PodReport {
     }
 }
 
+fn pod_annotations(pod: &Value) -> Option<&dyn Annotations> {
+    pod.pointer("/metadata/annotations")
+        .and_then(Value::as_object)
+        .map(|a| a as &dyn Annotations)
+}
+
 /// Explains one Pod.
 pub fn explain(subject: &Subject, installed: &Installed<'_>, cluster: &Snapshot) -> PodReport {
     let pod = &subject.pod;
     let annotations = pod.pointer("/metadata/annotations").and_then(Value::as_object);
-    let mut warnings = policy::unreadable_flags(annotations);
+    let mut warnings = policy::unreadable_flags(pod_annotations(pod));
     if pod.pointer("/spec/hostNetwork").and_then(Value::as_bool) == Some(true) {
         warnings.push(String::from(
             "`hostNetwork: true`: the injector does not skip host-network Pods; the sidecar's ports would be bound on the node",
@@ -201,7 +208,7 @@ pub fn explain(subject: &Subject, installed: &Installed<'_>, cluster: &Snapshot)
         webhooks: webhooks.clone(),
         warnings: Vec::new(),
     };
-    let mut out = match policy::decide(annotations, cluster.namespace_opt_in(&subject.namespace)) {
+    let mut out = match policy::decide(pod_annotations(pod), cluster.namespace_opt_in(&subject.namespace)) {
         Err(skip) => {
             let rule = match skip {
                 Skip::NotOptedIn => Rule::NotOptedIn,
@@ -298,7 +305,7 @@ fn engine(
         .filter(|n| !n.is_empty());
     let extras = match network {
         None => Extras::default(),
-        Some(name) => match join::extras(name, namespace, cluster.network(namespace, name), pod) {
+        Some(name) => match join::extras(name, namespace, cluster.network(namespace, name), pod_annotations(pod)) {
             Ok(extras) => extras.unwrap_or_default(),
             Err(err) => return report(Verdict::Deny, Rule::Network, err.to_string()),
         },
@@ -307,7 +314,7 @@ fn engine(
         Ok(templates) => templates,
         Err(why) => return report(Verdict::Unknown, Rule::NoTemplates, format!("{opted}, but {why}")),
     };
-    let template = match inject::select_template(templates, pod) {
+    let template = match inject::select_template(templates, &PodView::read(pod)) {
         Ok(template) => template,
         Err(err) => return report(Verdict::Deny, Rule::UnknownTemplate, err.to_string()),
     };
@@ -317,7 +324,7 @@ fn engine(
         live_revision: None,
         stale: false,
     };
-    match inject::plan(pod, &template, &extras) {
+    match inject::plan(&PodView::read(pod), &template, &extras) {
         Ok(Decision::Inject(plan)) => {
             let mut out = report(Verdict::Inject, rule, opted);
             out.template = Some(used);

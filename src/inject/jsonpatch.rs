@@ -3,58 +3,154 @@
 //! Only `add` is ever emitted, and a whole list or map is added only where the Pod has
 //! none: existing entries are never replaced (one well-known injector wiped every
 //! annotation with a bare `add /metadata/annotations`).
+//!
+//! The operations borrow the template's JSON prepared at load time ([`Ops`]), so the
+//! admission path writes them straight into the response; [`render`] gives the same
+//! operations as a [`json_patch::Patch`] for callers that apply them.
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 
 use json_patch::jsonptr::PointerBuf;
 use json_patch::{AddOperation, Patch, PatchOperation};
-use k8s_openapi::api::core::v1::VolumeMount;
 use serde::Serialize;
+use serde::ser::{SerializeMap, SerializeSeq, Serializer};
+use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 
 use super::InjectError;
-use super::plan::Plan;
+use super::plan::{Added, Plan};
 use super::pod::{Dict, List, PodView};
+
+fn all<T>(items: &[T]) -> Vec<&T> {
+    items.iter().collect()
+}
 
 fn pointer(tokens: &[&str]) -> PointerBuf {
     // PointerBuf escapes `~` and `/` inside tokens (`~0`, `~1`).
     PointerBuf::from_tokens(tokens.iter().copied())
 }
 
-fn to_value<T: Serialize>(item: &T) -> Result<Value, InjectError> {
-    serde_json::to_value(item).map_err(|e| InjectError::Encode(e.to_string()))
+/// The value of one `add`.
+#[derive(Debug, Clone)]
+pub enum OpValue<'p> {
+    /// One entry, as JSON text.
+    Entry(Cow<'p, RawValue>),
+    /// A whole new list of entries.
+    Entries(Vec<Cow<'p, RawValue>>),
+    /// Anything built here (metadata maps, strings, an empty `spec`).
+    Json(Value),
 }
 
-struct Ops(Vec<PatchOperation>);
+impl Serialize for OpValue<'_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        match self {
+            OpValue::Entry(raw) => raw.serialize(serializer),
+            OpValue::Entries(raws) => {
+                let mut seq = serializer.serialize_seq(Some(raws.len()))?;
+                for raw in raws {
+                    seq.serialize_element(raw.as_ref())?;
+                }
+                seq.end()
+            }
+            OpValue::Json(value) => value.serialize(serializer),
+        }
+    }
+}
 
-impl Ops {
-    fn add(&mut self, path: PointerBuf, value: Value) {
-        self.0.push(PatchOperation::Add(AddOperation { path, value }));
+impl OpValue<'_> {
+    fn into_value(self) -> Result<Value, InjectError> {
+        let parse = |raw: &RawValue| serde_json::from_str(raw.get()).map_err(|e| InjectError::Encode(e.to_string()));
+        match self {
+            OpValue::Entry(raw) => parse(&raw),
+            OpValue::Entries(raws) => Ok(Value::Array(
+                raws.iter().map(|raw| parse(raw)).collect::<Result<_, _>>()?,
+            )),
+            OpValue::Json(value) => Ok(value),
+        }
+    }
+}
+
+/// One `add` operation.
+#[derive(Debug, Clone)]
+pub struct Op<'p> {
+    pub path: PointerBuf,
+    pub value: OpValue<'p>,
+}
+
+impl Serialize for Op<'_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let mut map = serializer.serialize_map(Some(3))?;
+        map.serialize_entry("op", "add")?;
+        map.serialize_entry("path", self.path.as_str())?;
+        map.serialize_entry("value", &self.value)?;
+        map.end()
+    }
+}
+
+/// The operations of one patch, serialising as the RFC 6902 JSON array.
+#[derive(Debug, Clone, Default)]
+pub struct Ops<'p>(pub Vec<Op<'p>>);
+
+impl Serialize for Ops<'_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_seq(&self.0)
+    }
+}
+
+impl<'p> Ops<'p> {
+    /// The same operations as a [`json_patch::Patch`], to apply.
+    pub fn into_patch(self) -> Result<Patch, InjectError> {
+        let ops = self
+            .0
+            .into_iter()
+            .map(|op| {
+                Ok(PatchOperation::Add(AddOperation {
+                    path: op.path,
+                    value: op.value.into_value()?,
+                }))
+            })
+            .collect::<Result<_, InjectError>>()?;
+        Ok(Patch(ops))
     }
 
-    /// Appends items to a list, creating it when the Pod has none.
-    fn append<T: Serialize>(&mut self, list: List<'_>, path: &[&str], items: &[T]) -> Result<(), InjectError> {
+    fn add(&mut self, path: PointerBuf, value: OpValue<'p>) {
+        self.0.push(Op { path, value });
+    }
+
+    /// Appends entries to a list, creating it when the Pod has none.
+    fn append<T: Clone + Serialize, U>(
+        &mut self,
+        list: List<'_, U>,
+        path: &[&str],
+        items: &[&Added<'p, T>],
+    ) -> Result<(), InjectError> {
         if items.is_empty() {
             return Ok(());
         }
         match list {
             List::Absent => {
-                let all = items.iter().map(to_value).collect::<Result<Vec<_>, _>>()?;
-                self.add(pointer(path), Value::Array(all));
+                let all = items.iter().map(|item| item.json()).collect::<Result<Vec<_>, _>>()?;
+                self.add(pointer(path), OpValue::Entries(all));
             }
             List::Present(_) => {
                 let mut end = path.to_vec();
                 end.push("-");
                 for item in items {
-                    self.add(pointer(&end), to_value(item)?);
+                    self.add(pointer(&end), OpValue::Entry(item.json()?));
                 }
             }
         }
         Ok(())
     }
 
-    /// Inserts items at the front of a list, in order.
-    fn prepend<T: Serialize>(&mut self, list: List<'_>, path: &[&str], items: &[T]) -> Result<(), InjectError> {
+    /// Inserts entries at the front of a list, in order.
+    fn prepend<T: Clone + Serialize, U>(
+        &mut self,
+        list: List<'_, U>,
+        path: &[&str],
+        items: &[&Added<'p, T>],
+    ) -> Result<(), InjectError> {
         if list.is_absent() {
             return self.append(list, path, items);
         }
@@ -62,13 +158,19 @@ impl Ops {
             let index = index.to_string();
             let mut at = path.to_vec();
             at.push(&index);
-            self.add(pointer(&at), to_value(item)?);
+            self.add(pointer(&at), OpValue::Entry(item.json()?));
         }
         Ok(())
     }
 
     /// Sets keys in a metadata map, creating the map (and `metadata`) when absent.
-    fn set_keys(&mut self, has_metadata: bool, dict: Dict<'_>, field: &str, entries: &BTreeMap<String, String>) {
+    fn set_keys(
+        &mut self,
+        has_metadata: bool,
+        dict: Option<&Dict<'_>>,
+        field: &str,
+        entries: &BTreeMap<String, String>,
+    ) {
         if entries.is_empty() {
             return;
         }
@@ -79,37 +181,41 @@ impl Ops {
                 .collect()
         };
         match dict {
-            Dict::Present(_) => {
+            Some(_) => {
                 for (key, value) in entries {
-                    self.add(pointer(&["metadata", field, key]), Value::String(value.clone()));
+                    self.add(
+                        pointer(&["metadata", field, key]),
+                        OpValue::Json(Value::String(value.clone())),
+                    );
                 }
             }
-            Dict::Absent if has_metadata => self.add(pointer(&["metadata", field]), Value::Object(as_map())),
-            Dict::Absent => {
+            None if has_metadata => self.add(pointer(&["metadata", field]), OpValue::Json(Value::Object(as_map()))),
+            None => {
                 let mut metadata = Map::new();
                 metadata.insert(field.to_string(), Value::Object(as_map()));
-                self.add(pointer(&["metadata"]), Value::Object(metadata));
+                self.add(pointer(&["metadata"]), OpValue::Json(Value::Object(metadata)));
             }
         }
     }
 }
 
-/// The JSON Patch that applies `plan` to `pod`.
-pub fn render(plan: &Plan, pod: &Value) -> Result<Patch, InjectError> {
-    let view = PodView::read(pod)?;
+/// The JSON Patch that applies `plan` to `pod`, as operations that borrow the plan's
+/// template (what admission writes into its response).
+pub fn render_ops<'p>(plan: &Plan<'p>, pod: &PodView<'_>) -> Result<Ops<'p>, InjectError> {
+    let view = pod.check()?;
     let mut ops = Ops(Vec::new());
     let adds_to_spec = !plan.init_containers.is_empty()
         || !plan.containers.is_empty()
         || !plan.volumes.is_empty()
         || !plan.image_pull_secrets.is_empty();
     if !view.has_spec && adds_to_spec {
-        ops.add(pointer(&["spec"]), Value::Object(Map::new()));
+        ops.add(pointer(&["spec"]), OpValue::Json(Value::Object(Map::new())));
     }
 
     // Mounts first: they address the Pod's own containers by index, which appending
     // sidecars after them does not shift. Grouped so a container without a list gets it
     // created once.
-    let mut mounts_by_container: BTreeMap<usize, Vec<&VolumeMount>> = BTreeMap::new();
+    let mut mounts_by_container: BTreeMap<usize, Vec<&Added<'p, _>>> = BTreeMap::new();
     for app in &plan.app_mounts {
         mounts_by_container
             .entry(app.container_index)
@@ -117,26 +223,126 @@ pub fn render(plan: &Plan, pod: &Value) -> Result<Patch, InjectError> {
             .push(&app.mount);
     }
     for (index, mounts) in mounts_by_container {
-        let existing = match view.containers.items()[index].get("volumeMounts") {
-            Some(Value::Array(items)) => List::Present(items),
-            _ => List::Absent,
+        // A plan only mounts into containers of this Pod: the index is in the list.
+        let existing = match view.containers.get(index).and_then(|c| c.volume_mounts.get()) {
+            Some(items) => List::Present(items),
+            None => List::Absent,
         };
         let index = index.to_string();
         ops.append(existing, &["spec", "containers", &index, "volumeMounts"], &mounts)?;
     }
 
-    ops.prepend(view.init_containers, &["spec", "initContainers"], &plan.init_containers)?;
-    ops.append(view.containers, &["spec", "containers"], &plan.containers)?;
-    ops.append(view.volumes, &["spec", "volumes"], &plan.volumes)?;
+    ops.prepend(
+        view.init_containers,
+        &["spec", "initContainers"],
+        &all(&plan.init_containers),
+    )?;
+    ops.append(view.containers, &["spec", "containers"], &all(&plan.containers))?;
+    ops.append(view.volumes, &["spec", "volumes"], &all(&plan.volumes))?;
     ops.append(
         view.image_pull_secrets,
         &["spec", "imagePullSecrets"],
-        &plan.image_pull_secrets,
+        &all(&plan.image_pull_secrets),
     )?;
 
     // Creating `metadata` for annotations must not then be overwritten by labels.
     ops.set_keys(view.has_metadata, view.annotations, "annotations", &plan.annotations);
     let metadata_now = view.has_metadata || !plan.annotations.is_empty();
     ops.set_keys(metadata_now, view.labels, "labels", &plan.labels);
-    Ok(Patch(ops.0))
+    Ok(ops)
+}
+
+/// The JSON Patch that applies `plan` to `pod`.
+pub fn render(plan: &Plan<'_>, pod: &PodView<'_>) -> Result<Patch, InjectError> {
+    render_ops(plan, pod)?.into_patch()
+}
+
+#[cfg(test)]
+mod tests {
+    use k8s_openapi::api::core::v1::EnvVar;
+    use serde_json::json;
+
+    use super::*;
+    use crate::inject::{Decision, Extras, NATIVE_SIDECAR_ANNOTATION, plan};
+    use crate::template::Template;
+
+    const TEMPLATE: &str = "
+containers:
+- name: proxy
+  image: envoy
+  ports: [{containerPort: 15001}]
+initContainers:
+- name: init-net
+  image: busybox
+volumes:
+- name: envoy-config
+  configMap: {name: envoy}
+imagePullSecrets:
+- name: registry
+volumeMounts:
+- name: envoy-config
+  mountPath: /etc/envoy
+";
+
+    /// What admission sends (the operations serialised) is what the applied patch says,
+    /// whether an entry is the template's prepared JSON or changed for this Pod.
+    #[test]
+    fn the_sent_operations_are_the_patch_that_applies() {
+        let template = Template::parse("config", TEMPLATE).unwrap();
+        let network_env = Extras {
+            sidecar_env: vec![EnvVar {
+                name: "NETWORK".into(),
+                value: Some("net1".into()),
+                ..Default::default()
+            }],
+            ..Default::default()
+        };
+        for native in ["true", "false"] {
+            for extras in [Extras::default(), network_env.clone()] {
+                for pod in [
+                    json!({"metadata": {"annotations": {NATIVE_SIDECAR_ANNOTATION: native}}, "spec": {"containers": [{"name": "app"}]}}),
+                    json!({"metadata": {"annotations": {NATIVE_SIDECAR_ANNOTATION: native}}, "spec": {
+                        "containers": [{"name": "app", "volumeMounts": [{"name": "data", "mountPath": "/data"}]}],
+                        "initContainers": [{"name": "migrate"}], "volumes": [{"name": "data", "emptyDir": {}}],
+                        "imagePullSecrets": [{"name": "other"}]}}),
+                ] {
+                    let view = PodView::read(&pod);
+                    let Decision::Inject(plan) = plan(&view, &template, &extras).unwrap() else {
+                        panic!("expected an injection of {pod}")
+                    };
+                    let ops = render_ops(&plan, &view).unwrap();
+                    let sent: Value = serde_json::from_slice(&serde_json::to_vec(&ops).unwrap()).unwrap();
+                    let patch = ops.into_patch().unwrap();
+                    assert_eq!(
+                        sent,
+                        serde_json::to_value(&patch).unwrap(),
+                        "native {native}, {extras:?}"
+                    );
+                    let mut out = pod.clone();
+                    json_patch::patch(&mut out, &patch).unwrap();
+                    let sidecar = if native == "true" {
+                        &out["spec"]["initContainers"][1]
+                    } else {
+                        &out["spec"]["containers"][1]
+                    };
+                    assert_eq!(sidecar["name"], "proxy", "{out}");
+                    assert_eq!(sidecar["ports"][0]["containerPort"], 15001);
+                    assert_eq!(sidecar["restartPolicy"] == "Always", native == "true", "{sidecar}");
+                    assert_eq!(
+                        sidecar["env"][0]["value"] == "net1",
+                        !extras.sidecar_env.is_empty(),
+                        "{sidecar}"
+                    );
+                    assert_eq!(
+                        out["spec"]["containers"][0]["volumeMounts"]
+                            .as_array()
+                            .unwrap()
+                            .last()
+                            .unwrap()["mountPath"],
+                        "/etc/envoy"
+                    );
+                }
+            }
+        }
+    }
 }

@@ -9,11 +9,10 @@ pub mod strategic;
 
 use std::sync::Arc;
 
-use serde_json::Value;
-
 use crate::template::{DEFAULT_TEMPLATE, Template, TemplateSet};
 
-pub use plan::{AppMount, Decision, Extras, InjectionStatus, Plan, plan, revision_label_value};
+pub use plan::{Added, AppMount, Decision, Extras, InjectionStatus, Plan, plan, revision_label_value};
+pub use pod::PodView;
 pub use policy::{NamespaceOptIn, OptIn, Skip};
 
 pub const INJECT_ANNOTATION: &str = "sidecar.samplecrd.k8s.io/inject";
@@ -88,11 +87,10 @@ pub enum InjectError {
 }
 
 /// Picks the template the Pod names with `sidecar.samplecrd.k8s.io/template`, or `config`.
-pub fn select_template(templates: &TemplateSet, pod: &Value) -> Result<Arc<Template>, InjectError> {
+pub fn select_template(templates: &TemplateSet, pod: &PodView<'_>) -> Result<Arc<Template>, InjectError> {
     let name = pod
-        .pointer("/metadata/annotations")
-        .and_then(|a| a.get(TEMPLATE_ANNOTATION))
-        .and_then(Value::as_str)
+        .annotations()
+        .and_then(|a| a.text(TEMPLATE_ANNOTATION))
         .map(str::trim)
         .filter(|n| !n.is_empty())
         .unwrap_or(DEFAULT_TEMPLATE);

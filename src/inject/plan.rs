@@ -1,12 +1,14 @@
 //! Works out what a template adds to one Pod, and refuses what would break it.
 
+use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet};
 
 use k8s_openapi::api::core::v1::{Container, EnvVar, LocalObjectReference, Volume, VolumeMount};
 use serde::{Deserialize, Serialize};
-use serde_json::Value;
+use serde_json::value::RawValue;
+use serde_json::{Map, Value};
 
-use super::pod::{PodView, is_subset, mounts_of, name_of, ports_of};
+use super::pod::{Checked, PodView, is_subset_map, volume_name};
 use super::{InjectError, NATIVE_SIDECAR_ANNOTATION, REVISION_LABEL, STATUS_ANNOTATION, policy::Skip};
 use crate::template::Template;
 
@@ -33,25 +35,89 @@ pub struct InjectionStatus {
     pub native_sidecar: bool,
 }
 
+/// One entry a plan adds: the template's own, borrowed with the JSON prepared when the
+/// template was loaded, or one changed for this Pod (serialised when rendered).
+#[derive(Debug, Clone)]
+pub struct Added<'t, T: Clone> {
+    pub item: Cow<'t, T>,
+    prepared: Option<&'t RawValue>,
+}
+
+impl<'t, T: Clone + Serialize> Added<'t, T> {
+    fn template(item: &'t T, prepared: &'t RawValue) -> Self {
+        Added {
+            item: Cow::Borrowed(item),
+            prepared: Some(prepared),
+        }
+    }
+
+    fn changed(item: T) -> Self {
+        Added {
+            item: Cow::Owned(item),
+            prepared: None,
+        }
+    }
+
+    /// The entry as JSON text: the prepared bytes, or serialised now.
+    pub fn json(&self) -> Result<Cow<'t, RawValue>, InjectError> {
+        match self.prepared {
+            Some(raw) => Ok(Cow::Borrowed(raw)),
+            None => serde_json::value::to_raw_value(self.item.as_ref())
+                .map(Cow::Owned)
+                .map_err(|e| InjectError::Encode(e.to_string())),
+        }
+    }
+
+    /// The entry as a JSON value.
+    pub fn to_value(&self) -> Result<Value, InjectError> {
+        serde_json::from_str(self.json()?.get()).map_err(|e| InjectError::Encode(e.to_string()))
+    }
+}
+
+/// Serialises as its JSON: the prepared text when there is one.
+impl<T: Clone + Serialize> Serialize for Added<'_, T> {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        match self.prepared {
+            Some(raw) => raw.serialize(serializer),
+            None => self.item.serialize(serializer),
+        }
+    }
+}
+
+impl<T: Clone> std::ops::Deref for Added<'_, T> {
+    type Target = T;
+
+    fn deref(&self) -> &T {
+        &self.item
+    }
+}
+
+/// Equal when the entries are: the JSON is the same entry written out.
+impl<T: Clone + PartialEq> PartialEq for Added<'_, T> {
+    fn eq(&self, other: &Self) -> bool {
+        self.item == other.item
+    }
+}
+
 /// A mount to add to one of the Pod's own containers.
 #[derive(Debug, Clone, PartialEq)]
-pub struct AppMount {
+pub struct AppMount<'t> {
     pub container_index: usize,
     pub container_name: String,
-    pub mount: VolumeMount,
+    pub mount: Added<'t, VolumeMount>,
 }
 
 /// Everything one injection adds. Rendered as JSON Patch (admission) or strategic merge
-/// patch (offline); both renderings only ever add.
+/// patch (offline); both renderings only ever add. Borrows the template it was made of.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Plan {
+pub struct Plan<'t> {
     /// Inserted at the front of `spec.initContainers`, in this order.
-    pub init_containers: Vec<Container>,
+    pub init_containers: Vec<Added<'t, Container>>,
     /// Appended to `spec.containers`.
-    pub containers: Vec<Container>,
-    pub volumes: Vec<Volume>,
-    pub image_pull_secrets: Vec<LocalObjectReference>,
-    pub app_mounts: Vec<AppMount>,
+    pub containers: Vec<Added<'t, Container>>,
+    pub volumes: Vec<Added<'t, Volume>>,
+    pub image_pull_secrets: Vec<Added<'t, LocalObjectReference>>,
+    pub app_mounts: Vec<AppMount<'t>>,
     /// Includes the status annotation.
     pub annotations: BTreeMap<String, String>,
     /// Includes the revision label (when the revision is a valid label value).
@@ -61,17 +127,15 @@ pub struct Plan {
 
 /// The engine's answer for one opted-in Pod.
 #[derive(Debug, Clone, PartialEq)]
-pub enum Decision {
-    Inject(Box<Plan>),
+pub enum Decision<'t> {
+    Inject(Box<Plan<'t>>),
     Skip(Skip),
 }
 
-fn wants_native(view: &PodView<'_>, template: &Template) -> bool {
+fn wants_native(view: &Checked<'_, '_>, template: &Template) -> bool {
     let annotation = view
         .annotations
-        .get()
-        .and_then(|a| a.get(NATIVE_SIDECAR_ANNOTATION))
-        .and_then(Value::as_str)
+        .and_then(|a| a.text(NATIVE_SIDECAR_ANNOTATION))
         .map(|v| v.trim().to_ascii_lowercase());
     match annotation.as_deref() {
         Some("true") => true,
@@ -80,11 +144,11 @@ fn wants_native(view: &PodView<'_>, template: &Template) -> bool {
     }
 }
 
-fn describe(value: &Value) -> String {
+fn describe(volume: &Map<String, Value>) -> String {
     // A volume's one source key (configMap, emptyDir, ...) is what tells two apart.
-    let source = value
-        .as_object()
-        .and_then(|o| o.iter().find(|(k, _)| k.as_str() != "name"))
+    let source = volume
+        .iter()
+        .find(|(k, _)| k.as_str() != "name")
         .map(|(k, v)| format!("{k}: {v}"))
         .unwrap_or_else(|| String::from("no source"));
     if source.len() > 120 {
@@ -96,14 +160,10 @@ fn describe(value: &Value) -> String {
 
 /// Plans the injection of `template` into `pod`. The caller has already decided that
 /// the Pod opted in; this only answers *what* to add, or why nothing / why not.
-pub fn plan(pod: &Value, template: &Template, extras: &Extras) -> Result<Decision, InjectError> {
-    let view = PodView::read(pod)?;
-    check_has_containers(pod, &view)?;
-    if view
-        .annotations
-        .get()
-        .is_some_and(|a| a.contains_key(STATUS_ANNOTATION))
-    {
+pub fn plan<'t>(pod: &PodView<'_>, template: &'t Template, extras: &Extras) -> Result<Decision<'t>, InjectError> {
+    let view = pod.check()?;
+    check_has_containers(&view)?;
+    if view.annotations.is_some_and(|a| a.get(STATUS_ANNOTATION).is_some()) {
         return Ok(Decision::Skip(Skip::AlreadyInjected {
             evidence: format!("annotation `{STATUS_ANNOTATION}` is present"),
         }));
@@ -112,9 +172,8 @@ pub fn plan(pod: &Value, template: &Template, extras: &Extras) -> Result<Decisio
     let existing: BTreeSet<&str> = view
         .containers
         .items()
-        .iter()
         .chain(view.init_containers.items())
-        .map(name_of)
+        .map(|c| c.name())
         .collect();
     let (present, missing): (Vec<&str>, Vec<&str>) =
         template.container_names().partition(|name| existing.contains(name));
@@ -135,32 +194,39 @@ pub fn plan(pod: &Value, template: &Template, extras: &Extras) -> Result<Decisio
     let volumes = plan_volumes(&view, template)?;
     let app_mounts = plan_app_mounts(&view, template)?;
 
-    let existing_secrets: BTreeSet<&str> = view.image_pull_secrets.items().iter().map(name_of).collect();
-    let image_pull_secrets: Vec<LocalObjectReference> = template
+    let existing_secrets: BTreeSet<&str> = view.image_pull_secrets.items().map(|s| s.name()).collect();
+    let prepared = &template.prepared;
+    let image_pull_secrets: Vec<Added<'t, LocalObjectReference>> = template
         .spec
         .image_pull_secrets
         .iter()
-        .filter(|s| !existing_secrets.contains(s.name.as_str()))
-        .cloned()
+        .zip(&prepared.image_pull_secrets)
+        .filter(|(s, _)| !existing_secrets.contains(s.name.as_str()))
+        .map(|(s, json)| Added::template(s, json))
         .collect();
 
     let native = wants_native(&view, template);
-    let sidecars = template.spec.containers.iter().map(|c| {
-        let mut c = with_env(c, &extras.sidecar_env);
-        if native {
-            c.restart_policy = Some(String::from("Always"));
-        }
-        c
-    });
-    let template_inits = template
-        .spec
-        .init_containers
-        .iter()
-        .map(|c| with_env(c, &extras.sidecar_env));
-    let (init_containers, containers): (Vec<Container>, Vec<Container>) = if native {
-        (template_inits.chain(sidecars).collect(), Vec::new())
+    let (sidecars, sidecars_json) = if native {
+        (&prepared.native_containers, &prepared.native_containers_json)
     } else {
-        (template_inits.collect(), sidecars.collect())
+        (&template.spec.containers, &prepared.containers)
+    };
+    let added = |containers: &'t [Container], json: &'t [Box<RawValue>]| -> Vec<Added<'t, Container>> {
+        containers
+            .iter()
+            .zip(json)
+            .map(|(c, json)| match extras.sidecar_env.is_empty() {
+                true => Added::template(c, json),
+                false => Added::changed(with_env(c, &extras.sidecar_env)),
+            })
+            .collect()
+    };
+    let sidecars = added(sidecars, sidecars_json);
+    let template_inits = added(&template.spec.init_containers, &prepared.init_containers);
+    let (init_containers, containers) = if native {
+        (template_inits.into_iter().chain(sidecars).collect(), Vec::new())
+    } else {
+        (template_inits, sidecars)
     };
 
     let status = InjectionStatus {
@@ -212,15 +278,18 @@ pub fn revision_label_value(revision: &str) -> Option<&str> {
 }
 
 /// A Pod needs at least one container of its own: says which shape was found instead.
-fn check_has_containers(pod: &Value, view: &PodView<'_>) -> Result<(), InjectError> {
-    if !view.containers.items().is_empty() {
+fn check_has_containers(view: &Checked<'_, '_>) -> Result<(), InjectError> {
+    if !view.containers.is_empty() {
         return Ok(());
     }
-    let found = match pod.pointer("/spec/containers") {
-        Some(Value::Null) => "null",
-        Some(_) => "an empty list",
-        None if view.has_spec => "no `containers` field in `spec`",
-        None => "no `spec`",
+    let found = if view.containers_null {
+        "null"
+    } else if !view.containers.is_absent() {
+        "an empty list"
+    } else if view.has_spec {
+        "no `containers` field in `spec`"
+    } else {
+        "no `spec`"
     };
     Err(InjectError::NoContainers { found })
 }
@@ -241,18 +310,21 @@ fn with_env(container: &Container, env: &[EnvVar]) -> Container {
 
 /// Two processes cannot bind one port in the Pod's shared network namespace: a sidecar
 /// port already used by an app container would crash-loop the sidecar.
-fn check_ports(view: &PodView<'_>, template: &Template) -> Result<(), InjectError> {
+fn check_ports(view: &Checked<'_, '_>, template: &Template) -> Result<(), InjectError> {
     for sidecar in &template.spec.containers {
         for port in sidecar.ports.iter().flatten() {
             let protocol = port.protocol.as_deref().unwrap_or("TCP");
-            for app in view.containers.items().iter().chain(view.init_containers.items()) {
-                if ports_of(app).any(|(p, proto)| p == i64::from(port.container_port) && proto == protocol) {
+            for app in view.containers.items().chain(view.init_containers.items()) {
+                if app
+                    .ports()
+                    .any(|(p, proto)| p == i64::from(port.container_port) && proto == protocol)
+                {
                     return Err(InjectError::PortCollision {
                         template: template.name.clone(),
                         sidecar: sidecar.name.clone(),
                         port: port.container_port,
                         protocol: protocol.to_string(),
-                        container: name_of(app).to_string(),
+                        container: app.name().to_string(),
                     });
                 }
             }
@@ -261,15 +333,16 @@ fn check_ports(view: &PodView<'_>, template: &Template) -> Result<(), InjectErro
     Ok(())
 }
 
-fn plan_volumes(view: &PodView<'_>, template: &Template) -> Result<Vec<Volume>, InjectError> {
+fn plan_volumes<'t>(view: &Checked<'_, '_>, template: &'t Template) -> Result<Vec<Added<'t, Volume>>, InjectError> {
     let mut added = Vec::new();
-    for volume in &template.spec.volumes {
-        let existing = view.volumes.items().iter().find(|v| name_of(v) == volume.name);
+    for (volume, json) in template.spec.volumes.iter().zip(&template.prepared.volumes) {
+        let existing = view.volumes.items().find(|v| volume_name(v) == volume.name);
         match existing {
-            None => added.push(volume.clone()),
+            None => added.push(Added::template(volume, json)),
             Some(pod_volume) => {
-                let wanted = serde_json::to_value(volume).map_err(|e| InjectError::Encode(e.to_string()))?;
-                if !is_subset(&wanted, pod_volume) {
+                let wanted: Map<String, Value> =
+                    serde_json::from_str(json.get()).map_err(|e| InjectError::Encode(e.to_string()))?;
+                if !is_subset_map(&wanted, pod_volume) {
                     return Err(InjectError::VolumeCollision {
                         name: volume.name.clone(),
                         pod: describe(pod_volume),
@@ -283,12 +356,12 @@ fn plan_volumes(view: &PodView<'_>, template: &Template) -> Result<Vec<Volume>, 
     Ok(added)
 }
 
-fn plan_app_mounts(view: &PodView<'_>, template: &Template) -> Result<Vec<AppMount>, InjectError> {
+fn plan_app_mounts<'t>(view: &Checked<'_, '_>, template: &'t Template) -> Result<Vec<AppMount<'t>>, InjectError> {
     let mut out = Vec::new();
-    for (index, container) in view.containers.items().iter().enumerate() {
-        let name = name_of(container);
-        for mount in &template.spec.volume_mounts {
-            let at_path = mounts_of(container).find(|(_, path)| *path == mount.mount_path);
+    for (index, container) in view.containers.items().enumerate() {
+        let name = container.name();
+        for (mount, json) in template.spec.volume_mounts.iter().zip(&template.prepared.volume_mounts) {
+            let at_path = container.mounts().find(|(_, path)| *path == mount.mount_path);
             match at_path {
                 Some((volume, _)) if volume == mount.name => {}
                 Some((volume, _)) => {
@@ -303,7 +376,7 @@ fn plan_app_mounts(view: &PodView<'_>, template: &Template) -> Result<Vec<AppMou
                 None => out.push(AppMount {
                     container_index: index,
                     container_name: name.to_string(),
-                    mount: mount.clone(),
+                    mount: Added::template(mount, json),
                 }),
             }
         }
@@ -325,13 +398,17 @@ mod tests {
             "metadata": {"labels": {"app": "web"}},
             "spec": {"containers": [{"name": "app"}]},
         });
-        let Decision::Inject(plan) = plan(&pod, &template, &Extras::default()).unwrap() else {
+        let Decision::Inject(plan) = plan(&PodView::read(&pod), &template, &Extras::default()).unwrap() else {
             panic!("expected an injection")
         };
         assert_eq!(plan.labels.get(REVISION_LABEL), Some(&template.revision));
         assert_eq!(plan.status.revision, template.revision);
         let mut out = pod.clone();
-        json_patch::patch(&mut out, &crate::inject::jsonpatch::render(&plan, &pod).unwrap()).unwrap();
+        json_patch::patch(
+            &mut out,
+            &crate::inject::jsonpatch::render(&plan, &PodView::read(&pod)).unwrap(),
+        )
+        .unwrap();
         assert_eq!(out["metadata"]["labels"]["app"], "web", "existing labels are kept");
         assert_eq!(out["metadata"]["labels"][REVISION_LABEL], template.revision.as_str());
     }

@@ -1,24 +1,517 @@
-//! A read-only view of a Pod's raw JSON: what is there, what is absent, and what is of
-//! the wrong type. The patch is computed against this exact JSON, never against a
-//! re-serialised copy, so fields this binary does not know survive untouched.
+//! What the engine reads of a Pod, borrowed from wherever the Pod is: a parsed JSON value
+//! (`inject`, `check`) or the raw JSON text of an AdmissionReview, read in the same pass
+//! as the review (admission). Everything else in the Pod is skipped, never allocated.
+//!
+//! What is kept keeps its exact shape: absent, `null`, of the wrong type, list indices.
+//! The patch addresses the Pod the API server sent, never a re-serialised copy, so fields
+//! this binary does not know survive untouched; a wrong type is named by [`PodView::check`]
+//! only when the engine comes to use the field, as the API server would name it.
 
+use std::borrow::Cow;
+use std::marker::PhantomData;
+
+use serde::de::{self, Deserialize, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde_json::{Map, Value};
 
 use super::InjectError;
+use super::policy::{Annotations, Flag};
 
-/// A list field of the Pod: absent (or `null`) is different from empty for JSON Patch.
-#[derive(Debug, Clone, Copy)]
-pub enum List<'a> {
+/// A field as it was found.
+#[derive(Debug, Clone, Default)]
+pub enum Found<T> {
+    #[default]
     Absent,
-    Present(&'a [Value]),
+    Null,
+    Is(T),
+    /// Of another JSON type than expected; says which.
+    Wrong(&'static str),
 }
 
-impl<'a> List<'a> {
-    pub fn items(&self) -> &'a [Value] {
+impl<T> Found<T> {
+    pub fn get(&self) -> Option<&T> {
         match self {
+            Found::Is(value) => Some(value),
+            _ => None,
+        }
+    }
+}
+
+/// How a type is read from the JSON value that should hold it: `None` when the value is
+/// of another JSON type (then it has been skipped).
+pub trait Shape<'de>: Sized {
+    fn from_map<A: MapAccess<'de>>(mut map: A) -> Result<Option<Self>, A::Error> {
+        while map.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
+        Ok(None)
+    }
+    fn from_seq<A: SeqAccess<'de>>(mut seq: A) -> Result<Option<Self>, A::Error> {
+        while seq.next_element::<IgnoredAny>()?.is_some() {}
+        Ok(None)
+    }
+    fn from_str(_: Cow<'de, str>) -> Option<Self> {
+        None
+    }
+    fn from_i64(_: i64) -> Option<Self> {
+        None
+    }
+}
+
+impl<'de: 'a, 'a> Shape<'de> for Cow<'a, str> {
+    fn from_str(text: Cow<'de, str>) -> Option<Self> {
+        Some(text)
+    }
+}
+
+impl Shape<'_> for i64 {
+    fn from_i64(number: i64) -> Option<Self> {
+        Some(number)
+    }
+}
+
+impl<'de, T: Deserialize<'de>> Shape<'de> for Vec<T> {
+    fn from_seq<A: SeqAccess<'de>>(mut seq: A) -> Result<Option<Self>, A::Error> {
+        let mut items = Vec::with_capacity(seq.size_hint().unwrap_or(0).min(64));
+        while let Some(item) = seq.next_element()? {
+            items.push(item);
+        }
+        Ok(Some(items))
+    }
+}
+
+/// Objects kept whole (a Pod's volume is compared field by field with the template's).
+impl<'de> Shape<'de> for Map<String, Value> {
+    fn from_map<A: MapAccess<'de>>(map: A) -> Result<Option<Self>, A::Error> {
+        Map::deserialize(de::value::MapAccessDeserializer::new(map)).map(Some)
+    }
+}
+
+/// Implements [`Shape`] for a struct read from a JSON object by its derived `Deserialize`.
+macro_rules! object_shape {
+    ($($name:ident),*) => {$(
+        impl<'de: 'a, 'a> Shape<'de> for $name<'a> {
+            fn from_map<A: MapAccess<'de>>(map: A) -> Result<Option<Self>, A::Error> {
+                $name::deserialize(de::value::MapAccessDeserializer::new(map)).map(Some)
+            }
+        }
+    )*};
+}
+
+impl<'de, T: Shape<'de>> Deserialize<'de> for Found<T> {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        deserializer.deserialize_any(FoundVisitor(PhantomData))
+    }
+}
+
+struct FoundVisitor<T>(PhantomData<T>);
+
+fn found<T>(value: Option<T>, type_name: &'static str) -> Found<T> {
+    value.map_or(Found::Wrong(type_name), Found::Is)
+}
+
+impl<'de, T: Shape<'de>> Visitor<'de> for FoundVisitor<T> {
+    type Value = Found<T>;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str("any JSON value")
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<Found<T>, A::Error> {
+        Ok(found(T::from_map(map)?, "an object"))
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<Found<T>, A::Error> {
+        Ok(found(T::from_seq(seq)?, "an array"))
+    }
+
+    fn visit_borrowed_str<E>(self, text: &'de str) -> Result<Found<T>, E> {
+        Ok(found(T::from_str(Cow::Borrowed(text)), "a string"))
+    }
+
+    fn visit_str<E>(self, text: &str) -> Result<Found<T>, E> {
+        Ok(found(T::from_str(Cow::Owned(text.to_string())), "a string"))
+    }
+
+    fn visit_string<E>(self, text: String) -> Result<Found<T>, E> {
+        Ok(found(T::from_str(Cow::Owned(text)), "a string"))
+    }
+
+    fn visit_i64<E>(self, number: i64) -> Result<Found<T>, E> {
+        Ok(found(T::from_i64(number), "a number"))
+    }
+
+    fn visit_u64<E>(self, number: u64) -> Result<Found<T>, E> {
+        Ok(found(i64::try_from(number).ok().and_then(T::from_i64), "a number"))
+    }
+
+    fn visit_f64<E>(self, _: f64) -> Result<Found<T>, E> {
+        Ok(Found::Wrong("a number"))
+    }
+
+    fn visit_bool<E>(self, _: bool) -> Result<Found<T>, E> {
+        Ok(Found::Wrong("a boolean"))
+    }
+
+    fn visit_unit<E>(self) -> Result<Found<T>, E> {
+        Ok(Found::Null)
+    }
+
+    fn visit_none<E>(self) -> Result<Found<T>, E> {
+        Ok(Found::Null)
+    }
+
+    fn visit_some<D: Deserializer<'de>>(self, deserializer: D) -> Result<Found<T>, D::Error> {
+        Found::deserialize(deserializer)
+    }
+}
+
+/// An annotation or label value: a string, or the JSON text of whatever else it was.
+#[derive(Debug, Clone)]
+pub enum Text<'a> {
+    Str(Cow<'a, str>),
+    Other(String),
+}
+
+impl<'de: 'a, 'a> Deserialize<'de> for Text<'a> {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        deserializer.deserialize_any(TextVisitor(PhantomData))
+    }
+}
+
+struct TextVisitor<'a>(PhantomData<&'a ()>);
+
+/// Strings borrowed; anything else (the API server refuses it) kept as its JSON text, to
+/// be named in a warning.
+impl<'de: 'a, 'a> Visitor<'de> for TextVisitor<'a> {
+    type Value = Text<'a>;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str("any JSON value")
+    }
+
+    fn visit_borrowed_str<E>(self, text: &'de str) -> Result<Text<'a>, E> {
+        Ok(Text::Str(Cow::Borrowed(text)))
+    }
+
+    fn visit_str<E>(self, text: &str) -> Result<Text<'a>, E> {
+        Ok(Text::Str(Cow::Owned(text.to_string())))
+    }
+
+    fn visit_string<E>(self, text: String) -> Result<Text<'a>, E> {
+        Ok(Text::Str(Cow::Owned(text)))
+    }
+
+    fn visit_bool<E>(self, value: bool) -> Result<Text<'a>, E> {
+        Ok(Text::Other(value.to_string()))
+    }
+
+    fn visit_i64<E>(self, value: i64) -> Result<Text<'a>, E> {
+        Ok(Text::Other(value.to_string()))
+    }
+
+    fn visit_u64<E>(self, value: u64) -> Result<Text<'a>, E> {
+        Ok(Text::Other(value.to_string()))
+    }
+
+    fn visit_f64<E>(self, value: f64) -> Result<Text<'a>, E> {
+        Ok(Text::Other(Value::from(value).to_string()))
+    }
+
+    fn visit_unit<E>(self) -> Result<Text<'a>, E> {
+        Ok(Text::Other("null".into()))
+    }
+
+    fn visit_none<E>(self) -> Result<Text<'a>, E> {
+        Ok(Text::Other("null".into()))
+    }
+
+    fn visit_some<D: Deserializer<'de>>(self, deserializer: D) -> Result<Text<'a>, D::Error> {
+        deserializer.deserialize_any(TextVisitor(PhantomData))
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<Text<'a>, A::Error> {
+        let value = Value::deserialize(de::value::MapAccessDeserializer::new(map))?;
+        Ok(Text::Other(value.to_string()))
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<Text<'a>, A::Error> {
+        let value = Value::deserialize(de::value::SeqAccessDeserializer::new(seq))?;
+        Ok(Text::Other(value.to_string()))
+    }
+}
+
+/// `metadata.annotations` or `metadata.labels`, in the Pod's order.
+#[derive(Debug, Clone, Default)]
+pub struct Dict<'a>(pub Vec<(Cow<'a, str>, Text<'a>)>);
+
+impl<'a> Dict<'a> {
+    pub fn get(&self, key: &str) -> Option<&Text<'a>> {
+        self.0.iter().find(|(k, _)| k == key).map(|(_, v)| v)
+    }
+
+    pub fn text(&self, key: &str) -> Option<&str> {
+        match self.get(key)? {
+            Text::Str(text) => Some(text),
+            Text::Other(_) => None,
+        }
+    }
+}
+
+impl Annotations for Dict<'_> {
+    fn flag(&self, key: &str) -> Option<Flag<'_>> {
+        Some(match self.get(key)? {
+            Text::Str(text) => Flag::Text(text),
+            Text::Other(found) => Flag::Other(found.clone()),
+        })
+    }
+}
+
+/// A key borrowed from the input where it has no escapes.
+struct Key<'a>(Cow<'a, str>);
+
+impl<'de: 'a, 'a> Deserialize<'de> for Key<'a> {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        match Found::<Cow<'a, str>>::deserialize(deserializer)? {
+            Found::Is(key) => Ok(Key(key)),
+            _ => Err(de::Error::custom("expected a string key")),
+        }
+    }
+}
+
+impl<'de: 'a, 'a> Shape<'de> for Dict<'a> {
+    fn from_map<A: MapAccess<'de>>(mut map: A) -> Result<Option<Self>, A::Error> {
+        let mut entries = Vec::with_capacity(map.size_hint().unwrap_or(0).min(64));
+        while let Some((Key(key), value)) = map.next_entry::<Key<'a>, Text<'a>>()? {
+            entries.push((key, value));
+        }
+        Ok(Some(Dict(entries)))
+    }
+}
+
+#[derive(Debug, Clone, Default, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Mount<'a> {
+    #[serde(borrow, default)]
+    pub name: Found<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    pub mount_path: Found<Cow<'a, str>>,
+}
+
+#[derive(Debug, Clone, Default, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Port<'a> {
+    #[serde(default)]
+    pub container_port: Found<i64>,
+    #[serde(borrow, default)]
+    pub protocol: Found<Cow<'a, str>>,
+}
+
+/// Of a container: its name, mounts and ports (what the template's are compared with).
+#[derive(Debug, Clone, Default, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Container<'a> {
+    #[serde(borrow, default)]
+    pub name: Found<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    pub volume_mounts: Found<Vec<Found<Mount<'a>>>>,
+    #[serde(borrow, default)]
+    pub ports: Found<Vec<Found<Port<'a>>>>,
+}
+
+/// Of a list entry known by its name (an image pull secret).
+#[derive(Debug, Clone, Default, serde::Deserialize)]
+pub struct Named<'a> {
+    #[serde(borrow, default)]
+    pub name: Found<Cow<'a, str>>,
+}
+
+#[derive(Debug, Clone, Default, serde::Deserialize)]
+pub struct Metadata<'a> {
+    #[serde(borrow, default)]
+    pub annotations: Found<Dict<'a>>,
+    #[serde(borrow, default)]
+    pub labels: Found<Dict<'a>>,
+}
+
+#[derive(Debug, Clone, Default, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Spec<'a> {
+    #[serde(borrow, default)]
+    pub containers: Found<Vec<Found<Container<'a>>>>,
+    #[serde(borrow, default)]
+    pub init_containers: Found<Vec<Found<Container<'a>>>>,
+    /// Whole: a same-named volume is compared field by field.
+    #[serde(default)]
+    pub volumes: Found<Vec<Found<Map<String, Value>>>>,
+    #[serde(borrow, default)]
+    pub image_pull_secrets: Found<Vec<Found<Named<'a>>>>,
+}
+
+#[derive(Debug, Clone, Default, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Body<'a> {
+    #[serde(borrow, default)]
+    pub api_version: Found<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    pub kind: Found<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    pub metadata: Found<Metadata<'a>>,
+    #[serde(borrow, default)]
+    pub spec: Found<Spec<'a>>,
+}
+
+object_shape!(Mount, Port, Container, Named, Metadata, Spec, Body);
+
+/// What the engine reads of one Pod. Reading never fails on the Pod's content; the
+/// engine asks [`PodView::check`] for the fields it is about to use.
+#[derive(Debug, Clone, Default)]
+pub struct PodView<'a>(pub Found<Body<'a>>);
+
+impl<'de: 'a, 'a> Deserialize<'de> for PodView<'a> {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        Found::deserialize(deserializer).map(PodView)
+    }
+}
+
+impl<'a> PodView<'a> {
+    /// Reads a Pod held as a JSON value, borrowing its strings.
+    pub fn read(pod: &'a Value) -> PodView<'a> {
+        // A `Value` is always readable: every shape is a `Found` variant.
+        PodView::deserialize(pod).unwrap_or_default()
+    }
+
+    /// True when the review carried no Pod at all (absent or `null`).
+    pub fn is_none(&self) -> bool {
+        matches!(self.0, Found::Absent | Found::Null)
+    }
+
+    fn body(&self) -> Option<&Body<'a>> {
+        self.0.get()
+    }
+
+    fn metadata(&self) -> Option<&Metadata<'a>> {
+        self.body()?.metadata.get()
+    }
+
+    /// The object's own apiVersion and kind, when they are strings.
+    pub fn api_version(&self) -> Option<&str> {
+        self.body()?.api_version.get().map(|v| v.as_ref())
+    }
+
+    pub fn kind(&self) -> Option<&str> {
+        self.body()?.kind.get().map(|v| v.as_ref())
+    }
+
+    /// `metadata.annotations` when it is a map (anything else opts nothing in).
+    pub fn annotations(&self) -> Option<&Dict<'a>> {
+        self.metadata()?.annotations.get()
+    }
+
+    /// The annotations as the opt-in policy reads them.
+    pub fn annotations_for_policy(&self) -> Option<&dyn Annotations> {
+        self.annotations().map(|a| a as &dyn Annotations)
+    }
+
+    /// The fields the engine uses, each checked for its type, or the first wrong one named
+    /// (in the order the API server's validation would meet them).
+    pub fn check(&self) -> Result<Checked<'_, 'a>, InjectError> {
+        let body = match &self.0 {
+            Found::Is(body) => body,
+            Found::Wrong(type_name) => return Err(wrong("(the Pod)", "an object", type_name)),
+            Found::Absent | Found::Null => return Err(wrong("(the Pod)", "an object", "null")),
+        };
+        let metadata = object(&body.metadata, "metadata")?;
+        let spec = object(&body.spec, "spec")?;
+        Ok(Checked {
+            has_metadata: metadata.is_some(),
+            has_spec: spec.is_some(),
+            annotations: object_or_absent(metadata.map(|m| &m.annotations), "metadata.annotations")?,
+            labels: object_or_absent(metadata.map(|m| &m.labels), "metadata.labels")?,
+            containers: list(spec.map(|s| &s.containers), "spec.containers")?,
+            containers_null: spec.is_some_and(|s| matches!(s.containers, Found::Null)),
+            init_containers: list(spec.map(|s| &s.init_containers), "spec.initContainers")?,
+            volumes: list(spec.map(|s| &s.volumes), "spec.volumes")?,
+            image_pull_secrets: list(spec.map(|s| &s.image_pull_secrets), "spec.imagePullSecrets")?,
+        })
+    }
+}
+
+fn wrong(path: &str, expected: &'static str, found: &'static str) -> InjectError {
+    InjectError::InvalidPod {
+        path: path.to_string(),
+        expected,
+        found,
+    }
+}
+
+fn object<'v, T>(field: &'v Found<T>, path: &str) -> Result<Option<&'v T>, InjectError> {
+    match field {
+        Found::Absent | Found::Null => Ok(None),
+        Found::Is(value) => Ok(Some(value)),
+        Found::Wrong(type_name) => Err(wrong(path, "an object", type_name)),
+    }
+}
+
+fn object_or_absent<'v, T>(field: Option<&'v Found<T>>, path: &str) -> Result<Option<&'v T>, InjectError> {
+    field.map_or(Ok(None), |field| object(field, path))
+}
+
+fn list<'v, T>(field: Option<&'v Found<Vec<Found<T>>>>, path: &str) -> Result<List<'v, T>, InjectError> {
+    match field {
+        None | Some(Found::Absent | Found::Null) => Ok(List::Absent),
+        Some(Found::Wrong(type_name)) => Err(wrong(path, "an array", type_name)),
+        Some(Found::Is(items)) => {
+            for (index, item) in items.iter().enumerate() {
+                match item {
+                    Found::Is(_) => {}
+                    Found::Wrong(type_name) => return Err(wrong(&format!("{path}[{index}]"), "an object", type_name)),
+                    Found::Absent | Found::Null => return Err(wrong(&format!("{path}[{index}]"), "an object", "null")),
+                }
+            }
+            Ok(List::Present(items))
+        }
+    }
+}
+
+/// A list field of the Pod: absent (or `null`) is different from empty for JSON Patch.
+/// Present lists have been checked: every entry is an object.
+#[derive(Debug)]
+pub enum List<'v, T> {
+    Absent,
+    Present(&'v [Found<T>]),
+}
+
+impl<T> Clone for List<'_, T> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+
+impl<T> Copy for List<'_, T> {}
+
+impl<'v, T> List<'v, T> {
+    pub fn items(&self) -> impl Iterator<Item = &'v T> + 'v {
+        let items: &'v [Found<T>] = match self {
             List::Absent => &[],
             List::Present(items) => items,
+        };
+        items.iter().filter_map(Found::get)
+    }
+
+    pub fn get(&self, index: usize) -> Option<&'v T> {
+        match self {
+            List::Absent => None,
+            List::Present(items) => items.get(index)?.get(),
         }
+    }
+
+    pub fn len(&self) -> usize {
+        match self {
+            List::Absent => 0,
+            List::Present(items) => items.len(),
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
     }
 
     pub fn is_absent(&self) -> bool {
@@ -26,138 +519,61 @@ impl<'a> List<'a> {
     }
 }
 
-/// A map field (`annotations`, `labels`).
+/// The fields the engine uses, checked ([`PodView::check`]).
 #[derive(Debug, Clone, Copy)]
-pub enum Dict<'a> {
-    Absent,
-    Present(&'a Map<String, Value>),
-}
-
-impl<'a> Dict<'a> {
-    pub fn get(&self) -> Option<&'a Map<String, Value>> {
-        match self {
-            Dict::Absent => None,
-            Dict::Present(map) => Some(map),
-        }
-    }
-}
-
-pub struct PodView<'a> {
+pub struct Checked<'v, 'a> {
     pub has_metadata: bool,
     pub has_spec: bool,
-    pub annotations: Dict<'a>,
-    pub labels: Dict<'a>,
-    pub containers: List<'a>,
-    pub init_containers: List<'a>,
-    pub volumes: List<'a>,
-    pub image_pull_secrets: List<'a>,
+    pub annotations: Option<&'v Dict<'a>>,
+    pub labels: Option<&'v Dict<'a>>,
+    pub containers: List<'v, Container<'a>>,
+    /// `spec.containers: null` (told apart from absent in the refusal's wording).
+    pub containers_null: bool,
+    pub init_containers: List<'v, Container<'a>>,
+    pub volumes: List<'v, Map<String, Value>>,
+    pub image_pull_secrets: List<'v, Named<'a>>,
 }
 
-fn type_name(value: &Value) -> &'static str {
-    match value {
-        Value::Null => "null",
-        Value::Bool(_) => "a boolean",
-        Value::Number(_) => "a number",
-        Value::String(_) => "a string",
-        Value::Array(_) => "an array",
-        Value::Object(_) => "an object",
+/// The text of a string field, or "" when it is absent or not a string (the API server
+/// refuses such a Pod later; it must not make us panic now).
+pub fn text<'v>(field: &'v Found<Cow<'_, str>>) -> &'v str {
+    field.get().map_or("", |text| text.as_ref())
+}
+
+impl<'a> Container<'a> {
+    pub fn name(&self) -> &str {
+        text(&self.name)
     }
-}
 
-fn wrong(path: &str, expected: &'static str, found: &Value) -> InjectError {
-    InjectError::InvalidPod {
-        path: path.to_string(),
-        expected,
-        found: type_name(found),
+    /// `volumeMounts`, as (name, mountPath) pairs.
+    pub fn mounts(&self) -> impl Iterator<Item = (&str, &str)> {
+        let mounts: &[Found<Mount<'a>>] = self.volume_mounts.get().map_or(&[], Vec::as_slice);
+        mounts.iter().map(|mount| match mount.get() {
+            Some(mount) => (text(&mount.name), text(&mount.mount_path)),
+            None => ("", ""),
+        })
     }
-}
 
-fn object<'a>(
-    parent: Option<&'a Map<String, Value>>,
-    key: &str,
-    path: &str,
-) -> Result<Option<&'a Map<String, Value>>, InjectError> {
-    match parent.and_then(|p| p.get(key)) {
-        None | Some(Value::Null) => Ok(None),
-        Some(Value::Object(map)) => Ok(Some(map)),
-        Some(other) => Err(wrong(path, "an object", other)),
-    }
-}
-
-fn list<'a>(parent: Option<&'a Map<String, Value>>, key: &str, path: &str) -> Result<List<'a>, InjectError> {
-    match parent.and_then(|p| p.get(key)) {
-        None | Some(Value::Null) => Ok(List::Absent),
-        Some(Value::Array(items)) => {
-            if let Some((index, bad)) = items.iter().enumerate().find(|(_, v)| !v.is_object()) {
-                return Err(wrong(&format!("{path}[{index}]"), "an object", bad));
-            }
-            Ok(List::Present(items))
-        }
-        Some(other) => Err(wrong(path, "an array", other)),
-    }
-}
-
-impl<'a> PodView<'a> {
-    pub fn read(pod: &'a Value) -> Result<PodView<'a>, InjectError> {
-        let Value::Object(root) = pod else {
-            return Err(wrong("(the Pod)", "an object", pod));
-        };
-        let metadata = object(Some(root), "metadata", "metadata")?;
-        let spec = object(Some(root), "spec", "spec")?;
-        let dict = |key: &str, path: &str| -> Result<Dict<'a>, InjectError> {
-            Ok(match object(metadata, key, path)? {
-                Some(map) => Dict::Present(map),
-                None => Dict::Absent,
-            })
-        };
-        Ok(PodView {
-            has_metadata: metadata.is_some(),
-            has_spec: spec.is_some(),
-            annotations: dict("annotations", "metadata.annotations")?,
-            labels: dict("labels", "metadata.labels")?,
-            containers: list(spec, "containers", "spec.containers")?,
-            init_containers: list(spec, "initContainers", "spec.initContainers")?,
-            volumes: list(spec, "volumes", "spec.volumes")?,
-            image_pull_secrets: list(spec, "imagePullSecrets", "spec.imagePullSecrets")?,
+    /// `(port, protocol)` of each containerPort (protocol defaults to TCP).
+    pub fn ports(&self) -> impl Iterator<Item = (i64, &str)> {
+        let ports: &[Found<Port<'a>>] = self.ports.get().map_or(&[], Vec::as_slice);
+        ports.iter().filter_map(Found::get).filter_map(|port| {
+            let number = *port.container_port.get()?;
+            let protocol = port.protocol.get().map_or("TCP", |p| p.as_ref());
+            Some((number, protocol))
         })
     }
 }
 
-/// The `name` of a list entry, or "" when it has none (the API server will refuse such
-/// a Pod later; it must not make us panic now).
-pub fn name_of(item: &Value) -> &str {
-    item.get("name").and_then(Value::as_str).unwrap_or_default()
+impl Named<'_> {
+    pub fn name(&self) -> &str {
+        text(&self.name)
+    }
 }
 
-/// `volumeMounts` of a container entry, as (name, mountPath) pairs.
-pub fn mounts_of(container: &Value) -> impl Iterator<Item = (&str, &str)> {
-    container
-        .get("volumeMounts")
-        .and_then(Value::as_array)
-        .map(|a| a.as_slice())
-        .unwrap_or_default()
-        .iter()
-        .map(|m| {
-            (
-                m.get("name").and_then(Value::as_str).unwrap_or_default(),
-                m.get("mountPath").and_then(Value::as_str).unwrap_or_default(),
-            )
-        })
-}
-
-/// `(port, protocol)` of each containerPort of a container entry (protocol defaults to TCP).
-pub fn ports_of(container: &Value) -> impl Iterator<Item = (i64, &str)> {
-    container
-        .get("ports")
-        .and_then(Value::as_array)
-        .map(|a| a.as_slice())
-        .unwrap_or_default()
-        .iter()
-        .filter_map(|p| {
-            let port = p.get("containerPort")?.as_i64()?;
-            let protocol = p.get("protocol").and_then(Value::as_str).unwrap_or("TCP");
-            Some((port, protocol))
-        })
+/// The `name` of a volume kept whole.
+pub fn volume_name(volume: &Map<String, Value>) -> &str {
+    volume.get("name").and_then(Value::as_str).unwrap_or_default()
 }
 
 /// True when every field set in `wanted` is set to the same value in `actual`. The API
@@ -165,10 +581,17 @@ pub fn ports_of(container: &Value) -> impl Iterator<Item = (i64, &str)> {
 /// definition may carry more fields than the template wrote.
 pub fn is_subset(wanted: &Value, actual: &Value) -> bool {
     match (wanted, actual) {
-        (Value::Object(w), Value::Object(a)) => w.iter().all(|(k, wv)| a.get(k).is_some_and(|av| is_subset(wv, av))),
+        (Value::Object(w), Value::Object(a)) => is_subset_map(w, a),
         (Value::Array(w), Value::Array(a)) => w.len() == a.len() && w.iter().zip(a).all(|(wv, av)| is_subset(wv, av)),
         (w, a) => w == a,
     }
+}
+
+/// [`is_subset`] of two objects.
+pub fn is_subset_map(wanted: &Map<String, Value>, actual: &Map<String, Value>) -> bool {
+    wanted
+        .iter()
+        .all(|(k, wv)| actual.get(k).is_some_and(|av| is_subset(wv, av)))
 }
 
 #[cfg(test)]
@@ -176,25 +599,78 @@ mod tests {
     use super::*;
     use serde_json::json;
 
+    /// The same Pod read from a value and parsed from its text gives the same view.
+    fn both(pod: &Value) -> [Result<String, InjectError>; 2] {
+        let text = pod.to_string();
+        let parsed: PodView<'_> = serde_json::from_str(&text).unwrap();
+        let read = PodView::read(pod);
+        [read, parsed].map(|view| view.check().map(|checked| format!("{checked:?}")))
+    }
+
     #[test]
     fn absent_null_and_present_lists_are_told_apart() {
         let pod = json!({"metadata": {"annotations": null}, "spec": {"containers": [], "volumes": null}});
-        let view = PodView::read(&pod).unwrap();
-        assert!(view.annotations.get().is_none());
-        assert!(!view.containers.is_absent());
-        assert!(view.volumes.is_absent());
-        assert!(view.init_containers.is_absent());
+        let view = PodView::read(&pod);
+        let checked = view.check().unwrap();
+        assert!(checked.annotations.is_none());
+        assert!(!checked.containers.is_absent());
+        assert!(checked.volumes.is_absent());
+        assert!(checked.init_containers.is_absent());
+        let [read, parsed] = both(&pod);
+        assert_eq!(read.unwrap(), parsed.unwrap());
     }
 
     #[test]
     fn wrong_types_name_the_field() {
-        let pod = json!({"spec": {"containers": "nginx"}});
-        let err = PodView::read(&pod).err().unwrap().to_string();
-        assert!(err.contains("spec.containers"), "{err}");
-        assert!(err.contains("expected an array, found a string"), "{err}");
-        let pod = json!({"spec": {"volumes": [1]}});
-        let err = PodView::read(&pod).err().unwrap().to_string();
-        assert!(err.contains("spec.volumes[0]"), "{err}");
+        for (pod, path, message) in [
+            (
+                json!({"spec": {"containers": "nginx"}}),
+                "spec.containers",
+                "expected an array, found a string",
+            ),
+            (
+                json!({"spec": {"volumes": [1]}}),
+                "spec.volumes[0]",
+                "expected an object, found a number",
+            ),
+            (
+                json!({"metadata": [1]}),
+                "metadata",
+                "expected an object, found an array",
+            ),
+            (
+                json!({"metadata": {"labels": true}}),
+                "metadata.labels",
+                "found a boolean",
+            ),
+            (json!("pod"), "(the Pod)", "expected an object, found a string"),
+        ] {
+            for result in both(&pod) {
+                let err = result.err().unwrap().to_string();
+                assert!(err.contains(path), "{err}");
+                assert!(err.contains(message), "{err}");
+            }
+        }
+    }
+
+    #[test]
+    fn what_is_kept_is_borrowed_and_lenient_inside_entries() {
+        let text = r#"{"metadata": {"annotations": {"a": "b", "n": 1, "e": "x\"y"}},
+            "spec": {"containers": [{"name": "app", "image": "nginx", "env": [{"name": "E"}],
+              "ports": [{"containerPort": 80}, {"containerPort": "80"}, {"containerPort": 81, "protocol": "UDP"}],
+              "volumeMounts": [{"name": "v", "mountPath": "/v"}, 3]}, {"name": 7}],
+             "nodeName": "n"}, "status": {"phase": "Pending"}}"#;
+        let view: PodView<'_> = serde_json::from_str(text).unwrap();
+        let annotations = view.annotations().unwrap();
+        assert!(matches!(annotations.get("a"), Some(Text::Str(Cow::Borrowed("b")))));
+        assert!(matches!(annotations.get("n"), Some(Text::Other(found)) if found == "1"));
+        assert_eq!(annotations.text("e"), Some("x\"y"));
+        let checked = view.check().unwrap();
+        let app = checked.containers.get(0).unwrap();
+        assert_eq!(app.name(), "app");
+        assert_eq!(app.ports().collect::<Vec<_>>(), [(80, "TCP"), (81, "UDP")]);
+        assert_eq!(app.mounts().collect::<Vec<_>>(), [("v", "/v"), ("", "")]);
+        assert_eq!(checked.containers.get(1).unwrap().name(), "");
     }
 
     #[test]

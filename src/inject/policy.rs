@@ -42,21 +42,44 @@ pub enum NamespaceOptIn {
     Unknown,
 }
 
+/// An annotation's value as the policy reads it.
+pub enum Flag<'v> {
+    Text(&'v str),
+    /// Not a string: how to name what was found instead.
+    Other(String),
+}
+
+/// A Pod's annotations, wherever they are held (a parsed Pod, or a review's borrowed
+/// view of one).
+pub trait Annotations {
+    fn flag(&self, key: &str) -> Option<Flag<'_>>;
+}
+
+impl Annotations for Map<String, Value> {
+    fn flag(&self, key: &str) -> Option<Flag<'_>> {
+        Some(match self.get(key)? {
+            Value::String(text) => Flag::Text(text),
+            other => Flag::Other(other.to_string()),
+        })
+    }
+}
+
 /// A parsed boolean-ish annotation value: "true"/"false", case-insensitive.
-fn flag(annotations: Option<&Map<String, Value>>, key: &str) -> Option<Result<bool, String>> {
-    let value = annotations?.get(key)?;
-    let text = value.as_str().unwrap_or_default();
-    Some(match text.trim().to_ascii_lowercase().as_str() {
-        "true" => Ok(true),
-        "false" => Ok(false),
-        _ => Err(value.to_string()),
+fn flag(annotations: Option<&dyn Annotations>, key: &str) -> Option<Result<bool, String>> {
+    Some(match annotations?.flag(key)? {
+        Flag::Text(text) => match text.trim().to_ascii_lowercase().as_str() {
+            "true" => Ok(true),
+            "false" => Ok(false),
+            _ => Err(Value::from(text).to_string()),
+        },
+        Flag::Other(found) => Err(found),
     })
 }
 
 /// Decides from the Pod's annotations (and the namespace label when known).
 /// Opt-out wins over every opt-in; an unreadable value opts nothing in.
-pub fn decide(annotations: Option<&Map<String, Value>>, namespace: NamespaceOptIn) -> Result<OptIn, Skip> {
-    if annotations.is_some_and(|a| a.contains_key(STATUS_ANNOTATION)) {
+pub fn decide(annotations: Option<&dyn Annotations>, namespace: NamespaceOptIn) -> Result<OptIn, Skip> {
+    if annotations.is_some_and(|a| a.flag(STATUS_ANNOTATION).is_some()) {
         return Err(Skip::AlreadyInjected {
             evidence: format!("annotation `{STATUS_ANNOTATION}` is present"),
         });
@@ -78,7 +101,7 @@ pub fn decide(annotations: Option<&Map<String, Value>>, namespace: NamespaceOptI
 
 /// The opt-out, when an annotation says `"false"`: it wins over every opt-in, including
 /// the offline `inject` command, where asking for injection is the opt-in.
-pub fn opted_out(annotations: Option<&Map<String, Value>>) -> Option<Skip> {
+pub fn opted_out(annotations: Option<&dyn Annotations>) -> Option<Skip> {
     [INJECT_ANNOTATION, LEGACY_INJECT_ANNOTATION]
         .into_iter()
         .find(|key| matches!(flag(annotations, key), Some(Ok(false))))
@@ -87,7 +110,7 @@ pub fn opted_out(annotations: Option<&Map<String, Value>>) -> Option<Skip> {
 
 /// Annotation values that are neither "true" nor "false": worth a warning to the user,
 /// since they opt nothing in.
-pub fn unreadable_flags(annotations: Option<&Map<String, Value>>) -> Vec<String> {
+pub fn unreadable_flags(annotations: Option<&dyn Annotations>) -> Vec<String> {
     [INJECT_ANNOTATION, LEGACY_INJECT_ANNOTATION]
         .into_iter()
         .filter_map(|key| match flag(annotations, key) {
@@ -108,13 +131,17 @@ mod tests {
         v.as_object().unwrap().clone()
     }
 
+    fn some(map: &Map<String, Value>) -> Option<&dyn Annotations> {
+        Some(map)
+    }
+
     #[test]
     fn annotation_opts_in_and_out() {
         let yes = ann(json!({INJECT_ANNOTATION: "true"}));
-        assert_eq!(decide(Some(&yes), NamespaceOptIn::Unknown), Ok(OptIn::Annotation));
+        assert_eq!(decide(some(&yes), NamespaceOptIn::Unknown), Ok(OptIn::Annotation));
         let no = ann(json!({INJECT_ANNOTATION: "False"}));
         assert_eq!(
-            decide(Some(&no), NamespaceOptIn::Labeled),
+            decide(some(&no), NamespaceOptIn::Labeled),
             Err(Skip::OptedOut {
                 annotation: INJECT_ANNOTATION
             })
@@ -125,12 +152,12 @@ mod tests {
     fn legacy_annotation_is_honoured() {
         let legacy = ann(json!({LEGACY_INJECT_ANNOTATION: "true"}));
         assert_eq!(
-            decide(Some(&legacy), NamespaceOptIn::Unknown),
+            decide(some(&legacy), NamespaceOptIn::Unknown),
             Ok(OptIn::LegacyAnnotation)
         );
         let both = ann(json!({LEGACY_INJECT_ANNOTATION: "true", INJECT_ANNOTATION: "false"}));
         assert!(matches!(
-            decide(Some(&both), NamespaceOptIn::Unknown),
+            decide(some(&both), NamespaceOptIn::Unknown),
             Err(Skip::OptedOut { .. })
         ));
     }
@@ -146,7 +173,7 @@ mod tests {
     fn status_annotation_means_already_injected() {
         let done = ann(json!({STATUS_ANNOTATION: "{}", INJECT_ANNOTATION: "true"}));
         assert!(matches!(
-            decide(Some(&done), NamespaceOptIn::Labeled),
+            decide(some(&done), NamespaceOptIn::Labeled),
             Err(Skip::AlreadyInjected { .. })
         ));
     }
@@ -154,7 +181,7 @@ mod tests {
     #[test]
     fn unreadable_value_opts_nothing_in_and_is_reported() {
         let odd = ann(json!({INJECT_ANNOTATION: "yes"}));
-        assert_eq!(decide(Some(&odd), NamespaceOptIn::Unknown), Err(Skip::NotOptedIn));
-        assert_eq!(unreadable_flags(Some(&odd)).len(), 1);
+        assert_eq!(decide(some(&odd), NamespaceOptIn::Unknown), Err(Skip::NotOptedIn));
+        assert_eq!(unreadable_flags(some(&odd)).len(), 1);
     }
 }

@@ -8,7 +8,7 @@ use serde_json::{Map, Value, json};
 
 use super::InjectError;
 use super::plan::Plan;
-use super::pod::{PodView, name_of};
+use super::pod::{PodView, volume_name};
 
 fn to_value<T: serde::Serialize>(item: &T) -> Result<Value, InjectError> {
     serde_json::to_value(item).map_err(|e| InjectError::Encode(e.to_string()))
@@ -20,11 +20,17 @@ fn list<T: serde::Serialize>(items: &[T]) -> Result<Value, InjectError> {
 
 /// `$setElementOrder/<list>`: strategic merge puts new entries first unless told the
 /// final order, so whenever a list that already has entries grows, say where each goes.
-fn set_order(spec: &mut Map<String, Value>, list: &str, existing: &[Value], added: &[&str], prepend: bool) {
-    if existing.is_empty() || added.is_empty() {
+fn set_order<'n>(
+    spec: &mut Map<String, Value>,
+    list: &str,
+    existing: impl Iterator<Item = &'n str>,
+    added: &[&'n str],
+    prepend: bool,
+) {
+    let mut existing = existing.peekable();
+    if existing.peek().is_none() || added.is_empty() {
         return;
     }
-    let existing = existing.iter().map(name_of);
     let order: Vec<&str> = if prepend {
         added.iter().copied().chain(existing).collect()
     } else {
@@ -34,15 +40,21 @@ fn set_order(spec: &mut Map<String, Value>, list: &str, existing: &[Value], adde
     spec.insert(format!("$setElementOrder/{list}"), Value::Array(order));
 }
 
+/// An existing mount's `mountPath` in `$setElementOrder` (null when it has none).
+fn mount_path(path: Option<&std::borrow::Cow<'_, str>>) -> Value {
+    path.map_or(Value::Null, |p| Value::from(p.as_ref()))
+}
+
 /// The strategic merge patch that applies `plan` to `pod`.
-pub fn render(plan: &Plan, pod: &Value) -> Result<Value, InjectError> {
-    let view = PodView::read(pod)?;
+pub fn render(plan: &Plan<'_>, pod: &PodView<'_>) -> Result<Value, InjectError> {
+    let view = pod.check()?;
     let mut spec = Map::new();
 
     if !plan.init_containers.is_empty() {
         spec.insert("initContainers".into(), list(&plan.init_containers)?);
         let added: Vec<&str> = plan.init_containers.iter().map(|c| c.name.as_str()).collect();
-        set_order(&mut spec, "initContainers", view.init_containers.items(), &added, true);
+        let existing = view.init_containers.items().map(|c| c.name());
+        set_order(&mut spec, "initContainers", existing, &added, true);
     }
 
     // Mount entries only name an existing container (merge key `name`) and add to its
@@ -56,19 +68,27 @@ pub fn render(plan: &Plan, pod: &Value) -> Result<Value, InjectError> {
             .push(to_value(&app.mount)?);
     }
     for (index, added) in mounts {
-        let container = &view.containers.items()[index];
+        // A plan only mounts into containers of this Pod: the index is in the list.
+        let Some(container) = view.containers.get(index) else {
+            continue;
+        };
         let mut entry = Map::new();
-        entry.insert("name".into(), json!(name_of(container)));
-        let existing = container
-            .get("volumeMounts")
-            .and_then(Value::as_array)
-            .cloned()
+        entry.insert("name".into(), json!(container.name()));
+        let existing: Vec<Value> = container
+            .volume_mounts
+            .get()
+            .map(|mounts| {
+                mounts
+                    .iter()
+                    .map(|m| mount_path(m.get().and_then(|m| m.mount_path.get())))
+                    .collect()
+            })
             .unwrap_or_default();
         if !existing.is_empty() {
             let order = existing
-                .iter()
-                .chain(added.iter())
-                .map(|m| json!({ "mountPath": m.get("mountPath").cloned().unwrap_or(Value::Null) }))
+                .into_iter()
+                .chain(added.iter().map(|m| m.get("mountPath").cloned().unwrap_or(Value::Null)))
+                .map(|path| json!({ "mountPath": path }))
                 .collect();
             entry.insert("$setElementOrder/volumeMounts".into(), Value::Array(order));
         }
@@ -83,11 +103,11 @@ pub fn render(plan: &Plan, pod: &Value) -> Result<Value, InjectError> {
         let added: Vec<&str> = plan.containers.iter().map(|c| c.name.as_str()).collect();
         // Even with no new container, naming the order keeps the mount-only entries
         // from being moved to the front.
-        let existing = view.containers.items();
-        if !existing.is_empty() {
-            let order = existing
-                .iter()
-                .map(name_of)
+        if !view.containers.is_empty() {
+            let order = view
+                .containers
+                .items()
+                .map(|c| c.name())
                 .chain(added.iter().copied())
                 .map(|n| json!({ "name": n }));
             spec.insert("$setElementOrder/containers".into(), Value::Array(order.collect()));
@@ -96,7 +116,13 @@ pub fn render(plan: &Plan, pod: &Value) -> Result<Value, InjectError> {
     if !plan.volumes.is_empty() {
         spec.insert("volumes".into(), list(&plan.volumes)?);
         let added: Vec<&str> = plan.volumes.iter().map(|v| v.name.as_str()).collect();
-        set_order(&mut spec, "volumes", view.volumes.items(), &added, false);
+        set_order(
+            &mut spec,
+            "volumes",
+            view.volumes.items().map(volume_name),
+            &added,
+            false,
+        );
     }
     if !plan.image_pull_secrets.is_empty() {
         spec.insert("imagePullSecrets".into(), list(&plan.image_pull_secrets)?);
@@ -104,7 +130,7 @@ pub fn render(plan: &Plan, pod: &Value) -> Result<Value, InjectError> {
         set_order(
             &mut spec,
             "imagePullSecrets",
-            view.image_pull_secrets.items(),
+            view.image_pull_secrets.items().map(|s| s.name()),
             &added,
             false,
         );

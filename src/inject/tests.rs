@@ -13,10 +13,10 @@ fn template(text: &str) -> Template {
 
 /// Plans, renders, applies: returns the patched Pod and the patch.
 fn inject_with(pod: &Value, template: &Template) -> (Value, json_patch::Patch) {
-    let Decision::Inject(plan) = plan(pod, template, &Extras::default()).unwrap() else {
+    let Decision::Inject(plan) = plan(&PodView::read(pod), template, &Extras::default()).unwrap() else {
         panic!("expected an injection")
     };
-    let patch = jsonpatch::render(&plan, pod).unwrap();
+    let patch = jsonpatch::render(&plan, &PodView::read(pod)).unwrap();
     let mut patched = pod.clone();
     json_patch::patch(&mut patched, &patch).unwrap_or_else(|e| panic!("patch {patch:?} does not apply: {e}"));
     (patched, patch)
@@ -81,7 +81,8 @@ fn generate_name_pod_keeps_its_shape() {
 #[test]
 fn already_injected_fixture_by_container_name_gets_nothing() {
     let pod = fixture_pod("already-injected.json");
-    let decision = plan(&pod, &default_template(), &Extras::default()).unwrap();
+    let template = default_template();
+    let decision = plan(&PodView::read(&pod), &template, &Extras::default()).unwrap();
     assert!(
         matches!(decision, Decision::Skip(Skip::AlreadyInjected { .. })),
         "{decision:?}"
@@ -95,7 +96,8 @@ fn second_pass_adds_nothing() {
         "replicaset-generatename-init-volumes.json",
     ] {
         let once = inject_default(&fixture_pod(fixture));
-        let again = plan(&once, &default_template(), &Extras::default()).unwrap();
+        let template = default_template();
+        let again = plan(&PodView::read(&once), &template, &Extras::default()).unwrap();
         assert!(
             matches!(again, Decision::Skip(Skip::AlreadyInjected { .. })),
             "{fixture}: {again:?}"
@@ -137,7 +139,7 @@ fn pods_without_containers_are_refused_naming_what_was_found() {
             "found an empty list",
         ),
     ] {
-        let err = plan(&pod, &default_template(), &Extras::default()).unwrap_err();
+        let err = plan(&PodView::read(&pod), &default_template(), &Extras::default()).unwrap_err();
         assert!(matches!(err, InjectError::NoContainers { .. }), "{pod}: {err:?}");
         let message = err.to_string();
         assert!(message.contains("`spec.containers`"), "{message}");
@@ -186,7 +188,7 @@ fn only_add_operations_are_emitted() {
 #[test]
 fn volume_with_same_name_and_other_source_is_a_collision_naming_both() {
     let pod = json!({"spec": {"containers": [{"name": "app"}], "volumes": [{"name": "envoy-conf", "emptyDir": {}}]}});
-    let err = plan(&pod, &default_template(), &Extras::default())
+    let err = plan(&PodView::read(&pod), &default_template(), &Extras::default())
         .unwrap_err()
         .to_string();
     assert!(err.contains("Pod volume `envoy-conf` (emptyDir: {})"), "{err}");
@@ -206,14 +208,16 @@ fn identical_volume_defaulted_by_the_server_is_reused() {
 fn partial_injection_is_refused() {
     let t = template("containers:\n- name: proxy\n- name: agent\n");
     let pod = json!({"spec": {"containers": [{"name": "app"}, {"name": "agent"}]}});
-    let err = plan(&pod, &t, &Extras::default()).unwrap_err().to_string();
+    let err = plan(&PodView::read(&pod), &t, &Extras::default())
+        .unwrap_err()
+        .to_string();
     assert!(err.contains("`agent`") && err.contains("`proxy`"), "{err}");
 }
 
 #[test]
 fn port_collision_names_both_containers() {
     let pod = json!({"spec": {"containers": [{"name": "web", "ports": [{"containerPort": 80}]}]}});
-    let err = plan(&pod, &default_template(), &Extras::default())
+    let err = plan(&PodView::read(&pod), &default_template(), &Extras::default())
         .unwrap_err()
         .to_string();
     assert!(
@@ -224,7 +228,7 @@ fn port_collision_names_both_containers() {
         "{err}"
     );
     let udp = json!({"spec": {"containers": [{"name": "dns", "ports": [{"containerPort": 80, "protocol": "UDP"}]}]}});
-    assert!(plan(&udp, &default_template(), &Extras::default()).is_ok());
+    assert!(plan(&PodView::read(&udp), &default_template(), &Extras::default()).is_ok());
 }
 
 const WITH_MOUNTS: &str = "containers:\n- name: proxy\n  image: p\nvolumes:\n- name: certs\n  emptyDir: {}\nvolumeMounts:\n- name: certs\n  mountPath: /etc/certs\n";
@@ -260,7 +264,7 @@ fn two_mounts_into_a_container_without_mounts() {
 fn mount_path_taken_by_another_volume_is_a_collision() {
     let pod = json!({"spec": {"containers": [{"name": "app", "volumeMounts": [{"name": "mine", "mountPath": "/etc/certs"}]}],
         "volumes": [{"name": "mine", "emptyDir": {}}]}});
-    let err = plan(&pod, &template(WITH_MOUNTS), &Extras::default())
+    let err = plan(&PodView::read(&pod), &template(WITH_MOUNTS), &Extras::default())
         .unwrap_err()
         .to_string();
     assert!(
@@ -286,7 +290,8 @@ fn native_sidecar_by_pod_annotation() {
     let out = inject_default(&pod);
     assert_eq!(names(&out["spec"]["initContainers"]), ["envoy"]);
     assert_eq!(names(&out["spec"]["containers"]), ["app"]);
-    let again = plan(&out, &default_template(), &Extras::default()).unwrap();
+    let template = default_template();
+    let again = plan(&PodView::read(&out), &template, &Extras::default()).unwrap();
     assert!(matches!(again, Decision::Skip(_)));
 }
 
@@ -310,11 +315,12 @@ fn extras_set_env_annotations_and_labels() {
         .labels
         .insert("sidecar.samplecrd.k8s.io/network".into(), "net1".into());
     let pod = json!({"metadata": {}, "spec": {"containers": [{"name": "app"}]}});
-    let Decision::Inject(p) = plan(&pod, &default_template(), &extras).unwrap() else {
+    let template = default_template();
+    let Decision::Inject(p) = plan(&PodView::read(&pod), &template, &extras).unwrap() else {
         panic!()
     };
     let mut out = pod.clone();
-    json_patch::patch(&mut out, &jsonpatch::render(&p, &pod).unwrap()).unwrap();
+    json_patch::patch(&mut out, &jsonpatch::render(&p, &PodView::read(&pod)).unwrap()).unwrap();
     assert_eq!(out["spec"]["containers"][1]["env"][0]["name"], "NETWORK_CIDR");
     assert_eq!(out["metadata"]["labels"]["sidecar.samplecrd.k8s.io/network"], "net1");
 }
@@ -327,7 +333,10 @@ fn wrong_pod_shapes_are_errors_not_panics() {
         json!({"spec": {"containers": {}}}),
         json!({"metadata": {"annotations": []}}),
     ] {
-        assert!(plan(&pod, &default_template(), &Extras::default()).is_err(), "{pod}");
+        assert!(
+            plan(&PodView::read(&pod), &default_template(), &Extras::default()).is_err(),
+            "{pod}"
+        );
     }
 }
 
@@ -338,11 +347,14 @@ fn template_is_selected_by_annotation() {
     data.insert("debug".to_string(), "containers:\n- name: debug\n".to_string());
     let set = TemplateSet::from_data("t", &data).unwrap();
     let pod = json!({"metadata": {"annotations": {TEMPLATE_ANNOTATION: "debug"}}});
-    assert_eq!(select_template(&set, &pod).unwrap().name, "debug");
-    assert_eq!(select_template(&set, &json!({})).unwrap().name, "config");
+    assert_eq!(select_template(&set, &PodView::read(&pod)).unwrap().name, "debug");
+    assert_eq!(
+        select_template(&set, &PodView::read(&json!({}))).unwrap().name,
+        "config"
+    );
     let err = select_template(
         &set,
-        &json!({"metadata": {"annotations": {TEMPLATE_ANNOTATION: "nope"}}}),
+        &PodView::read(&json!({"metadata": {"annotations": {TEMPLATE_ANNOTATION: "nope"}}})),
     )
     .unwrap_err()
     .to_string();
@@ -355,10 +367,10 @@ fn strategic_patch_holds_only_additions_keyed_for_merge() {
     let t = template(
         "nativeSidecar: true\ncontainers:\n- name: proxy\nvolumes:\n- {name: certs, emptyDir: {}}\nvolumeMounts:\n- {name: certs, mountPath: /etc/certs}\n",
     );
-    let Decision::Inject(p) = plan(&pod, &t, &Extras::default()).unwrap() else {
+    let Decision::Inject(p) = plan(&PodView::read(&pod), &t, &Extras::default()).unwrap() else {
         panic!()
     };
-    let smp = strategic::render(&p, &pod).unwrap();
+    let smp = strategic::render(&p, &PodView::read(&pod)).unwrap();
     assert_eq!(names(&smp["spec"]["initContainers"]), ["proxy"]);
     assert_eq!(
         names(&smp["spec"]["$setElementOrder/initContainers"]),
@@ -499,20 +511,20 @@ mod properties {
             let t = default_template();
             let has_containers = pod.pointer("/spec/containers").and_then(Value::as_array).is_some_and(|c| !c.is_empty());
             if !has_containers {
-                let refused = matches!(plan(&pod, &t, &Extras::default()), Err(InjectError::NoContainers { .. }));
+                let refused = matches!(plan(&PodView::read(&pod), &t, &Extras::default()), Err(InjectError::NoContainers { .. }));
                 prop_assert!(refused, "a Pod without containers must be refused:\n{pod:#}");
                 return Ok(());
             }
-            let Decision::Inject(plan) = plan(&pod, &t, &Extras::default()).unwrap() else {
+            let Decision::Inject(plan) = plan(&PodView::read(&pod), &t, &Extras::default()).unwrap() else {
                 return Err(TestCaseError::fail("fresh Pod must be injected"));
             };
-            let patch = jsonpatch::render(&plan, &pod).unwrap();
+            let patch = jsonpatch::render(&plan, &PodView::read(&pod)).unwrap();
             let mut out = pod.clone();
             json_patch::patch(&mut out, &patch).map_err(|e| TestCaseError::fail(format!("{e}: {patch:?}")))?;
             prop_assert!(nothing_lost(&pod, &out), "lost a field:\n{pod:#}\n->\n{out:#}");
             serde_json::from_value::<k8s_openapi::api::core::v1::Pod>(out.clone())
                 .map_err(|e| TestCaseError::fail(format!("not a Pod: {e}")))?;
-            let again = super::plan(&out, &t, &Extras::default()).unwrap();
+            let again = super::plan(&PodView::read(&out), &t, &Extras::default()).unwrap();
             let skipped = matches!(again, Decision::Skip(Skip::AlreadyInjected { .. }));
             prop_assert!(skipped, "second pass was not a skip: {:?}", again);
         }

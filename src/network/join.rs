@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 use k8s_openapi::api::core::v1::EnvVar;
 use serde_json::Value;
 
+use crate::inject::policy::{Annotations, Flag};
 use crate::inject::{Extras, NETWORK_ANNOTATION};
 
 /// Multus reads the networks a Pod attaches to from this annotation.
@@ -51,7 +52,13 @@ pub enum JoinError {
 }
 
 /// The additions for a Pod joining `name` (already looked up as `lookup`).
-pub fn extras(name: &str, namespace: &str, lookup: Lookup, pod: &Value) -> Result<Option<Extras>, JoinError> {
+/// `annotations` are the Pod's (its Multus networks annotation is kept and added to).
+pub fn extras(
+    name: &str,
+    namespace: &str,
+    lookup: Lookup,
+    annotations: Option<&dyn Annotations>,
+) -> Result<Option<Extras>, JoinError> {
     let network = match lookup {
         Lookup::Unsupported => return Ok(None),
         Lookup::Missing => {
@@ -75,10 +82,10 @@ pub fn extras(name: &str, namespace: &str, lookup: Lookup, pod: &Value) -> Resul
             length: name.len(),
         });
     }
-    let existing = pod
-        .pointer("/metadata/annotations")
-        .and_then(|a| a.get(MULTUS_ANNOTATION))
-        .and_then(Value::as_str);
+    let existing = match annotations.and_then(|a| a.flag(MULTUS_ANNOTATION)) {
+        Some(Flag::Text(text)) => Some(text),
+        _ => None,
+    };
     let env = |key: &str, value: &str| EnvVar {
         name: key.into(),
         value: Some(value.into()),
@@ -143,7 +150,7 @@ mod tests {
 
     #[test]
     fn join_adds_env_label_and_multus_annotation() {
-        let extras = extras("net1", "default", ready(), &json!({})).unwrap().unwrap();
+        let extras = extras("net1", "default", ready(), None).unwrap().unwrap();
         assert_eq!(extras.sidecar_env[0].value.as_deref(), Some("10.1.0.0/16"));
         assert_eq!(extras.sidecar_env[1].name, "NETWORK_GATEWAY");
         assert_eq!(extras.annotations[MULTUS_ANNOTATION], "net1");
@@ -152,21 +159,19 @@ mod tests {
 
     #[test]
     fn missing_or_unready_networks_are_named() {
-        let err = extras("nope", "team-a", Lookup::Missing, &json!({}))
-            .unwrap_err()
-            .to_string();
+        let err = extras("nope", "team-a", Lookup::Missing, None).unwrap_err().to_string();
         assert!(err.contains("`nope`") && err.contains("`team-a`"), "{err}");
         let unready = Lookup::Found(NetworkView {
             cidr: "10.0.0.0/8".into(),
             gateway: "10.0.0.1".into(),
             ready: Err("Overlaps: overlaps Network `a`".into()),
         });
-        let err = extras("b", "ns", unready, &json!({})).unwrap_err().to_string();
+        let err = extras("b", "ns", unready, None).unwrap_err().to_string();
         assert!(
             err.contains("`b`") && err.contains("is not Ready") && err.contains("Overlaps"),
             "{err}"
         );
-        assert_eq!(extras("x", "ns", Lookup::Unsupported, &json!({})), Ok(None));
+        assert_eq!(extras("x", "ns", Lookup::Unsupported, None), Ok(None));
     }
 
     #[test]
@@ -189,7 +194,7 @@ mod tests {
     fn over_long_names_cannot_be_labels() {
         let name = "n".repeat(64);
         assert!(matches!(
-            extras(&name, "ns", ready(), &json!({})),
+            extras(&name, "ns", ready(), None),
             Err(JoinError::NameTooLong { .. })
         ));
     }

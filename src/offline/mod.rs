@@ -16,7 +16,8 @@ pub mod yaml11;
 
 use serde_json::{Map, Value};
 
-use crate::inject::{self, Decision, Extras, policy};
+use crate::inject::policy::Annotations;
+use crate::inject::{self, Decision, Extras, PodView, policy};
 use crate::template::TemplateSet;
 
 /// Why one object could not be injected. `at` names it: document number, kind and name,
@@ -188,24 +189,25 @@ pub fn inject_object(
         }
     };
     let annotations = pod.pointer("/metadata/annotations").and_then(Value::as_object);
-    let warnings = policy::unreadable_flags(annotations);
+    let warnings = policy::unreadable_flags(annotations.map(|a| a as &dyn Annotations));
     // Asking for offline injection is the opt-in; an explicit opt-out still wins.
-    if let Some(opt_out) = policy::opted_out(annotations) {
+    if let Some(opt_out) = policy::opted_out(annotations.map(|a| a as &dyn Annotations)) {
         return Ok(unchanged(opt_out.to_string(), false, warnings));
     }
     let err = |source| OfflineError::Inject {
         at: at.to_string(),
         source: Box::new(source),
     };
-    let template = inject::select_template(templates, pod).map_err(err)?;
-    let plan = match inject::plan(pod, &template, &Extras::default()).map_err(err)? {
+    let view = PodView::read(pod);
+    let template = inject::select_template(templates, &view).map_err(err)?;
+    let plan = match inject::plan(&view, &template, &Extras::default()).map_err(err)? {
         Decision::Inject(plan) => plan,
         Decision::Skip(skip) => return Ok(unchanged(skip.to_string(), false, warnings)),
     };
-    let mut json_patch = inject::jsonpatch::render(&plan, pod).map_err(err)?;
+    let mut json_patch = inject::jsonpatch::render(&plan, &view).map_err(err)?;
     let strategic = match renderings {
         Renderings::JsonPatch => None,
-        Renderings::JsonPatchAndStrategic => Some(nest(path, inject::strategic::render(&plan, pod).map_err(err)?)),
+        Renderings::JsonPatchAndStrategic => Some(nest(path, inject::strategic::render(&plan, &view).map_err(err)?)),
     };
     // Re-root the Pod's operations at the Pod template's place in the object.
     let prefix = json_patch::jsonptr::PointerBuf::from_tokens(path.split('/').filter(|k| !k.is_empty()));

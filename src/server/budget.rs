@@ -71,10 +71,14 @@ impl BodyBudget {
         if reservation.bytes + more > self.total {
             return Err(NoRoom);
         }
-        let permit = tokio::time::timeout(BUDGET_WAIT, self.bytes.clone().acquire_many_owned(count))
-            .await
-            .map_err(|_| NoRoom)?
-            .map_err(|_| NoRoom)?;
+        // Room at once is the common case: no timer for it.
+        let permit = match self.bytes.clone().try_acquire_many_owned(count) {
+            Ok(permit) => permit,
+            Err(_) => tokio::time::timeout(BUDGET_WAIT, self.bytes.clone().acquire_many_owned(count))
+                .await
+                .map_err(|_| NoRoom)?
+                .map_err(|_| NoRoom)?,
+        };
         match &mut reservation.permit {
             Some(held) => held.merge(permit),
             None => reservation.permit = Some(permit),

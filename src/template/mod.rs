@@ -4,6 +4,7 @@
 mod error;
 mod live;
 mod parse;
+mod prepared;
 pub mod reload;
 pub mod yaml_locate;
 
@@ -14,6 +15,7 @@ use std::sync::Arc;
 pub use error::{ConfigError, TemplateError, UnknownField};
 pub use live::LiveTemplates;
 pub use parse::{Template, TemplateSpec, content_revision};
+pub use prepared::Prepared;
 
 /// The ConfigMap key of the template used when a Pod names none.
 pub const DEFAULT_TEMPLATE: &str = "config";

@@ -6,6 +6,7 @@ use k8s_openapi::api::core::v1::{Container, LocalObjectReference, Volume, Volume
 use serde::{Deserialize, Serialize};
 
 use super::error::{TemplateError, UnknownField};
+use super::prepared::Prepared;
 use super::yaml_locate::{LineIndex, Segment, render_path};
 
 /// The fields a template may carry. Names and types are Kubernetes' own.
@@ -40,6 +41,8 @@ pub struct Template {
     /// status annotation so operators can tell which template a Pod got.
     pub revision: String,
     pub spec: TemplateSpec,
+    /// `spec`'s additions as JSON, serialised once here rather than per Pod.
+    pub prepared: Prepared,
 }
 
 const TOP_LEVEL_FIELDS: &str = "containers, initContainers, volumes, imagePullSecrets, volumeMounts, nativeSidecar";
@@ -70,10 +73,16 @@ impl Template {
     pub fn parse(name: &str, text: &str) -> Result<Template, TemplateError> {
         let spec = parse_strict(name, text)?;
         validate(name, &spec)?;
+        let prepared = Prepared::of(&spec).map_err(|e| TemplateError::Syntax {
+            template: name.to_string(),
+            line: None,
+            message: format!("cannot be written as JSON: {e}"),
+        })?;
         Ok(Template {
             name: name.to_string(),
             revision: content_revision(text),
             spec,
+            prepared,
         })
     }
 

@@ -239,7 +239,12 @@ fn match_conditions_select_exactly_the_pods_the_injector_injects() {
             (&namespace_hook, NamespaceOptIn::Labeled),
             (&pod_hook, NamespaceOptIn::NotLabeled),
         ] {
-            let injects = decide(map.as_ref(), namespace).is_ok();
+            let injects = decide(
+                map.as_ref()
+                    .map(|m| m as &dyn envoy_injector::inject::policy::Annotations),
+                namespace,
+            )
+            .is_ok();
             let conditions = match_conditions(hook, &pod);
             let called = conditions.iter().all(|(_, value)| *value);
             assert_eq!(
