@@ -283,7 +283,9 @@ impl Suite {
         step!("CRD {name} established");
     }
 
-    async fn install_nad_crd(&self) {
+    /// Installs the Multus NetworkAttachmentDefinition CRD (`tests/e2e/nad-crd.yaml`) when
+    /// the cluster has none, and then removes it again when the suite ends.
+    pub async fn install_nad_crd(&self) {
         let crd = super::read_manifest(NAD_CRD_FILE);
         let name = crd["metadata"]["name"]
             .as_str()

@@ -211,10 +211,17 @@ impl Injector {
 
     /// `/metrics` as text.
     pub async fn metrics(&self) -> String {
-        match self.get("/metrics").await {
-            Ok((status, body)) if status.is_success() => body,
-            Ok((status, body)) => panic!("{} /metrics: HTTP {status}: {body}", self.name),
-            Err(e) => panic!("expected {} to answer /metrics, found: {e}", self.name),
+        self.try_metrics()
+            .await
+            .unwrap_or_else(|e| panic!("expected {} to answer /metrics, found: {e}", self.name))
+    }
+
+    /// `/metrics` as text; `Err` says what answered instead (for probes of a process that
+    /// may not listen yet).
+    pub async fn try_metrics(&self) -> Result<String, String> {
+        match self.get("/metrics").await? {
+            (status, body) if status.is_success() => Ok(body),
+            (status, body) => Err(format!("{} /metrics: HTTP {status}: {body}", self.name)),
         }
     }
 
