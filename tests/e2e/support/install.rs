@@ -130,12 +130,14 @@ impl Suite {
         self.wait_namespace_gone_if_terminating(&doc_namespace(&rendered, "Deployment"))
             .await;
         self.install_nad_crd().await;
-        // Removed after the last tier, in reverse: the webhook configuration first, so no
-        // opted-in Pod is ever sent to a Service nothing listens on any more.
+        // Removed after the last tier, in reverse: the webhook configurations first, so no
+        // opted-in Pod (or template ConfigMap) is ever sent to a Service nothing listens on
+        // any more.
         for kind in [
             "Namespace",
             "ClusterRole",
             "ClusterRoleBinding",
+            "ValidatingWebhookConfiguration",
             "MutatingWebhookConfiguration",
         ] {
             for (doc, (resource, _)) in rendered.iter().zip(&resources) {
