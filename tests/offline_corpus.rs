@@ -13,6 +13,7 @@ use std::process::{Command, Output, Stdio};
 
 use envoy_injector::offline::node::{Node, Value as NodeValue};
 use envoy_injector::offline::read::read_documents;
+use envoy_injector::offline::yaml11::TRICKY_STRINGS;
 use serde_json::Value;
 
 const BIN: &str = env!("CARGO_BIN_EXE_envoy-injector");
@@ -420,80 +421,10 @@ impl Random {
     }
 
     fn text(&mut self) -> String {
-        const WORDS: &[&str] = &[
-            "yes",
-            "No",
-            "on",
-            "OFF",
-            "y",
-            "n",
-            "Y",
-            "~",
-            "null",
-            "",
-            "1e3",
-            "0x1F",
-            "0644",
-            "0o17",
-            "1:20",
-            ".inf",
-            "-.Inf",
-            ".nan",
-            "<<",
-            "=",
-            "2024-01-01",
-            "2001-12-14t21:59:43.10-05:00",
-            "12",
-            "-1",
-            "+1",
-            "1_000",
-            "09",
-            "1.",
-            ".5",
-            "---",
-            "...",
-            "- x",
-            "? x",
-            "a: b",
-            "a #b",
-            "#",
-            "&a",
-            "*a",
-            "!t",
-            "%",
-            "@",
-            "|",
-            ">",
-            "'",
-            "\"",
-            "  ",
-            " x",
-            "x ",
-            "\n",
-            "\n\n",
-            "a\nb",
-            "a\n",
-            " a\nb\n\n",
-            "tab\there",
-            "é✓",
-            "\u{85}",
-            "\u{2028}",
-            "\u{feff}x",
-            "x\r\ny",
-            "\u{7}",
-            "{a: 1}",
-            "[1]",
-            "true",
-            "False",
-            "0b101",
-            "1e400",
-            "0x",
-            "v1.2",
-        ];
         match self.below(3) {
-            0 => WORDS[self.below(WORDS.len() as u64) as usize].to_string(),
+            0 => TRICKY_STRINGS[self.below(TRICKY_STRINGS.len() as u64) as usize].to_string(),
             1 => (0..self.below(6))
-                .map(|_| WORDS[self.below(WORDS.len() as u64) as usize])
+                .map(|_| TRICKY_STRINGS[self.below(TRICKY_STRINGS.len() as u64) as usize])
                 .collect::<Vec<_>>()
                 .join(if self.below(2) == 0 { " " } else { "\n" }),
             _ => (0..self.below(8))

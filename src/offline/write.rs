@@ -582,6 +582,7 @@ mod tests {
 
     mod properties {
         use super::*;
+        use crate::offline::yaml11::TRICKY_STRINGS;
         use proptest::prelude::*;
 
         fn text() -> impl Strategy<Value = String> {
@@ -589,51 +590,7 @@ mod tests {
                 "[ -~]{0,10}",
                 "[a-z0-9 :#'\"\\-]{0,8}(\n[ a-z#\t]{0,6}){0,3}\n{0,3}",
                 "[\u{80}-\u{a0}\u{2028}\u{feff}é✓\r\t\u{7}]{1,4}",
-                prop::sample::select(vec![
-                    "yes",
-                    "No",
-                    "on",
-                    "OFF",
-                    "y",
-                    "n",
-                    "~",
-                    "null",
-                    "",
-                    "1e3",
-                    "0x1F",
-                    "0644",
-                    "0o17",
-                    "1:20",
-                    ".inf",
-                    "-.Inf",
-                    ".nan",
-                    "<<",
-                    "=",
-                    "2024-01-01",
-                    "12",
-                    "-1",
-                    "+1",
-                    "1_000",
-                    "---",
-                    "...",
-                    "- x",
-                    "? x",
-                    "a: b",
-                    "#",
-                    "&a",
-                    "*a",
-                    "!t",
-                    "%",
-                    "@",
-                    "|",
-                    ">",
-                    "  ",
-                    " x",
-                    "x ",
-                    "\n",
-                    "\n\n",
-                ])
-                .prop_map(String::from),
+                prop::sample::select(TRICKY_STRINGS).prop_map(String::from),
             ]
         }
 

@@ -510,34 +510,9 @@ impl<'a> Ctx<'a> {
 
     // ---- set-up -------------------------------------------------------------------------
 
-    /// Step: the CRD from `manifests/crd.yaml` applies (server-side) and becomes Established.
+    /// Step: the CRD from `manifests/crd.yaml` applies (server-side) and is served.
     async fn install_crd(&self) {
-        let crd = read_manifest("manifests/crd.yaml");
-        let name = crd["metadata"]["name"]
-            .as_str()
-            .expect("manifests/crd.yaml has metadata.name")
-            .to_string();
-        let crds: Api<CustomResourceDefinition> = Api::all(self.client.clone());
-        crds.patch(&name, &PatchParams::apply(FIELD_MANAGER).force(), &Patch::Apply(&crd))
-            .await
-            .unwrap_or_else(|e| panic!("expected manifests/crd.yaml to apply, found: {}", api_error(&e)));
-        self.crd_established(&name).await;
-    }
-
-    /// Step: the CRD is Established and the Network resource is served.
-    async fn crd_established(&self, name: &str) {
-        self.suite.crd_established(name).await;
-        // Established means served; discovery may lag a moment behind it.
-        self.eventually("the Network resource to be served", PATIENCE, async || {
-            self.space
-                .networks
-                .list(&ListParams::default().limit(1))
-                .await
-                .map(drop)
-                .map_err(|e| api_error(&e))
-        })
-        .await;
-        step!("CRD {name} established");
+        self.suite.install_network_crd().await;
     }
 
     async fn create_configmap(&self, config: &str) {
@@ -708,7 +683,7 @@ impl<'a> Ctx<'a> {
             .await;
         step!("webhooks {hooks:?} carry a caBundle");
 
-        self.crd_established("networks.samplecrd.k8s.io").await;
+        self.suite.network_crd_served("networks.samplecrd.k8s.io").await;
 
         let args = deployment
             .spec

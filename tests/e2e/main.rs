@@ -10,6 +10,9 @@
 //! | tier | proves |
 //! |---|---|
 //! | `local` | `serve` here behind a `url:` webhook: controller and admission (see the file) |
+//! | `validate` | the shipped validating webhook at `kubectl apply` time: a broken template ConfigMap refused with the reload path's message, a good one admitted, the webhook down lets applies through |
+//! | `check` | `envoy-injector check` on scenarios built in the cluster (every decision rule, injected Pods, a stale Deployment, a foreign `caBundle`, an expired certificate, a Service without endpoints) against `tests/golden/check/` |
+//! | `controller` | 300 Networks created in one burst: every verdict right, at most 3 reconciles each; a restart writes nothing |
 //! | `deployed` | `manifests/` applied, the binary run as its ServiceAccount behind the Service: RBAC sufficient (and what one missing rule breaks), self-managed TLS Secret and `caBundle`, the `matchConditions` |
 //! | `replicas` | two processes on one ClusterIP (`--reuse-port`): one Lease holder reconciles; SIGKILL of it: takeover within the bound, every opted-in Pod injected |
 //! | `upgrade` | a rolling upgrade as the Deployment does it (`maxUnavailable: 0`) under a Pod loop: 0 failed, 0 uninjected |
@@ -24,21 +27,27 @@
 //! | `E2E_TIERS` | comma list: run only these tiers (still in the order above) |
 //! | `E2E_MODE` | `local` (default); `in-cluster`: tier `local` checks the copy `make deploy` installed, the others skip |
 //! | `E2E_WEBHOOK_HOST` | tier `local`: where the API server reaches this machine (default 127.0.0.1 when the API server is on loopback) |
+//! | `UPDATE_GOLDEN=1` | tier `check` rewrites `tests/golden/check/` instead of comparing (review the diff) |
 //! | `CONTROLPLANE_SH` | the control-plane script whose `restart-apiserver` the `outage` tier runs (its settings come from the environment too); unset: that tier skips, loudly |
 //! | `E2E_RUN_PODS=1` | with nodes: tier `local` also checks that injected Pods run |
 //! | `E2E_SIDECAR_IMAGE`, `E2E_APP_IMAGE` | images of the test sidecar and app container (default `registry.k8s.io/pause:3.10`) |
 //! | `E2E_INJECTOR_NAMESPACE` | in-cluster: namespace of the deployed copy (default `envoy-injector`) |
 //!
-//! The tiers `deployed`, `replicas`, `upgrade`, `workloads` and `outage` need Service
-//! ClusterIPs that are loopback addresses of this machine (see `support/install.rs`) and may
-//! bind port 443; elsewhere they skip, loudly. Each test namespace is `ei-e2e-<tier>-<random>`
-//! and is deleted at the end, as is everything else the suite installed (the Network CRD
-//! stays), also when a tier fails; a failure prints the last log lines of every injector
-//! process of the tier.
+//! The tiers `validate` and `check` register webhooks on 127.0.0.1, so they need an API
+//! server on this machine; `validate`, `check` and `controller` start processes of their
+//! own, so they skip with `E2E_MODE=in-cluster`. The tiers `deployed`, `replicas`,
+//! `upgrade`, `workloads` and `outage` need Service ClusterIPs that are loopback addresses of
+//! this machine (see `support/install.rs`) and may bind port 443. Each skips, loudly, where
+//! it cannot run. Each test namespace is `ei-e2e-<tier>-<random>` (tier `check`'s are
+//! `ei-check-<random>[-labelled|-plain]`, as its golden files show them) and is deleted at
+//! the end, as is everything else the suite installed (the Network CRD stays), also when a
+//! tier fails; a failure prints the last log lines of every injector process of the tier.
 //!
 //! A new tier is a file `tests/e2e/<name>.rs` with `pub const TIER: Tier` and its name in
 //! the list below.
 
+#[path = "../scale/mod.rs"]
+mod scale;
 mod support;
 
 macro_rules! tiers {
@@ -49,7 +58,9 @@ macro_rules! tiers {
     };
 }
 
-tiers![local, deployed, replicas, upgrade, workloads, outage];
+tiers![
+    local, validate, check, controller, deployed, replicas, upgrade, workloads, outage
+];
 
 #[test]
 fn cluster_tiers() {

@@ -1,7 +1,8 @@
-//! What the controller's cluster test (`tests/controller_cluster.rs`) and the scale
-//! benchmark (`examples/bench_scale.rs`) share: the real binary started with `serve` on
-//! loopback ports, its `/metrics` and `/proc` memory, the CRDs, a plan of Networks with
-//! known overlaps, and a watch that follows their verdicts.
+//! The Network controller at scale: a plan of Networks with known overlaps, their creation
+//! in a burst, a watch that follows their verdicts and the check of each verdict (shared by
+//! the `controller` tier of `tests/e2e/` and the scale benchmark `examples/bench_scale.rs`);
+//! and for the benchmark alone: the release binary started with `serve` on loopback ports,
+//! its `/metrics` and `/proc` memory, the CRDs, and the removal of its namespaces.
 
 #![allow(dead_code)]
 
@@ -346,7 +347,8 @@ pub struct Seen {
     pub created: i64,
 }
 
-/// Follows the Networks and NADs of one namespace from outside, as a user would.
+/// Follows the Networks and NADs of one namespace from outside, as a user would, until the
+/// last clone of it is dropped.
 #[derive(Clone)]
 pub struct Tracker {
     pub networks: Arc<Mutex<HashMap<String, Seen>>>,
@@ -354,19 +356,29 @@ pub struct Tracker {
     pub network_events: Arc<Mutex<u64>>,
     pub nad_events: Arc<Mutex<u64>>,
     changed: Arc<Notify>,
+    _watches: Arc<Watches>,
+}
+
+/// The watch tasks of a [`Tracker`], stopped when it goes.
+struct Watches(Vec<tokio::task::JoinHandle<()>>);
+
+impl Drop for Watches {
+    fn drop(&mut self) {
+        for task in &self.0 {
+            task.abort();
+        }
+    }
 }
 
 impl Tracker {
     pub fn start(client: &Client, namespace: &str) -> Tracker {
-        let tracker = Tracker {
-            networks: Arc::default(),
-            network_events: Arc::default(),
-            nad_events: Arc::default(),
-            changed: Arc::default(),
-        };
+        let networks: Arc<Mutex<HashMap<String, Seen>>> = Arc::default();
+        let network_events: Arc<Mutex<u64>> = Arc::default();
+        let nad_events: Arc<Mutex<u64>> = Arc::default();
+        let changed: Arc<Notify> = Arc::default();
         let api: Api<Network> = Api::namespaced(client.clone(), namespace);
-        let t = tracker.clone();
-        tokio::spawn(async move {
+        let (store, counter, notify) = (networks.clone(), network_events.clone(), changed.clone());
+        let network_watch = tokio::spawn(async move {
             let events = watcher(api, watcher::Config::default());
             futures::pin_mut!(events);
             while let Some(event) = events.next().await {
@@ -375,12 +387,12 @@ impl Tracker {
                     continue;
                 };
                 if matches!(event, watcher::Event::Apply(_)) {
-                    *t.network_events.lock().unwrap() += 1;
+                    *counter.lock().unwrap() += 1;
                 }
                 let ready = n.ready_condition();
                 let status = n.status.clone().unwrap_or_default();
                 let current = ready.is_some() && status.observed_generation == n.metadata.generation;
-                let mut networks = t.networks.lock().unwrap();
+                let mut networks = store.lock().unwrap();
                 let seen = networks.entry(n.name_any()).or_default();
                 seen.current = current;
                 seen.ready = ready.map(|c| c.status.clone());
@@ -392,7 +404,7 @@ impl Tracker {
                     seen.settled_at = Some(Instant::now());
                 }
                 drop(networks);
-                t.changed.notify_waiters();
+                notify.notify_waiters();
             }
         });
         let nads: Api<DynamicObject> = Api::namespaced_with(
@@ -400,8 +412,8 @@ impl Tracker {
             namespace,
             &envoy_injector::network::backend::nad_resource(),
         );
-        let counter = tracker.nad_events.clone();
-        tokio::spawn(async move {
+        let counter = nad_events.clone();
+        let nad_watch = tokio::spawn(async move {
             let events = watcher(nads, watcher::Config::default());
             futures::pin_mut!(events);
             while let Some(event) = events.next().await {
@@ -410,7 +422,13 @@ impl Tracker {
                 }
             }
         });
-        tracker
+        Tracker {
+            networks,
+            network_events,
+            nad_events,
+            changed,
+            _watches: Arc::new(Watches(vec![network_watch, nad_watch])),
+        }
     }
 
     pub fn snapshot(&self) -> HashMap<String, Seen> {

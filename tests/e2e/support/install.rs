@@ -20,7 +20,7 @@ use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{EnvVar, Namespace, Secret, ServiceAccount};
 use k8s_openapi::api::rbac::v1::{ClusterRole, PolicyRule};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
+use kube::api::{Api, DynamicObject, ListParams, Patch, PatchParams, PostParams};
 use kube::config::Kubeconfig;
 use kube::core::{ApiResource, GroupVersionKind};
 use kube::{Client, Resource};
@@ -130,12 +130,14 @@ impl Suite {
         self.wait_namespace_gone_if_terminating(&doc_namespace(&rendered, "Deployment"))
             .await;
         self.install_nad_crd().await;
-        // Removed after the last tier, in reverse: the webhook configuration first, so no
-        // opted-in Pod is ever sent to a Service nothing listens on any more.
+        // Removed after the last tier, in reverse: the webhook configurations first, so no
+        // opted-in Pod (or template ConfigMap) is ever sent to a Service nothing listens on
+        // any more.
         for kind in [
             "Namespace",
             "ClusterRole",
             "ClusterRoleBinding",
+            "ValidatingWebhookConfiguration",
             "MutatingWebhookConfiguration",
         ] {
             for (doc, (resource, _)) in rendered.iter().zip(&resources) {
@@ -252,7 +254,40 @@ impl Suite {
         .await;
     }
 
-    async fn install_nad_crd(&self) {
+    /// Applies `manifests/crd.yaml` (server-side; it stays installed, as the README says of
+    /// every run) and waits until the Network resource is served.
+    pub async fn install_network_crd(&self) {
+        let crd = super::read_manifest("manifests/crd.yaml");
+        let name = crd["metadata"]["name"]
+            .as_str()
+            .expect("manifests/crd.yaml has metadata.name")
+            .to_string();
+        let crds: Api<CustomResourceDefinition> = Api::all(self.client.clone());
+        crds.patch(&name, &PatchParams::apply(FIELD_MANAGER).force(), &Patch::Apply(&crd))
+            .await
+            .unwrap_or_else(|e| panic!("expected manifests/crd.yaml to apply, found: {}", api_error(&e)));
+        self.network_crd_served(&name).await;
+    }
+
+    /// Waits until the Network CRD `name` is Established and its resource served.
+    pub async fn network_crd_served(&self, name: &str) {
+        self.crd_established(name).await;
+        // Established means served; discovery may lag a moment behind it.
+        let networks: Api<DynamicObject> = Api::all_with(self.client.clone(), &super::network_resource());
+        wait_for("the Network resource to be served", PATIENCE, async || {
+            networks
+                .list(&ListParams::default().limit(1))
+                .await
+                .map(drop)
+                .map_err(|e| api_error(&e))
+        })
+        .await;
+        step!("CRD {name} established");
+    }
+
+    /// Installs the Multus NetworkAttachmentDefinition CRD (`tests/e2e/nad-crd.yaml`) when
+    /// the cluster has none, and then removes it again when the suite ends.
+    pub async fn install_nad_crd(&self) {
         let crd = super::read_manifest(NAD_CRD_FILE);
         let name = crd["metadata"]["name"]
             .as_str()

@@ -1,8 +1,10 @@
 //! Plumbing shared by the tiers: the skip decision, the tier runner, the suite's API client,
 //! bounded waits, and (in the submodules) processes, test namespaces, cleanup, the
-//! as-deployed installation and object builders. Nothing here knows a scenario.
+//! as-deployed installation, object builders and short-lived commands (kubectl). Nothing
+//! here knows a scenario.
 
 mod cleanup;
+mod command;
 mod install;
 mod namespace;
 mod objects;
@@ -22,10 +24,11 @@ use kube::Client;
 use serde_json::Value;
 
 pub use cleanup::Scope;
+pub use command::{describe_output, kubectl, kubectl_apply, require_kubectl, run_command};
 pub use install::Install;
 pub use namespace::{PodLoop, TestNs, injected_with, list_events_about};
 pub use objects::*;
-pub use process::{Injector, check_processes};
+pub use process::{Injector, check_processes, serve_on_loopback};
 
 /// How often a bounded wait looks again.
 pub const POLL: Duration = Duration::from_millis(250);
@@ -220,6 +223,26 @@ impl Suite {
             install: install::Installer::default(),
             settings,
             client,
+        }
+    }
+
+    /// `Ok` when a tier may start `serve` here behind a `url: https://127.0.0.1:PORT/...`
+    /// webhook (and compare outputs that name that address): local mode, and an API server
+    /// that reaches this machine on 127.0.0.1. `Err` says why not.
+    pub fn loopback_webhooks(&self) -> Result<(), Skip> {
+        if self.settings.mode == Mode::InCluster {
+            return Err(Skip(
+                "E2E_MODE=in-cluster checks the copy `make deploy` installed (tier local); this tier starts a \
+                 `serve` of its own"
+                    .into(),
+            ));
+        }
+        match self.settings.webhook_host.as_deref() {
+            Some("127.0.0.1") => Ok(()),
+            other => Err(Skip(format!(
+                "the API server reaches this machine at {other:?}, not 127.0.0.1 (it does not run here), so it \
+                 could not call a webhook this tier registers on loopback"
+            ))),
         }
     }
 }

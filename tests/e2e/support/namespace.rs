@@ -29,10 +29,16 @@ pub struct TestNs {
 }
 
 impl TestNs {
-    /// Creates the namespace (with `labels`), registers its deletion with `scope`, and
-    /// waits for its `default` ServiceAccount (which Pod admission needs).
+    /// Creates the namespace `ei-e2e-<tier>-<random>`: see [`TestNs::create_named`].
     pub async fn create(client: &Client, scope: &Scope, tier: &str, labels: &[(&str, &str)]) -> TestNs {
-        let name = format!("ei-e2e-{tier}-{}", unique_suffix());
+        TestNs::create_named(client, scope, &format!("ei-e2e-{tier}-{}", unique_suffix()), labels).await
+    }
+
+    /// Creates namespace `name` (with `labels`, and [`super::PART_OF`]), registers its
+    /// deletion with `scope`, and waits for its `default` ServiceAccount (which Pod
+    /// admission needs).
+    pub async fn create_named(client: &Client, scope: &Scope, name: &str, labels: &[(&str, &str)]) -> TestNs {
+        let name = name.to_string();
         let namespaces: Api<Namespace> = Api::all(client.clone());
         namespaces
             .create(&PostParams::default(), &namespace_object(&name, labels))

@@ -65,9 +65,21 @@ pub fn configmap_object(name: &str, config: &str) -> ConfigMap {
     .expect("a ConfigMap")
 }
 
+/// Standard base64, as a `caBundle` or a Secret's `data` holds bytes.
+pub fn base64(bytes: &[u8]) -> String {
+    use base64::Engine;
+    base64::engine::general_purpose::STANDARD.encode(bytes)
+}
+
+/// `object` as JSON, placed in `namespace` (for `kubectl apply`, which reads it from there).
+pub fn in_namespace(object: &impl serde::Serialize, namespace: &str) -> Value {
+    let mut value = serde_json::to_value(object).expect("an object serializes to JSON");
+    value["metadata"]["namespace"] = json!(namespace);
+    value
+}
+
 /// Pod CREATE in namespace `namespace` only (by its automatic name label) goes to `url`.
 pub fn webhook_configuration(name: &str, namespace: &str, url: &str, ca_pem: &[u8]) -> MutatingWebhookConfiguration {
-    use base64::Engine;
     serde_json::from_value(json!({
         "apiVersion": "admissionregistration.k8s.io/v1",
         "kind": "MutatingWebhookConfiguration",
@@ -76,7 +88,7 @@ pub fn webhook_configuration(name: &str, namespace: &str, url: &str, ca_pem: &[u
             "name": format!("{namespace}.e2e.sidecar.samplecrd.k8s.io"),
             "clientConfig": {
                 "url": url,
-                "caBundle": base64::engine::general_purpose::STANDARD.encode(ca_pem),
+                "caBundle": base64(ca_pem),
             },
             "rules": [{
                 "operations": ["CREATE"],
@@ -94,6 +106,32 @@ pub fn webhook_configuration(name: &str, namespace: &str, url: &str, ca_pem: &[u
         }],
     }))
     .expect("a MutatingWebhookConfiguration")
+}
+
+/// The shipped webhook configuration `relative` (a file of `manifests/`), renamed `name`,
+/// each of its webhooks sent to `url` (its path included) with `ca_pem` as the `caBundle`
+/// and narrowed to `namespaces`: a `matchLabels` (the shipped one names the injector's
+/// namespace) is replaced by a `kubernetes.io/metadata.name In namespaces` expression;
+/// every other selector and the CEL `matchConditions` stay as shipped, ANDed with it.
+pub fn shipped_webhooks_at(relative: &str, name: &str, url: &str, ca_pem: &[u8], namespaces: &[&str]) -> Value {
+    let mut config = super::read_manifest(relative);
+    config["metadata"] = json!({ "name": name, "labels": { PART_OF.0: PART_OF.1 } });
+    let hooks = config["webhooks"]
+        .as_array_mut()
+        .unwrap_or_else(|| panic!("{relative} has no webhooks"));
+    for hook in hooks {
+        hook["clientConfig"] = json!({ "url": url, "caBundle": base64(ca_pem) });
+        let selector = hook["namespaceSelector"]
+            .as_object_mut()
+            .unwrap_or_else(|| panic!("each webhook of {relative} has a namespaceSelector"));
+        selector.remove("matchLabels");
+        let expressions = selector.entry("matchExpressions").or_insert_with(|| json!([]));
+        expressions
+            .as_array_mut()
+            .expect("matchExpressions is a list")
+            .push(json!({ "key": "kubernetes.io/metadata.name", "operator": "In", "values": namespaces }));
+    }
+    config
 }
 
 /// A Network object (for create; the namespace comes from the `Api`).

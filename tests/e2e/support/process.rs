@@ -13,7 +13,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
 
-use super::{PATIENCE, admin_client, metric_sum, shout, step, wait_for};
+use envoy_injector::tls::ServiceCerts;
+
+use super::{PATIENCE, admin_client, free_port, metric_sum, shout, step, temp_dir, wait_for};
 
 /// Log lines shown when something fails.
 const TAIL: usize = 60;
@@ -209,10 +211,17 @@ impl Injector {
 
     /// `/metrics` as text.
     pub async fn metrics(&self) -> String {
-        match self.get("/metrics").await {
-            Ok((status, body)) if status.is_success() => body,
-            Ok((status, body)) => panic!("{} /metrics: HTTP {status}: {body}", self.name),
-            Err(e) => panic!("expected {} to answer /metrics, found: {e}", self.name),
+        self.try_metrics()
+            .await
+            .unwrap_or_else(|e| panic!("expected {} to answer /metrics, found: {e}", self.name))
+    }
+
+    /// `/metrics` as text; `Err` says what answered instead (for probes of a process that
+    /// may not listen yet).
+    pub async fn try_metrics(&self) -> Result<String, String> {
+        match self.get("/metrics").await? {
+            (status, body) if status.is_success() => Ok(body),
+            (status, body) => Err(format!("{} /metrics: HTTP {status}: {body}", self.name)),
         }
     }
 
@@ -242,6 +251,33 @@ impl Injector {
         let _ = child.kill();
         let _ = child.wait();
     }
+}
+
+/// Starts `envoy-injector serve ARGS` as process `name` on loopback: the webhook listener
+/// on a free port of 127.0.0.1 with the serving pair of `certs`, the admin listener on
+/// another. Does not wait for readiness. Returns the process and its webhook address.
+pub fn serve_on_loopback(name: &str, certs: &ServiceCerts, args: &[&str]) -> (Injector, SocketAddr) {
+    let dir = temp_dir("envoy-injector-e2e");
+    let (cert, key) = (dir.path().join("tls.crt"), dir.path().join("tls.key"));
+    std::fs::write(&cert, &certs.serving.cert_pem).expect("write tls.crt");
+    std::fs::write(&key, &certs.serving.key_pem).expect("write tls.key");
+    let webhook = SocketAddr::from(([127, 0, 0, 1], free_port("127.0.0.1")));
+    let admin = SocketAddr::from(([127, 0, 0, 1], free_port("127.0.0.1")));
+    let mut all: Vec<OsString> = std::iter::once("serve")
+        .chain(args.iter().copied())
+        .map(OsString::from)
+        .collect();
+    all.extend([
+        "--addr".into(),
+        webhook.to_string().into(),
+        "--admin-addr".into(),
+        admin.to_string().into(),
+        "--tls-cert".into(),
+        cert.into(),
+        "--tls-key".into(),
+        key.into(),
+    ]);
+    (Injector::spawn(name, all, Vec::new(), admin, dir), webhook)
 }
 
 impl Drop for Injector {

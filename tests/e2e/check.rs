@@ -1,0 +1,419 @@
+//! Tier `check`: `envoy-injector check` on scenarios built in the cluster, its text output
+//! compared with the golden files in `tests/golden/check/` (`UPDATE_GOLDEN=1` rewrites them;
+//! review the diff), its `-o json` and exit codes asserted.
+//!
+//! A local `serve` (cluster mode, `--network-backend none`) is the injector of namespace
+//! `ei-check-<id>` (its ConfigMap, TLS Secret and Lease there), registered through the
+//! shipped mutating and validating configurations sent by `url:` to 127.0.0.1 and narrowed
+//! to this tier's namespaces (`ei-check-<id>-labelled`, opted in by label, and
+//! `ei-check-<id>-plain`; the golden files name them). Checked: every decision rule from a
+//! manifest (nothing created), Pods the injector really injected (a Deployment's, through
+//! its ReplicaSet) and a healthy installation, a stale Deployment after a template edit,
+//! then a `caBundle` from another CA, an expired serving certificate and the webhooks behind
+//! a Service without endpoints.
+
+use std::process::Command;
+
+use envoy_injector::tls;
+use k8s_openapi::api::admissionregistration::v1::{MutatingWebhookConfiguration, ValidatingWebhookConfiguration};
+use kube::api::ListParams;
+use kube::core::ApiResource;
+use serde_json::{Value, json};
+
+use crate::support::*;
+
+pub const TIER: Tier = Tier {
+    name: "check",
+    run: |suite| Box::pin(run(suite)),
+};
+
+const GOOD: &str = "containers:\n- name: envoy\n  image: envoy:v1\n  ports:\n  - containerPort: 15001\nvolumes:\n- name: envoy-conf\n  emptyDir: {}\n";
+const EDITED: &str = "containers:\n- name: envoy\n  image: envoy:v2\n  ports:\n  - containerPort: 15001\nvolumes:\n- name: envoy-conf\n  emptyDir: {}\n";
+
+/// Replaces what changes from run to run (names, ports, times) so outputs compare.
+fn normalise(output: &str, id: &str) -> String {
+    let replacements = [
+        (r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ", "<time>"),
+        (r"\(\d+ days left\)", "(<n> days left)"),
+        (r"127\.0\.0\.1:\d+", "127.0.0.1:<port>"),
+        (r"web-[0-9a-f]{6,10}-[0-9a-z]{5}", "web-<pod>"),
+    ];
+    let mut out = output.replace(id, "<id>");
+    for (pattern, with) in replacements {
+        out = regex::Regex::new(pattern)
+            .expect("a valid pattern")
+            .replace_all(&out, with)
+            .into_owned();
+    }
+    out
+}
+
+/// Compares `actual` with `tests/golden/check/<name>`, or writes it there with
+/// `UPDATE_GOLDEN` set.
+fn golden(name: &str, actual: &str) {
+    let path = manifest_path("tests/golden/check").join(name);
+    if std::env::var_os("UPDATE_GOLDEN").is_some() {
+        std::fs::create_dir_all(path.parent().expect("a parent directory")).expect("create tests/golden/check");
+        std::fs::write(&path, actual).unwrap_or_else(|e| panic!("cannot write {}: {e}", path.display()));
+        return;
+    }
+    let expected = std::fs::read_to_string(&path).unwrap_or_else(|e| {
+        panic!(
+            "cannot read {} ({e}); run with UPDATE_GOLDEN=1 to write it",
+            path.display()
+        )
+    });
+    assert!(
+        expected == actual,
+        "`check` output differs from {}:\n--- expected\n{expected}\n--- actual\n{actual}",
+        path.display()
+    );
+}
+
+/// What one `envoy-injector check` run answered.
+struct Run {
+    code: i32,
+    stdout: String,
+}
+
+async fn check(args: &[String]) -> Run {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_envoy-injector"));
+    command.arg("check").args(args);
+    let out = run_command(command, None).await;
+    assert!(
+        out.status.code().is_some_and(|c| c == 0 || c == 1),
+        "expected check to answer (exit 0 or 1), found: {}",
+        describe_output(&out)
+    );
+    Run {
+        code: out.status.code().unwrap_or(-1),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+    }
+}
+
+/// A Pod manifest with `annotations` and `spec`, in `namespace`.
+fn pod_doc(namespace: &str, name: &str, annotations: Value, spec: Value) -> Value {
+    json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": { "name": name, "namespace": namespace, "annotations": annotations },
+        "spec": spec,
+    })
+}
+
+fn app_spec() -> Value {
+    json!({ "containers": [{ "name": "app", "image": "app:1" }] })
+}
+
+/// The injector's TLS Secret holding `certs`.
+fn secret(namespace: &str, certs: &tls::ServiceCerts) -> Value {
+    json!({
+        "apiVersion": "v1", "kind": "Secret", "type": "kubernetes.io/tls",
+        "metadata": { "name": "envoy-injector-tls", "namespace": namespace },
+        "data": {
+            "tls.crt": base64(certs.serving.cert_pem.as_bytes()),
+            "tls.key": base64(certs.serving.key_pem.as_bytes()),
+            "ca.crt": base64(certs.ca.cert_pem.as_bytes()),
+        },
+    })
+}
+
+async fn run(suite: &Suite) -> TierResult {
+    suite.loopback_webhooks()?;
+    require_kubectl()?;
+    let client = &suite.client;
+    // Declared first, so it is dropped last: after the process has stopped.
+    let scope = Scope::new(suite.settings.mode);
+    let id = unique_suffix();
+    let injector = format!("ei-check-{id}");
+    let labelled = format!("ei-check-{id}-labelled");
+    let plain = format!("ei-check-{id}-plain");
+    TestNs::create_named(client, &scope, &injector, &[(NAMESPACE_OPT_IN.0, "disabled")]).await;
+    let labelled_ns = TestNs::create_named(client, &scope, &labelled, &[NAMESPACE_OPT_IN]).await;
+    TestNs::create_named(client, &scope, &plain, &[]).await;
+    // `serve` in cluster mode watches Networks: the CRD must be served.
+    suite.install_network_crd().await;
+
+    let certs = tls::generate(INJECTOR_NAME, &injector, &["127.0.0.1".to_string()], 365).expect("test certificates");
+    kubectl_apply(&[
+        in_namespace(&configmap_object(INJECTOR_NAME, GOOD), &injector),
+        secret(&injector, &certs),
+    ])
+    .await;
+    let (serve, webhook) = serve_on_loopback(
+        "check",
+        &certs,
+        &[
+            "--namespace",
+            &injector,
+            "--network-backend",
+            "none",
+            "--identity",
+            "check-test-replica",
+        ],
+    );
+    serve.wait_ready().await;
+    let webhook_config = format!("envoy-injector-check-{id}");
+    scope.delete_later(
+        ApiResource::erase::<MutatingWebhookConfiguration>(&()),
+        None,
+        &webhook_config,
+    );
+    scope.delete_later(
+        ApiResource::erase::<ValidatingWebhookConfiguration>(&()),
+        None,
+        &webhook_config,
+    );
+    let mutate_url = format!("https://{webhook}/mutate");
+    let app_namespaces = [labelled.as_str(), plain.as_str(), "kube-system"];
+    let mutating = |ca_pem: &str, namespaces: &[&str]| {
+        shipped_webhooks_at(
+            "manifests/webhook.yaml",
+            &webhook_config,
+            &mutate_url,
+            ca_pem.as_bytes(),
+            namespaces,
+        )
+    };
+    kubectl_apply(&[
+        mutating(&certs.ca.cert_pem, &app_namespaces),
+        shipped_webhooks_at(
+            "manifests/validating-webhook.yaml",
+            &webhook_config,
+            &format!("https://{webhook}/validate"),
+            certs.ca.cert_pem.as_bytes(),
+            &[&injector],
+        ),
+    ])
+    .await;
+    // The API server calls the injector once it has the configuration.
+    let probe = pod_doc(&labelled, "probe", json!({}), app_spec()).to_string();
+    wait_for("the mutating webhook to inject (dry run)", PATIENCE * 2, async || {
+        let out = kubectl(
+            &[
+                "create",
+                "--dry-run=server",
+                "--validate=false",
+                "-o",
+                "json",
+                "-f",
+                "-",
+            ],
+            Some(&probe),
+        )
+        .await;
+        if String::from_utf8_lossy(&out.stdout).contains(STATUS) {
+            Ok(())
+        } else {
+            Err(describe_output(&out))
+        }
+    })
+    .await;
+    let flags = [
+        "--injector-namespace",
+        &injector,
+        "--webhook-config",
+        &webhook_config,
+        "--validating-webhook-config",
+        &webhook_config,
+    ];
+    let with = |extra: &[&str]| -> Vec<String> { flags.iter().chain(extra).map(|s| s.to_string()).collect() };
+
+    // Every decision rule, from a manifest (nothing is created).
+    let scenarios = [
+        pod_doc(&labelled, "by-namespace-label", json!({}), app_spec()),
+        pod_doc(&plain, "by-annotation", json!({ INJECT: "true" }), app_spec()),
+        pod_doc(
+            &plain,
+            "by-legacy-annotation",
+            json!({ "initializer.kubernetes.io/envoy": "true" }),
+            app_spec(),
+        ),
+        pod_doc(&labelled, "opted-out", json!({ INJECT: "false" }), app_spec()),
+        pod_doc(&plain, "not-opted-in", json!({ INJECT: "yes" }), app_spec()),
+        pod_doc(
+            &labelled,
+            "host-network",
+            json!({}),
+            json!({ "hostNetwork": true, "containers": [{ "name": "app", "image": "app:1" }] }),
+        ),
+        pod_doc("kube-system", "in-kube-system", json!({ INJECT: "true" }), app_spec()),
+        pod_doc(
+            &labelled,
+            "volume-clash",
+            json!({}),
+            json!({ "containers": [{ "name": "app", "image": "app:1" }], "volumes": [{ "name": "envoy-conf", "configMap": { "name": "mine" } }] }),
+        ),
+        pod_doc(
+            &labelled,
+            "port-clash",
+            json!({}),
+            json!({ "containers": [{ "name": "app", "image": "app:1", "ports": [{ "containerPort": 15001 }] }] }),
+        ),
+        pod_doc(
+            &labelled,
+            "unknown-template",
+            json!({ "sidecar.samplecrd.k8s.io/template": "nope" }),
+            app_spec(),
+        ),
+        pod_doc(&labelled, "missing-network", json!({ NETWORK: "net1" }), app_spec()),
+        json!({
+            "apiVersion": "apps/v1", "kind": "Deployment",
+            "metadata": { "name": "web", "namespace": labelled },
+            "spec": {
+                "replicas": 2,
+                "selector": { "matchLabels": { "app": "web" } },
+                "template": { "metadata": { "labels": { "app": "web" } }, "spec": app_spec() },
+            },
+        }),
+    ];
+    let dir = temp_dir("envoy-injector-e2e-check");
+    let scenarios_path = dir.path().join("scenarios.yaml");
+    // JSON documents in a YAML stream: every string stays quoted, so `"yes"` is read as
+    // the string kubectl reads, not YAML 1.1's boolean.
+    let yaml: Vec<String> = scenarios
+        .iter()
+        .map(|d| serde_json::to_string_pretty(d).expect("JSON"))
+        .collect();
+    std::fs::write(&scenarios_path, yaml.join("\n---\n")).expect("write the scenarios");
+    let scenarios_file = scenarios_path.to_str().expect("a UTF-8 temporary path");
+    let run = check(&with(&["-f", scenarios_file])).await;
+    golden("decisions.txt", &normalise(&run.stdout, &id));
+    assert_eq!(run.code, 1, "Pods that would be denied fail the check:\n{}", run.stdout);
+    let run = check(&with(&["-f", scenarios_file, "-o", "json"])).await;
+    let report: Value = serde_json::from_str(&run.stdout).expect("-o json prints JSON");
+    let rules: Vec<(&str, &str)> = report["pods"]
+        .as_array()
+        .expect("a list of Pods")
+        .iter()
+        .map(|p| {
+            (
+                p["rule"].as_str().expect("a rule"),
+                p["verdict"].as_str().expect("a verdict"),
+            )
+        })
+        .collect();
+    assert_eq!(
+        rules,
+        [
+            ("namespace-label", "inject"),
+            ("annotation", "inject"),
+            ("legacy-annotation", "inject"),
+            ("opted-out", "skip"),
+            ("not-opted-in", "skip"),
+            ("namespace-label", "inject"),
+            ("webhook-not-called", "skip"),
+            ("collision", "deny"),
+            ("collision", "deny"),
+            ("unknown-template", "deny"),
+            ("network", "deny"),
+            ("namespace-label", "inject"),
+        ]
+    );
+    assert_eq!(report["healthy"], false);
+    step!("check explains every decision rule (golden decisions.txt)");
+
+    // Pods the injector really injected (a Deployment's, through its ReplicaSet), and one
+    // that opted out; a healthy installation.
+    kubectl_apply(&[
+        scenarios[11].clone(),
+        pod_doc(&labelled, "opted-out", json!({ INJECT: "false" }), app_spec()),
+    ])
+    .await;
+    wait_for("the Deployment's two Pods", PATIENCE * 2, async || {
+        let pods = labelled_ns
+            .pods
+            .list(&ListParams::default().labels("app=web"))
+            .await
+            .map_err(|e| api_error(&e))?;
+        match pods.items.len() {
+            2 => Ok(()),
+            n => Err(format!("{n} Pods")),
+        }
+    })
+    .await;
+    let run = check(&with(&["-n", &labelled, "--stale"])).await;
+    golden("namespace-healthy.txt", &normalise(&run.stdout, &id));
+    assert_eq!(run.code, 0, "a healthy installation passes:\n{}", run.stdout);
+
+    // A template edit makes the Deployment's Pods stale.
+    kubectl_apply(&[in_namespace(&configmap_object(INJECTOR_NAME, EDITED), &injector)]).await;
+    let run = check(&with(&["-n", &labelled, "--stale"])).await;
+    golden("stale.txt", &normalise(&run.stdout, &id));
+    assert_eq!(run.code, 0, "stale sidecars are a warning:\n{}", run.stdout);
+    let run = check(&with(&["--stale", "-o", "json"])).await;
+    let report: Value = serde_json::from_str(&run.stdout).expect("-o json prints JSON");
+    let stale = report["stale"].as_array().expect("a list of stale workloads");
+    let ours: Vec<&Value> = stale.iter().filter(|g| g["namespace"] == labelled.as_str()).collect();
+    assert_eq!(ours.len(), 1, "{stale:?}");
+    assert_eq!(ours[0]["kind"], "Deployment");
+    assert_eq!(
+        ours[0]["fix"],
+        format!("kubectl rollout restart deployment/web -n {labelled}")
+    );
+    step!("check: a healthy installation, then a stale Deployment after a template edit");
+
+    // A caBundle from another CA; then an expired serving certificate (same CA); then the
+    // webhooks behind a Service without endpoints.
+    let other = tls::generate(INJECTOR_NAME, &injector, &["127.0.0.1".to_string()], 365).expect("other certificates");
+    kubectl_apply(&[mutating(&other.ca.cert_pem, &app_namespaces)]).await;
+    let run = check(&with(&[])).await;
+    golden("ca-bundle-mismatch.txt", &normalise(&run.stdout, &id));
+    assert_eq!(run.code, 1);
+    kubectl_apply(&[mutating(&certs.ca.cert_pem, &app_namespaces)]).await;
+
+    let issued = time::OffsetDateTime::now_utc() - time::Duration::days(30);
+    let expired_leaf = tls::sign_serving_cert(
+        &certs.ca,
+        INJECTOR_NAME,
+        &injector,
+        issued,
+        issued + time::Duration::days(2),
+    )
+    .expect("an expired serving certificate");
+    let expired = tls::ServiceCerts {
+        ca: certs.ca.clone(),
+        serving: expired_leaf,
+    };
+    kubectl_apply(&[secret(&injector, &expired)]).await;
+    let run = check(&with(&[])).await;
+    golden("certificate-expired.txt", &normalise(&run.stdout, &id));
+    assert_eq!(run.code, 1);
+    kubectl_apply(&[secret(&injector, &certs)]).await;
+
+    let mut behind_service = mutating(&certs.ca.cert_pem, &["none-of-ours"]);
+    for hook in behind_service["webhooks"].as_array_mut().expect("webhooks") {
+        hook["clientConfig"] = json!({
+            "service": { "name": INJECTOR_NAME, "namespace": injector, "port": 443, "path": "/mutate" },
+            "caBundle": base64(certs.ca.cert_pem.as_bytes()),
+        });
+    }
+    kubectl_apply(&[
+        behind_service,
+        json!({
+            "apiVersion": "v1", "kind": "Service",
+            "metadata": { "name": INJECTOR_NAME, "namespace": injector },
+            "spec": { "selector": { "app": "envoy-injector-check-nothing" }, "ports": [{ "port": 443, "targetPort": 8443 }] },
+        }),
+    ])
+    .await;
+    let run = check(&with(&[])).await;
+    golden("service-without-endpoints.txt", &normalise(&run.stdout, &id));
+    assert_eq!(run.code, 1);
+    step!("check fails a foreign caBundle, an expired certificate, a Service without endpoints");
+    Ok(String::new())
+}
+
+/// Runs everywhere: what `normalise` hides (the golden files are compared only against a
+/// cluster).
+#[test]
+fn normalise_hides_what_changes_from_run_to_run() {
+    let id = "0badcafe";
+    let raw = "Secret ei-check-0badcafe/envoy-injector-tls: valid until 2027-01-02T03:04:05Z (364 days left) \
+               https://127.0.0.1:40123/mutate pods: web-5d8f7c9b6-x2k4p";
+    assert_eq!(
+        normalise(raw, id),
+        "Secret ei-check-<id>/envoy-injector-tls: valid until <time> (<n> days left) \
+         https://127.0.0.1:<port>/mutate pods: web-<pod>"
+    );
+    assert!(manifest_path("tests/golden/check/decisions.txt").is_file());
+}
