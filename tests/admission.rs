@@ -269,6 +269,7 @@ fn malformed_bodies_are_request_errors() {
 /// that lead to each kind of refusal.
 #[test]
 fn the_pod_read_from_text_gets_the_same_decision_and_patch_as_the_parsed_pod() {
+    use envoy_injector::inject::pod::Whole;
     use envoy_injector::inject::{self, Decision, Extras, PodView};
     let template = TemplateSet::embedded().get("config").unwrap().clone();
     let mut pods: Vec<Value> = common::fixtures()
@@ -303,7 +304,10 @@ fn the_pod_read_from_text_gets_the_same_decision_and_patch_as_the_parsed_pod() {
     pods.push(json!("not a Pod"));
     for pod in &pods {
         let text = pod.to_string();
-        let from_text: PodView<'_> = serde_json::from_str(&text).unwrap();
+        let from_text = serde_json::from_str::<PodView<'_>>(&text).unwrap().within(Whole::Text {
+            json: text.as_bytes(),
+            pointer: "",
+        });
         let decide = |view: &PodView<'_>| match inject::plan(view, &template, &Extras::default()) {
             Ok(Decision::Inject(plan)) => Ok(Some((
                 plan.clone(),

@@ -84,6 +84,9 @@ pub enum InjectError {
     },
     #[error("cannot encode the patch: {0}")]
     Encode(String),
+    /// Only when the engine is handed a view without the Pod it was read from.
+    #[error("expected to read {what} whole to compare it with the template's, found no Pod to read it from")]
+    Unreadable { what: String },
 }
 
 /// Picks the template the Pod names with `sidecar.samplecrd.k8s.io/template`, or `config`.

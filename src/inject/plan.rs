@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 
-use super::pod::{Checked, PodView, is_subset_map, volume_name};
+use super::pod::{Checked, PodView, is_subset_map};
 use super::{InjectError, NATIVE_SIDECAR_ANNOTATION, REVISION_LABEL, STATUS_ANNOTATION, policy::Skip};
 use crate::template::Template;
 
@@ -336,21 +336,23 @@ fn check_ports(view: &Checked<'_, '_>, template: &Template) -> Result<(), Inject
 fn plan_volumes<'t>(view: &Checked<'_, '_>, template: &'t Template) -> Result<Vec<Added<'t, Volume>>, InjectError> {
     let mut added = Vec::new();
     for (volume, json) in template.spec.volumes.iter().zip(&template.prepared.volumes) {
-        let existing = view.volumes.items().find(|v| volume_name(v) == volume.name);
-        match existing {
-            None => added.push(Added::template(volume, json)),
-            Some(pod_volume) => {
-                let wanted: Map<String, Value> =
-                    serde_json::from_str(json.get()).map_err(|e| InjectError::Encode(e.to_string()))?;
-                if !is_subset_map(&wanted, pod_volume) {
-                    return Err(InjectError::VolumeCollision {
-                        name: volume.name.clone(),
-                        pod: describe(pod_volume),
-                        template: template.name.clone(),
-                        wanted: describe(&wanted),
-                    });
-                }
-            }
+        let existing = view.volumes.items().position(|v| v.name() == volume.name);
+        let Some(index) = existing else {
+            added.push(Added::template(volume, json));
+            continue;
+        };
+        let pod_volume = view.whole_volume(index).ok_or_else(|| InjectError::Unreadable {
+            what: format!("Pod volume `{}` (spec.volumes[{index}])", volume.name),
+        })?;
+        let wanted: Map<String, Value> =
+            serde_json::from_str(json.get()).map_err(|e| InjectError::Encode(e.to_string()))?;
+        if !is_subset_map(&wanted, &pod_volume) {
+            return Err(InjectError::VolumeCollision {
+                name: volume.name.clone(),
+                pod: describe(&pod_volume),
+                template: template.name.clone(),
+                wanted: describe(&wanted),
+            });
         }
     }
     Ok(added)

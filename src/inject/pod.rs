@@ -77,13 +77,6 @@ impl<'de, T: Deserialize<'de>> Shape<'de> for Vec<T> {
     }
 }
 
-/// Objects kept whole (a Pod's volume is compared field by field with the template's).
-impl<'de> Shape<'de> for Map<String, Value> {
-    fn from_map<A: MapAccess<'de>>(map: A) -> Result<Option<Self>, A::Error> {
-        Map::deserialize(de::value::MapAccessDeserializer::new(map)).map(Some)
-    }
-}
-
 /// Implements [`Shape`] for a struct read from a JSON object by its derived `Deserialize`.
 macro_rules! object_shape {
     ($($name:ident),*) => {$(
@@ -338,9 +331,9 @@ pub struct Spec<'a> {
     pub containers: Found<Vec<Found<Container<'a>>>>,
     #[serde(borrow, default)]
     pub init_containers: Found<Vec<Found<Container<'a>>>>,
-    /// Whole: a same-named volume is compared field by field.
-    #[serde(default)]
-    pub volumes: Found<Vec<Found<Map<String, Value>>>>,
+    /// By name only: a same-named volume is read whole from [`Whole`] when compared.
+    #[serde(borrow, default)]
+    pub volumes: Found<Vec<Found<Named<'a>>>>,
     #[serde(borrow, default)]
     pub image_pull_secrets: Found<Vec<Found<Named<'a>>>>,
 }
@@ -360,14 +353,50 @@ pub struct Body<'a> {
 
 object_shape!(Mount, Port, Container, Named, Metadata, Spec, Body);
 
+/// Where the whole Pod is, for the rare field the view skipped but the engine needs: a
+/// volume whose name is also a template volume's, compared field by field.
+#[derive(Debug, Clone, Copy, Default)]
+pub enum Whole<'a> {
+    /// Not known (a view parsed on its own): such a comparison is refused.
+    #[default]
+    Unknown,
+    Value(&'a Value),
+    /// JSON text holding the Pod at `pointer` (e.g. a review body at `/request/object`).
+    Text {
+        json: &'a [u8],
+        pointer: &'static str,
+    },
+}
+
+impl Whole<'_> {
+    /// Volume `index` of the Pod, read whole.
+    fn volume(&self, index: usize) -> Option<Map<String, Value>> {
+        let at = |pod: &Value| pod.pointer(&format!("/spec/volumes/{index}"))?.as_object().cloned();
+        match self {
+            Whole::Unknown => None,
+            Whole::Value(pod) => at(pod),
+            Whole::Text { json, pointer } => {
+                let text: Value = serde_json::from_slice(json).ok()?;
+                at(text.pointer(pointer)?)
+            }
+        }
+    }
+}
+
 /// What the engine reads of one Pod. Reading never fails on the Pod's content; the
 /// engine asks [`PodView::check`] for the fields it is about to use.
 #[derive(Debug, Clone, Default)]
-pub struct PodView<'a>(pub Found<Body<'a>>);
+pub struct PodView<'a> {
+    pub body: Found<Body<'a>>,
+    pub whole: Whole<'a>,
+}
 
 impl<'de: 'a, 'a> Deserialize<'de> for PodView<'a> {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        Found::deserialize(deserializer).map(PodView)
+        Ok(PodView {
+            body: Found::deserialize(deserializer)?,
+            whole: Whole::Unknown,
+        })
     }
 }
 
@@ -375,16 +404,26 @@ impl<'a> PodView<'a> {
     /// Reads a Pod held as a JSON value, borrowing its strings.
     pub fn read(pod: &'a Value) -> PodView<'a> {
         // A `Value` is always readable: every shape is a `Found` variant.
-        PodView::deserialize(pod).unwrap_or_default()
+        let body = PodView::deserialize(pod).map(|view| view.body).unwrap_or_default();
+        PodView {
+            body,
+            whole: Whole::Value(pod),
+        }
+    }
+
+    /// Says where the whole Pod is (see [`Whole`]).
+    pub fn within(mut self, whole: Whole<'a>) -> PodView<'a> {
+        self.whole = whole;
+        self
     }
 
     /// True when the review carried no Pod at all (absent or `null`).
     pub fn is_none(&self) -> bool {
-        matches!(self.0, Found::Absent | Found::Null)
+        matches!(self.body, Found::Absent | Found::Null)
     }
 
     fn body(&self) -> Option<&Body<'a>> {
-        self.0.get()
+        self.body.get()
     }
 
     fn metadata(&self) -> Option<&Metadata<'a>> {
@@ -413,7 +452,7 @@ impl<'a> PodView<'a> {
     /// The fields the engine uses, each checked for its type, or the first wrong one named
     /// (in the order the API server's validation would meet them).
     pub fn check(&self) -> Result<Checked<'_, 'a>, InjectError> {
-        let body = match &self.0 {
+        let body = match &self.body {
             Found::Is(body) => body,
             Found::Wrong(type_name) => return Err(wrong("(the Pod)", "an object", type_name)),
             Found::Absent | Found::Null => return Err(wrong("(the Pod)", "an object", "null")),
@@ -430,6 +469,7 @@ impl<'a> PodView<'a> {
             init_containers: list(spec.map(|s| &s.init_containers), "spec.initContainers")?,
             volumes: list(spec.map(|s| &s.volumes), "spec.volumes")?,
             image_pull_secrets: list(spec.map(|s| &s.image_pull_secrets), "spec.imagePullSecrets")?,
+            whole: &self.whole,
         })
     }
 }
@@ -530,7 +570,8 @@ pub struct Checked<'v, 'a> {
     /// `spec.containers: null` (told apart from absent in the refusal's wording).
     pub containers_null: bool,
     pub init_containers: List<'v, Container<'a>>,
-    pub volumes: List<'v, Map<String, Value>>,
+    pub volumes: List<'v, Named<'a>>,
+    whole: &'v Whole<'a>,
     pub image_pull_secrets: List<'v, Named<'a>>,
 }
 
@@ -571,9 +612,11 @@ impl Named<'_> {
     }
 }
 
-/// The `name` of a volume kept whole.
-pub fn volume_name(volume: &Map<String, Value>) -> &str {
-    volume.get("name").and_then(Value::as_str).unwrap_or_default()
+impl Checked<'_, '_> {
+    /// Volume `index`, read whole; `None` when the view does not know where the Pod is.
+    pub fn whole_volume(&self, index: usize) -> Option<Map<String, Value>> {
+        self.whole.volume(index)
+    }
 }
 
 /// True when every field set in `wanted` is set to the same value in `actual`. The API
@@ -603,7 +646,8 @@ mod tests {
     fn both(pod: &Value) -> [Result<String, InjectError>; 2] {
         let text = pod.to_string();
         let parsed: PodView<'_> = serde_json::from_str(&text).unwrap();
-        let read = PodView::read(pod);
+        // Told apart only by where the whole Pod is, which is not what is compared here.
+        let read = PodView::read(pod).within(Whole::Unknown);
         [read, parsed].map(|view| view.check().map(|checked| format!("{checked:?}")))
     }
 

@@ -8,7 +8,7 @@ use serde_json::{Map, Value, json};
 
 use super::InjectError;
 use super::plan::Plan;
-use super::pod::{PodView, volume_name};
+use super::pod::PodView;
 
 fn to_value<T: serde::Serialize>(item: &T) -> Result<Value, InjectError> {
     serde_json::to_value(item).map_err(|e| InjectError::Encode(e.to_string()))
@@ -119,7 +119,7 @@ pub fn render(plan: &Plan<'_>, pod: &PodView<'_>) -> Result<Value, InjectError> 
         set_order(
             &mut spec,
             "volumes",
-            view.volumes.items().map(volume_name),
+            view.volumes.items().map(|v| v.name()),
             &added,
             false,
         );
