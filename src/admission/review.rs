@@ -78,8 +78,16 @@ struct ReviewOutline<'a> {
 
 /// Parses an AdmissionReview v1 body into its request.
 pub(super) fn parse(body: &[u8]) -> Result<RequestIn<'_>, RequestError> {
+    // JSON is UTF-8: checked once for the whole body (a fast scan), so the parse does not
+    // check each string it reads again.
+    let text = std::str::from_utf8(body).map_err(|e| {
+        RequestError::NotJson(format!(
+            "expected UTF-8, found an invalid byte at offset {}",
+            e.valid_up_to()
+        ))
+    })?;
     // One pass for every well-formed review; a failure is worked out from the outline.
-    let Ok(review) = serde_json::from_slice::<ReviewIn<'_>>(body) else {
+    let Ok(review) = serde_json::from_str::<ReviewIn<'_>>(text) else {
         return Err(explain(body));
     };
     check_version(review.api_version, review.kind)?;
@@ -244,6 +252,16 @@ mod tests {
         let mut invalid_utf8 = review(r#"{"metadata":{"annotations":{"a":"XX"}}}"#);
         let at = invalid_utf8.windows(2).position(|w| w == b"XX").unwrap();
         invalid_utf8[at] = 0xff;
+        // Also where the review is skipped: JSON is UTF-8 throughout.
+        let mut skipped_invalid = review(r#"{"spec":{"nodeName":"XX"}}"#);
+        let skipped_at = skipped_invalid.windows(2).position(|w| w == b"XX").unwrap();
+        skipped_invalid[skipped_at] = 0xc3;
+        match parse(&skipped_invalid) {
+            Err(RequestError::NotJson(message)) => {
+                assert!(message.contains(&format!("offset {skipped_at}")), "{message}")
+            }
+            other => panic!("expected invalid UTF-8 to be refused, got {:?}", other.err()),
+        }
         for body in [
             invalid_utf8,
             review(r#"{"metadata":{"annotations":{"a":"\ud800"}}}"#),
