@@ -15,6 +15,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Number, Value};
 
 use super::RequestError;
+use crate::inject::pod::{Keep, POD};
 
 /// The request fields this webhook reads.
 #[derive(Deserialize)]
@@ -107,45 +108,6 @@ fn explain(body: &[u8]) -> RequestError {
         Ok(_) => RequestError::NotAReview("request: unreadable".into()),
     }
 }
-
-/// What of a JSON value to keep.
-#[derive(Clone, Copy)]
-enum Keep {
-    /// The whole value.
-    All,
-    /// Of an object, these keys (each kept as said); other keys are skipped.
-    Fields(&'static [(&'static str, Keep)]),
-    /// Of an array, each item as said.
-    Each(&'static Keep),
-}
-
-/// A container: what mounts, ports and names the engine compares with the template's.
-static CONTAINER: Keep = Keep::Fields(&[("name", Keep::All), ("volumeMounts", Keep::All), ("ports", Keep::All)]);
-
-static POD: Keep = Keep::Fields(&[
-    ("apiVersion", Keep::All),
-    ("kind", Keep::All),
-    (
-        "metadata",
-        Keep::Fields(&[
-            ("name", Keep::All),
-            ("generateName", Keep::All),
-            ("namespace", Keep::All),
-            ("annotations", Keep::All),
-            ("labels", Keep::All),
-        ]),
-    ),
-    (
-        "spec",
-        Keep::Fields(&[
-            ("containers", Keep::Each(&CONTAINER)),
-            ("initContainers", Keep::Each(&CONTAINER)),
-            // Whole: a same-named volume is compared field by field.
-            ("volumes", Keep::All),
-            ("imagePullSecrets", Keep::All),
-        ]),
-    ),
-]);
 
 fn pruned_pod<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Option<Value>, D::Error> {
     let value = Pruned(POD).deserialize(deserializer)?;

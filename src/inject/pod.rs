@@ -6,6 +6,48 @@ use serde_json::{Map, Value};
 
 use super::InjectError;
 
+/// What of a JSON value to keep (see [`POD`]).
+#[derive(Debug, Clone, Copy)]
+pub enum Keep {
+    /// The whole value.
+    All,
+    /// Of an object, these keys (each kept as said); other keys are skipped.
+    Fields(&'static [(&'static str, Keep)]),
+    /// Of an array, each item as said.
+    Each(&'static Keep),
+}
+
+/// A container: what mounts, ports and names the engine compares with the template's.
+static CONTAINER: Keep = Keep::Fields(&[("name", Keep::All), ("volumeMounts", Keep::All), ("ports", Keep::All)]);
+
+/// All that the engine (policy, plan, both renderings) reads of a Pod. Callers that
+/// hold a large Pod (the admission review, offline `inject`) hand it only this, so it
+/// must stay in step with every read in this module and its users.
+pub static POD: Keep = Keep::Fields(&[
+    ("apiVersion", Keep::All),
+    ("kind", Keep::All),
+    (
+        "metadata",
+        Keep::Fields(&[
+            ("name", Keep::All),
+            ("generateName", Keep::All),
+            ("namespace", Keep::All),
+            ("annotations", Keep::All),
+            ("labels", Keep::All),
+        ]),
+    ),
+    (
+        "spec",
+        Keep::Fields(&[
+            ("containers", Keep::Each(&CONTAINER)),
+            ("initContainers", Keep::Each(&CONTAINER)),
+            // Whole: a same-named volume is compared field by field.
+            ("volumes", Keep::All),
+            ("imagePullSecrets", Keep::All),
+        ]),
+    ),
+]);
+
 /// A list field of the Pod: absent (or `null`) is different from empty for JSON Patch.
 #[derive(Debug, Clone, Copy)]
 pub enum List<'a> {

@@ -4,13 +4,14 @@
 //! Input is read the way kubectl reads it (`read`, `yaml11`), so the injector decides on
 //! the same values the API server will see; output is written so that kubectl reads
 //! back exactly those values, with key order, `List`s and comments kept (`write`).
-//! `run` streams documents from a reader to a writer; this module holds the per-object
-//! decision, which is pure.
+//! `run` streams documents from a reader to a writer, handing the engine only its
+//! `view` of each object; this module holds the per-object decision, which is pure.
 
 pub mod node;
 pub mod read;
 pub mod run;
 pub mod split;
+pub mod view;
 pub mod write;
 pub mod yaml11;
 

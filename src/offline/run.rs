@@ -9,8 +9,9 @@ use serde_json::Value as Json;
 use super::node::{Node, Value};
 use super::read::{Document, Packed, read_documents};
 use super::split::{InputError, YamlChunks, json_values, starts_like_json};
+use super::view::{engine_view, identity};
 use super::write::{self, Out, comment_lines, first_not_json, json, yaml_document};
-use super::{OfflineError, Outcome, Renderings, describe, inject_object, pod_path, type_name};
+use super::{OfflineError, Outcome, Renderings, describe, inject_object, type_name};
 use crate::template::TemplateSet;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -182,49 +183,6 @@ fn is_list(node: &Node) -> bool {
         .and_then(Node::as_str)
         .is_some_and(|kind| kind.ends_with("List"))
         && matches!(node.get("items").map(|i| &i.value), Some(Value::Seq(_)))
-}
-
-/// Kind, API version and name of an object: enough to name it in messages and to
-/// decide on a kind that holds no Pod.
-fn identity(node: &Node) -> Json {
-    let text = |n: Option<&Node>| n.and_then(Node::as_str).map_or(Json::Null, Json::from);
-    let metadata = node.get("metadata");
-    let mut names = serde_json::Map::new();
-    for key in ["name", "generateName"] {
-        if let Some(name) = metadata.and_then(|m| m.get(key)).and_then(Node::as_str) {
-            names.insert(key.to_string(), Json::from(name));
-        }
-    }
-    serde_json::json!({
-        "apiVersion": text(node.get("apiVersion")),
-        "kind": text(node.get("kind")),
-        "metadata": names,
-    })
-}
-
-/// What `inject_object` reads of an object, as JSON: its identity and its Pod template.
-/// Converting the whole object (a ConfigMap's data, a Deployment's status) would be
-/// wasted work; a Pod, an odd object or a non-object is converted whole.
-fn engine_view(node: &Node) -> Json {
-    let kind = node.get("kind").and_then(Node::as_str).filter(|k| !k.is_empty());
-    let path = match kind.map(pod_path) {
-        Some(Some(path)) if !path.is_empty() => path,
-        Some(None) if matches!(node.value, Value::Map(_)) => return identity(node),
-        _ => return node.to_json(),
-    };
-    let mut view = identity(node);
-    if let (Some(pod), Json::Object(fields)) = (node.pointer(path), &mut view) {
-        let mut keys = path.split('/').filter(|k| !k.is_empty()).rev().peekable();
-        let mut inner = pod.to_json();
-        while let Some(key) = keys.next() {
-            if keys.peek().is_none() {
-                fields.insert(key.to_string(), inner);
-                break;
-            }
-            inner = Json::Object(std::iter::once((key.to_string(), inner)).collect());
-        }
-    }
-    view
 }
 
 fn item_place(list_at: &str, i: usize, item: &Node, item_json: &Json) -> String {
