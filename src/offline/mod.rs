@@ -8,6 +8,7 @@
 //! `view` of each object; this module holds the per-object decision, which is pure.
 
 pub mod node;
+pub mod packed;
 pub mod read;
 pub mod run;
 pub mod split;
