@@ -7,7 +7,7 @@ use std::io::{BufRead, Write};
 use serde_json::Value as Json;
 
 use super::node::{Node, Value};
-use super::read::{Document, Packed, read_documents};
+use super::read::{Document, Packed, ReadError, read_documents};
 use super::split::{InputError, YamlChunks, json_values, starts_like_json};
 use super::view::{engine_view, identity};
 use super::write::{self, Out, comment_lines, first_not_json, json, yaml_document};
@@ -128,32 +128,11 @@ pub fn inject_stream<R: BufRead + Send, W: Write>(
                     }
                 }
             });
-            let mut index = 0;
-            for parsed in parsed_rx {
-                let (first_line, documents) = parsed?;
-                match documents {
-                    Ok(documents) => {
-                        for document in documents {
-                            if document.root.is_some() {
-                                index += 1;
-                                stream.document(index, Some(first_line), document)?;
-                            } else {
-                                stream.pending_comments.extend(document.trailing);
-                            }
-                        }
-                    }
-                    Err(e) => {
-                        index += 1;
-                        stream.fail(OfflineError::Syntax {
-                            at: format!("document {index} at line {}", e.line.unwrap_or(first_line)),
-                            message: e.message,
-                        });
-                    }
-                }
-            }
-            // The freeing thread ends when its sender is gone.
+            let result = stream.pieces(parsed_rx.into_iter());
+            // The freeing thread ends when its sender is gone, also after an error: it
+            // holds the scope open until then.
             stream.trash = None;
-            Ok(())
+            result
         })?;
     }
     stream.finish()
@@ -225,6 +204,34 @@ impl<W: Write> Stream<'_, W> {
     fn fail(&mut self, error: OfflineError) {
         self.summary.failed += 1;
         (self.report)(Message::Error(error.to_string()));
+    }
+
+    /// The parsed pieces of a YAML input, each with its first line, document by document.
+    fn pieces(&mut self, parsed: impl Iterator<Item = Result<ParsedPiece, InputError>>) -> Result<(), StreamError> {
+        let mut index = 0;
+        for piece in parsed {
+            let (first_line, documents) = piece?;
+            match documents {
+                Ok(documents) => {
+                    for document in documents {
+                        if document.root.is_some() {
+                            index += 1;
+                            self.document(index, Some(first_line), document)?;
+                        } else {
+                            self.pending_comments.extend(document.trailing);
+                        }
+                    }
+                }
+                Err(e) => {
+                    index += 1;
+                    self.fail(OfflineError::Syntax {
+                        at: format!("document {index} at line {}", e.line.unwrap_or(first_line)),
+                        message: e.message,
+                    });
+                }
+            }
+        }
+        Ok(())
     }
 
     fn document(&mut self, index: usize, chunk_line: Option<usize>, mut document: Document) -> Result<(), StreamError> {
@@ -547,6 +554,9 @@ impl<W: Write> Stream<'_, W> {
 
 /// A map entry of a `Node`.
 type Entry = (String, Node);
+
+/// A piece of YAML input: its first line and its documents.
+type ParsedPiece = (usize, Result<Vec<Document>, ReadError>);
 
 /// What is done with, handed to another thread to be freed: freeing a document's
 /// trees costs about as much as building them, and the writing thread is the busier.
