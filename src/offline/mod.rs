@@ -4,9 +4,11 @@
 //! Input is read the way kubectl reads it (`read`, `yaml11`), so the injector decides on
 //! the same values the API server will see; output is written so that kubectl reads
 //! back exactly those values, with key order, `List`s and comments kept (`write`).
-//! `run` streams documents from a reader to a writer, handing the engine only its
-//! `view` of each object; this module holds the per-object decision, which is pure.
+//! `run` streams documents from a reader (parsed `ahead` on other threads) to a writer,
+//! handing the engine only its `view` of each object; this module holds the per-object
+//! decision, which is pure.
 
+pub mod ahead;
 pub mod node;
 pub mod packed;
 pub mod read;

@@ -6,9 +6,10 @@ use std::io::{BufRead, Write};
 
 use serde_json::Value as Json;
 
+use super::ahead::{InOrder, parse_ahead, workers};
 use super::node::{Node, Value};
-use super::read::{Document, Packed, ReadError, read_documents};
-use super::split::{InputError, YamlChunks, json_values, starts_like_json};
+use super::read::{Document, Packed};
+use super::split::{InputError, json_values, starts_like_json};
 use super::view::{engine_view, identity};
 use super::write::{self, Out, comment_lines, first_not_json, json, yaml_document};
 use super::{OfflineError, Outcome, Renderings, describe, inject_object, type_name};
@@ -73,19 +74,23 @@ pub fn inject_stream<R: BufRead + Send, W: Write>(
         held_json: None,
         json_tail: None,
         json_count: 0,
-        trash: None,
+        done: Vec::new(),
     };
     if starts_like_json(&mut input)? {
         for (index, value) in json_values(input).enumerate() {
             match value {
-                Ok(root) => stream.document(
-                    index + 1,
-                    None,
-                    Document {
-                        root: Some(root),
-                        ..Document::default()
-                    },
-                )?,
+                Ok(root) => {
+                    stream.document(
+                        index + 1,
+                        None,
+                        Document {
+                            root: Some(root),
+                            ..Document::default()
+                        },
+                    )?;
+                    // Built on this thread: freed here.
+                    stream.done.clear();
+                }
                 Err(e) if e.is_io() => {
                     return Err(StreamError::Input(InputError {
                         line: e.line(),
@@ -105,35 +110,9 @@ pub fn inject_stream<R: BufRead + Send, W: Write>(
             }
         }
     } else {
-        // Two stages on two threads: cutting and parsing here, injecting and writing
-        // there. The bounded channel keeps at most a few parsed documents in flight.
-        std::thread::scope(|scope| -> Result<(), StreamError> {
-            let (trash_tx, trash_rx) = std::sync::mpsc::sync_channel::<Trash>(64);
-            scope.spawn(move || trash_rx.into_iter().for_each(drop));
-            stream.trash = Some(trash_tx);
-            let (parsed_tx, parsed_rx) = std::sync::mpsc::sync_channel(8);
-            scope.spawn(move || {
-                let mut chunks = YamlChunks::new(input);
-                let mut text = String::new();
-                loop {
-                    let parsed = match chunks.read_chunk(&mut text) {
-                        Ok(None) => break,
-                        Ok(Some(first_line)) => Ok((first_line, read_documents(&text, first_line))),
-                        Err(e) => Err(e),
-                    };
-                    let input_failed = parsed.is_err();
-                    // A closed channel means the writing side stopped (an output error).
-                    if parsed_tx.send(parsed).is_err() || input_failed {
-                        break;
-                    }
-                }
-            });
-            let result = stream.pieces(parsed_rx.into_iter());
-            // The freeing thread ends when its sender is gone, also after an error: it
-            // holds the scope open until then.
-            stream.trash = None;
-            result
-        })?;
+        // Cutting on one thread, parsing ahead on others, injecting and writing here in
+        // input order; bounded channels keep a few parsed documents in flight.
+        std::thread::scope(|scope| -> Result<(), StreamError> { stream.pieces(parse_ahead(scope, input, workers())) })?;
     }
     stream.finish()
 }
@@ -153,8 +132,8 @@ struct Stream<'a, W> {
     /// `-o json`, once the output `List` is open: the fields to write after its items.
     json_tail: Option<Vec<Entry>>,
     json_count: usize,
-    /// Where finished trees go to be freed (`None`: freed here).
-    trash: Option<std::sync::mpsc::SyncSender<Trash>>,
+    /// Trees the parsing threads built, done with, to be freed there (see `ahead`).
+    done: Vec<Node>,
 }
 
 fn is_list(node: &Node) -> bool {
@@ -194,11 +173,9 @@ fn place(index: usize, line: Option<usize>, object: &Json) -> String {
 }
 
 impl<W: Write> Stream<'_, W> {
-    fn discard(&self, trash: Trash) {
-        if let Some(sender) = &self.trash {
-            // If the freeing thread is gone, the value comes back and is dropped here.
-            let _ = sender.send(trash);
-        }
+    /// A tree a parsing thread built, done with.
+    fn discard(&mut self, tree: Node) {
+        self.done.push(tree);
     }
 
     fn fail(&mut self, error: OfflineError) {
@@ -207,9 +184,9 @@ impl<W: Write> Stream<'_, W> {
     }
 
     /// The parsed pieces of a YAML input, each with its first line, document by document.
-    fn pieces(&mut self, parsed: impl Iterator<Item = Result<ParsedPiece, InputError>>) -> Result<(), StreamError> {
+    fn pieces(&mut self, mut parsed: InOrder) -> Result<(), StreamError> {
         let mut index = 0;
-        for piece in parsed {
+        while let Some(piece) = parsed.next() {
             let (first_line, documents) = piece?;
             match documents {
                 Ok(documents) => {
@@ -217,6 +194,7 @@ impl<W: Write> Stream<'_, W> {
                         if document.root.is_some() {
                             index += 1;
                             self.document(index, Some(first_line), document)?;
+                            self.done.drain(..).for_each(|tree| parsed.free(tree));
                         } else {
                             self.pending_comments.extend(document.trailing);
                         }
@@ -276,7 +254,6 @@ impl<W: Write> Stream<'_, W> {
             Some(patch) => self.keep_patch(&mut patches, patch),
             None => return Ok(()),
         }
-        self.discard(Box::new(json));
         self.write(root, &trailing, patches)
     }
 
@@ -342,6 +319,7 @@ impl<W: Write> Stream<'_, W> {
             _ => Vec::new(),
         };
         // Packed items are unpacked one at a time, as they are written.
+        let packed_list = !packed.is_empty();
         let items: Box<dyn Iterator<Item = Node>> = if packed.is_empty() {
             Box::new(tree_items.into_iter())
         } else {
@@ -383,7 +361,6 @@ impl<W: Write> Stream<'_, W> {
             let Some(outcome) = self.object(&item_at, &mut item, &item_json) else {
                 continue;
             };
-            self.discard(Box::new(item_json));
             let mut out = Out::default();
             match self.format {
                 Format::Yaml => {
@@ -407,8 +384,12 @@ impl<W: Write> Stream<'_, W> {
             }
             any = true;
             self.output.write_all(out.into_string().as_bytes())?;
-            self.discard(Box::new(item));
-            self.discard(Box::new(outcome));
+            // A packed item was unpacked here: it is freed here.
+            if packed_list {
+                drop(item);
+            } else {
+                self.discard(item);
+            }
         }
         if self.format == Format::Yaml {
             let mut out = Out::default();
@@ -507,7 +488,7 @@ impl<W: Write> Stream<'_, W> {
                 out.finish()?;
             }
         }
-        self.discard(Box::new(root));
+        self.discard(root);
         Ok(())
     }
 
@@ -554,13 +535,6 @@ impl<W: Write> Stream<'_, W> {
 
 /// A map entry of a `Node`.
 type Entry = (String, Node);
-
-/// A piece of YAML input: its first line and its documents.
-type ParsedPiece = (usize, Result<Vec<Document>, ReadError>);
-
-/// What is done with, handed to another thread to be freed: freeing a document's
-/// trees costs about as much as building them, and the writing thread is the busier.
-type Trash = Box<dyn std::any::Any + Send>;
 
 /// One object in the output `List` of `-o json`.
 fn json_item(out: &mut Out<'_>, item: &Node, count: &mut usize) {
