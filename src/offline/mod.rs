@@ -73,9 +73,11 @@ fn is_builtin_api(api_version: &str) -> bool {
 /// Short description of an object for messages: `Deployment web`.
 pub fn describe(object: &Value) -> String {
     let kind = object.get("kind").and_then(Value::as_str).filter(|k| !k.is_empty());
-    let name = object
-        .pointer("/metadata/name")
-        .or_else(|| object.pointer("/metadata/generateName"))
+    // `get`, not `pointer`: this names every object, and `pointer` copies each token.
+    let metadata = object.get("metadata");
+    let name = metadata
+        .and_then(|m| m.get("name"))
+        .or_else(|| metadata.and_then(|m| m.get("generateName")))
         .and_then(Value::as_str);
     match (kind, name) {
         (Some(kind), Some(name)) => format!("{kind} {name}"),
