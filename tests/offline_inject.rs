@@ -23,7 +23,11 @@ fn run(args: &[&str], stdin: Option<&str>) -> Output {
         .spawn()
         .expect("binary runs");
     if let Some(input) = stdin {
-        child.stdin.take().unwrap().write_all(input.as_bytes()).unwrap();
+        // A run that fails before reading its input (a bad --config) closes it first.
+        match child.stdin.take().unwrap().write_all(input.as_bytes()) {
+            Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => {}
+            other => other.unwrap(),
+        }
     }
     drop(child.stdin.take());
     child.wait_with_output().unwrap()
@@ -302,4 +306,39 @@ fn a_single_list_comes_out_as_itself_in_json() {
         "the List's own fields are kept"
     );
     assert_eq!(names(&list["items"][0]["spec"]["containers"]), ["a", "envoy"]);
+}
+
+/// An output closed early (`inject -f big.yaml | head`) ends the run with an error. It
+/// used to hang: the thread that frees finished documents waited for more.
+#[test]
+fn a_closed_output_ends_the_run() {
+    use std::io::Read;
+    use std::time::{Duration, Instant};
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("many.yaml");
+    let pod =
+        "apiVersion: v1\nkind: Pod\nmetadata:\n  name: p\nspec:\n  containers:\n  - name: app\n    image: nginx\n";
+    std::fs::write(&file, (0..20_000).map(|_| format!("---\n{pod}")).collect::<String>()).unwrap();
+    let mut child = Command::new(BIN)
+        .args(["inject", "-f"])
+        .arg(&file)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut start = [0; 64];
+    child.stdout.as_mut().unwrap().read_exact(&mut start).unwrap();
+    drop(child.stdout.take());
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("inject still running 60 s after its output was closed");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert_eq!(status.code(), Some(1));
 }

@@ -50,7 +50,8 @@ pub fn run(args: &InjectArgs) -> Result<(), InjectCommandError> {
         Box::new(BufReader::with_capacity(64 * 1024, file))
     };
     let stdout = BufWriter::with_capacity(64 * 1024, std::io::stdout().lock());
-    let mut stderr = std::io::stderr().lock();
+    // Stderr is unbuffered: `writeln!` would make a system call per piece of each line.
+    let mut stderr = std::io::LineWriter::new(std::io::stderr().lock());
     let mut report = |message: Message| {
         // A closed stderr must not stop the output; there is nowhere else to say it.
         let _ = match message {

@@ -4,13 +4,17 @@
 //! Input is read the way kubectl reads it (`read`, `yaml11`), so the injector decides on
 //! the same values the API server will see; output is written so that kubectl reads
 //! back exactly those values, with key order, `List`s and comments kept (`write`).
-//! `run` streams documents from a reader to a writer; this module holds the per-object
+//! `run` streams documents from a reader (parsed `ahead` on other threads) to a writer,
+//! handing the engine only its `view` of each object; this module holds the per-object
 //! decision, which is pure.
 
+pub mod ahead;
 pub mod node;
+pub mod packed;
 pub mod read;
 pub mod run;
 pub mod split;
+pub mod view;
 pub mod write;
 pub mod yaml11;
 
@@ -70,9 +74,11 @@ fn is_builtin_api(api_version: &str) -> bool {
 /// Short description of an object for messages: `Deployment web`.
 pub fn describe(object: &Value) -> String {
     let kind = object.get("kind").and_then(Value::as_str).filter(|k| !k.is_empty());
-    let name = object
-        .pointer("/metadata/name")
-        .or_else(|| object.pointer("/metadata/generateName"))
+    // `get`, not `pointer`: this names every object, and `pointer` copies each token.
+    let metadata = object.get("metadata");
+    let name = metadata
+        .and_then(|m| m.get("name"))
+        .or_else(|| metadata.and_then(|m| m.get("generateName")))
         .and_then(Value::as_str);
     match (kind, name) {
         (Some(kind), Some(name)) => format!("{kind} {name}"),

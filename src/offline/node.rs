@@ -117,10 +117,17 @@ impl Node {
     /// RFC 6902 `add` at a JSON Pointer: appends (`-`) or inserts into a list, adds or
     /// replaces a map key. New map keys go last, so every existing key keeps its place.
     pub fn add(&mut self, pointer: &str, value: Node) -> Result<(), String> {
-        let mut tokens: Vec<String> = pointer
+        // Most tokens hold no escape: they are borrowed, not copied.
+        let mut tokens: Vec<std::borrow::Cow<str>> = pointer
             .split('/')
             .skip(1)
-            .map(|t| t.replace("~1", "/").replace("~0", "~"))
+            .map(|t| {
+                if t.contains('~') {
+                    t.replace("~1", "/").replace("~0", "~").into()
+                } else {
+                    t.into()
+                }
+            })
             .collect();
         let Some(last) = tokens.pop() else {
             *self = value;
@@ -129,7 +136,7 @@ impl Node {
         let mut target = self;
         for token in tokens {
             target = match &mut target.value {
-                Value::Map(entries) => match entries.iter_mut().rev().find(|(k, _)| *k == token) {
+                Value::Map(entries) => match entries.iter_mut().rev().find(|(k, _)| **k == *token) {
                     Some((_, v)) => v,
                     None => return Err(format!("`{pointer}`: no key `{token}`")),
                 },
@@ -146,9 +153,9 @@ impl Node {
         }
         match &mut target.value {
             Value::Map(entries) => {
-                match entries.iter_mut().rev().find(|(k, _)| *k == last) {
+                match entries.iter_mut().rev().find(|(k, _)| **k == *last) {
                     Some((_, v)) => *v = value,
-                    None => entries.push((last, value)),
+                    None => entries.push((last.into_owned(), value)),
                 }
                 Ok(())
             }

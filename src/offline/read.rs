@@ -8,7 +8,7 @@ use std::collections::HashMap;
 use granit_parser::{Event, Parser, Placement, ScalarStyle, Span, Tag};
 
 use super::node::{Meta, Node, Value};
-use super::write::{self, Out};
+use super::packed;
 use super::yaml11::{Resolved, go_format_float_key, resolve_plain};
 
 const CORE: &str = "tag:yaml.org,2002:";
@@ -20,33 +20,22 @@ pub struct Document {
     pub root: Option<Node>,
     pub trailing: Vec<String>,
     pub warnings: Vec<String>,
-    /// The entries of the root map's `items` list (a `List`'s objects), each written
-    /// back to YAML text as soon as it was read, the list in `root` left empty: a tree
-    /// takes several times the memory of its text, and a `List` can be the whole input.
-    /// `unpack` puts them back.
+    /// The entries of the root map's `items` list (a `List`'s objects) of a large text
+    /// (`PACK_FROM`), each packed as soon as it was read, the list in `root` left empty:
+    /// a tree takes several times the memory of its text, and a `List` can be the whole
+    /// input. `unpack` puts them back.
     pub packed_items: Vec<Packed>,
 }
 
-/// One object of a `List`, as YAML text (see `Document::packed_items`).
+/// One object of a `List`, packed (see `Document::packed_items`).
 #[derive(Debug, Clone, PartialEq)]
-pub struct Packed {
-    pub line: Option<usize>,
-    pub yaml: String,
-}
+pub struct Packed(Vec<u8>);
 
 impl Packed {
     pub fn unpack(&self) -> Node {
-        // The text was written by our own writer from a tree that was read fine; the
-        // writer's tests hold that it reads back to the same values.
-        let mut node = read_documents(&self.yaml, 1)
-            .ok()
-            .and_then(|docs| docs.into_iter().next())
-            .and_then(|doc| doc.root)
-            .unwrap_or_else(|| Node::from(Value::Null));
-        if let Some(line) = self.line {
-            node.meta_mut().line = Some(line);
-        }
-        node
+        // The bytes were packed here from a tree; `packed`'s tests hold that they
+        // come back exactly.
+        packed::unpack(&self.0).unwrap_or_else(|_| Node::from(Value::Null))
     }
 }
 
@@ -93,10 +82,18 @@ pub fn objects(text: &str) -> Result<Vec<serde_json::Value>, ReadError> {
     Ok(objects)
 }
 
+/// Texts from this size on have their root `items` packed (`Document::packed_items`);
+/// below it a tree is at most a few MB, not worth packing and unpacking.
+const PACK_FROM: usize = 1 << 20;
+
 /// Parses `text` (one or more YAML documents); `first_line` is the line of `text`'s
 /// first line in the whole input, so that messages point into the user's file.
 pub fn read_documents(text: &str, first_line: usize) -> Result<Vec<Document>, ReadError> {
-    let mut builder = Builder::new(first_line.saturating_sub(1));
+    parse(text, first_line, text.len() >= PACK_FROM)
+}
+
+fn parse(text: &str, first_line: usize, pack: bool) -> Result<Vec<Document>, ReadError> {
+    let mut builder = Builder::new(first_line.saturating_sub(1), pack);
     for event in Parser::new_from_str(text) {
         let (event, span) = event.map_err(|e| ReadError {
             line: Some(e.marker().line() + builder.line_offset),
@@ -160,6 +157,8 @@ struct Builder {
     /// expand into gigabytes (the "billion laughs").
     alias_nodes: usize,
     events: usize,
+    /// Whether the root map's `items` are packed as they are read.
+    pack: bool,
 }
 
 fn node_count(node: &Node) -> usize {
@@ -182,7 +181,7 @@ fn what(value: &Value) -> &'static str {
 }
 
 impl Builder {
-    fn new(line_offset: usize) -> Builder {
+    fn new(line_offset: usize, pack: bool) -> Builder {
         Builder {
             line_offset,
             frames: Vec::new(),
@@ -193,6 +192,7 @@ impl Builder {
             done: Vec::new(),
             alias_nodes: 0,
             events: 0,
+            pack,
         }
     }
 
@@ -408,19 +408,17 @@ impl Builder {
 
     /// A finished node goes into its parent (or becomes the document's root).
     fn complete(&mut self, mut node: Node, span: &Span) -> Result<(), ReadError> {
-        let root_items = self.frames.len() == 2
+        let root_items = self.pack
+            && self.frames.len() == 2
             && matches!(self.frames[1], Frame::Seq { .. })
             && matches!(
                 &self.frames[0],
                 Frame::Map { key: Some(Key { name: KeyName::Name(k), .. }), .. } if k == "items"
             );
         if root_items {
-            let mut yaml = Out::default();
-            write::yaml_document(&mut yaml, &node, &[]);
-            self.document.packed_items.push(Packed {
-                line: node.line(),
-                yaml: yaml.into_string(),
-            });
+            let mut bytes = Vec::new();
+            packed::pack(&node, &mut bytes);
+            self.document.packed_items.push(Packed(bytes));
             self.last = Last::Nothing;
             return Ok(());
         }
@@ -718,12 +716,12 @@ mod tests {
     }
 
     #[test]
-    fn a_lists_items_are_packed_as_text_and_unpack_to_the_same_values() {
+    fn a_large_lists_items_are_packed_and_unpack_to_the_same_values() {
         let text = "kind: List\nitems:\n# first\n- {kind: Pod, metadata: {name: a}, x: yes}\n- [1, 2]\nmetadata: {}\n";
-        let mut docs = read_documents(text, 1).unwrap();
+        let mut docs = parse(text, 1, true).unwrap();
         let doc = &mut docs[0];
         assert_eq!(doc.packed_items.len(), 2);
-        assert_eq!(doc.packed_items[0].line, Some(4));
+        assert_eq!(doc.packed_items[0].unpack().line(), Some(4));
         assert_eq!(doc.root.as_ref().unwrap().to_json()["items"], json!([]));
         doc.unpack();
         assert_eq!(
@@ -731,8 +729,21 @@ mod tests {
             json!({"kind": "List", "items": [{"kind": "Pod", "metadata": {"name": "a"}, "x": true}, [1, 2]], "metadata": {}})
         );
         // Only the root map's `items`.
-        let nested = read_documents("spec:\n  items: [a]\n", 1).unwrap();
+        let nested = parse("spec:\n  items: [a]\n", 1, true).unwrap();
         assert!(nested[0].packed_items.is_empty());
+        // A small text is not packed at all.
+        assert!(read_documents(text, 1).unwrap()[0].packed_items.is_empty());
+    }
+
+    #[test]
+    fn an_item_with_its_own_items_unpacks_whole() {
+        let text = "kind: List\nitems:\n- kind: ConfigMapList\n  items: [a, b]\n";
+        let mut docs = parse(text, 1, true).unwrap();
+        docs[0].unpack();
+        assert_eq!(
+            docs[0].root.as_ref().unwrap().to_json()["items"],
+            json!([{"kind": "ConfigMapList", "items": ["a", "b"]}])
+        );
     }
 
     #[test]

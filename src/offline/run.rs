@@ -6,11 +6,13 @@ use std::io::{BufRead, Write};
 
 use serde_json::Value as Json;
 
+use super::ahead::{InOrder, parse_ahead, workers};
 use super::node::{Node, Value};
-use super::read::{Document, Packed, read_documents};
-use super::split::{InputError, YamlChunks, json_values, starts_like_json};
+use super::read::{Document, Packed};
+use super::split::{InputError, json_values, starts_like_json};
+use super::view::{engine_view, identity};
 use super::write::{self, Out, comment_lines, first_not_json, json, yaml_document};
-use super::{OfflineError, Outcome, Renderings, describe, inject_object, pod_path, type_name};
+use super::{OfflineError, Outcome, Renderings, describe, inject_object, type_name};
 use crate::template::TemplateSet;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -72,19 +74,23 @@ pub fn inject_stream<R: BufRead + Send, W: Write>(
         held_json: None,
         json_tail: None,
         json_count: 0,
-        trash: None,
+        done: Vec::new(),
     };
     if starts_like_json(&mut input)? {
         for (index, value) in json_values(input).enumerate() {
             match value {
-                Ok(root) => stream.document(
-                    index + 1,
-                    None,
-                    Document {
-                        root: Some(root),
-                        ..Document::default()
-                    },
-                )?,
+                Ok(root) => {
+                    stream.document(
+                        index + 1,
+                        None,
+                        Document {
+                            root: Some(root),
+                            ..Document::default()
+                        },
+                    )?;
+                    // Built on this thread: freed here.
+                    stream.done.clear();
+                }
                 Err(e) if e.is_io() => {
                     return Err(StreamError::Input(InputError {
                         line: e.line(),
@@ -104,56 +110,9 @@ pub fn inject_stream<R: BufRead + Send, W: Write>(
             }
         }
     } else {
-        // Two stages on two threads: cutting and parsing here, injecting and writing
-        // there. The bounded channel keeps at most a few parsed documents in flight.
-        std::thread::scope(|scope| -> Result<(), StreamError> {
-            let (trash_tx, trash_rx) = std::sync::mpsc::sync_channel::<Trash>(64);
-            scope.spawn(move || trash_rx.into_iter().for_each(drop));
-            stream.trash = Some(trash_tx);
-            let (parsed_tx, parsed_rx) = std::sync::mpsc::sync_channel(8);
-            scope.spawn(move || {
-                let mut chunks = YamlChunks::new(input);
-                let mut text = String::new();
-                loop {
-                    let parsed = match chunks.read_chunk(&mut text) {
-                        Ok(None) => break,
-                        Ok(Some(first_line)) => Ok((first_line, read_documents(&text, first_line))),
-                        Err(e) => Err(e),
-                    };
-                    let input_failed = parsed.is_err();
-                    // A closed channel means the writing side stopped (an output error).
-                    if parsed_tx.send(parsed).is_err() || input_failed {
-                        break;
-                    }
-                }
-            });
-            let mut index = 0;
-            for parsed in parsed_rx {
-                let (first_line, documents) = parsed?;
-                match documents {
-                    Ok(documents) => {
-                        for document in documents {
-                            if document.root.is_some() {
-                                index += 1;
-                                stream.document(index, Some(first_line), document)?;
-                            } else {
-                                stream.pending_comments.extend(document.trailing);
-                            }
-                        }
-                    }
-                    Err(e) => {
-                        index += 1;
-                        stream.fail(OfflineError::Syntax {
-                            at: format!("document {index} at line {}", e.line.unwrap_or(first_line)),
-                            message: e.message,
-                        });
-                    }
-                }
-            }
-            // The freeing thread ends when its sender is gone.
-            stream.trash = None;
-            Ok(())
-        })?;
+        // Cutting on one thread, parsing ahead on others, injecting and writing here in
+        // input order; bounded channels keep a few parsed documents in flight.
+        std::thread::scope(|scope| -> Result<(), StreamError> { stream.pieces(parse_ahead(scope, input, workers())) })?;
     }
     stream.finish()
 }
@@ -173,8 +132,8 @@ struct Stream<'a, W> {
     /// `-o json`, once the output `List` is open: the fields to write after its items.
     json_tail: Option<Vec<Entry>>,
     json_count: usize,
-    /// Where finished trees go to be freed (`None`: freed here).
-    trash: Option<std::sync::mpsc::SyncSender<Trash>>,
+    /// Trees the parsing threads built, done with, to be freed there (see `ahead`).
+    done: Vec<Node>,
 }
 
 fn is_list(node: &Node) -> bool {
@@ -182,49 +141,6 @@ fn is_list(node: &Node) -> bool {
         .and_then(Node::as_str)
         .is_some_and(|kind| kind.ends_with("List"))
         && matches!(node.get("items").map(|i| &i.value), Some(Value::Seq(_)))
-}
-
-/// Kind, API version and name of an object: enough to name it in messages and to
-/// decide on a kind that holds no Pod.
-fn identity(node: &Node) -> Json {
-    let text = |n: Option<&Node>| n.and_then(Node::as_str).map_or(Json::Null, Json::from);
-    let metadata = node.get("metadata");
-    let mut names = serde_json::Map::new();
-    for key in ["name", "generateName"] {
-        if let Some(name) = metadata.and_then(|m| m.get(key)).and_then(Node::as_str) {
-            names.insert(key.to_string(), Json::from(name));
-        }
-    }
-    serde_json::json!({
-        "apiVersion": text(node.get("apiVersion")),
-        "kind": text(node.get("kind")),
-        "metadata": names,
-    })
-}
-
-/// What `inject_object` reads of an object, as JSON: its identity and its Pod template.
-/// Converting the whole object (a ConfigMap's data, a Deployment's status) would be
-/// wasted work; a Pod, an odd object or a non-object is converted whole.
-fn engine_view(node: &Node) -> Json {
-    let kind = node.get("kind").and_then(Node::as_str).filter(|k| !k.is_empty());
-    let path = match kind.map(pod_path) {
-        Some(Some(path)) if !path.is_empty() => path,
-        Some(None) if matches!(node.value, Value::Map(_)) => return identity(node),
-        _ => return node.to_json(),
-    };
-    let mut view = identity(node);
-    if let (Some(pod), Json::Object(fields)) = (node.pointer(path), &mut view) {
-        let mut keys = path.split('/').filter(|k| !k.is_empty()).rev().peekable();
-        let mut inner = pod.to_json();
-        while let Some(key) = keys.next() {
-            if keys.peek().is_none() {
-                fields.insert(key.to_string(), inner);
-                break;
-            }
-            inner = Json::Object(std::iter::once((key.to_string(), inner)).collect());
-        }
-    }
-    view
 }
 
 fn item_place(list_at: &str, i: usize, item: &Node, item_json: &Json) -> String {
@@ -257,16 +173,43 @@ fn place(index: usize, line: Option<usize>, object: &Json) -> String {
 }
 
 impl<W: Write> Stream<'_, W> {
-    fn discard(&self, trash: Trash) {
-        if let Some(sender) = &self.trash {
-            // If the freeing thread is gone, the value comes back and is dropped here.
-            let _ = sender.send(trash);
-        }
+    /// A tree a parsing thread built, done with.
+    fn discard(&mut self, tree: Node) {
+        self.done.push(tree);
     }
 
     fn fail(&mut self, error: OfflineError) {
         self.summary.failed += 1;
         (self.report)(Message::Error(error.to_string()));
+    }
+
+    /// The parsed pieces of a YAML input, each with its first line, document by document.
+    fn pieces(&mut self, mut parsed: InOrder) -> Result<(), StreamError> {
+        let mut index = 0;
+        while let Some(piece) = parsed.next() {
+            let (first_line, documents) = piece?;
+            match documents {
+                Ok(documents) => {
+                    for document in documents {
+                        if document.root.is_some() {
+                            index += 1;
+                            self.document(index, Some(first_line), document)?;
+                            self.done.drain(..).for_each(|tree| parsed.free(tree));
+                        } else {
+                            self.pending_comments.extend(document.trailing);
+                        }
+                    }
+                }
+                Err(e) => {
+                    index += 1;
+                    self.fail(OfflineError::Syntax {
+                        at: format!("document {index} at line {}", e.line.unwrap_or(first_line)),
+                        message: e.message,
+                    });
+                }
+            }
+        }
+        Ok(())
     }
 
     fn document(&mut self, index: usize, chunk_line: Option<usize>, mut document: Document) -> Result<(), StreamError> {
@@ -311,7 +254,6 @@ impl<W: Write> Stream<'_, W> {
             Some(patch) => self.keep_patch(&mut patches, patch),
             None => return Ok(()),
         }
-        self.discard(Box::new(json));
         self.write(root, &trailing, patches)
     }
 
@@ -377,6 +319,7 @@ impl<W: Write> Stream<'_, W> {
             _ => Vec::new(),
         };
         // Packed items are unpacked one at a time, as they are written.
+        let packed_list = !packed.is_empty();
         let items: Box<dyn Iterator<Item = Node>> = if packed.is_empty() {
             Box::new(tree_items.into_iter())
         } else {
@@ -418,7 +361,6 @@ impl<W: Write> Stream<'_, W> {
             let Some(outcome) = self.object(&item_at, &mut item, &item_json) else {
                 continue;
             };
-            self.discard(Box::new(item_json));
             let mut out = Out::default();
             match self.format {
                 Format::Yaml => {
@@ -442,8 +384,12 @@ impl<W: Write> Stream<'_, W> {
             }
             any = true;
             self.output.write_all(out.into_string().as_bytes())?;
-            self.discard(Box::new(item));
-            self.discard(Box::new(outcome));
+            // A packed item was unpacked here: it is freed here.
+            if packed_list {
+                drop(item);
+            } else {
+                self.discard(item);
+            }
         }
         if self.format == Format::Yaml {
             let mut out = Out::default();
@@ -542,7 +488,7 @@ impl<W: Write> Stream<'_, W> {
                 out.finish()?;
             }
         }
-        self.discard(Box::new(root));
+        self.discard(root);
         Ok(())
     }
 
@@ -589,10 +535,6 @@ impl<W: Write> Stream<'_, W> {
 
 /// A map entry of a `Node`.
 type Entry = (String, Node);
-
-/// What is done with, handed to another thread to be freed: freeing a document's
-/// trees costs about as much as building them, and the writing thread is the busier.
-type Trash = Box<dyn std::any::Any + Send>;
 
 /// One object in the output `List` of `-o json`.
 fn json_item(out: &mut Out<'_>, item: &Node, count: &mut usize) {

@@ -318,7 +318,12 @@ fn scalar_text(out: &mut Out<'_>, s: &str, _indent: usize) {
     let single_line = !s.starts_with(' ') && !s.ends_with(' ');
     if single_line && !s.is_empty() && !s.chars().any(|c| c == '\n' || c == '\t' || needs_escape(c)) {
         out.push('\'');
-        out.push_str(&s.replace('\'', "''"));
+        for (i, part) in s.split('\'').enumerate() {
+            if i > 0 {
+                out.push_str("''");
+            }
+            out.push_str(part);
+        }
         out.push('\'');
         return;
     }

@@ -52,7 +52,12 @@ fn resolve_number(text: &str) -> Resolved {
     if looks_like_go_yaml_timestamp(text) {
         return Resolved::Str;
     }
-    let plain: String = text.chars().filter(|&c| c != '_').collect();
+    // Most numbers have no `_`: no copy for them.
+    let plain: std::borrow::Cow<str> = if text.contains('_') {
+        text.chars().filter(|&c| c != '_').collect::<String>().into()
+    } else {
+        text.into()
+    };
     match go_parse_int(&plain) {
         Ok(IntValue::Signed(v)) => return Resolved::Int(v),
         Ok(IntValue::Unsigned(v)) => return Resolved::Uint(v),
@@ -239,7 +244,10 @@ pub fn plain_is_safe(text: &str) -> bool {
     let Some(first) = text.chars().next() else {
         return false;
     };
-    if resolve_plain(text) != Resolved::Str || means_more_than_text_elsewhere(text) {
+    // This runs for every key and string written; most start with a character that
+    // no value other than a string can start with, so resolving them is skipped.
+    if may_mean_more_than_text(first) && (resolve_plain(text) != Resolved::Str || means_more_than_text_elsewhere(text))
+    {
         return false;
     }
     if first.is_whitespace() || text.ends_with(char::is_whitespace) {
@@ -262,8 +270,19 @@ pub fn plain_is_safe(text: &str) -> bool {
     if text.ends_with(':') {
         return false;
     }
-    // One pass: no `: ` (a key), no ` #` (a comment), nothing that needs escaping. This
-    // runs for every key and string written, so no substring searcher is set up.
+    // One pass: no `: ` (a key), no ` #` (a comment), nothing that needs escaping. No
+    // substring searcher is set up, and ASCII text (most of it) goes byte by byte:
+    // there, tab, line feed and every character `needs_escape` are the controls.
+    if text.is_ascii() {
+        let mut previous = 0;
+        for &b in text.as_bytes() {
+            if (previous == b':' && b == b' ') || (previous == b' ' && b == b'#') || b < 0x20 || b == 0x7f {
+                return false;
+            }
+            previous = b;
+        }
+        return true;
+    }
     let mut previous = '\0';
     for c in text.chars() {
         if (previous == ':' && c == ' ') || (previous == ' ' && c == '#') || c == '\t' || c == '\n' || needs_escape(c) {
@@ -272,6 +291,16 @@ pub fn plain_is_safe(text: &str) -> bool {
         previous = c;
     }
     true
+}
+
+/// Whether a plain scalar starting with `first` can resolve to anything but a string
+/// (`resolve_plain`) or mean more than text to some reader
+/// (`means_more_than_text_elsewhere`): only these first characters can.
+fn may_mean_more_than_text(first: char) -> bool {
+    matches!(
+        first,
+        'y' | 'Y' | 'n' | 'N' | 't' | 'T' | 'f' | 'F' | 'o' | 'O' | '~' | '.' | '+' | '-' | '<' | '=' | '0'..='9'
+    )
 }
 
 /// Strings that go-yaml v2 reads as strings but other readers do not: YAML 1.1
@@ -536,6 +565,65 @@ mod tests {
             "bom\u{feff}",
         ] {
             assert!(!plain_is_safe(t), "{t:?}");
+        }
+    }
+
+    mod properties {
+        use super::*;
+        use proptest::prelude::*;
+
+        proptest! {
+            #![proptest_config(ProptestConfig::with_cases(4096))]
+
+            /// `plain_is_safe` skips resolving a text whose first character is not one of
+            /// `may_mean_more_than_text`: such a text must resolve to a string and mean
+            /// nothing more to any reader.
+            #[test]
+            fn only_the_listed_first_characters_can_mean_more_than_text(text in "[\\PC\t\n]{1,12}|[yYnNtTfFoO~.+<=0-9][a-zA-Z0-9.:_+-]{0,6}") {
+                let first = text.chars().next().unwrap();
+                if !may_mean_more_than_text(first) {
+                    prop_assert_eq!(resolve_plain(&text), Resolved::Str, "{:?}", text);
+                    prop_assert!(!means_more_than_text_elsewhere(&text), "{:?}", text);
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn every_value_and_word_of_yaml_1_1_starts_with_a_listed_character() {
+        for text in [
+            "y",
+            "Yes",
+            "NO",
+            "true",
+            "False",
+            "on",
+            "OFF",
+            "~",
+            "null",
+            "Null",
+            "NULL",
+            ".nan",
+            ".Inf",
+            "+.inf",
+            "-.INF",
+            "<<",
+            "=",
+            "0",
+            "12",
+            "-1",
+            "+1",
+            "1e3",
+            ".5",
+            "0x1F",
+            "1:20",
+            "2024-01-01",
+        ] {
+            assert!(may_mean_more_than_text(text.chars().next().unwrap()), "{text}");
+            assert!(
+                resolve_plain(text) != Resolved::Str || means_more_than_text_elsewhere(text),
+                "{text}"
+            );
         }
     }
 
