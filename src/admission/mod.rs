@@ -109,7 +109,7 @@ impl Admission {
     pub fn handle(&self, body: &[u8]) -> Result<Vec<u8>, RequestError> {
         let started = Instant::now();
         let (outcome, dry_run, reply) = match self.review(body) {
-            Ok((uid, answer, dry_run)) => (answer.outcome.clone(), dry_run, Ok(answer.encode(&uid))),
+            Ok((reply, outcome, dry_run)) => (outcome, dry_run, Ok(reply)),
             Err(err) => {
                 warn!(error = %err, "bad admission request");
                 (Outcome::Invalid, false, Err(err))
@@ -123,7 +123,8 @@ impl Admission {
         reply
     }
 
-    fn review(&self, body: &[u8]) -> Result<(String, Answer, bool), RequestError> {
+    /// The encoded response, what to count it as, and whether it was a dry run.
+    fn review(&self, body: &[u8]) -> Result<(Vec<u8>, Outcome, bool), RequestError> {
         let request = review::parse(body)?;
         let dry_run = request.dry_run.unwrap_or(false);
         let span = info_span!(
@@ -135,7 +136,7 @@ impl Admission {
         );
         let _entered = span.enter();
         let answer = self.decide(&request, dry_run);
-        Ok((request.uid.into_owned(), answer, dry_run))
+        Ok((answer.encode(&request.uid), answer.outcome, dry_run))
     }
 
     fn decide(&self, request: &RequestIn<'_>, dry_run: bool) -> Answer {

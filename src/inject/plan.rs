@@ -67,11 +67,6 @@ impl<'t, T: Clone + Serialize> Added<'t, T> {
                 .map_err(|e| InjectError::Encode(e.to_string())),
         }
     }
-
-    /// The entry as a JSON value.
-    pub fn to_value(&self) -> Result<Value, InjectError> {
-        serde_json::from_str(self.json()?.get()).map_err(|e| InjectError::Encode(e.to_string()))
-    }
 }
 
 /// Serialises as its JSON: the prepared text when there is one.
