@@ -166,6 +166,18 @@ fn errors_name_the_document_and_the_rest_is_still_written() {
         1
     );
 
+    // A document JSON cannot hold is named by its place in the input, counting the
+    // document before it that did not parse.
+    let nan = run(
+        &["inject", "-f", "-", "-o", "json"],
+        Some(
+            "kind: ConfigMap\nmetadata: {name: x}\n---\n: : [\n---\nkind: ConfigMap\nmetadata: {name: c}\ndata: {}\nx: .nan\n",
+        ),
+    );
+    assert_eq!(nan.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&nan.stderr);
+    assert!(stderr.contains("document 3 (ConfigMap c)"), "{stderr}");
+
     let missing = run(&["inject", "-f", "/nonexistent/pod.yaml"], None);
     assert!(String::from_utf8_lossy(&missing.stderr).contains("/nonexistent/pod.yaml"));
 

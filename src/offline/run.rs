@@ -156,6 +156,18 @@ fn item_place(list_at: &str, i: usize, item: &Node, item_json: &Json) -> String 
     )
 }
 
+/// Refuses a document JSON cannot hold (a NaN or an infinity), named as `at` says.
+fn check_json(at: &str, root: &Node) -> Result<(), OfflineError> {
+    match first_not_json(root) {
+        None => Ok(()),
+        Some(e) => Err(OfflineError::Encode {
+            at: at.to_string(),
+            format: "JSON",
+            message: e.to_string(),
+        }),
+    }
+}
+
 fn place(index: usize, line: Option<usize>, object: &Json) -> String {
     let what = if object.is_object() {
         describe(object)
@@ -254,7 +266,7 @@ impl<W: Write> Stream<'_, W> {
             Some(patch) => self.keep_patch(&mut patches, patch),
             None => return Ok(()),
         }
-        self.write(root, &trailing, patches)
+        self.write(&at, root, &trailing, patches)
     }
 
     /// Injects one object in place; `None` when it failed (reported).
@@ -449,7 +461,7 @@ impl<W: Write> Stream<'_, W> {
         }
     }
 
-    fn write(&mut self, root: Node, trailing: &[String], patches: Vec<Outcome>) -> Result<(), StreamError> {
+    fn write(&mut self, at: &str, root: Node, trailing: &[String], patches: Vec<Outcome>) -> Result<(), StreamError> {
         let pending = std::mem::take(&mut self.pending_comments);
         let first = self.written == 0;
         self.written += 1;
@@ -464,7 +476,7 @@ impl<W: Write> Stream<'_, W> {
                 out.finish()?;
             }
             Format::Json => {
-                if let Err(e) = self.check_json(&root) {
+                if let Err(e) = check_json(at, &root) {
                     self.written -= 1;
                     self.fail(e);
                     return Ok(());
@@ -490,17 +502,6 @@ impl<W: Write> Stream<'_, W> {
         }
         self.discard(root);
         Ok(())
-    }
-
-    fn check_json(&self, root: &Node) -> Result<(), OfflineError> {
-        match first_not_json(root) {
-            None => Ok(()),
-            Some(e) => Err(OfflineError::Encode {
-                at: place(self.summary.documents, root.line(), &root.to_json()),
-                format: "JSON",
-                message: e.to_string(),
-            }),
-        }
     }
 
     fn finish(mut self) -> Result<Summary, StreamError> {
