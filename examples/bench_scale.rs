@@ -223,7 +223,7 @@ async fn measure(s: &Settings, client: &Client, namespace: &str) -> Result<()> {
                 let pods = pods.clone();
                 async move {
                     let pod: Pod = serde_json::from_value(json!({
-                        "metadata": {"name": format!("pod-{j:05}"), "labels": {scale::MEMBER_LABEL: network}},
+                        "metadata": {"name": format!("pod-{j:05}"), "labels": {envoy_injector::network::join::NETWORK_LABEL: network}},
                         "spec": {"containers": [{"name": "app", "image": "registry.k8s.io/pause:3.10"}]}
                     }))
                     .map_err(|e| e.to_string())?;

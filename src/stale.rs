@@ -4,9 +4,8 @@
 //! its `status` annotation, so a metadata-only watch with a label selector sees injected
 //! Pods alone. [`Tracker`] keeps, per Pod uid, only the template and revision (interned:
 //! two small integers), never the Pods; [`run`] feeds it from that watch and keeps the gauge
-//! `envoy_injector_pods_stale{template}` current, also when a template changes.
-//!
-//! Not wired into `serve` yet: the shared cache is being rebuilt; see [`run`].
+//! `envoy_injector_pods_stale{template}` current, also when a template changes. `serve`
+//! runs it in cluster mode.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
@@ -255,10 +254,7 @@ where
 }
 
 /// The metadata-only watch of injected Pods (cluster-wide, label-selected) feeding the
-/// gauge, until `stop`. Wiring (pending the shared-cache rework): spawn it in
-/// `serve`'s cluster mode next to the template reloader,
-/// `tokio::spawn(stale::run(client.clone(), templates.clone(), metrics.clone(), shutdown.clone()))`,
-/// or let the cache own the watch and call [`feed`] with its stream.
+/// gauge, until `stop` (spawned by `serve` in cluster mode).
 pub async fn run(client: Client, live: Arc<LiveTemplates>, metrics: Metrics, stop: CancellationToken) -> Tracker {
     let events = watcher::watcher(Api::<PartialObjectMeta<Pod>>::all(client), watch_config()).default_backoff();
     feed(events, live, metrics.pods_stale.clone(), RECOUNT_INTERVAL, stop).await

@@ -86,11 +86,6 @@ async fn fresh_request(addr: std::net::SocketAddr, cas: &[&str]) -> Result<Vec<u
     Ok(peer)
 }
 
-fn metric_value(text: &str, series: &str) -> Option<f64> {
-    text.lines()
-        .find_map(|line| line.strip_prefix(series)?.trim().parse().ok())
-}
-
 const RELOAD_OK: &str = r#"envoy_injector_tls_reloads_total{result="success"}"#;
 const RELOAD_ERROR: &str = r#"envoy_injector_tls_reloads_total{result="error"}"#;
 

@@ -20,6 +20,7 @@ use crate::inject::{
 };
 use crate::network::crd::Network;
 use crate::network::join;
+use crate::stale::is_stale;
 use crate::template::TemplateSet;
 
 /// The label every Namespace carries (set by the API server): what selectors see of its name.
@@ -314,7 +315,8 @@ fn engine(
         Ok(templates) => templates,
         Err(why) => return report(Verdict::Unknown, Rule::NoTemplates, format!("{opted}, but {why}")),
     };
-    let template = match inject::select_template(templates, &PodView::read(pod)) {
+    let view = PodView::read(pod);
+    let template = match inject::select_template(templates, &view) {
         Ok(template) => template,
         Err(err) => return report(Verdict::Deny, Rule::UnknownTemplate, err.to_string()),
     };
@@ -324,7 +326,7 @@ fn engine(
         live_revision: None,
         stale: false,
     };
-    match inject::plan(&PodView::read(pod), &template, &extras) {
+    match inject::plan(&view, &template, &extras) {
         Ok(Decision::Inject(plan)) => {
             let mut out = report(Verdict::Inject, rule, opted);
             out.template = Some(used);
@@ -364,7 +366,7 @@ fn injected_template(
     let status = annotations?.get(STATUS_ANNOTATION)?.as_str()?;
     let status: InjectionStatus = serde_json::from_str(status).ok()?;
     let live_revision = live.map(|set| set.get(&status.template).map(|t| t.revision.clone()));
-    let stale = matches!(&live_revision, Some(live) if live.as_deref() != Some(status.revision.as_str()));
+    let stale = live.is_some_and(|set| is_stale(&status.template, &status.revision, set));
     Some(TemplateRef {
         live_revision: match live_revision {
             Some(Some(live)) if live != status.revision => Some(live),

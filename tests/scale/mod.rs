@@ -25,8 +25,6 @@ use tokio::sync::Notify;
 
 /// The NAD CRD the Multus backend needs (no Multus here).
 pub const NAD_CRD: &str = include_str!("../fixtures/nad-crd.yaml");
-/// The member label (`crate::network::join::NETWORK_LABEL`).
-pub const MEMBER_LABEL: &str = "sidecar.samplecrd.k8s.io/network";
 
 pub type Result<T> = std::result::Result<T, String>;
 
