@@ -194,10 +194,13 @@ pub fn inject_object(
             });
         }
     };
-    let annotations = pod.pointer("/metadata/annotations").and_then(Value::as_object);
-    let warnings = policy::unreadable_flags(annotations.map(|a| a as &dyn Annotations));
+    let annotations = pod
+        .pointer("/metadata/annotations")
+        .and_then(Value::as_object)
+        .map(|a| a as &dyn Annotations);
+    let warnings = policy::unreadable_flags(annotations);
     // Asking for offline injection is the opt-in; an explicit opt-out still wins.
-    if let Some(opt_out) = policy::opted_out(annotations.map(|a| a as &dyn Annotations)) {
+    if let Some(opt_out) = policy::opted_out(annotations) {
         return Ok(unchanged(opt_out.to_string(), false, warnings));
     }
     let err = |source| OfflineError::Inject {

@@ -532,9 +532,7 @@ impl Builder {
             Resolved::Int(i) => Value::Int(i),
             Resolved::Uint(u) => Value::Uint(u),
             Resolved::Float(f) => Value::Float(f),
-            Resolved::Str => Value::Str(text),
-            Resolved::Merge if style == ScalarStyle::Plain => Value::Str(text),
-            Resolved::Merge => Value::Str(text),
+            Resolved::Str | Resolved::Merge => Value::Str(text),
             Resolved::BigInt => {
                 return Err(self.error(
                     span,

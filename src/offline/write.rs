@@ -110,7 +110,7 @@ pub fn entries(out: &mut Out<'_>, entries: &[(String, Node)], indent: usize) {
 pub fn list_key(out: &mut Out<'_>, key: &str, meta: Option<&Meta>, indent: usize) {
     write_comments(out, meta, indent);
     push_indent(out, indent);
-    scalar_text(out, key, indent);
+    scalar_text(out, key);
     out.push(':');
     right_comment(out, meta);
     out.push('\n');
@@ -177,11 +177,11 @@ fn map_entries(out: &mut Out<'_>, entries: &[(String, Node)], indent: usize, inl
         if key.chars().count() > MAX_IMPLICIT_KEY {
             // YAML caps implicit keys at 1024 characters; longer ones need `? key`.
             out.push_str("? ");
-            scalar_text(out, key, indent);
+            scalar_text(out, key);
             out.push('\n');
             push_indent(out, indent);
         } else {
-            scalar_text(out, key, indent);
+            scalar_text(out, key);
         }
         out.push(':');
         match &value.value {
@@ -269,7 +269,7 @@ fn scalar_or_empty(out: &mut Out<'_>, node: &Node, indent: usize) {
             if literal_block(out, s, indent, node.meta.as_deref()) {
                 return;
             }
-            scalar_text(out, s, indent);
+            scalar_text(out, s);
         }
         Value::Map(_) => out.push_str("{}"),
         Value::Seq(_) => out.push_str("[]"),
@@ -308,7 +308,7 @@ fn float(out: &mut Out<'_>, f: f64) {
 }
 
 /// A string on one line: plain when that is unambiguous, else double-quoted.
-fn scalar_text(out: &mut Out<'_>, s: &str, _indent: usize) {
+fn scalar_text(out: &mut Out<'_>, s: &str) {
     if plain_is_safe(s) {
         out.push_str(s);
         return;

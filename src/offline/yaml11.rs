@@ -404,7 +404,6 @@ pub const TRICKY_STRINGS: &[&str] = &[
 /// or that YAML 1.1 treats as line breaks (NEL, LS, PS).
 pub fn needs_escape(c: char) -> bool {
     matches!(c, '\u{0}'..='\u{8}' | '\u{b}'..='\u{1f}' | '\u{7f}'..='\u{9f}' | '\u{2028}' | '\u{2029}' | '\u{feff}' | '\u{fffe}' | '\u{ffff}')
-        || c == '\r'
 }
 
 #[cfg(test)]
