@@ -26,6 +26,7 @@ use prefix_trie::{Prefix, PrefixMap};
 
 use super::crd::Network;
 use super::subnet::{self, Subnet};
+use crate::relist::{Relisting, Step};
 
 /// Order of creation: `creationTimestamp`, then name. The smaller one is senior and wins.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
@@ -226,18 +227,10 @@ impl Change {
     }
 }
 
-#[derive(Default)]
-struct State {
-    live: Table,
-    /// The relist in progress (`Init` .. `InitDone`), swapped in whole at `InitDone` as the
-    /// reflector swaps its store.
-    relist: Option<Table>,
-}
-
 /// The overlap index of all Networks. Cheap to share (`Arc`); queries take a read lock.
 #[derive(Default)]
 pub struct CidrIndex {
-    state: RwLock<State>,
+    state: RwLock<Relisting<Table>>,
 }
 
 impl CidrIndex {
@@ -250,32 +243,27 @@ impl CidrIndex {
     pub fn apply(&self, event: &Event<Network>) -> Vec<ObjectRef<Network>> {
         let mut state = self.state.write().unwrap_or_else(PoisonError::into_inner);
         let mut affected = HashSet::new();
-        match event {
-            Event::Apply(network) => {
-                if let Some(change) = state.live.apply(network) {
+        match state.step(event) {
+            Step::Apply(network, live) => {
+                if let Some(change) = live.apply(network) {
                     // Other entries did not move: before and after share the table.
-                    change.affected(&state.live, &state.live, &mut affected);
+                    change.affected(live, live, &mut affected);
                 }
             }
-            Event::Delete(network) => {
-                if let Some(change) = state.live.remove(network) {
-                    change.affected(&state.live, &state.live, &mut affected);
+            Step::Delete(network, live) => {
+                if let Some(change) = live.remove(network) {
+                    change.affected(live, live, &mut affected);
                 }
             }
-            Event::Init => state.relist = Some(Table::default()),
-            Event::InitApply(network) => {
-                if let Some(table) = state.relist.as_mut() {
-                    table.apply(network);
+            Step::Listed(network, fresh) => {
+                fresh.apply(network);
+            }
+            Step::Swapped { previous, live } => {
+                for change in differences(&previous, live) {
+                    change.affected(&previous, live, &mut affected);
                 }
             }
-            Event::InitDone => {
-                if let Some(table) = state.relist.take() {
-                    for change in differences(&state.live, &table) {
-                        change.affected(&state.live, &table, &mut affected);
-                    }
-                    state.live = table;
-                }
-            }
+            Step::Nothing => {}
         }
         affected.into_iter().collect()
     }
@@ -291,7 +279,7 @@ impl CidrIndex {
         subnet: &Subnet,
     ) -> Option<(String, Subnet)> {
         let state = self.state.read().unwrap_or_else(PoisonError::into_inner);
-        let space = state.live.namespaces.get(namespace)?;
+        let space = state.live().namespaces.get(namespace)?;
         let me = Seniority {
             created,
             name: Arc::from(name),
@@ -310,7 +298,7 @@ impl CidrIndex {
     /// Networks in the index (valid, not being deleted), for the store metrics.
     pub fn len(&self) -> usize {
         let state = self.state.read().unwrap_or_else(PoisonError::into_inner);
-        state.live.namespaces.values().map(|s| s.entries.len()).sum()
+        state.live().namespaces.values().map(|s| s.entries.len()).sum()
     }
 
     pub fn is_empty(&self) -> bool {

@@ -20,6 +20,7 @@ use kube::runtime::watcher::Event;
 
 use super::crd::Network;
 use super::join::NETWORK_LABEL;
+use crate::relist::{Relisting, Step};
 
 /// The Network a Pod counts for: none while it is terminating.
 fn counted_for(pod: &PartialObjectMeta<Pod>) -> Option<&str> {
@@ -99,17 +100,10 @@ impl Table {
     }
 }
 
-#[derive(Default)]
-struct State {
-    live: Table,
-    /// The relist in progress, swapped in at `InitDone`.
-    relist: Option<Table>,
-}
-
 /// Attached-Pod counts of all Networks. Cheap to share (`Arc`).
 #[derive(Default)]
 pub struct MemberIndex {
-    state: Mutex<State>,
+    state: Mutex<Relisting<Table>>,
 }
 
 impl MemberIndex {
@@ -121,32 +115,25 @@ impl MemberIndex {
     pub fn apply(&self, event: &Event<PartialObjectMeta<Pod>>) -> Vec<ObjectRef<Network>> {
         let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
         let mut affected = HashSet::new();
-        match event {
-            Event::Apply(pod) => state.live.set(pod, counted_for(pod), &mut affected),
-            Event::Delete(pod) => state.live.set(pod, None, &mut affected),
-            Event::Init => state.relist = Some(Table::default()),
-            Event::InitApply(pod) => {
-                if let Some(table) = state.relist.as_mut() {
-                    // Changes are computed at `InitDone`, against the live table.
-                    table.set(pod, counted_for(pod), &mut HashSet::new());
-                }
-            }
-            Event::InitDone => {
-                if let Some(table) = state.relist.take() {
-                    let networks = |t: &Table| -> Vec<(String, Arc<str>)> {
-                        t.namespaces
-                            .iter()
-                            .flat_map(|(ns, space)| space.counts.keys().map(move |n| (ns.clone(), n.clone())))
-                            .collect()
-                    };
-                    for (namespace, network) in networks(&state.live).into_iter().chain(networks(&table)) {
-                        if state.live.count(&namespace, &network) != table.count(&namespace, &network) {
-                            affected.insert(ObjectRef::new(&network).within(&namespace));
-                        }
+        match state.step(event) {
+            Step::Apply(pod, live) => live.set(pod, counted_for(pod), &mut affected),
+            Step::Delete(pod, live) => live.set(pod, None, &mut affected),
+            // Changes are computed at the swap, against the live table.
+            Step::Listed(pod, fresh) => fresh.set(pod, counted_for(pod), &mut HashSet::new()),
+            Step::Swapped { previous, live } => {
+                let networks = |t: &Table| -> Vec<(String, Arc<str>)> {
+                    t.namespaces
+                        .iter()
+                        .flat_map(|(ns, space)| space.counts.keys().map(move |n| (ns.clone(), n.clone())))
+                        .collect()
+                };
+                for (namespace, network) in networks(&previous).into_iter().chain(networks(live)) {
+                    if previous.count(&namespace, &network) != live.count(&namespace, &network) {
+                        affected.insert(ObjectRef::new(&network).within(&namespace));
                     }
-                    state.live = table;
                 }
             }
+            Step::Nothing => {}
         }
         affected.into_iter().collect()
     }
@@ -156,14 +143,14 @@ impl MemberIndex {
         self.state
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
-            .live
+            .live()
             .count(namespace, name)
     }
 
     /// Member Pods known (terminating ones excluded), for the store metrics.
     pub fn len(&self) -> usize {
         let state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
-        state.live.namespaces.values().map(|s| s.pods.len()).sum()
+        state.live().namespaces.values().map(|s| s.pods.len()).sum()
     }
 
     pub fn is_empty(&self) -> bool {

@@ -20,6 +20,7 @@ use tokio::sync::watch;
 
 use super::crd::Network;
 use super::nad;
+use crate::relist::{Relisting, Step};
 
 /// What is kept of one NAD.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -62,15 +63,9 @@ pub enum Phase {
 
 type Table = HashMap<String, HashMap<Box<str>, Facts>>;
 
-#[derive(Default)]
-struct State {
-    live: Table,
-    relist: Option<Table>,
-}
-
 /// The index of NADs by namespace and name.
 pub struct OwnedIndex {
-    state: Mutex<State>,
+    state: Mutex<Relisting<Table>>,
     phase: watch::Sender<Phase>,
 }
 
@@ -126,40 +121,38 @@ impl OwnedIndex {
     pub fn apply(&self, event: &Event<DynamicObject>) -> Vec<ObjectRef<Network>> {
         let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
         let mut affected = HashSet::new();
-        match event {
-            Event::Apply(object) => {
-                if set(&mut state.live, object, Facts::of(object)) {
+        match state.step(event) {
+            Step::Apply(object, live) => {
+                if set(live, object, Facts::of(object)) {
                     affected.extend(owner(object));
                 }
             }
-            Event::Delete(object) => {
-                if set(&mut state.live, object, None) {
+            Step::Delete(object, live) => {
+                if set(live, object, None) {
                     affected.extend(owner(object));
                 }
             }
-            Event::Init => state.relist = Some(Table::default()),
-            Event::InitApply(object) => {
-                if let Some(table) = state.relist.as_mut() {
-                    set(table, object, Facts::of(object));
-                }
+            Step::Listed(object, fresh) => {
+                set(fresh, object, Facts::of(object));
             }
-            Event::InitDone => {
-                if let Some(table) = state.relist.take() {
-                    let changed = |a: &Table, b: &Table| -> Vec<ObjectRef<Network>> {
-                        a.iter()
-                            .flat_map(|(ns, space)| space.iter().map(move |(name, facts)| (ns, name, facts)))
-                            .filter(|(ns, name, facts)| b.get(*ns).and_then(|s| s.get(*name)) != Some(facts))
-                            .map(|(ns, name, _)| ObjectRef::new(name).within(ns))
-                            .collect()
-                    };
-                    // A relist after an outage: repair what moved meanwhile (the NAD's
-                    // name is its Network's, see `nad::render`).
-                    affected.extend(changed(&state.live, &table));
-                    affected.extend(changed(&table, &state.live));
-                    state.live = table;
-                }
-                self.phase.send_replace(Phase::Synced);
+            Step::Swapped { previous, live } => {
+                let changed = |a: &Table, b: &Table| -> Vec<ObjectRef<Network>> {
+                    a.iter()
+                        .flat_map(|(ns, space)| space.iter().map(move |(name, facts)| (ns, name, facts)))
+                        .filter(|(ns, name, facts)| b.get(*ns).and_then(|s| s.get(*name)) != Some(facts))
+                        .map(|(ns, name, _)| ObjectRef::new(name).within(ns))
+                        .collect()
+                };
+                // A relist after an outage: repair what moved meanwhile (the NAD's
+                // name is its Network's, see `nad::render`).
+                affected.extend(changed(&previous, live));
+                affected.extend(changed(live, &previous));
             }
+            Step::Nothing => {}
+        }
+        // Any `InitDone`, a relist's or not: the index has answers now.
+        if matches!(event, Event::InitDone) {
+            self.phase.send_replace(Phase::Synced);
         }
         affected.into_iter().collect()
     }
@@ -189,7 +182,7 @@ impl OwnedIndex {
             return Known::Unknown;
         }
         let state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
-        match state.live.get(namespace).and_then(|space| space.get(name)) {
+        match state.live().get(namespace).and_then(|space| space.get(name)) {
             Some(facts) => Known::Present(facts.clone()),
             None => Known::Absent,
         }
@@ -202,7 +195,7 @@ impl OwnedIndex {
         let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
         let facts = Facts { uid: None, fingerprint };
         state
-            .live
+            .live_mut()
             .entry(namespace.to_string())
             .or_default()
             .insert(Box::from(name), facts);
@@ -212,12 +205,13 @@ impl OwnedIndex {
     /// the NAD meanwhile.
     pub fn unexpect(&self, namespace: &str, name: &str) {
         let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
-        if let Some(space) = state.live.get_mut(namespace)
+        let live = state.live_mut();
+        if let Some(space) = live.get_mut(namespace)
             && space.get(name).is_some_and(|f| f.uid.is_none())
         {
             space.remove(name);
             if space.is_empty() {
-                state.live.remove(namespace);
+                live.remove(namespace);
             }
         }
     }
@@ -226,16 +220,17 @@ impl OwnedIndex {
     /// next reconcile does not ask again and the event is not taken for drift.
     pub fn record(&self, object: &DynamicObject) {
         let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
-        set(&mut state.live, object, Facts::of(object));
+        set(state.live_mut(), object, Facts::of(object));
     }
 
     /// Forgets a NAD this controller deleted (or found gone).
     pub fn forget(&self, namespace: &str, name: &str) {
         let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
-        if let Some(space) = state.live.get_mut(namespace) {
+        let live = state.live_mut();
+        if let Some(space) = live.get_mut(namespace) {
             space.remove(name);
             if space.is_empty() {
-                state.live.remove(namespace);
+                live.remove(namespace);
             }
         }
     }
@@ -243,7 +238,7 @@ impl OwnedIndex {
     /// NADs known, for the store metrics.
     pub fn len(&self) -> usize {
         let state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
-        state.live.values().map(HashMap::len).sum()
+        state.live().values().map(HashMap::len).sum()
     }
 
     pub fn is_empty(&self) -> bool {
