@@ -1,5 +1,5 @@
 //! The one relist-and-swap rule of every index kept from a watch (the CIDR overlaps, the
-//! member Pods, the owned NADs).
+//! member Pods, the owned NADs, the stale-sidecar tracker).
 //!
 //! A watcher lists as `Init`, `InitApply`…, `InitDone`, after a start and after every
 //! watch it could not resume. The index builds a fresh copy from the `InitApply`s while

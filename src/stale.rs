@@ -7,7 +7,7 @@
 //! `envoy_injector_pods_stale{template}` current, also when a template changes. `serve`
 //! runs it in cluster mode.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -23,6 +23,7 @@ use tracing::warn;
 
 use crate::inject::{InjectionStatus, REVISION_LABEL, STATUS_ANNOTATION};
 use crate::metrics::{Metrics, TemplateLabels};
+use crate::relist::{Relisting, Step};
 use crate::shutdown::CancellationToken;
 use crate::template::{LiveTemplates, TemplateSet};
 
@@ -94,20 +95,73 @@ impl Interner {
     fn name(&self, id: u32) -> &str {
         self.names.get(id as usize).map(|n| &**n).unwrap_or_default()
     }
+
+    fn shared(&self, id: u32) -> Arc<str> {
+        self.names.get(id as usize).cloned().unwrap_or_else(|| Arc::from(""))
+    }
 }
 
 /// (template id, revision id).
 type Entry = (u32, u32);
 
+/// The injected Pods of one list: template and revision by uid, and how many Pods carry
+/// each, kept in step.
+#[derive(Debug, Default)]
+struct Pods {
+    by_uid: HashMap<u128, Entry>,
+    /// Pods per template, then per revision: what one template's gauge value is read from.
+    counts: HashMap<u32, HashMap<u32, usize>>,
+}
+
+impl Pods {
+    /// Sets one Pod's entry (`None`: gone, or no longer injected); returns the one it had.
+    fn set(&mut self, uid: u128, entry: Option<Entry>) -> Option<Entry> {
+        let previous = match entry {
+            Some(entry) => self.by_uid.insert(uid, entry),
+            None => self.by_uid.remove(&uid),
+        };
+        if let Some((template, revision)) = previous
+            && let Some(revisions) = self.counts.get_mut(&template)
+        {
+            if let Some(count) = revisions.get_mut(&revision) {
+                *count -= 1;
+                if *count == 0 {
+                    revisions.remove(&revision);
+                }
+            }
+            if revisions.is_empty() {
+                self.counts.remove(&template);
+            }
+        }
+        if let Some((template, revision)) = entry {
+            *self.counts.entry(template).or_default().entry(revision).or_default() += 1;
+        }
+        previous
+    }
+}
+
+/// Which templates' counts an event moved, so the gauge is set again for those alone.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Moved {
+    Nothing,
+    /// An `Apply` or `Delete` moved one Pod: its template before and after, each named once.
+    Templates(Option<Arc<str>>, Option<Arc<str>>),
+    /// A relist was swapped in (or a recount is due).
+    Everything,
+}
+
 /// Injected Pods by uid: template and revision only. Fed with the watch's events.
 #[derive(Debug, Default)]
 pub struct Tracker {
-    pods: HashMap<u128, Entry>,
-    /// Pods per (template, revision), kept in step with `pods`.
-    counts: HashMap<Entry, usize>,
-    /// During a (re)list: the Pods listed so far, swapped in at `InitDone`.
-    relist: Option<HashMap<u128, Entry>>,
+    pods: Relisting<Pods>,
     strings: Interner,
+}
+
+/// A Pod's uid and entry; `None` without a uid or the revision label.
+fn entry_of(pod: &PartialObjectMeta<Pod>, strings: &mut Interner) -> Option<(u128, Entry)> {
+    let uid = uid_key(pod.metadata.uid.as_deref()?);
+    let (template, revision) = injected(&pod.metadata)?;
+    Some((uid, (strings.id(&template), strings.id(&revision))))
 }
 
 impl Tracker {
@@ -115,114 +169,164 @@ impl Tracker {
         Tracker::default()
     }
 
-    /// Applies one watch event. Pods without the label (or uid) are ignored.
-    pub fn apply(&mut self, event: Event<PartialObjectMeta<Pod>>) {
-        match event {
-            Event::Init => self.relist = Some(HashMap::new()),
-            Event::InitApply(pod) => {
-                if let Some((uid, entry)) = self.entry(&pod) {
-                    self.relist.get_or_insert_with(HashMap::new).insert(uid, entry);
+    /// Applies one watch event; says which templates' counts it moved. Pods without the
+    /// label (or uid) are ignored.
+    pub fn apply(&mut self, event: Event<PartialObjectMeta<Pod>>) -> Moved {
+        let strings = &mut self.strings;
+        let (previous, now) = match self.pods.step(&event) {
+            Step::Listed(pod, fresh) => {
+                if let Some((uid, entry)) = entry_of(pod, strings) {
+                    fresh.set(uid, Some(entry));
                 }
+                return Moved::Nothing;
             }
-            Event::InitDone => {
-                if let Some(listed) = self.relist.take() {
-                    self.pods = listed;
-                    self.counts.clear();
-                    for entry in self.pods.values() {
-                        *self.counts.entry(*entry).or_default() += 1;
-                    }
-                }
-            }
-            Event::Apply(pod) => {
+            Step::Apply(pod, live) => {
                 let Some(uid) = pod.metadata.uid.as_deref().map(uid_key) else {
-                    return;
+                    return Moved::Nothing;
                 };
-                match self.entry(&pod) {
-                    Some((_, entry)) => {
-                        if let Some(old) = self.pods.insert(uid, entry) {
-                            self.forget(old);
-                        }
-                        *self.counts.entry(entry).or_default() += 1;
-                    }
-                    // The label was removed: no longer an injected Pod.
-                    None => self.remove(uid),
-                }
+                // Without the label it is no longer an injected Pod.
+                let now = entry_of(pod, strings).map(|(_, entry)| entry);
+                (live.set(uid, now), now)
             }
-            Event::Delete(pod) => {
-                if let Some(uid) = pod.metadata.uid.as_deref().map(uid_key) {
-                    self.remove(uid);
-                }
+            Step::Delete(pod, live) => {
+                let Some(uid) = pod.metadata.uid.as_deref().map(uid_key) else {
+                    return Moved::Nothing;
+                };
+                (live.set(uid, None), None)
             }
+            Step::Swapped { .. } => return Moved::Everything,
+            Step::Nothing => return Moved::Nothing,
+        };
+        if previous == now {
+            return Moved::Nothing;
         }
-    }
-
-    fn entry(&mut self, pod: &PartialObjectMeta<Pod>) -> Option<(u128, Entry)> {
-        let uid = uid_key(pod.metadata.uid.as_deref()?);
-        let (template, revision) = injected(&pod.metadata)?;
-        Some((uid, (self.strings.id(&template), self.strings.id(&revision))))
-    }
-
-    fn remove(&mut self, uid: u128) {
-        if let Some(old) = self.pods.remove(&uid) {
-            self.forget(old);
-        }
-    }
-
-    fn forget(&mut self, entry: Entry) {
-        if let Some(count) = self.counts.get_mut(&entry) {
-            *count -= 1;
-            if *count == 0 {
-                self.counts.remove(&entry);
-            }
-        }
+        let (before, after) = (previous.map(|(t, _)| t), now.map(|(t, _)| t));
+        let after = if after == before { None } else { after };
+        Moved::Templates(before.map(|t| strings.shared(t)), after.map(|t| strings.shared(t)))
     }
 
     /// Injected Pods known.
     pub fn len(&self) -> usize {
-        self.pods.len()
+        self.pods.live().by_uid.len()
     }
 
     pub fn is_empty(&self) -> bool {
-        self.pods.is_empty()
+        self.len() == 0
+    }
+
+    /// The gauge's value for one template name: its stale Pods; `None` when it has no
+    /// series (not a live template, and no Pod carries it). O(its revisions).
+    pub fn stale_count(&self, template: &str, live: &TemplateSet) -> Option<i64> {
+        let revisions = self
+            .strings
+            .ids
+            .get(template)
+            .and_then(|id| self.pods.live().counts.get(id));
+        if revisions.is_none() && live.get(template).is_none() {
+            return None;
+        }
+        let stale = revisions
+            .into_iter()
+            .flatten()
+            .filter(|(revision, _)| is_stale(template, self.strings.name(**revision), live))
+            .map(|(_, count)| *count as i64)
+            .sum();
+        Some(stale)
     }
 
     /// Stale Pods per template name: every live template (0 when none is stale) and every
     /// template name stale Pods carry.
     pub fn stale_counts(&self, live: &TemplateSet) -> BTreeMap<String, i64> {
-        let mut out: BTreeMap<String, i64> = live.names().map(|n| (n.to_string(), 0)).collect();
-        for (&(template, revision), &count) in &self.counts {
-            let (template, revision) = (self.strings.name(template), self.strings.name(revision));
-            if is_stale(template, revision, live) {
-                *out.entry(template.to_string()).or_default() += count as i64;
-            }
-        }
-        out
+        let counted = self.pods.live().counts.keys().map(|id| self.strings.name(*id));
+        live.names()
+            .chain(counted)
+            .filter_map(|name| Some((name.to_string(), self.stale_count(name, live)?)))
+            .collect()
     }
 
     /// Memory held for the Pods (map entries; the interned strings are a few per template
     /// edit), for the scale benchmark.
     pub fn approximate_bytes(&self) -> usize {
+        let pods = self.pods.live();
         let entry = std::mem::size_of::<(u128, Entry)>() + 1;
-        self.pods.capacity() * entry + self.counts.capacity() * (std::mem::size_of::<(Entry, usize)>() + 1)
+        let template = std::mem::size_of::<(u32, HashMap<u32, usize>)>() + 1;
+        let revision = std::mem::size_of::<(u32, usize)>() + 1;
+        let revisions: usize = pods.counts.values().map(|r| r.capacity() * revision).sum();
+        pods.by_uid.capacity() * entry + pods.counts.capacity() * template + revisions
     }
 }
 
-/// Sets the gauge to `counts`; template names it held before and no longer counts are
-/// removed, so a deleted template does not linger.
-pub fn update_gauge(gauge: &Family<TemplateLabels, Gauge>, counts: &BTreeMap<String, i64>, previous: &mut Vec<String>) {
-    for name in previous.iter().filter(|n| !counts.contains_key(*n)) {
-        gauge.remove(&TemplateLabels { template: name.clone() });
+/// `envoy_injector_pods_stale` as shown. An event sets again only the templates whose
+/// counts it moved, so a Pod event costs O(its template's revisions), not O(templates);
+/// everything is set again after a relist, on each tick, and when the live templates are
+/// another set (an edit changes what is stale without any Pod event).
+struct StaleGauge {
+    family: Family<TemplateLabels, Gauge>,
+    shown: HashSet<String>,
+    /// The template set the shown values were computed against.
+    against: Option<Arc<TemplateSet>>,
+}
+
+impl StaleGauge {
+    fn new(family: Family<TemplateLabels, Gauge>) -> StaleGauge {
+        StaleGauge {
+            family,
+            shown: HashSet::new(),
+            against: None,
+        }
     }
-    for (name, count) in counts {
-        gauge
-            .get_or_create(&TemplateLabels { template: name.clone() })
-            .set(*count);
+
+    fn show(&mut self, tracker: &Tracker, live: Arc<TemplateSet>, moved: &Moved) {
+        let same_templates = self.against.as_ref().is_some_and(|shown| Arc::ptr_eq(shown, &live));
+        match moved {
+            Moved::Templates(before, after) if same_templates => {
+                for name in [before, after].into_iter().flatten() {
+                    self.show_one(name, tracker.stale_count(name, &live));
+                }
+            }
+            Moved::Nothing if same_templates => {}
+            // Another template set can change what is stale for every template.
+            _ => self.show_all(&tracker.stale_counts(&live)),
+        }
+        self.against = Some(live);
     }
-    *previous = counts.keys().cloned().collect();
+
+    /// Sets the gauge to `counts`; template names it held before and no longer counts are
+    /// removed, so a deleted template does not linger.
+    fn show_all(&mut self, counts: &BTreeMap<String, i64>) {
+        for name in self.shown.iter().filter(|n| !counts.contains_key(*n)) {
+            self.family.remove(&TemplateLabels { template: name.clone() });
+        }
+        for (name, count) in counts {
+            self.family
+                .get_or_create(&TemplateLabels { template: name.clone() })
+                .set(*count);
+        }
+        self.shown = counts.keys().cloned().collect();
+    }
+
+    /// Sets one template's series (`None`: removes it), as [`StaleGauge::show_all`] would.
+    fn show_one(&mut self, name: &str, count: Option<i64>) {
+        let labels = TemplateLabels {
+            template: name.to_string(),
+        };
+        match count {
+            Some(count) => {
+                self.family.get_or_create(&labels).set(count);
+                self.shown.insert(labels.template);
+            }
+            None => {
+                if self.shown.remove(name) {
+                    self.family.remove(&labels);
+                }
+            }
+        }
+    }
 }
 
 /// Feeds a tracker from `events` and keeps `envoy_injector_pods_stale` current (on each
-/// event and every `recount`), until `stop` or the end of the stream.
+/// event for the templates it moved, wholly every `recount`), until `stop` or the end of
+/// the stream.
 pub async fn feed<S>(
     events: S,
     live: Arc<LiveTemplates>,
@@ -235,20 +339,23 @@ where
 {
     futures::pin_mut!(events);
     let mut tracker = Tracker::new();
-    let mut shown = Vec::new();
+    let mut gauge = StaleGauge::new(gauge);
     let mut tick = tokio::time::interval(recount);
     loop {
-        tokio::select! {
+        let moved = tokio::select! {
             () = stop.cancelled() => return tracker,
-            _ = tick.tick() => {}
+            _ = tick.tick() => Moved::Everything,
             event = events.next() => match event {
                 None => return tracker,
                 Some(Ok(event)) => tracker.apply(event),
-                Some(Err(err)) => warn!(error = %err, "stale-sidecar watch failed; retrying with backoff"),
+                Some(Err(err)) => {
+                    warn!(error = %err, "stale-sidecar watch failed; retrying with backoff");
+                    Moved::Nothing
+                }
             },
-        }
+        };
         if let Some(live) = live.current() {
-            update_gauge(&gauge, &tracker.stale_counts(&live), &mut shown);
+            gauge.show(&tracker, live, &moved);
         }
     }
 }
@@ -383,17 +490,113 @@ mod tests {
     #[test]
     fn the_gauge_drops_templates_that_are_gone() {
         let gauge: Family<TemplateLabels, Gauge> = Family::default();
-        let mut shown = Vec::new();
-        update_gauge(&gauge, &Map::from([("a".into(), 2), ("b".into(), 0)]), &mut shown);
+        let mut shown = StaleGauge::new(gauge.clone());
+        shown.show_all(&Map::from([("a".into(), 2), ("b".into(), 0)]));
         let value = |name: &str| gauge.get_or_create(&TemplateLabels { template: name.into() }).get();
         assert_eq!((value("a"), value("b")), (2, 0));
-        update_gauge(&gauge, &Map::from([("b".into(), 1)]), &mut shown);
-        assert_eq!(shown, ["b"]);
+        shown.show_all(&Map::from([("b".into(), 1)]));
+        assert_eq!(shown.shown, HashSet::from(["b".to_string()]));
         let mut registry = prometheus_client::registry::Registry::default();
         registry.register("pods_stale", "stale", gauge.clone());
         let text = crate::metrics::encode(&registry);
         assert!(text.contains("pods_stale{template=\"b\"} 1"), "{text}");
         assert!(!text.contains("template=\"a\""), "{text}");
+    }
+
+    /// The series of a `pods_stale` family, as /metrics shows them.
+    fn series(family: &Family<TemplateLabels, Gauge>) -> Map<String, i64> {
+        let mut registry = prometheus_client::registry::Registry::default();
+        registry.register("pods_stale", "stale", family.clone());
+        crate::metrics::encode(&registry)
+            .lines()
+            .filter_map(|line| line.strip_prefix("pods_stale{template=\""))
+            .map(|rest| {
+                let (name, value) = rest.split_once("\"} ").unwrap();
+                (name.to_string(), value.parse().unwrap())
+            })
+            .collect()
+    }
+
+    #[test]
+    fn the_gauge_set_per_event_is_the_gauge_recounted_whole_after_every_event() {
+        let first = Arc::new(live(&[("config", "envoy:1"), ("other", "x:1")]));
+        let edited = Arc::new(live(&[("config", "envoy:2"), ("other", "x:1")]));
+        let without_other = Arc::new(live(&[("config", "envoy:2")]));
+        let revision = |set: &TemplateSet, name: &str| Some(set.get(name).unwrap().revision.clone());
+        let (old, new, other) = (
+            revision(&first, "config"),
+            revision(&edited, "config"),
+            revision(&first, "other"),
+        );
+        let injected = |n: u32, template: &str, revision: &Option<String>| pod(&uid(n), template, revision.as_deref());
+        let steps: Vec<(&Arc<TemplateSet>, Event<PartialObjectMeta<Pod>>)> = vec![
+            (&first, Event::Init),
+            (&first, Event::InitApply(injected(0, "config", &old))),
+            (&first, Event::InitApply(injected(1, "config", &old))),
+            (&first, Event::InitApply(injected(2, "other", &other))),
+            (&first, Event::InitApply(injected(3, "retired", &Some("r0".into())))),
+            (&first, Event::InitDone),
+            (&first, Event::Apply(injected(4, "config", &old))),
+            // The template is edited: the next event, whatever it is, shows it.
+            (&edited, Event::Apply(injected(5, "config", &new))),
+            (&edited, Event::Delete(injected(0, "config", &old))),
+            (&edited, Event::Apply(injected(1, "config", &new))),
+            (&edited, Event::Apply(injected(2, "other", &None))),
+            // A relist that drops `retired` and what changed during it.
+            (&edited, Event::Init),
+            (&edited, Event::InitApply(injected(1, "config", &new))),
+            (&edited, Event::InitApply(injected(6, "other", &other))),
+            (&edited, Event::Apply(injected(7, "config", &old))),
+            (&edited, Event::Delete(injected(4, "config", &old))),
+            (&edited, Event::InitDone),
+            (&without_other, Event::Apply(injected(8, "other", &other))),
+            (&without_other, Event::Delete(injected(6, "other", &other))),
+            (&without_other, Event::Delete(injected(8, "other", &other))),
+        ];
+        let (per_event, whole) = (Family::default(), Family::default());
+        let (mut shown, mut recounted) = (StaleGauge::new(per_event.clone()), StaleGauge::new(whole.clone()));
+        let mut tracker = Tracker::new();
+        let mut seen = Vec::new();
+        for (set, event) in steps {
+            let label = format!("{event:?}");
+            let moved = tracker.apply(event);
+            shown.show(&tracker, set.clone(), &moved);
+            recounted.show_all(&tracker.stale_counts(set));
+            assert_eq!(series(&per_event), series(&whole), "after {label}");
+            seen.push(series(&per_event));
+        }
+        let at = |step: usize| seen[step].clone();
+        let expect = |pairs: &[(&str, i64)]| -> Map<String, i64> {
+            pairs.iter().map(|(name, count)| (name.to_string(), *count)).collect()
+        };
+        assert_eq!(
+            at(4),
+            expect(&[("config", 0), ("other", 0)]),
+            "no Pod counts before the list is done"
+        );
+        assert_eq!(at(5), expect(&[("config", 0), ("other", 0), ("retired", 1)]));
+        assert_eq!(at(7), expect(&[("config", 3), ("other", 0), ("retired", 1)]));
+        assert_eq!(
+            at(14),
+            expect(&[("config", 2), ("other", 0), ("retired", 1)]),
+            "p7 counts at once"
+        );
+        assert_eq!(
+            at(16),
+            expect(&[("config", 0), ("other", 0)]),
+            "the relist dropped p7 and retired"
+        );
+        assert_eq!(
+            at(17),
+            expect(&[("config", 0), ("other", 2)]),
+            "a removed template's Pods are stale"
+        );
+        assert_eq!(at(18), expect(&[("config", 0), ("other", 1)]));
+        assert_eq!(
+            at(19),
+            expect(&[("config", 0)]),
+            "a template neither live nor carried goes"
+        );
     }
 
     #[tokio::test]
