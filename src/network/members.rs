@@ -69,6 +69,9 @@ impl Namespace {
 #[derive(Default)]
 struct Table {
     namespaces: HashMap<String, Namespace>,
+    /// Member Pods in all namespaces, kept in step so the store gauge, read after every
+    /// event, is not a sum over the namespaces.
+    pods: usize,
 }
 
 impl Table {
@@ -82,6 +85,11 @@ impl Table {
         }
         let space = self.namespaces.entry(namespace.to_string()).or_default();
         let previous = space.set(name, network);
+        match (previous.is_some(), network.is_some()) {
+            (false, true) => self.pods += 1,
+            (true, false) => self.pods -= 1,
+            _ => {}
+        }
         if previous.as_deref() != network {
             out.extend(previous.map(|old| ObjectRef::new(&old).within(namespace)));
             out.extend(network.map(|new| ObjectRef::new(new).within(namespace)));
@@ -147,10 +155,10 @@ impl MemberIndex {
             .count(namespace, name)
     }
 
-    /// Member Pods known (terminating ones excluded), for the store metrics.
+    /// Member Pods known (terminating ones excluded), for the store metrics: O(1), it is
+    /// read after every Pod event.
     pub fn len(&self) -> usize {
-        let state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
-        state.live().namespaces.values().map(|s| s.pods.len()).sum()
+        self.state.lock().unwrap_or_else(PoisonError::into_inner).live().pods
     }
 
     pub fn is_empty(&self) -> bool {
@@ -224,6 +232,46 @@ mod tests {
         );
         assert_eq!(index.count("default", "other"), 1);
         assert_eq!(index.len(), 2);
+    }
+
+    #[test]
+    fn the_kept_total_is_a_recount_after_every_event_and_across_a_relist() {
+        let index = MemberIndex::new();
+        let recount = |index: &MemberIndex| -> usize {
+            let state = index.state.lock().unwrap();
+            state.live().namespaces.values().map(|space| space.pods.len()).sum()
+        };
+        let apply = |event: Event<PartialObjectMeta<Pod>>| {
+            index.apply(&event);
+            assert_eq!(index.len(), recount(&index), "after {event:?}");
+            index.len()
+        };
+        assert_eq!(apply(Event::Apply(pod("default", "p1", Some("a"), false))), 1);
+        assert_eq!(apply(Event::Apply(pod("team", "p2", Some("b"), false))), 2);
+        assert_eq!(
+            apply(Event::Apply(pod("default", "p3", Some("a"), true))),
+            2,
+            "terminating"
+        );
+        assert_eq!(
+            apply(Event::Apply(pod("default", "p1", Some("c"), false))),
+            2,
+            "relabelled"
+        );
+        // A relist that lists p1 and p4, a Delete and an Apply arriving during it: the live
+        // total follows those at once, and the swap leaves what was listed.
+        let relist = [
+            Event::Init,
+            Event::InitApply(pod("default", "p1", Some("c"), false)),
+            Event::InitApply(pod("team", "p4", Some("b"), false)),
+            Event::InitApply(pod("team", "p5", Some("b"), true)),
+            Event::Delete(pod("team", "p2", Some("b"), false)),
+            Event::Apply(pod("other", "p6", Some("d"), false)),
+        ];
+        let during: Vec<usize> = relist.into_iter().map(apply).collect();
+        assert_eq!(during, [2, 2, 2, 2, 1, 2]);
+        assert_eq!(apply(Event::InitDone), 2, "p1 and p4");
+        assert_eq!(apply(Event::Delete(pod("nowhere", "p7", Some("d"), false))), 2);
     }
 
     #[test]
