@@ -186,6 +186,46 @@ fn errors_name_the_document_and_the_rest_is_still_written() {
     assert!(String::from_utf8_lossy(&empty.stderr).contains("no documents found"));
 }
 
+/// A value JSON cannot hold is named alike wherever it is: the document (or List item)
+/// that holds it, then the field by its place in that same object.
+#[test]
+fn a_value_json_cannot_hold_is_named_by_its_object_and_its_field_there() {
+    let refused = |text: &str| {
+        let out = run(&["inject", "-f", "-", "-o", "json"], Some(text));
+        assert_eq!(out.status.code(), Some(1));
+        let stderr = String::from_utf8(out.stderr).unwrap();
+        stderr.lines().next().unwrap_or_default().to_string()
+    };
+    let pod = "{kind: Pod, metadata: {name: a}, spec: {containers: [{name: a}]}}";
+    let cannot = "which JSON cannot represent (kubectl would refuse it too)";
+    // The List's own fields, before and after its items.
+    assert_eq!(
+        refused(&format!(
+            "apiVersion: v1\nkind: List\nmetadata: {{name: l, x: .nan}}\nitems:\n- {pod}\n"
+        )),
+        format!("error: document 1 (List l) at line 1: cannot write it as JSON: field `/metadata/x` is NaN, {cannot}")
+    );
+    assert_eq!(
+        refused(&format!("apiVersion: v1\nkind: List\nitems:\n- {pod}\nx/y: -.inf\n")),
+        format!("error: document 1 (List) at line 1: cannot write it as JSON: field `/x~1y` is -inf, {cannot}")
+    );
+    // An item of a List, and a document.
+    assert_eq!(
+        refused(&format!(
+            "apiVersion: v1\nkind: List\nitems:\n- {pod}\n- {{kind: ConfigMap, metadata: {{name: b, x: [1, .inf]}}}}\n"
+        )),
+        format!(
+            "error: document 1 (List) at line 1, item 2 (ConfigMap b) at line 5: cannot write it as JSON: field `/metadata/x/1` is inf, {cannot}"
+        )
+    );
+    assert_eq!(
+        refused("kind: ConfigMap\nmetadata: {name: c, x: .nan}\n"),
+        format!(
+            "error: document 1 (ConfigMap c) at line 1: cannot write it as JSON: field `/metadata/x` is NaN, {cannot}"
+        )
+    );
+}
+
 #[test]
 fn config_flag_takes_a_configmap_manifest_and_the_seed_one_is_refused() {
     let pod = "apiVersion: v1\nkind: Pod\nmetadata: {name: p}\nspec: {containers: [{name: app}]}\n";

@@ -156,18 +156,6 @@ fn item_place(list_at: &str, i: usize, item: &Node, item_json: &Json) -> String 
     )
 }
 
-/// Refuses a document JSON cannot hold (a NaN or an infinity), named as `at` says.
-fn check_json(at: &str, root: &Node) -> Result<(), OfflineError> {
-    match first_not_json(root) {
-        None => Ok(()),
-        Some(e) => Err(OfflineError::Encode {
-            at: at.to_string(),
-            format: "JSON",
-            message: e.to_string(),
-        }),
-    }
-}
-
 fn place(index: usize, line: Option<usize>, object: &Json) -> String {
     let what = if object.is_object() {
         describe(object)
@@ -193,6 +181,20 @@ impl<W: Write> Stream<'_, W> {
     fn fail(&mut self, error: OfflineError) {
         self.summary.failed += 1;
         (self.report)(Message::Error(error.to_string()));
+    }
+
+    /// Refuses `object`, named `at`, when it holds a value JSON cannot hold (a NaN or an
+    /// infinity); the field is named by its place in that same object. True if refused.
+    fn refuse_not_json(&mut self, at: &str, object: &Node) -> bool {
+        let Some(found) = first_not_json(object) else {
+            return false;
+        };
+        self.fail(OfflineError::Encode {
+            at: at.to_string(),
+            format: "JSON",
+            message: found.to_string(),
+        });
+        true
     }
 
     /// The parsed pieces of a YAML input, each with its first line, document by document.
@@ -319,16 +321,27 @@ impl<W: Write> Stream<'_, W> {
         packed: Vec<Packed>,
         trailing: &[String],
     ) -> Result<(), StreamError> {
-        let Value::Map(entries) = &mut root.value else {
-            return Ok(());
+        let (position, items_meta, tree_items) = {
+            let Value::Map(entries) = &mut root.value else {
+                return Ok(());
+            };
+            let Some(position) = entries.iter().rposition(|(k, _)| k == "items") else {
+                return Ok(());
+            };
+            let items_meta = entries[position].1.meta.take();
+            let tree_items = match &mut entries[position].1.value {
+                Value::Seq(items) => std::mem::take(items),
+                _ => Vec::new(),
+            };
+            (position, items_meta, tree_items)
         };
-        let Some(position) = entries.iter().rposition(|(k, _)| k == "items") else {
+        // The List without its items (each is checked as it is written), so that a field
+        // is named by its place in the List.
+        if self.format == Format::Json && self.refuse_not_json(at, &root) {
             return Ok(());
-        };
-        let items_meta = entries[position].1.meta.take();
-        let tree_items = match &mut entries[position].1.value {
-            Value::Seq(items) => std::mem::take(items),
-            _ => Vec::new(),
+        }
+        let Value::Map(entries) = &root.value else {
+            return Ok(());
         };
         // Packed items are unpacked one at a time, as they are written.
         let packed_list = !packed.is_empty();
@@ -352,17 +365,7 @@ impl<W: Write> Stream<'_, W> {
                 write::entries(&mut out, head, 0);
                 self.output.write_all(out.into_string().as_bytes())?;
             }
-            Format::Json => {
-                if let Some(e) = head.iter().chain(tail).find_map(|(_, v)| first_not_json(v)) {
-                    self.fail(OfflineError::Encode {
-                        at: at.to_string(),
-                        format: "JSON",
-                        message: e.to_string(),
-                    });
-                    return Ok(());
-                }
-                self.open_json_list(Some((head, tail)))?;
-            }
+            Format::Json => self.open_json_list(Some((head, tail)))?,
             Format::JsonPatch | Format::Strategic => {}
         }
         self.written += 1;
@@ -382,12 +385,7 @@ impl<W: Write> Stream<'_, W> {
                     write::item(&mut out, &item, 0);
                 }
                 Format::Json => {
-                    if let Some(e) = first_not_json(&item) {
-                        self.fail(OfflineError::Encode {
-                            at: item_at,
-                            format: "JSON",
-                            message: e.to_string(),
-                        });
+                    if self.refuse_not_json(&item_at, &item) {
                         continue;
                     }
                     json_item(&mut out, &item, &mut self.json_count);
@@ -462,6 +460,9 @@ impl<W: Write> Stream<'_, W> {
     }
 
     fn write(&mut self, at: &str, root: Node, trailing: &[String], patches: Vec<Outcome>) -> Result<(), StreamError> {
+        if self.format == Format::Json && self.refuse_not_json(at, &root) {
+            return Ok(());
+        }
         let pending = std::mem::take(&mut self.pending_comments);
         let first = self.written == 0;
         self.written += 1;
@@ -476,11 +477,6 @@ impl<W: Write> Stream<'_, W> {
                 out.finish()?;
             }
             Format::Json => {
-                if let Err(e) = check_json(at, &root) {
-                    self.written -= 1;
-                    self.fail(e);
-                    return Ok(());
-                }
                 if self.json_tail.is_none() {
                     if self.held_json.is_none() {
                         self.held_json = Some(root);
@@ -520,7 +516,7 @@ impl<W: Write> Stream<'_, W> {
                 }
                 None => {
                     if let Some(only) = self.held_json.take() {
-                        // Checked by check_json before it was held.
+                        // Checked by refuse_not_json before it was held.
                         let _ = json(&mut out, &only, 0, &mut String::new());
                         out.push('\n');
                     }
