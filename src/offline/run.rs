@@ -433,8 +433,7 @@ impl<W: Write> Stream<'_, W> {
                 out.push('{');
                 for (key, value) in head {
                     out.push_str("\n  ");
-                    // Checked by the caller.
-                    let _ = write::json_field(&mut out, key, value, 2);
+                    write::json_field(&mut out, key, value, 2);
                     out.push(',');
                 }
                 out.push_str("\n  \"items\": [");
@@ -509,15 +508,13 @@ impl<W: Write> Stream<'_, W> {
                     out.push_str("\n  ]");
                     for (key, value) in &tail {
                         out.push_str(",\n  ");
-                        // Checked when the List was opened.
-                        let _ = write::json_field(&mut out, key, value, 2);
+                        write::json_field(&mut out, key, value, 2);
                     }
                     out.push_str("\n}\n");
                 }
                 None => {
                     if let Some(only) = self.held_json.take() {
-                        // Checked by refuse_not_json before it was held.
-                        let _ = json(&mut out, &only, 0, &mut String::new());
+                        json(&mut out, &only, 0);
                         out.push('\n');
                     }
                 }
@@ -536,8 +533,7 @@ type Entry = (String, Node);
 /// One object in the output `List` of `-o json`.
 fn json_item(out: &mut Out<'_>, item: &Node, count: &mut usize) {
     out.push_str(if *count > 0 { ",\n    " } else { "\n    " });
-    // Every caller checked the item with first_not_json.
-    let _ = json(out, item, 4, &mut String::new());
+    json(out, item, 4);
     *count += 1;
 }
 
