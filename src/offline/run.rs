@@ -263,12 +263,10 @@ impl<W: Write> Stream<'_, W> {
             root = whole.root.take().unwrap_or_else(|| Node::from(Value::Null));
             json = engine_view(&root);
         }
-        let mut patches = Vec::new();
-        match self.object(&at, &mut root, &json) {
-            Some(patch) => self.keep_patch(&mut patches, patch),
-            None => return Ok(()),
-        }
-        self.write(&at, root, &trailing, patches)
+        let Some(outcome) = self.object(&at, &mut root, &json) else {
+            return Ok(());
+        };
+        self.write(&at, root, &trailing, &outcome)
     }
 
     /// Injects one object in place; `None` when it failed (reported).
@@ -451,14 +449,8 @@ impl<W: Write> Stream<'_, W> {
         Ok(())
     }
 
-    /// Patches are kept only when they are the output.
-    fn keep_patch(&self, patches: &mut Vec<Outcome>, patch: Outcome) {
-        if matches!(self.format, Format::JsonPatch | Format::Strategic) {
-            patches.push(patch);
-        }
-    }
-
-    fn write(&mut self, at: &str, root: Node, trailing: &[String], patches: Vec<Outcome>) -> Result<(), StreamError> {
+    /// Writes one injected document; the patch formats write its `outcome` instead.
+    fn write(&mut self, at: &str, root: Node, trailing: &[String], outcome: &Outcome) -> Result<(), StreamError> {
         if self.format == Format::Json && self.refuse_not_json(at, &root) {
             return Ok(());
         }
@@ -489,9 +481,7 @@ impl<W: Write> Stream<'_, W> {
             }
             Format::JsonPatch | Format::Strategic => {
                 let mut out = Out::to(&mut self.output);
-                for outcome in patches {
-                    patch_line(&mut out, self.format, &outcome);
-                }
+                patch_line(&mut out, self.format, outcome);
                 out.finish()?;
             }
         }
