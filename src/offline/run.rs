@@ -172,6 +172,15 @@ fn place(index: usize, line: Option<usize>, object: &Json) -> String {
     at
 }
 
+/// What opens a YAML document in the output: `---` unless it is the first, then the
+/// comments of the comment-only pieces read before it.
+fn yaml_document_start(out: &mut Out<'_>, first: bool, pending_comments: &[String]) {
+    if !first {
+        out.push_str("---\n");
+    }
+    comment_lines(out, pending_comments, 0);
+}
+
 impl<W: Write> Stream<'_, W> {
     /// A tree a parsing thread built, done with.
     fn discard(&mut self, tree: Node) {
@@ -353,10 +362,7 @@ impl<W: Write> Stream<'_, W> {
         match self.format {
             Format::Yaml => {
                 let mut out = Out::default();
-                if self.written > 0 {
-                    out.push_str("---\n");
-                }
-                comment_lines(&mut out, &std::mem::take(&mut self.pending_comments), 0);
+                yaml_document_start(&mut out, self.written == 0, &std::mem::take(&mut self.pending_comments));
                 if let Some(meta) = root.meta.as_deref() {
                     comment_lines(&mut out, &meta.before, 0);
                 }
@@ -460,10 +466,7 @@ impl<W: Write> Stream<'_, W> {
         match self.format {
             Format::Yaml => {
                 let mut out = Out::to(&mut self.output);
-                if !first {
-                    out.push_str("---\n");
-                }
-                comment_lines(&mut out, &pending, 0);
+                yaml_document_start(&mut out, first, &pending);
                 yaml_document(&mut out, &root, trailing);
                 out.finish()?;
             }
