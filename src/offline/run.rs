@@ -100,7 +100,7 @@ pub fn inject_stream<R: BufRead + Send, W: Write>(
                 Err(e) => {
                     // A JSON stream cannot be resumed after a syntax error.
                     stream.fail(OfflineError::Syntax {
-                        at: format!("document {} at line {}", index + 1, e.line()),
+                        at: place(&format!("document {}", index + 1), None, Some(e.line())),
                         message: format!(
                             "expected JSON (the input starts with `{{`, so kubectl reads it as JSON): {e}"
                         ),
@@ -143,27 +143,12 @@ fn is_list(node: &Node) -> bool {
         && matches!(node.get("items").map(|i| &i.value), Some(Value::Seq(_)))
 }
 
-fn item_place(list_at: &str, i: usize, item: &Node, item_json: &Json) -> String {
-    format!(
-        "{list_at}, item {} ({}){}",
-        i + 1,
-        if item_json.is_object() {
-            describe(item_json)
-        } else {
-            type_name(item_json).to_string()
-        },
-        item.line().map(|l| format!(" at line {l}")).unwrap_or_default()
-    )
-}
-
-fn place(index: usize, line: Option<usize>, object: &Json) -> String {
-    let what = if object.is_object() {
-        describe(object)
-    } else {
-        String::new()
-    };
-    let mut at = format!("document {index}");
-    if !what.is_empty() {
+/// How every message names what it is about (`document 2 (Pod web) at line 14`,
+/// `document 1 (List), item 3 (a string) at line 9`): `what` it is and its line, when
+/// known.
+fn place(name: &str, what: Option<&str>, line: Option<usize>) -> String {
+    let mut at = name.to_string();
+    if let Some(what) = what {
         at.push_str(&format!(" ({what})"));
     }
     if let Some(line) = line {
@@ -226,7 +211,7 @@ impl<W: Write> Stream<'_, W> {
                 Err(e) => {
                     index += 1;
                     self.fail(OfflineError::Syntax {
-                        at: format!("document {index} at line {}", e.line.unwrap_or(first_line)),
+                        at: place(&format!("document {index}"), None, Some(e.line.unwrap_or(first_line))),
                         message: e.message,
                     });
                 }
@@ -254,7 +239,9 @@ impl<W: Write> Stream<'_, W> {
         } else {
             engine_view(&root)
         };
-        let at = place(index, line, &json);
+        // A non-object is named by number only: its error says what was found.
+        let what = json.is_object().then(|| describe(&json));
+        let at = place(&format!("document {index}"), what.as_deref(), line);
         for warning in warnings {
             (self.report)(Message::Warning(format!("{at}: {warning}")));
         }
@@ -376,7 +363,12 @@ impl<W: Write> Stream<'_, W> {
         let mut any = false;
         for (i, mut item) in items.enumerate() {
             let item_json = engine_view(&item);
-            let item_at = item_place(at, i, &item, &item_json);
+            let what = if item_json.is_object() {
+                describe(&item_json)
+            } else {
+                type_name(&item_json).to_string()
+            };
+            let item_at = place(&format!("{at}, item {}", i + 1), Some(&what), item.line());
             let Some(outcome) = self.object(&item_at, &mut item, &item_json) else {
                 continue;
             };
