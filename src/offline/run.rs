@@ -288,9 +288,7 @@ impl<W: Write> Stream<'_, W> {
         if matches!(self.format, Format::Yaml | Format::Json) {
             for op in &outcome.json_patch.0 {
                 let applied = match op {
-                    json_patch::PatchOperation::Add(add) => {
-                        node.add(&add.path.to_string(), Node::from_json(&add.value))
-                    }
+                    json_patch::PatchOperation::Add(add) => node.add(&add.path, Node::from_json(&add.value)),
                     other => Err(format!("unexpected operation {other:?}")),
                 };
                 if let Err(message) = applied {
