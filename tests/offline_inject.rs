@@ -4,8 +4,6 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 
-use envoy_injector::offline::inject_document;
-use envoy_injector::template::TemplateSet;
 use serde_json::Value;
 
 const BIN: &str = env!("CARGO_BIN_EXE_envoy-injector");
@@ -186,6 +184,46 @@ fn errors_name_the_document_and_the_rest_is_still_written() {
     assert!(String::from_utf8_lossy(&empty.stderr).contains("no documents found"));
 }
 
+/// A value JSON cannot hold is named alike wherever it is: the document (or List item)
+/// that holds it, then the field by its place in that same object.
+#[test]
+fn a_value_json_cannot_hold_is_named_by_its_object_and_its_field_there() {
+    let refused = |text: &str| {
+        let out = run(&["inject", "-f", "-", "-o", "json"], Some(text));
+        assert_eq!(out.status.code(), Some(1));
+        let stderr = String::from_utf8(out.stderr).unwrap();
+        stderr.lines().next().unwrap_or_default().to_string()
+    };
+    let pod = "{kind: Pod, metadata: {name: a}, spec: {containers: [{name: a}]}}";
+    let cannot = "which JSON cannot represent (kubectl would refuse it too)";
+    // The List's own fields, before and after its items.
+    assert_eq!(
+        refused(&format!(
+            "apiVersion: v1\nkind: List\nmetadata: {{name: l, x: .nan}}\nitems:\n- {pod}\n"
+        )),
+        format!("error: document 1 (List l) at line 1: cannot write it as JSON: field `/metadata/x` is NaN, {cannot}")
+    );
+    assert_eq!(
+        refused(&format!("apiVersion: v1\nkind: List\nitems:\n- {pod}\nx/y: -.inf\n")),
+        format!("error: document 1 (List) at line 1: cannot write it as JSON: field `/x~1y` is -inf, {cannot}")
+    );
+    // An item of a List, and a document.
+    assert_eq!(
+        refused(&format!(
+            "apiVersion: v1\nkind: List\nitems:\n- {pod}\n- {{kind: ConfigMap, metadata: {{name: b, x: [1, .inf]}}}}\n"
+        )),
+        format!(
+            "error: document 1 (List) at line 1, item 2 (ConfigMap b) at line 5: cannot write it as JSON: field `/metadata/x/1` is inf, {cannot}"
+        )
+    );
+    assert_eq!(
+        refused("kind: ConfigMap\nmetadata: {name: c, x: .nan}\n"),
+        format!(
+            "error: document 1 (ConfigMap c) at line 1: cannot write it as JSON: field `/metadata/x` is NaN, {cannot}"
+        )
+    );
+}
+
 #[test]
 fn config_flag_takes_a_configmap_manifest_and_the_seed_one_is_refused() {
     let pod = "apiVersion: v1\nkind: Pod\nmetadata: {name: p}\nspec: {containers: [{name: app}]}\n";
@@ -207,22 +245,21 @@ fn config_flag_takes_a_configmap_manifest_and_the_seed_one_is_refused() {
     assert_eq!(names(&result["spec"]["containers"]), ["app", "tiny"]);
 }
 
-/// The strategic merge patch, applied by the real `kubectl patch --local`, must produce
-/// exactly what our JSON Patch produces.
+/// The strategic merge patch of `inject -o strategic`, applied by the real `kubectl
+/// patch --local`, must produce exactly what `inject -o json` writes (the input with the
+/// JSON Patch applied).
 #[test]
 fn strategic_patch_applied_by_kubectl_equals_json_patch_result() {
     if Command::new("kubectl").arg("version").arg("--client").output().is_err() {
         eprintln!("SKIPPED strategic_patch_applied_by_kubectl_equals_json_patch_result: kubectl is not installed");
         return;
     }
-    let templates = [
-        TemplateSet::embedded(),
-        TemplateSet::from_text(
-            "mounts",
-            "nativeSidecar: true\ninitContainers:\n- {name: setup, image: busybox}\ncontainers:\n- {name: proxy, image: envoy}\nvolumes:\n- {name: certs, emptyDir: {}}\nvolumeMounts:\n- {name: certs, mountPath: /etc/certs}\nimagePullSecrets:\n- name: registry\n",
-        )
-        .unwrap(),
-    ];
+    // A second template: a native sidecar, an init container, a volume, a mount, a pull secret.
+    let mounts_template = "nativeSidecar: true\ninitContainers:\n- {name: setup, image: busybox}\ncontainers:\n- {name: proxy, image: envoy}\nvolumes:\n- {name: certs, emptyDir: {}}\nvolumeMounts:\n- {name: certs, mountPath: /etc/certs}\nimagePullSecrets:\n- name: registry\n";
+    let dir = tempfile::tempdir().unwrap();
+    let mounts = dir.path().join("mounts.yaml");
+    std::fs::write(&mounts, mounts_template).unwrap();
+    let configs: [&[&str]; 2] = [&[], &["--config", mounts.to_str().unwrap()]];
     let mut documents: Vec<(String, Value)> = captured_pods();
     let workloads =
         read_documents(&std::fs::read_to_string(fixtures().join("manifests/workloads.yaml")).unwrap()).unwrap();
@@ -231,12 +268,26 @@ fn strategic_patch_applied_by_kubectl_equals_json_patch_result() {
             .into_iter()
             .map(|w| (w["metadata"]["name"].as_str().unwrap().to_string(), w)),
     );
-    let dir = tempfile::tempdir().unwrap();
+    // One JSON stream of them all: each gives one line of patch and one item of the List.
+    let input: String = documents
+        .iter()
+        .map(|(_, document)| serde_json::to_string(document).unwrap() + "\n")
+        .collect();
     let mut compared = 0;
-    for templates in &templates {
-        for (name, document) in &documents {
-            let injected = inject_document(1, document, templates).unwrap();
-            if injected.skipped.is_some() {
+    for config in configs {
+        let inject = |format: &str| {
+            let out = run(&[&["inject", "-f", "-", "-o", format], config].concat(), Some(&input));
+            assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+            out.stdout
+        };
+        let patches = String::from_utf8(inject("strategic")).unwrap();
+        let patches: Vec<&str> = patches.lines().collect();
+        let injected: Value = serde_json::from_slice(&inject("json")).unwrap();
+        let results = injected["items"].as_array().unwrap();
+        assert_eq!((patches.len(), results.len()), (documents.len(), documents.len()));
+        for (((name, document), patch), result) in documents.iter().zip(patches).zip(results) {
+            if patch == "{}" {
+                // Left unchanged.
                 continue;
             }
             let file = dir.path().join("doc.json");
@@ -254,16 +305,12 @@ fn strategic_patch_applied_by_kubectl_equals_json_patch_result() {
                 ])
                 .arg(&file)
                 .arg("-p")
-                .arg(serde_json::to_string(&injected.strategic).unwrap())
+                .arg(patch)
                 .output()
                 .unwrap();
             assert!(out.status.success(), "{name}: {}", String::from_utf8_lossy(&out.stderr));
             let by_kubectl: Value = serde_json::from_slice(&out.stdout).unwrap();
-            assert_eq!(
-                by_kubectl, injected.result,
-                "{name} with template set {}",
-                templates.source
-            );
+            assert_eq!(by_kubectl, *result, "{name} with inject {config:?}");
             compared += 1;
         }
     }

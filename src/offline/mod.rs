@@ -233,34 +233,6 @@ pub fn inject_object(
     })
 }
 
-/// One object and what injection made of it, the patch applied (for tests and callers
-/// that hold plain JSON).
-#[derive(Debug, Clone)]
-pub struct Injected {
-    pub result: Value,
-    pub json_patch: json_patch::Patch,
-    pub strategic: Value,
-    pub skipped: Option<Skipped>,
-}
-
-/// `inject_object` on plain JSON, with the patch applied. `index` is 1-based.
-pub fn inject_document(index: usize, document: &Value, templates: &TemplateSet) -> Result<Injected, OfflineError> {
-    let at = format!("document {index} ({})", describe(document));
-    let outcome = inject_object(&at, document, templates, Renderings::JsonPatchAndStrategic)?;
-    let mut result = document.clone();
-    json_patch::patch(&mut result, &outcome.json_patch).map_err(|e| OfflineError::Encode {
-        at,
-        format: "JSON",
-        message: format!("the computed patch does not apply: {e}"),
-    })?;
-    Ok(Injected {
-        result,
-        json_patch: outcome.json_patch,
-        strategic: outcome.strategic.unwrap_or_default(),
-        skipped: outcome.skipped,
-    })
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -1,6 +1,7 @@
 //! A manifest as kubectl sees it (JSON values after YAML 1.1 resolution), with what
 //! JSON forgets and a user wants kept: key order and comments.
 
+use json_patch::jsonptr::Pointer;
 use serde_json::Value as Json;
 
 /// One value. Maps keep their keys in input order.
@@ -116,25 +117,16 @@ impl Node {
 
     /// RFC 6902 `add` at a JSON Pointer: appends (`-`) or inserts into a list, adds or
     /// replaces a map key. New map keys go last, so every existing key keeps its place.
-    pub fn add(&mut self, pointer: &str, value: Node) -> Result<(), String> {
-        // Most tokens hold no escape: they are borrowed, not copied.
-        let mut tokens: Vec<std::borrow::Cow<str>> = pointer
-            .split('/')
-            .skip(1)
-            .map(|t| {
-                if t.contains('~') {
-                    t.replace("~1", "/").replace("~0", "~").into()
-                } else {
-                    t.into()
-                }
-            })
-            .collect();
-        let Some(last) = tokens.pop() else {
+    pub fn add(&mut self, pointer: &Pointer, value: Node) -> Result<(), String> {
+        let Some((parent, last)) = pointer.split_back() else {
             *self = value;
             return Ok(());
         };
+        // Most tokens hold no escape: decoded, they are borrowed, not copied.
+        let last = last.decoded();
         let mut target = self;
-        for token in tokens {
+        for token in parent.tokens() {
+            let token = token.decoded();
             target = match &mut target.value {
                 Value::Map(entries) => match entries.iter_mut().rev().find(|(k, _)| **k == *token) {
                     Some((_, v)) => v,
@@ -243,12 +235,14 @@ mod tests {
     #[test]
     fn add_follows_json_patch_and_keeps_key_order() {
         let mut node: Node = serde_json::from_str(r#"{"z": 1, "spec": {"containers": [{"name": "a"}]}}"#).unwrap();
-        node.add("/spec/containers/-", Node::from_json(&json!({"name": "b"})))
+        let at = Pointer::from_static;
+        node.add(at("/spec/containers/-"), Node::from_json(&json!({"name": "b"})))
             .unwrap();
-        node.add("/spec/initContainers", Node::from_json(&json!([]))).unwrap();
-        node.add("/spec/initContainers/0", Node::from_json(&json!({"name": "i"})))
+        node.add(at("/spec/initContainers"), Node::from_json(&json!([])))
             .unwrap();
-        node.add("/a~1b", Node::from_json(&json!("slash"))).unwrap();
+        node.add(at("/spec/initContainers/0"), Node::from_json(&json!({"name": "i"})))
+            .unwrap();
+        node.add(at("/a~1b"), Node::from_json(&json!("slash"))).unwrap();
         assert_eq!(
             node.to_json(),
             json!({"z": 1, "spec": {"containers": [{"name": "a"}, {"name": "b"}], "initContainers": [{"name": "i"}]}, "a/b": "slash"})
@@ -256,8 +250,8 @@ mod tests {
         let Value::Map(entries) = &node.value else { panic!() };
         let keys: Vec<&str> = entries.iter().map(|(k, _)| k.as_str()).collect();
         assert_eq!(keys, ["z", "spec", "a/b"]);
-        assert!(node.add("/spec/containers/9", Node::from(Value::Null)).is_err());
-        assert!(node.add("/nope/x", Node::from(Value::Null)).is_err());
+        assert!(node.add(at("/spec/containers/9"), Node::from(Value::Null)).is_err());
+        assert!(node.add(at("/nope/x"), Node::from(Value::Null)).is_err());
     }
 
     #[test]

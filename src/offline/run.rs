@@ -100,7 +100,7 @@ pub fn inject_stream<R: BufRead + Send, W: Write>(
                 Err(e) => {
                     // A JSON stream cannot be resumed after a syntax error.
                     stream.fail(OfflineError::Syntax {
-                        at: format!("document {} at line {}", index + 1, e.line()),
+                        at: place(&format!("document {}", index + 1), None, Some(e.line())),
                         message: format!(
                             "expected JSON (the input starts with `{{`, so kubectl reads it as JSON): {e}"
                         ),
@@ -143,45 +143,27 @@ fn is_list(node: &Node) -> bool {
         && matches!(node.get("items").map(|i| &i.value), Some(Value::Seq(_)))
 }
 
-fn item_place(list_at: &str, i: usize, item: &Node, item_json: &Json) -> String {
-    format!(
-        "{list_at}, item {} ({}){}",
-        i + 1,
-        if item_json.is_object() {
-            describe(item_json)
-        } else {
-            type_name(item_json).to_string()
-        },
-        item.line().map(|l| format!(" at line {l}")).unwrap_or_default()
-    )
-}
-
-/// Refuses a document JSON cannot hold (a NaN or an infinity), named as `at` says.
-fn check_json(at: &str, root: &Node) -> Result<(), OfflineError> {
-    match first_not_json(root) {
-        None => Ok(()),
-        Some(e) => Err(OfflineError::Encode {
-            at: at.to_string(),
-            format: "JSON",
-            message: e.to_string(),
-        }),
-    }
-}
-
-fn place(index: usize, line: Option<usize>, object: &Json) -> String {
-    let what = if object.is_object() {
-        describe(object)
-    } else {
-        String::new()
-    };
-    let mut at = format!("document {index}");
-    if !what.is_empty() {
+/// How every message names what it is about (`document 2 (Pod web) at line 14`,
+/// `document 1 (List), item 3 (a string) at line 9`): `what` it is and its line, when
+/// known.
+fn place(name: &str, what: Option<&str>, line: Option<usize>) -> String {
+    let mut at = name.to_string();
+    if let Some(what) = what {
         at.push_str(&format!(" ({what})"));
     }
     if let Some(line) = line {
         at.push_str(&format!(" at line {line}"));
     }
     at
+}
+
+/// What opens a YAML document in the output: `---` unless it is the first, then the
+/// comments of the comment-only pieces read before it.
+fn yaml_document_start(out: &mut Out<'_>, first: bool, pending_comments: &[String]) {
+    if !first {
+        out.push_str("---\n");
+    }
+    comment_lines(out, pending_comments, 0);
 }
 
 impl<W: Write> Stream<'_, W> {
@@ -193,6 +175,20 @@ impl<W: Write> Stream<'_, W> {
     fn fail(&mut self, error: OfflineError) {
         self.summary.failed += 1;
         (self.report)(Message::Error(error.to_string()));
+    }
+
+    /// Refuses `object`, named `at`, when it holds a value JSON cannot hold (a NaN or an
+    /// infinity); the field is named by its place in that same object. True if refused.
+    fn refuse_not_json(&mut self, at: &str, object: &Node) -> bool {
+        let Some(found) = first_not_json(object) else {
+            return false;
+        };
+        self.fail(OfflineError::Encode {
+            at: at.to_string(),
+            format: "JSON",
+            message: found.to_string(),
+        });
+        true
     }
 
     /// The parsed pieces of a YAML input, each with its first line, document by document.
@@ -215,7 +211,7 @@ impl<W: Write> Stream<'_, W> {
                 Err(e) => {
                     index += 1;
                     self.fail(OfflineError::Syntax {
-                        at: format!("document {index} at line {}", e.line.unwrap_or(first_line)),
+                        at: place(&format!("document {index}"), None, Some(e.line.unwrap_or(first_line))),
                         message: e.message,
                     });
                 }
@@ -243,7 +239,9 @@ impl<W: Write> Stream<'_, W> {
         } else {
             engine_view(&root)
         };
-        let at = place(index, line, &json);
+        // A non-object is named by number only: its error says what was found.
+        let what = json.is_object().then(|| describe(&json));
+        let at = place(&format!("document {index}"), what.as_deref(), line);
         for warning in warnings {
             (self.report)(Message::Warning(format!("{at}: {warning}")));
         }
@@ -261,12 +259,10 @@ impl<W: Write> Stream<'_, W> {
             root = whole.root.take().unwrap_or_else(|| Node::from(Value::Null));
             json = engine_view(&root);
         }
-        let mut patches = Vec::new();
-        match self.object(&at, &mut root, &json) {
-            Some(patch) => self.keep_patch(&mut patches, patch),
-            None => return Ok(()),
-        }
-        self.write(&at, root, &trailing, patches)
+        let Some(outcome) = self.object(&at, &mut root, &json) else {
+            return Ok(());
+        };
+        self.write(&at, root, &trailing, &outcome)
     }
 
     /// Injects one object in place; `None` when it failed (reported).
@@ -292,9 +288,7 @@ impl<W: Write> Stream<'_, W> {
         if matches!(self.format, Format::Yaml | Format::Json) {
             for op in &outcome.json_patch.0 {
                 let applied = match op {
-                    json_patch::PatchOperation::Add(add) => {
-                        node.add(&add.path.to_string(), Node::from_json(&add.value))
-                    }
+                    json_patch::PatchOperation::Add(add) => node.add(&add.path, Node::from_json(&add.value)),
                     other => Err(format!("unexpected operation {other:?}")),
                 };
                 if let Err(message) = applied {
@@ -319,16 +313,27 @@ impl<W: Write> Stream<'_, W> {
         packed: Vec<Packed>,
         trailing: &[String],
     ) -> Result<(), StreamError> {
-        let Value::Map(entries) = &mut root.value else {
-            return Ok(());
+        let (position, items_meta, tree_items) = {
+            let Value::Map(entries) = &mut root.value else {
+                return Ok(());
+            };
+            let Some(position) = entries.iter().rposition(|(k, _)| k == "items") else {
+                return Ok(());
+            };
+            let items_meta = entries[position].1.meta.take();
+            let tree_items = match &mut entries[position].1.value {
+                Value::Seq(items) => std::mem::take(items),
+                _ => Vec::new(),
+            };
+            (position, items_meta, tree_items)
         };
-        let Some(position) = entries.iter().rposition(|(k, _)| k == "items") else {
+        // The List without its items (each is checked as it is written), so that a field
+        // is named by its place in the List.
+        if self.format == Format::Json && self.refuse_not_json(at, &root) {
             return Ok(());
-        };
-        let items_meta = entries[position].1.meta.take();
-        let tree_items = match &mut entries[position].1.value {
-            Value::Seq(items) => std::mem::take(items),
-            _ => Vec::new(),
+        }
+        let Value::Map(entries) = &root.value else {
+            return Ok(());
         };
         // Packed items are unpacked one at a time, as they are written.
         let packed_list = !packed.is_empty();
@@ -342,34 +347,26 @@ impl<W: Write> Stream<'_, W> {
         match self.format {
             Format::Yaml => {
                 let mut out = Out::default();
-                if self.written > 0 {
-                    out.push_str("---\n");
-                }
-                comment_lines(&mut out, &std::mem::take(&mut self.pending_comments), 0);
+                yaml_document_start(&mut out, self.written == 0, &std::mem::take(&mut self.pending_comments));
                 if let Some(meta) = root.meta.as_deref() {
                     comment_lines(&mut out, &meta.before, 0);
                 }
                 write::entries(&mut out, head, 0);
                 self.output.write_all(out.into_string().as_bytes())?;
             }
-            Format::Json => {
-                if let Some(e) = head.iter().chain(tail).find_map(|(_, v)| first_not_json(v)) {
-                    self.fail(OfflineError::Encode {
-                        at: at.to_string(),
-                        format: "JSON",
-                        message: e.to_string(),
-                    });
-                    return Ok(());
-                }
-                self.open_json_list(Some((head, tail)))?;
-            }
+            Format::Json => self.open_json_list(Some((head, tail)))?,
             Format::JsonPatch | Format::Strategic => {}
         }
         self.written += 1;
         let mut any = false;
         for (i, mut item) in items.enumerate() {
             let item_json = engine_view(&item);
-            let item_at = item_place(at, i, &item, &item_json);
+            let what = if item_json.is_object() {
+                describe(&item_json)
+            } else {
+                type_name(&item_json).to_string()
+            };
+            let item_at = place(&format!("{at}, item {}", i + 1), Some(&what), item.line());
             let Some(outcome) = self.object(&item_at, &mut item, &item_json) else {
                 continue;
             };
@@ -382,12 +379,7 @@ impl<W: Write> Stream<'_, W> {
                     write::item(&mut out, &item, 0);
                 }
                 Format::Json => {
-                    if let Some(e) = first_not_json(&item) {
-                        self.fail(OfflineError::Encode {
-                            at: item_at,
-                            format: "JSON",
-                            message: e.to_string(),
-                        });
+                    if self.refuse_not_json(&item_at, &item) {
                         continue;
                     }
                     json_item(&mut out, &item, &mut self.json_count);
@@ -435,8 +427,7 @@ impl<W: Write> Stream<'_, W> {
                 out.push('{');
                 for (key, value) in head {
                     out.push_str("\n  ");
-                    // Checked by the caller.
-                    let _ = write::json_field(&mut out, key, value, 2);
+                    write::json_field(&mut out, key, value, 2);
                     out.push(',');
                 }
                 out.push_str("\n  \"items\": [");
@@ -454,33 +445,22 @@ impl<W: Write> Stream<'_, W> {
         Ok(())
     }
 
-    /// Patches are kept only when they are the output.
-    fn keep_patch(&self, patches: &mut Vec<Outcome>, patch: Outcome) {
-        if matches!(self.format, Format::JsonPatch | Format::Strategic) {
-            patches.push(patch);
+    /// Writes one injected document; the patch formats write its `outcome` instead.
+    fn write(&mut self, at: &str, root: Node, trailing: &[String], outcome: &Outcome) -> Result<(), StreamError> {
+        if self.format == Format::Json && self.refuse_not_json(at, &root) {
+            return Ok(());
         }
-    }
-
-    fn write(&mut self, at: &str, root: Node, trailing: &[String], patches: Vec<Outcome>) -> Result<(), StreamError> {
         let pending = std::mem::take(&mut self.pending_comments);
         let first = self.written == 0;
         self.written += 1;
         match self.format {
             Format::Yaml => {
                 let mut out = Out::to(&mut self.output);
-                if !first {
-                    out.push_str("---\n");
-                }
-                comment_lines(&mut out, &pending, 0);
+                yaml_document_start(&mut out, first, &pending);
                 yaml_document(&mut out, &root, trailing);
                 out.finish()?;
             }
             Format::Json => {
-                if let Err(e) = check_json(at, &root) {
-                    self.written -= 1;
-                    self.fail(e);
-                    return Ok(());
-                }
                 if self.json_tail.is_none() {
                     if self.held_json.is_none() {
                         self.held_json = Some(root);
@@ -494,9 +474,7 @@ impl<W: Write> Stream<'_, W> {
             }
             Format::JsonPatch | Format::Strategic => {
                 let mut out = Out::to(&mut self.output);
-                for outcome in patches {
-                    patch_line(&mut out, self.format, &outcome);
-                }
+                patch_line(&mut out, self.format, outcome);
                 out.finish()?;
             }
         }
@@ -513,15 +491,13 @@ impl<W: Write> Stream<'_, W> {
                     out.push_str("\n  ]");
                     for (key, value) in &tail {
                         out.push_str(",\n  ");
-                        // Checked when the List was opened.
-                        let _ = write::json_field(&mut out, key, value, 2);
+                        write::json_field(&mut out, key, value, 2);
                     }
                     out.push_str("\n}\n");
                 }
                 None => {
                     if let Some(only) = self.held_json.take() {
-                        // Checked by check_json before it was held.
-                        let _ = json(&mut out, &only, 0, &mut String::new());
+                        json(&mut out, &only, 0);
                         out.push('\n');
                     }
                 }
@@ -540,8 +516,7 @@ type Entry = (String, Node);
 /// One object in the output `List` of `-o json`.
 fn json_item(out: &mut Out<'_>, item: &Node, count: &mut usize) {
     out.push_str(if *count > 0 { ",\n    " } else { "\n    " });
-    // Every caller checked the item with first_not_json.
-    let _ = json(out, item, 4, &mut String::new());
+    json(out, item, 4);
     *count += 1;
 }
 

@@ -6,7 +6,7 @@
 use serde_json::Value as Json;
 
 use super::node::{Node, Value};
-use super::pod_path;
+use super::{nest, pod_path};
 
 /// What of a YAML value to keep (see [`POD`]).
 #[derive(Debug, Clone, Copy)]
@@ -80,16 +80,10 @@ pub fn engine_view(node: &Node) -> Json {
         _ => return node.to_json(),
     };
     let mut view = identity(node);
-    if let (Some(pod), Json::Object(fields)) = (node.pointer(path), &mut view) {
-        let mut keys = path.split('/').filter(|k| !k.is_empty()).rev().peekable();
-        let mut inner = pruned(pod, POD);
-        while let Some(key) = keys.next() {
-            if keys.peek().is_none() {
-                fields.insert(key.to_string(), inner);
-                break;
-            }
-            inner = Json::Object(std::iter::once((key.to_string(), inner)).collect());
-        }
+    if let (Some(pod), Json::Object(fields)) = (node.pointer(path), &mut view)
+        && let Json::Object(pod_at_path) = nest(path, pruned(pod, POD))
+    {
+        fields.extend(pod_at_path);
     }
     view
 }

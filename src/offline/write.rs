@@ -392,10 +392,13 @@ fn literal_block(out: &mut Out<'_>, s: &str, indent: usize, meta: Option<&Meta>)
 }
 
 /// Appends `node` as pretty-printed JSON (two-space indentation, as kubectl prints),
-/// its first line already indented by the caller.
-pub fn json(out: &mut Out<'_>, node: &Node, indent: usize, path: &mut String) -> Result<(), NotJson> {
+/// its first line already indented by the caller. Every caller refuses a value JSON
+/// cannot hold (`first_not_json`) before writing any of its document, so that nothing
+/// of a refused document is written; one written anyway would come out `null`, as
+/// `Node::to_json` makes it.
+pub fn json(out: &mut Out<'_>, node: &Node, indent: usize) {
     if json_and_yaml_agree(out, &node.value) {
-        return Ok(());
+        return;
     }
     match &node.value {
         Value::Null | Value::Bool(_) | Value::Int(_) | Value::Uint(_) => {}
@@ -403,16 +406,7 @@ pub fn json(out: &mut Out<'_>, node: &Node, indent: usize, path: &mut String) ->
             Some(n) => {
                 let _ = write!(out, "{n}");
             }
-            None => {
-                return Err(NotJson {
-                    path: if path.is_empty() {
-                        String::from("/")
-                    } else {
-                        path.clone()
-                    },
-                    found: format!("{f}"),
-                });
-            }
+            None => out.push_str("null"),
         },
         Value::Str(s) => json_string(out, s),
         Value::Seq(items) if items.is_empty() => out.push_str("[]"),
@@ -421,10 +415,7 @@ pub fn json(out: &mut Out<'_>, node: &Node, indent: usize, path: &mut String) ->
             out.push_str("[\n");
             for (i, item) in items.iter().enumerate() {
                 push_indent(out, indent + 2);
-                let len = path.len();
-                let _ = write!(path, "/{i}");
-                json(out, item, indent + 2, path)?;
-                path.truncate(len);
+                json(out, item, indent + 2);
                 out.push_str(if i + 1 < items.len() { ",\n" } else { "\n" });
             }
             push_indent(out, indent);
@@ -434,20 +425,13 @@ pub fn json(out: &mut Out<'_>, node: &Node, indent: usize, path: &mut String) ->
             out.push_str("{\n");
             for (i, (key, value)) in entries.iter().enumerate() {
                 push_indent(out, indent + 2);
-                json_string(out, key);
-                out.push_str(": ");
-                let len = path.len();
-                path.push('/');
-                path.push_str(&key.replace('~', "~0").replace('/', "~1"));
-                json(out, value, indent + 2, path)?;
-                path.truncate(len);
+                json_field(out, key, value, indent + 2);
                 out.push_str(if i + 1 < entries.len() { ",\n" } else { "\n" });
             }
             push_indent(out, indent);
             out.push('}');
         }
     }
-    Ok(())
 }
 
 /// The first value JSON cannot hold (NaN, an infinity), if any.
@@ -483,11 +467,11 @@ pub fn first_not_json(node: &Node) -> Option<NotJson> {
     walk(node, &mut String::new())
 }
 
-/// `"key": value` of a JSON object whose fields are at `indent`.
-pub fn json_field(out: &mut Out<'_>, key: &str, value: &Node, indent: usize) -> Result<(), NotJson> {
+/// `"key": value` of a JSON object whose fields are at `indent` (see `json`).
+pub fn json_field(out: &mut Out<'_>, key: &str, value: &Node, indent: usize) {
     json_string(out, key);
     out.push_str(": ");
-    json(out, value, indent, &mut String::new())
+    json(out, value, indent);
 }
 
 fn json_string(out: &mut Out<'_>, s: &str) {
@@ -569,20 +553,15 @@ mod tests {
     fn json_keeps_order_and_refuses_nan() {
         let docs = read_documents("b: 1\na: [x, 1.5]\n", 1).unwrap();
         let mut out = Out::default();
-        json(&mut out, docs[0].root.as_ref().unwrap(), 0, &mut String::new()).unwrap();
+        json(&mut out, docs[0].root.as_ref().unwrap(), 0);
         assert_eq!(
             out.into_string(),
             "{\n  \"b\": 1,\n  \"a\": [\n    \"x\",\n    1.5\n  ]\n}"
         );
-        let docs = read_documents("a:\n  b: .nan\n", 1).unwrap();
-        let err = json(
-            &mut Out::default(),
-            docs[0].root.as_ref().unwrap(),
-            0,
-            &mut String::new(),
-        )
-        .unwrap_err();
-        assert_eq!(err.path, "/a/b");
+        let docs = read_documents("a:\n- 1\n- {b~/c: .nan}\n", 1).unwrap();
+        let err = first_not_json(docs[0].root.as_ref().unwrap()).unwrap();
+        assert_eq!(err.path, "/a/1/b~0~1c");
+        assert_eq!(err.found, "NaN");
     }
 
     mod properties {
