@@ -11,7 +11,7 @@ use kube::runtime::{WatchStreamExt, watcher};
 
 use super::queue::Pending;
 use super::{BACKOFF, BACKOFF_QUIET};
-use crate::backoff::Streak;
+use crate::backoff::{Episode, Streak};
 use crate::network::nad::{MANAGED_BY_LABEL, MANAGER};
 use crate::network::owned::OwnedIndex;
 
@@ -25,7 +25,7 @@ pub(super) async fn follow_owned(client: Client, resource: ApiResource, index: A
     let api: Api<DynamicObject> = Api::all_with(client, &resource);
     let config = watcher::Config::default().labels(&format!("{MANAGED_BY_LABEL}={MANAGER}"));
     let kind = resource.kind.clone();
-    let mut failing = false;
+    let mut failing = Episode::default();
     let events = watcher(api, config).backoff(Streak::new(BACKOFF, BACKOFF_QUIET));
     futures::pin_mut!(events);
     while let Some(event) = events.next().await {
@@ -33,24 +33,30 @@ pub(super) async fn follow_owned(client: Client, resource: ApiResource, index: A
             Ok(event) => {
                 // `Init` comes before every (re)list attempt; only a completed list
                 // (`InitDone`) shows the watch works again.
-                if matches!(event, watcher::Event::InitDone) && failing {
-                    tracing::info!(kind = %kind, "watch of owned backend objects recovered");
-                    failing = false;
+                if matches!(event, watcher::Event::InitDone)
+                    && let Some((failures, lasted)) = failing.recover()
+                {
+                    tracing::info!(
+                        kind = %kind,
+                        failures,
+                        lasted_ms = lasted.as_millis() as u64,
+                        "watch of owned backend objects recovered"
+                    );
                 }
                 pending.push(index.apply(&event));
             }
-            Err(error) if !failing => {
-                failing = true;
-                index.failed();
-                tracing::warn!(
-                    %error,
-                    kind = %kind,
-                    "cannot watch owned backend objects (is the CRD installed? RBAC list/watch?); retrying with backoff up to {}s",
-                    BACKOFF.max.as_secs()
-                );
-            }
             Err(error) => {
-                tracing::debug!(%error, kind = %kind, "watch of owned backend objects still failing");
+                if failing.fail() {
+                    index.failed();
+                    tracing::warn!(
+                        %error,
+                        kind = %kind,
+                        "cannot watch owned backend objects (is the CRD installed? RBAC list/watch?); retrying with backoff up to {}s",
+                        BACKOFF.max.as_secs()
+                    );
+                } else {
+                    tracing::debug!(%error, kind = %kind, "watch of owned backend objects still failing");
+                }
             }
         }
     }
