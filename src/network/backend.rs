@@ -237,13 +237,17 @@ impl MultusBackend {
             uid: &uid,
         };
         let desired = nad::render(&namespace, &owner, &network.spec.cidr, &network.spec.gateway);
+        let fingerprint = nad::fingerprint(&desired);
         let api = self.api(&namespace);
         match self.index.lookup(&namespace, &name) {
-            Known::Present(facts) if facts.fingerprint == nad::fingerprint(&desired) => {
+            Known::Present(facts) if facts.fingerprint == fingerprint => {
                 return Ok(unchanged(reference));
             }
             Known::Absent => {
-                if let Created::Done(state) = self.create(&api, &name, reference.clone(), &desired).await? {
+                if let Created::Done(state) = self
+                    .create(&api, &name, reference.clone(), &desired, fingerprint)
+                    .await?
+                {
                     return Ok(state);
                 }
                 // Someone else's NAD of that name, or ours not seen yet: read it.
@@ -261,18 +265,14 @@ impl MultusBackend {
                         ),
                     });
                 }
-                let live_value = serde_json::to_value(&live).map_err(|e| BackendError::Failed {
-                    action: "read",
-                    reference: reference.clone(),
-                    message: e.to_string(),
-                })?;
-                if !nad::drifted(&live_value, &desired) {
+                // The comparison the index makes, on the object just read.
+                if Facts::of(&live).is_some_and(|facts| facts.fingerprint == fingerprint) {
                     return Ok(unchanged(reference));
                 }
                 tracing::info!(nad = %reference, "NetworkAttachmentDefinition drifted from its Network; replacing it");
                 let replacement = repaired(live, &desired);
                 // Announced, as for a create: our own change is no drift.
-                self.index.expect(&namespace, &name, nad::fingerprint(&desired));
+                self.index.expect(&namespace, &name, fingerprint);
                 let replaced = match api.replace(&name, &PostParams::default(), &replacement).await {
                     Ok(replaced) => replaced,
                     Err(e) => {
@@ -287,7 +287,10 @@ impl MultusBackend {
                 })
             }
             Err(kube::Error::Api(status)) => match not_found(&status, &name) {
-                Some(Missing::Object) => match self.create(&api, &name, reference.clone(), &desired).await? {
+                Some(Missing::Object) => match self
+                    .create(&api, &name, reference.clone(), &desired, fingerprint)
+                    .await?
+                {
                     Created::Done(state) => Ok(state),
                     Created::Exists => Err(BackendError::Failed {
                         action: "create",
@@ -312,6 +315,7 @@ impl MultusBackend {
         name: &str,
         reference: String,
         desired: &Value,
+        fingerprint: u64,
     ) -> Result<Created, BackendError> {
         let object: DynamicObject = serde_json::from_value(desired.clone()).map_err(|e| BackendError::Failed {
             action: "render",
@@ -319,7 +323,7 @@ impl MultusBackend {
             message: e.to_string(),
         })?;
         let namespace = object.namespace().unwrap_or_default();
-        self.index.expect(&namespace, name, nad::fingerprint(desired));
+        self.index.expect(&namespace, name, fingerprint);
         let result = api.create(&PostParams::default(), &object).await;
         if result.is_err() {
             self.index.unexpect(&namespace, name);
