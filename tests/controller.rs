@@ -18,6 +18,7 @@ use envoy_injector::network::backend::{Backend, MultusBackend, NoBackend};
 use envoy_injector::network::controller::{self, Context, Error};
 use envoy_injector::network::crd::{FINALIZER, Network, NetworkCondition, NetworkStatus, READY};
 use envoy_injector::network::nad;
+use envoy_injector::shutdown::CancellationToken;
 use http::Method;
 use k8s_openapi::api::core::v1::Pod;
 use kube::Client;
@@ -807,10 +808,8 @@ async fn run_reconciles_triggers_and_stops_on_shutdown() {
     let mut fx = fixture(client.clone(), Arc::new(NoBackend), &[&n], &[]);
     drop(client);
     let (network_tx, network_rx) = futures::channel::mpsc::unbounded::<Arc<Network>>();
-    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
-    let running = tokio::spawn(controller::run(fx.ctx.clone(), network_rx, async {
-        let _ = stop_rx.await;
-    }));
+    let stop = CancellationToken::new();
+    let running = tokio::spawn(controller::run(fx.ctx.clone(), network_rx, stop.clone()));
 
     timeout(PATIENCE, async {
         network_tx.unbounded_send(Arc::new(n.clone())).unwrap();
@@ -838,7 +837,7 @@ async fn run_reconciles_triggers_and_stops_on_shutdown() {
         patch.reply(200, &serde_json::to_value(&stored).unwrap());
         // Ready did not change: no Event follows (checked by assert_no_more_requests).
 
-        stop_tx.send(()).unwrap();
+        stop.cancel();
         running.await.unwrap();
     })
     .await
@@ -867,10 +866,8 @@ async fn missing_nad_crd_watch_backs_off_and_never_stops_the_controller() {
     let mut fx = fixture(client.clone(), multus(&client), &[&n], &[]);
     drop(client);
     let (network_tx, network_rx) = futures::channel::mpsc::unbounded::<Arc<Network>>();
-    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
-    let running = tokio::spawn(controller::run(fx.ctx.clone(), network_rx, async {
-        let _ = stop_rx.await;
-    }));
+    let stop = CancellationToken::new();
+    let running = tokio::spawn(controller::run(fx.ctx.clone(), network_rx, stop.clone()));
     network_tx.unbounded_send(Arc::new(n.clone())).unwrap();
 
     let cluster_wide = "/apis/k8s.cni.cncf.io/v1/network-attachment-definitions";
@@ -919,7 +916,7 @@ async fn missing_nad_crd_watch_backs_off_and_never_stops_the_controller() {
     assert!(!running.is_finished(), "watch errors never end the controller");
 
     // Graceful shutdown lets reconciles in flight finish: keep answering until `run` ends.
-    stop_tx.send(()).unwrap();
+    stop.cancel();
     let mut running = running;
     timeout(PATIENCE, async {
         loop {

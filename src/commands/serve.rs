@@ -260,7 +260,7 @@ fn controller_starter(
                 cache.indexes.clone(),
                 metrics,
             ));
-            network::controller::run_on_cache(ctx, &cache, stop.cancelled_owned()).await;
+            network::controller::run_on_cache(ctx, &cache, stop).await;
         })
     }
 }

@@ -37,12 +37,10 @@ mod watch;
 mod writes;
 
 use std::collections::HashMap;
-use std::future::Future;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use futures::channel::oneshot;
-use futures::{FutureExt, Stream, StreamExt};
+use futures::{Stream, StreamExt};
 use kube::Client;
 use kube::runtime::controller::{Config, Controller, Error as ControllerError};
 use kube::runtime::reflector::{ObjectRef, Store};
@@ -54,6 +52,7 @@ use crate::backoff::Exponential;
 use crate::cache::Indexes;
 use crate::events::EventSink;
 use crate::metrics::Metrics;
+use crate::shutdown::CancellationToken;
 
 pub use reconcile::{Error, error_policy, reconcile};
 pub use status::*;
@@ -137,7 +136,7 @@ impl Context {
     }
 }
 
-/// Runs the Network controller until `shutdown` resolves, then finishes the reconciles in
+/// Runs the Network controller until `stop` is cancelled, then finishes the reconciles in
 /// flight and returns.
 ///
 /// * `networks`: trigger stream of the shared Network reflector (`Writer::subscribe()`);
@@ -159,15 +158,9 @@ impl Context {
 pub async fn run(
     ctx: Arc<Context>,
     networks: impl Stream<Item = Arc<Network>> + Send + 'static,
-    shutdown: impl Future<Output = ()> + Send + 'static,
+    stop: CancellationToken,
 ) {
     let requests = ctx.indexes.pending.start();
-    // `graceful_shutdown_on` wants a `Sync` future; `shutdown` need only be `Send`.
-    let (stop_tx, mut stop_rx) = oneshot::channel::<()>();
-    let stopper = tokio::spawn(async move {
-        shutdown.await;
-        let _ = stop_tx.send(());
-    });
     let owned = ctx.backend.owned_resource().map(|resource| {
         let index = ctx.backend.owned_index().unwrap_or_else(|| Arc::new(OwnedIndex::new()));
         let follow = watch::follow_owned(ctx.client.clone(), resource, index.clone(), ctx.indexes.pending.clone());
@@ -176,7 +169,7 @@ pub async fn run(
     let stopped_early = match &owned {
         Some((index, _)) => tokio::select! {
             _ = index.settled() => false,
-            _ = &mut stop_rx => true,
+            () = stop.cancelled() => true,
         },
         None => false,
     };
@@ -187,7 +180,7 @@ pub async fn run(
         Controller::for_shared_stream(networks, ctx.networks.clone())
             .with_config(Config::default().concurrency(CONCURRENCY).debounce(DEBOUNCE))
             .reconcile_on(requests)
-            .graceful_shutdown_on(stop_rx.map(|_| ()))
+            .graceful_shutdown_on(stop.cancelled_owned())
             .run(reconcile, error_policy, ctx.clone())
             .for_each(|result| {
                 match result {
@@ -208,27 +201,22 @@ pub async fn run(
         follow.abort();
     }
     ctx.indexes.pending.stop();
-    stopper.abort();
     tracing::info!("Network controller stopped");
 }
 
-/// Runs the controller on the shared cache until `stop` resolves (the leader supervisor
-/// calls this each time this replica starts leading).
+/// Runs the controller on the shared cache until `stop` is cancelled (the leader
+/// supervisor calls this each time this replica starts leading, with a child token of the
+/// process's shutdown token).
 ///
 /// First the Network store and the member-Pod index must have listed: a reconcile before
 /// that would count no Pods and write a wrong `attachedPods`. Then the snapshot rule:
 /// attach to the Network relay *before* reading the store, so an event in between is seen
 /// twice (the controller dedups), never lost; every Network the store holds is reconciled
 /// once, as a shared subscriber only sees events after it subscribed.
-pub async fn run_on_cache(
-    ctx: Arc<Context>,
-    cache: &crate::cache::Cache,
-    stop: impl Future<Output = ()> + Send + 'static,
-) {
-    let stop = stop.shared();
+pub async fn run_on_cache(ctx: Arc<Context>, cache: &crate::cache::Cache, stop: CancellationToken) {
     tokio::select! {
         () = cache.synced.wait_for_controller() => {}
-        () = stop.clone() => return,
+        () = stop.cancelled() => return,
     }
     let network_events = cache.network_events.attach().await;
     let networks = futures::stream::iter(cache.stores.networks.state()).chain(network_events);
