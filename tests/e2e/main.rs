@@ -15,7 +15,7 @@
 //! | `controller` | 300 Networks created in one burst: every verdict right, at most 3 reconciles each; a restart writes nothing |
 //! | `deployed` | `manifests/` applied, the binary run as its ServiceAccount behind the Service: RBAC sufficient (and what one missing rule breaks), self-managed TLS Secret and `caBundle`, the `matchConditions` |
 //! | `replicas` | two processes on one ClusterIP (`--reuse-port`): one Lease holder reconciles; SIGKILL of it: takeover within the bound, every opted-in Pod injected |
-//! | `upgrade` | a rolling upgrade as the Deployment does it (`maxUnavailable: 0`) under a Pod loop: 0 failed, 0 uninjected |
+//! | `upgrade` | a rolling upgrade as the Deployment does it (`maxUnavailable: 0`) under a Pod loop: 0 failed, 0 uninjected; the Lease handed over within 5 s of its holder's SIGTERM |
 //! | `workloads` | a Deployment's Pods, namespace-label opt-in, opt-out, `dryRun=All`, template edit to next Pod latency |
 //! | `outage` | `$CONTROLPLANE_SH restart-apiserver` (`DOWN_S=15`): alive, `/readyz`, serving from cache, watches resume |
 //!

@@ -76,7 +76,7 @@ fn rbac_is_least_privilege_without_wildcards() {
             "coordination.k8s.io",
             "leases",
             "envoy-injector-controller",
-            &["get", "update", "patch"],
+            &["get", "list", "watch", "update", "patch"],
         ),
     ]);
     assert_eq!(found, expected, "the Role's permissions (namespace {NAMESPACE})");
