@@ -55,10 +55,10 @@ pub(super) struct KindIn<'a> {
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase")]
 struct ReviewIn<'a> {
-    #[serde(default)]
-    api_version: String,
-    #[serde(default)]
-    kind: String,
+    #[serde(borrow, default)]
+    api_version: Cow<'a, str>,
+    #[serde(borrow, default)]
+    kind: Cow<'a, str>,
     #[serde(borrow, default)]
     request: Option<RequestIn<'a>>,
 }
@@ -80,7 +80,7 @@ struct ReviewOutline<'a> {
 pub(super) fn parse(body: &[u8]) -> Result<RequestIn<'_>, RequestError> {
     // JSON is UTF-8: checked once for the whole body (a fast scan), so the parse does not
     // check each string it reads again.
-    let text = std::str::from_utf8(body).map_err(|e| {
+    let text = simdutf8::compat::from_utf8(body).map_err(|e| {
         RequestError::NotJson(format!(
             "expected UTF-8, found an invalid byte at offset {}",
             e.valid_up_to()
@@ -90,7 +90,7 @@ pub(super) fn parse(body: &[u8]) -> Result<RequestIn<'_>, RequestError> {
     let Ok(review) = serde_json::from_str::<ReviewIn<'_>>(text) else {
         return Err(explain(body));
     };
-    check_version(review.api_version, review.kind)?;
+    check_version(&review.api_version, &review.kind)?;
     let mut request = review.request.ok_or(RequestError::NoRequest)?;
     if request.uid.is_empty() {
         return Err(RequestError::NoUid);
@@ -104,9 +104,12 @@ pub(super) fn parse(body: &[u8]) -> Result<RequestIn<'_>, RequestError> {
     Ok(request)
 }
 
-fn check_version(api_version: String, kind: String) -> Result<(), RequestError> {
+fn check_version(api_version: &str, kind: &str) -> Result<(), RequestError> {
     if api_version != "admission.k8s.io/v1" || kind != "AdmissionReview" {
-        return Err(RequestError::WrongVersion { api_version, kind });
+        return Err(RequestError::WrongVersion {
+            api_version: api_version.to_string(),
+            kind: kind.to_string(),
+        });
     }
     Ok(())
 }
@@ -123,7 +126,7 @@ fn explain(body: &[u8]) -> RequestError {
             };
         }
     };
-    if let Err(wrong) = check_version(outline.api_version, outline.kind) {
+    if let Err(wrong) = check_version(&outline.api_version, &outline.kind) {
         return wrong;
     }
     let Some(raw) = outline.request.filter(|r| r.get() != "null") else {
@@ -162,12 +165,11 @@ thread_local! {
 
 /// The patch as the response's `patch` field carries it: its JSON, base64-encoded.
 pub(super) fn patch_base64(ops: &Ops<'_>) -> String {
-    use base64::Engine as _;
     PATCH_JSON.with_borrow_mut(|json| {
         json.clear();
         // Operations of strings and JSON text: serialising them into a Vec cannot fail.
         let _ = serde_json::to_writer(&mut *json, ops);
-        base64::engine::general_purpose::STANDARD.encode(json.as_slice())
+        base64_simd::STANDARD.encode_to_string(json.as_slice())
     })
 }
 
