@@ -92,16 +92,6 @@ pub struct RunningServer {
     supervisor: JoinHandle<Result<(), ServerError>>,
 }
 
-/// Triggers graceful shutdown from elsewhere (e.g. a signal handler).
-#[derive(Clone)]
-pub struct ShutdownHandle(CancellationToken);
-
-impl ShutdownHandle {
-    pub fn shutdown(&self) {
-        self.0.cancel();
-    }
-}
-
 impl RunningServer {
     /// The webhook's bound address (the real port when `--addr` asked for port 0).
     pub fn webhook_addr(&self) -> SocketAddr {
@@ -117,10 +107,6 @@ impl RunningServer {
     /// listener closes. Returns at once; [`RunningServer::wait`] awaits the end.
     pub fn shutdown(&self) {
         self.stop.cancel();
-    }
-
-    pub fn shutdown_handle(&self) -> ShutdownHandle {
-        ShutdownHandle(self.stop.clone())
     }
 
     /// Waits until both listeners have closed (only happens after shutdown).

@@ -117,10 +117,6 @@ pub struct RunningBootstrap {
 }
 
 impl RunningBootstrap {
-    pub fn store(&self) -> Arc<CertStore> {
-        self.store.clone()
-    }
-
     /// The source for `server::start`.
     pub fn tls_source(&self) -> TlsSource {
         TlsSource::Store(self.store.clone())
