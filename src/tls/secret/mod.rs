@@ -47,7 +47,7 @@
 //! | `settings` | [`BootstrapConfig`], what the binary fills from the `serve` flags |
 //! | `material` | [`TlsMaterial`], the Secret's keys, reading the CA bundle |
 //! | `policy` | [`Policy`]: lifetimes, when to renew, rotate and switch |
-//! | `decide` | [`decide`]: the pure decision of what the Secret needs |
+//! | `decide` | [`decide`]: the pure decision of what the Secret needs, and the [`Plan`] that issues it |
 //! | `sync` | [`TlsBootstrap`]: the loop that reads and writes the Secret |
 //! | `ca_bundle` | publishing `ca.crt` as the webhooks' `caBundle` (mutating and validating) |
 
@@ -68,7 +68,7 @@ mod sync;
 #[cfg(test)]
 mod tests;
 
-pub use decide::{Decision, WriteReason, decide};
+pub use decide::{Decision, Plan, WriteReason, decide};
 pub use material::{CA_CRT, CA_KEY, NEXT_CA_KEY, SECRET_TYPE, TLS_CRT, TLS_KEY, TlsMaterial};
 pub use policy::Policy;
 pub use settings::{BootstrapConfig, DEFAULT_CA_OVERLAP, DEFAULT_CHECK_INTERVAL, DEFAULT_POLL_INTERVAL};
