@@ -63,11 +63,12 @@ async fn run_cluster(args: ServeArgs) -> Result<(), ServeError> {
     };
     let client = envoy_injector::client::connect(limits, &metrics).await?;
     // Without files, the certificate lives in a Secret this process manages; the
-    // bootstrap keeps it current until `_tls_bootstrap` is dropped on return.
-    let (tls, _tls_bootstrap) = match files_source(&args) {
+    // bootstrap keeps it current until shutdown.
+    let (tls, tls_bootstrap) = match files_source(&args) {
         Some(files) => (files, None),
         None => {
-            let running = secret::start(client.clone(), self_tls_config(&args), metrics.clone()).await?;
+            let config = self_tls_config(&args);
+            let running = secret::start(client.clone(), config, metrics.clone(), shutdown.clone()).await?;
             (running.tls_source(), Some(running))
         }
     };
@@ -146,6 +147,9 @@ async fn run_cluster(args: ServeArgs) -> Result<(), ServeError> {
         warn!(error = %err, "the controller supervisor failed");
     }
     server.wait().await?;
+    if let Some(bootstrap) = tls_bootstrap {
+        bootstrap.stopped().await;
+    }
     Ok(())
 }
 

@@ -57,6 +57,7 @@ use tokio::task::JoinHandle;
 use tracing::{Instrument, info_span};
 
 use crate::metrics::Metrics;
+use crate::shutdown::CancellationToken;
 use crate::tls::{CertError, CertStore, TlsError, TlsSource};
 
 mod ca_bundle;
@@ -110,7 +111,7 @@ pub enum BootstrapError {
 }
 
 /// A running bootstrap: the store the server serves from, kept current by a background
-/// task that stops when this is dropped.
+/// task until the shutdown token is cancelled.
 pub struct RunningBootstrap {
     store: Arc<CertStore>,
     task: JoinHandle<()>,
@@ -121,25 +122,27 @@ impl RunningBootstrap {
     pub fn tls_source(&self) -> TlsSource {
         TlsSource::Store(self.store.clone())
     }
-}
 
-impl Drop for RunningBootstrap {
-    fn drop(&mut self) {
-        self.task.abort();
+    /// Waits for the task to end (once `shutdown` is cancelled).
+    pub async fn stopped(self) {
+        // It has nothing to report but a panic, which the panic hook has already printed.
+        let _ = self.task.await;
     }
 }
 
-/// Bootstraps the certificate (see the module docs) and starts keeping it current.
+/// Bootstraps the certificate (see the module docs) and keeps it current until
+/// `shutdown` is cancelled.
 pub async fn start(
     client: kube::Client,
     config: BootstrapConfig,
     metrics: Metrics,
+    shutdown: CancellationToken,
 ) -> Result<RunningBootstrap, BootstrapError> {
     let mut bootstrap = TlsBootstrap::new(client, config, metrics)?;
     let store = bootstrap.bootstrap().await?;
     let task = tokio::spawn(
         bootstrap
-            .run(store.clone(), std::future::pending())
+            .run(store.clone(), shutdown)
             .instrument(info_span!("tls_bootstrap")),
     );
     Ok(RunningBootstrap { store, task })

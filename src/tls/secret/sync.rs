@@ -3,7 +3,6 @@
 //! [`CaBundleSync`] publish its `ca.crt`.
 
 use std::collections::BTreeMap;
-use std::future::Future;
 use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::Secret;
@@ -18,8 +17,9 @@ use super::{
     BootstrapConfig, BootstrapError, Decision, FIELD_MANAGER, Policy, SECRET_TYPE, TLS_CRT, TLS_KEY, TlsMaterial,
     WriteReason, decide,
 };
-use crate::backoff::Exponential;
+use crate::backoff::{Episode, Exponential};
 use crate::metrics::Metrics;
+use crate::shutdown::CancellationToken;
 use crate::tls::{self, CertStore, Offer, Reloader, fingerprint, load_pem};
 
 /// Writes that lose an optimistic-concurrency race before giving up (until the next check).
@@ -57,6 +57,12 @@ pub struct TlsBootstrap {
     last_good: Option<TlsMaterial>,
     /// When the next full check is due.
     next_full_check: OffsetDateTime,
+    /// Failing reads of the Secret: logged when they start and when they end.
+    unreadable: Episode,
+    /// Reconciles that failed or left work: their count sets the retry backoff.
+    failing: Episode,
+    /// No reconcile before this, after a failed one.
+    retry_at: Option<OffsetDateTime>,
 }
 
 impl TlsBootstrap {
@@ -77,6 +83,9 @@ impl TlsBootstrap {
             reloader: Reloader::new(metrics),
             last_good: None,
             next_full_check: OffsetDateTime::now_utc(),
+            unreadable: Episode::default(),
+            failing: Episode::default(),
+            retry_at: None,
         })
     }
 
@@ -108,71 +117,84 @@ impl TlsBootstrap {
         Ok(Arc::new(CertStore::new(key)))
     }
 
-    /// Polls the Secret until `shutdown` completes: reloads `store` when the certificate
-    /// changes, renews, rotates and syncs `caBundle` when due.
-    pub async fn run(mut self, store: Arc<CertStore>, shutdown: impl Future<Output = ()>) {
-        tokio::pin!(shutdown);
-        let mut failures: u32 = 0;
-        let mut retry_at: Option<OffsetDateTime> = None;
-        let mut read_error: Option<String> = None;
-        loop {
-            tokio::select! {
-                () = &mut shutdown => return,
-                () = tokio::time::sleep(self.config.poll_interval) => {}
-            }
-            let secret = match self.get().await {
-                Ok(secret) => {
-                    read_error = None;
-                    secret
+    /// Polls the Secret until `shutdown` is cancelled: reloads `store` when the
+    /// certificate changes, renews, rotates and syncs `caBundle` when due. A poll under
+    /// way is abandoned then; a write it sent is applied whole or not at all (the
+    /// `resourceVersion` guard), so nothing is left half-done.
+    pub async fn run(mut self, store: Arc<CertStore>, shutdown: CancellationToken) {
+        let poll_interval = self.config.poll_interval;
+        tokio::select! {
+            () = shutdown.cancelled() => {}
+            () = async {
+                loop {
+                    tokio::time::sleep(poll_interval).await;
+                    self.poll(&store).await;
                 }
-                Err(err) => {
-                    let message = err.to_string();
-                    if read_error.as_deref() != Some(message.as_str()) {
-                        warn!(error = %message, "cannot read the TLS Secret; keeping the current certificate");
-                        read_error = Some(message);
-                    }
-                    continue;
+            } => {}
+        }
+        info!(secret = %self.secret_ref(), "stopped watching the TLS Secret");
+    }
+
+    /// One poll: read, reload, and reconcile when needed and not backing off.
+    async fn poll(&mut self, store: &CertStore) {
+        let secret = match self.get().await {
+            Ok(secret) => secret,
+            Err(err) => {
+                if self.unreadable.fail() {
+                    warn!(
+                        error = %err,
+                        "cannot read the TLS Secret; keeping the current certificate (logged again when it recovers)"
+                    );
                 }
-            };
-            let material = secret.as_ref().map(TlsMaterial::from_secret);
-            if let Some(material) = &material {
-                self.reload(&store, material);
+                return;
             }
-            let now = OffsetDateTime::now_utc();
-            if retry_at.is_some_and(|at| now < at) {
-                continue;
-            }
-            let full = now >= self.next_full_check;
-            let read = self.decide(secret, material, now);
-            if !full && !self.needs_work(&read) {
-                continue;
-            }
-            match self.reconcile(read, full).await {
-                Ok(reconciled) => {
-                    self.reload(&store, &reconciled.material);
-                    self.schedule(&reconciled, now);
-                    if reconciled.complete {
-                        failures = 0;
-                        retry_at = None;
-                    } else {
-                        failures = failures.saturating_add(1);
-                        retry_at = Some(now + self.backoff(failures));
-                    }
+        };
+        if let Some((failures, lasted)) = self.unreadable.recover() {
+            info!(
+                failed_reads = failures,
+                lasted_ms = lasted.as_millis() as u64,
+                "the TLS Secret is readable again"
+            );
+        }
+        let material = secret.as_ref().map(TlsMaterial::from_secret);
+        if let Some(material) = &material {
+            self.reload(store, material);
+        }
+        let now = OffsetDateTime::now_utc();
+        if self.retry_at.is_some_and(|at| now < at) {
+            return;
+        }
+        let full = now >= self.next_full_check;
+        let read = self.decide(secret, material, now);
+        if !full && !self.needs_work(&read) {
+            return;
+        }
+        match self.reconcile(read, full).await {
+            Ok(reconciled) => {
+                self.reload(store, &reconciled.material);
+                self.schedule(&reconciled, now);
+                if reconciled.complete {
+                    self.failing.recover();
+                    self.retry_at = None;
+                } else {
+                    self.failing.fail();
+                    self.retry_at = Some(now + self.backoff());
                 }
-                Err(err) => {
-                    failures = failures.saturating_add(1);
-                    let delay = self.backoff(failures);
-                    warn!(error = %err, retry_in = ?delay, "cannot reconcile the TLS Secret; keeping the current certificate");
-                    retry_at = Some(now + delay);
-                }
+            }
+            Err(err) => {
+                self.failing.fail();
+                let delay = self.backoff();
+                warn!(error = %err, retry_in = ?delay, "cannot reconcile the TLS Secret; keeping the current certificate");
+                self.retry_at = Some(now + delay);
             }
         }
     }
 
-    /// After `failures` failed syncs: the poll interval doubled per failure, at most the
+    /// After the failed syncs so far: the poll interval doubled per failure, at most the
     /// check interval.
-    fn backoff(&self, failures: u32) -> Duration {
+    fn backoff(&self) -> Duration {
         let policy = Exponential::new(self.config.poll_interval, self.config.check_interval);
+        let failures = self.failing.failures();
         Duration::try_from(policy.delay(failures.saturating_add(1))).unwrap_or(Duration::MAX)
     }
 
