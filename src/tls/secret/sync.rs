@@ -307,9 +307,9 @@ impl TlsBootstrap {
             };
             if reason == WriteReason::SwitchCa {
                 // Publish before use: the new CA is already in ca.crt; make sure caBundle
-                // carries it before anything it signed can be served.
-                let published = current.as_ref().map(|_| material.ca_crt.as_slice()).unwrap_or_default();
-                let outcome = self.ca_bundle.sync(published).await;
+                // carries it before anything it signed can be served. Without a Secret,
+                // what was published is the last good ca.crt (never an empty bundle).
+                let outcome = self.ca_bundle.sync(&material.ca_crt).await;
                 if !outcome.allows_switch() && current.is_some() {
                     info!(
                         secret = %self.secret_ref(),
