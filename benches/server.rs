@@ -16,7 +16,7 @@ use common::{REVIEW_5K, fixture_bytes, huge_review};
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
 use envoy_injector::admission::{Admission, Standalone};
 use envoy_injector::metrics::Metrics;
-use envoy_injector::server::{self, AppState, ServerConfig};
+use envoy_injector::server::{self, AppState, ConnectionTimeouts, ServerConfig};
 use envoy_injector::template::{LiveTemplates, TemplateSet};
 use envoy_injector::tls::{self, TlsSource};
 use prometheus_client::registry::Registry;
@@ -30,12 +30,14 @@ fn config() -> ServerConfig {
         reuse_port: false,
         max_body_bytes: 8 * 1024 * 1024,
         max_inflight_body_bytes: 64 * 1024 * 1024,
-        tls_handshake_timeout: Duration::from_secs(5),
-        first_request_timeout: Duration::from_secs(10),
-        header_read_timeout: Duration::from_secs(5),
-        idle_timeout: Duration::from_secs(600),
-        http2_keepalive_interval: Duration::from_secs(20),
-        http2_keepalive_timeout: Duration::from_secs(10),
+        timeouts: ConnectionTimeouts {
+            tls_handshake: Duration::from_secs(5),
+            first_request: Duration::from_secs(10),
+            header_read: Duration::from_secs(5),
+            idle: Duration::from_secs(600),
+            http2_keepalive_interval: Duration::from_secs(20),
+            http2_keepalive_timeout: Duration::from_secs(10),
+        },
         request_timeout: Duration::from_secs(10),
         shutdown_timeout: Duration::from_secs(5),
         max_connections: 4096,

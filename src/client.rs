@@ -83,11 +83,6 @@ pub fn classify(method: &Method, path: &str, query: Option<&str>) -> ApiLabels {
     ApiLabels { verb, resource }
 }
 
-/// True for the verbs that change something.
-pub fn is_write(verb: &str) -> bool {
-    matches!(verb, "create" | "update" | "patch" | "delete" | "deletecollection")
-}
-
 /// Counts every request into `envoy_injector_api_requests_total`.
 #[derive(Clone)]
 pub struct CountLayer {
@@ -261,7 +256,6 @@ mod tests {
             ("delete", "networks".into())
         );
         assert_eq!(verb_resource(Method::GET, "/version"), ("list", "other".into()));
-        assert!(is_write("patch") && !is_write("watch"));
     }
 
     #[tokio::test]

@@ -23,9 +23,9 @@ async fn every_connection_phase_has_a_deadline_on_both_listeners() {
     let certs = service_certs();
     let mut config = test_config();
     let short = Duration::from_millis(300);
-    config.tls_handshake_timeout = short;
-    config.first_request_timeout = short;
-    config.idle_timeout = short;
+    config.timeouts.tls_handshake = short;
+    config.timeouts.first_request = short;
+    config.timeouts.idle = short;
     let server = start(config, pem_source(&certs)).await;
     let (webhook, admin) = (server.server.webhook_addr(), server.server.admin_addr());
     let ca = certs.ca.cert_pem.as_str();
@@ -89,8 +89,8 @@ async fn an_idle_connection_flood_is_capped_and_the_server_stays_reachable() {
     let certs = service_certs();
     let mut config = test_config();
     // Far beyond the test: only the cap can close the flood's extra connections.
-    config.first_request_timeout = Duration::from_secs(600);
-    config.tls_handshake_timeout = Duration::from_secs(600);
+    config.timeouts.first_request = Duration::from_secs(600);
+    config.timeouts.tls_handshake = Duration::from_secs(600);
     config.max_connections = CAP;
     config.admin_max_connections = 2;
     let server = start(config, pem_source(&certs)).await;

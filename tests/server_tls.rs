@@ -299,7 +299,7 @@ async fn the_api_servers_shorter_timeout_bounds_a_stalled_body() {
 async fn a_silent_connection_is_closed_after_the_tls_handshake_timeout() {
     let certs = service_certs();
     let mut config = test_config();
-    config.tls_handshake_timeout = Duration::from_millis(200);
+    config.timeouts.tls_handshake = Duration::from_millis(200);
     let server = start(config, pem_source(&certs)).await;
     // Never sends a ClientHello: the server must hang up, not hold the socket forever.
     let mut socket = tokio::net::TcpStream::connect(server.server.webhook_addr())

@@ -14,7 +14,7 @@ use envoy_injector::network::{
     backend::{Backend, MultusBackend, NoBackend},
     controller::Context,
 };
-use envoy_injector::server::{self, AppState, Readiness, ServerConfig, ServerError};
+use envoy_injector::server::{self, AppState, ConnectionTimeouts, Readiness, ServerConfig, ServerError};
 use envoy_injector::shutdown::{CancellationToken, cancel_on_signals};
 use envoy_injector::template::{ConfigError, LiveTemplates, TemplateSet};
 use envoy_injector::tls::secret::{self, BootstrapConfig, BootstrapError};
@@ -63,11 +63,12 @@ async fn run_cluster(args: ServeArgs) -> Result<(), ServeError> {
     };
     let client = envoy_injector::client::connect(limits, &metrics).await?;
     // Without files, the certificate lives in a Secret this process manages; the
-    // bootstrap keeps it current until `_tls_bootstrap` is dropped on return.
-    let (tls, _tls_bootstrap) = match files_source(&args) {
+    // bootstrap keeps it current until shutdown.
+    let (tls, tls_bootstrap) = match files_source(&args) {
         Some(files) => (files, None),
         None => {
-            let running = secret::start(client.clone(), self_tls_config(&args), metrics.clone()).await?;
+            let config = self_tls_config(&args);
+            let running = secret::start(client.clone(), config, metrics.clone(), shutdown.clone()).await?;
             (running.tls_source(), Some(running))
         }
     };
@@ -146,6 +147,9 @@ async fn run_cluster(args: ServeArgs) -> Result<(), ServeError> {
         warn!(error = %err, "the controller supervisor failed");
     }
     server.wait().await?;
+    if let Some(bootstrap) = tls_bootstrap {
+        bootstrap.stopped().await;
+    }
     Ok(())
 }
 
@@ -273,12 +277,14 @@ fn server_config(args: &ServeArgs) -> ServerConfig {
         reuse_port: args.reuse_port,
         max_body_bytes: args.connections.max_body_bytes,
         max_inflight_body_bytes: args.connections.max_inflight_body_bytes,
-        tls_handshake_timeout: args.connections.tls_handshake_timeout,
-        first_request_timeout: args.connections.first_request_timeout,
-        header_read_timeout: args.connections.header_read_timeout,
-        idle_timeout: args.connections.idle_timeout,
-        http2_keepalive_interval: args.connections.http2_keepalive_interval,
-        http2_keepalive_timeout: args.connections.http2_keepalive_timeout,
+        timeouts: ConnectionTimeouts {
+            tls_handshake: args.connections.tls_handshake_timeout,
+            first_request: args.connections.first_request_timeout,
+            header_read: args.connections.header_read_timeout,
+            idle: args.connections.idle_timeout,
+            http2_keepalive_interval: args.connections.http2_keepalive_interval,
+            http2_keepalive_timeout: args.connections.http2_keepalive_timeout,
+        },
         request_timeout: args.connections.request_timeout,
         shutdown_timeout: args.shutdown_timeout,
         max_connections: args.connections.max_connections,
@@ -353,11 +359,17 @@ mod tests {
         };
         let defaults = parse(&[]);
         assert_eq!(defaults.max_inflight_body_bytes, 64 * 1024 * 1024);
-        assert_eq!(defaults.tls_handshake_timeout, Duration::from_secs(5));
-        assert_eq!(defaults.first_request_timeout, Duration::from_secs(10));
-        assert_eq!(defaults.idle_timeout, Duration::from_secs(60));
-        assert_eq!(defaults.http2_keepalive_interval, Duration::from_secs(20));
-        assert_eq!(defaults.http2_keepalive_timeout, Duration::from_secs(10));
+        assert_eq!(
+            defaults.timeouts,
+            ConnectionTimeouts {
+                tls_handshake: Duration::from_secs(5),
+                first_request: Duration::from_secs(10),
+                header_read: Duration::from_secs(5),
+                idle: Duration::from_secs(60),
+                http2_keepalive_interval: Duration::from_secs(20),
+                http2_keepalive_timeout: Duration::from_secs(10),
+            }
+        );
         assert_eq!((defaults.max_connections, defaults.admin_max_connections), (4096, 128));
         defaults.validate().unwrap();
         let custom = parse(&[
@@ -372,8 +384,8 @@ mod tests {
             "--max-connections",
             "7",
         ]);
-        assert_eq!(custom.idle_timeout, Duration::from_secs(3));
-        assert!(custom.http2_keepalive_interval.is_zero());
+        assert_eq!(custom.timeouts.idle, Duration::from_secs(3));
+        assert!(custom.timeouts.http2_keepalive_interval.is_zero());
         assert_eq!(custom.max_connections, 7);
         let err = custom.validate().unwrap_err().to_string();
         assert!(

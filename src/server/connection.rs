@@ -90,7 +90,7 @@ pub(crate) async fn serve(
     let Some(acceptor) = &config.tls else {
         return serve_http(stream, false, &config, &builder, stop).await;
     };
-    match tokio::time::timeout(config.tls_handshake_timeout, acceptor.accept(stream)).await {
+    match tokio::time::timeout(config.timeouts.tls_handshake, acceptor.accept(stream)).await {
         Ok(Ok(tls)) => {
             let http2 = tls.get_ref().1.alpn_protocol() == Some(b"h2");
             serve_http(tls, http2, &config, &builder, stop).await
@@ -103,7 +103,7 @@ pub(crate) async fn serve(
         Err(_) => {
             config.timed_out("tls_handshake");
             debug!(
-                timeout_ms = config.tls_handshake_timeout.as_millis() as u64,
+                timeout_ms = config.timeouts.tls_handshake.as_millis() as u64,
                 "TLS handshake not completed within --tls-handshake-timeout; closing"
             )
         }
@@ -196,9 +196,9 @@ async fn serve_http<I>(
         } else if state.in_flight > 0 {
             None
         } else if state.requests == 0 {
-            Some(started + config.first_request_timeout)
+            Some(started + config.timeouts.first_request)
         } else {
-            Some(state.idle_since + config.idle_timeout)
+            Some(state.idle_since + config.timeouts.idle)
         };
         tokio::select! {
             result = conn.as_mut() => {

@@ -15,7 +15,7 @@ use tokio::task::{JoinError, JoinSet};
 use tokio_rustls::TlsAcceptor;
 use tracing::{Instrument, debug, error, info, info_span, warn};
 
-use super::connection;
+use super::{ConnectionTimeouts, connection};
 use crate::backoff::{Episode, Exponential};
 use crate::metrics::{ListenerLabels, Metrics};
 use crate::shutdown::CancellationToken;
@@ -30,14 +30,7 @@ pub(crate) struct Listener {
     pub name: &'static str,
     pub router: Router,
     pub tls: Option<TlsAcceptor>,
-    pub tls_handshake_timeout: Duration,
-    pub first_request_timeout: Duration,
-    /// Bounds the wait for an HTTP/1.1 request's headers once it started.
-    pub header_read_timeout: Duration,
-    pub idle_timeout: Duration,
-    /// `ZERO`: no keep-alive PINGs.
-    pub http2_keepalive_interval: Duration,
-    pub http2_keepalive_timeout: Duration,
+    pub timeouts: ConnectionTimeouts,
     /// Connections open at once; more are accepted and closed at once.
     pub max_connections: usize,
     /// How long in-flight connections may take to finish once `stop` is set.
@@ -62,7 +55,7 @@ impl Drop for Slot {
 /// connections finish their requests, for at most `drain_timeout`.
 pub(crate) async fn run(listener: TcpListener, config: Listener, stop: CancellationToken) {
     let config = Arc::new(config);
-    let builder = Arc::new(http_builder(&config));
+    let builder = Arc::new(http_builder(&config.timeouts));
     let labels = ListenerLabels { listener: config.name };
     let open = config.metrics.connections_open.get_or_create(&labels).clone();
     let rejected = config.metrics.connections_rejected.get_or_create(&labels).clone();
@@ -188,18 +181,18 @@ pub(crate) async fn run(listener: TcpListener, config: Listener, stop: Cancellat
     info!(listener = config.name, "closed");
 }
 
-fn http_builder(config: &Listener) -> auto::Builder<SpanExecutor> {
+fn http_builder(timeouts: &ConnectionTimeouts) -> auto::Builder<SpanExecutor> {
     let mut builder = auto::Builder::new(SpanExecutor);
     builder
         .http1()
         .timer(TokioTimer::new())
-        .header_read_timeout(config.header_read_timeout);
-    let interval = (!config.http2_keepalive_interval.is_zero()).then_some(config.http2_keepalive_interval);
+        .header_read_timeout(timeouts.header_read);
+    let interval = (!timeouts.http2_keepalive_interval.is_zero()).then_some(timeouts.http2_keepalive_interval);
     builder
         .http2()
         .timer(TokioTimer::new())
         .keep_alive_interval(interval)
-        .keep_alive_timeout(config.http2_keepalive_timeout);
+        .keep_alive_timeout(timeouts.http2_keepalive_timeout);
     builder
 }
 

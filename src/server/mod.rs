@@ -48,19 +48,27 @@ pub struct ServerConfig {
     pub max_body_bytes: usize,
     /// Request bodies held at once across all connections.
     pub max_inflight_body_bytes: usize,
-    pub tls_handshake_timeout: Duration,
-    pub first_request_timeout: Duration,
-    pub header_read_timeout: Duration,
-    pub idle_timeout: Duration,
-    /// `ZERO` sends no keep-alive PINGs.
-    pub http2_keepalive_interval: Duration,
-    pub http2_keepalive_timeout: Duration,
+    pub timeouts: ConnectionTimeouts,
     pub request_timeout: Duration,
     pub shutdown_timeout: Duration,
     /// Connections open at once on the webhook listener.
     pub max_connections: usize,
     /// Connections open at once on the admin listener.
     pub admin_max_connections: usize,
+}
+
+/// The deadlines of a connection's phases and its HTTP/2 keep-alive, the same on both
+/// listeners (the `serve` flags of the same names, see `connection`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ConnectionTimeouts {
+    pub tls_handshake: Duration,
+    pub first_request: Duration,
+    /// Bounds the wait for an HTTP/1.1 request's headers once it started.
+    pub header_read: Duration,
+    pub idle: Duration,
+    /// `ZERO` sends no keep-alive PINGs.
+    pub http2_keepalive_interval: Duration,
+    pub http2_keepalive_timeout: Duration,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -92,16 +100,6 @@ pub struct RunningServer {
     supervisor: JoinHandle<Result<(), ServerError>>,
 }
 
-/// Triggers graceful shutdown from elsewhere (e.g. a signal handler).
-#[derive(Clone)]
-pub struct ShutdownHandle(CancellationToken);
-
-impl ShutdownHandle {
-    pub fn shutdown(&self) {
-        self.0.cancel();
-    }
-}
-
 impl RunningServer {
     /// The webhook's bound address (the real port when `--addr` asked for port 0).
     pub fn webhook_addr(&self) -> SocketAddr {
@@ -117,10 +115,6 @@ impl RunningServer {
     /// listener closes. Returns at once; [`RunningServer::wait`] awaits the end.
     pub fn shutdown(&self) {
         self.stop.cancel();
-    }
-
-    pub fn shutdown_handle(&self) -> ShutdownHandle {
-        ShutdownHandle(self.stop.clone())
     }
 
     /// Waits until both listeners have closed (only happens after shutdown).
@@ -183,12 +177,7 @@ pub async fn start(config: ServerConfig, tls: TlsSource, state: AppState) -> Res
         name,
         router,
         tls,
-        tls_handshake_timeout: config.tls_handshake_timeout,
-        first_request_timeout: config.first_request_timeout,
-        header_read_timeout: config.header_read_timeout,
-        idle_timeout: config.idle_timeout,
-        http2_keepalive_interval: config.http2_keepalive_interval,
-        http2_keepalive_timeout: config.http2_keepalive_timeout,
+        timeouts: config.timeouts,
         max_connections,
         drain_timeout,
         metrics: state.metrics.clone(),

@@ -114,6 +114,18 @@ impl Reloader {
     }
 }
 
+const CERT_FLAG: &str = "--tls-cert";
+const KEY_FLAG: &str = "--tls-key";
+
+/// Reads one of the files; the error names its flag and path.
+fn read_file(flag: &'static str, path: &Path) -> Result<Vec<u8>, TlsError> {
+    std::fs::read(path).map_err(|source| TlsError::Read {
+        flag,
+        path: path.to_path_buf(),
+        source,
+    })
+}
+
 /// The `--tls-cert`/`--tls-key` files.
 #[derive(Debug, Clone)]
 pub(super) struct CertFiles {
@@ -124,31 +136,28 @@ pub(super) struct CertFiles {
 impl CertFiles {
     /// Reads both files at start; errors name the flag and the path.
     pub fn read(&self) -> Result<PemBytes, TlsError> {
-        let read = |flag: &'static str, path: &Path| {
-            std::fs::read(path).map_err(|source| TlsError::Read {
-                flag,
-                path: path.to_path_buf(),
-                source,
-            })
-        };
-        Ok((read("--tls-cert", &self.cert)?, read("--tls-key", &self.key)?))
+        Ok((read_file(CERT_FLAG, &self.cert)?, read_file(KEY_FLAG, &self.key)?))
     }
 
     /// Reads cert, key, then cert again: if the cert changed in between, a swap was in
     /// progress and the pair may not belong together, so `None` asks for another try.
+    /// On the blocking pool, as `tokio::fs` would, in one hop for the three reads.
     async fn read_settled(&self) -> Result<Option<PemBytes>, TlsError> {
-        let read = |flag: &'static str, path: &Path| {
-            let path = path.to_path_buf();
-            async move {
-                tokio::fs::read(&path)
-                    .await
-                    .map_err(|source| TlsError::Read { flag, path, source })
-            }
-        };
-        let cert_bytes = read("--tls-cert", &self.cert).await?;
-        let key_bytes = read("--tls-key", &self.key).await?;
-        let again = read("--tls-cert", &self.cert).await?;
-        Ok((again == cert_bytes).then_some((cert_bytes, key_bytes)))
+        let files = self.clone();
+        let read = tokio::task::spawn_blocking(move || {
+            let (cert_bytes, key_bytes) = files.read()?;
+            let again = read_file(CERT_FLAG, &files.cert)?;
+            Ok((again == cert_bytes).then_some((cert_bytes, key_bytes)))
+        });
+        // Only a runtime shutting down (or a panic, which std::fs::read does not raise)
+        // ends the task early: reported as a failed read of the certificate.
+        read.await.unwrap_or_else(|err| {
+            Err(TlsError::Read {
+                flag: CERT_FLAG,
+                path: self.cert.clone(),
+                source: std::io::Error::other(err),
+            })
+        })
     }
 
     /// The names errors use for the two files.

@@ -13,7 +13,7 @@ use std::time::Duration;
 use base64::Engine;
 use envoy_injector::admission::{Admission, Standalone};
 use envoy_injector::metrics::{self, Metrics};
-use envoy_injector::server::{self, AppState, Readiness, RunningServer, ServerConfig};
+use envoy_injector::server::{self, AppState, ConnectionTimeouts, Readiness, RunningServer, ServerConfig};
 use envoy_injector::template::{LiveTemplates, TemplateSet};
 use envoy_injector::tls::{self, ServiceCerts, TlsSource};
 use k8s_openapi::api::core::v1::Pod;
@@ -99,12 +99,14 @@ pub fn test_config() -> ServerConfig {
         reuse_port: false,
         max_body_bytes: 1024 * 1024,
         max_inflight_body_bytes: 64 * 1024 * 1024,
-        tls_handshake_timeout: Duration::from_secs(10),
-        first_request_timeout: Duration::from_secs(10),
-        header_read_timeout: Duration::from_secs(10),
-        idle_timeout: Duration::from_secs(60),
-        http2_keepalive_interval: Duration::from_secs(20),
-        http2_keepalive_timeout: Duration::from_secs(10),
+        timeouts: ConnectionTimeouts {
+            tls_handshake: Duration::from_secs(10),
+            first_request: Duration::from_secs(10),
+            header_read: Duration::from_secs(10),
+            idle: Duration::from_secs(60),
+            http2_keepalive_interval: Duration::from_secs(20),
+            http2_keepalive_timeout: Duration::from_secs(10),
+        },
         request_timeout: Duration::from_secs(20),
         shutdown_timeout: Duration::from_secs(20),
         max_connections: 1024,

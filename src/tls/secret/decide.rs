@@ -1,9 +1,10 @@
 //! The pure decision: given what the Secret holds, the policy and the time, what (if
-//! anything) must be written. No I/O; fresh keys are its only side effect.
+//! anything) must be written. No I/O and no fresh keys: a write is a [`Plan`], and
+//! [`Plan::issue`] generates exactly the keys it names, only once the caller writes it.
 
 use time::{Duration, OffsetDateTime};
 
-use super::material::{Ca, CaKey, compose_bundle, parse_bundle, parse_key};
+use super::material::{Ca, compose_bundle, key_public, parse_bundle};
 use super::{CA_CRT, CA_KEY, Policy, TLS_CRT, TLS_KEY, TlsMaterial};
 use crate::tls::{self, CertError, CertPair, load_pem, missing_names, verifies};
 
@@ -52,12 +53,80 @@ impl std::fmt::Display for WriteReason {
 }
 
 /// What to do with the Secret.
-#[derive(Debug)]
+#[derive(Debug, PartialEq, Eq)]
 pub enum Decision {
     /// It is fine until `next_due`, when it must be looked at again.
     Keep { next_due: OffsetDateTime },
-    /// Write `material`.
-    Write { material: TlsMaterial, reason: WriteReason },
+    /// Write what `plan` issues.
+    Write { plan: Plan, reason: WriteReason },
+}
+
+/// A write, decided but not yet issued: the Secret's keys that stay as they are, and what
+/// must be generated. Holds no key that was not already in the Secret.
+#[derive(Debug, PartialEq, Eq)]
+pub struct Plan {
+    /// What is written, but for what `issue` adds: `ca.crt` without a new CA, and for a
+    /// new serving certificate `ca.key` already the key that signs it.
+    pub(super) base: TlsMaterial,
+    pub(super) issues: Issue,
+    /// The time the decision was made for: what is issued starts then.
+    pub(super) at: OffsetDateTime,
+}
+
+/// What a [`Plan`] generates.
+#[derive(Debug, PartialEq, Eq)]
+pub(super) enum Issue {
+    /// One serving certificate, signed with `ca.key` by its CA certificate `ca_pem`.
+    Serving {
+        ca_pem: String,
+        ca_not_after: OffsetDateTime,
+    },
+    /// A new CA, which becomes `ca.key`, and one serving certificate it signs.
+    CaAndServing,
+    /// A new CA only, which joins as `ca-next.key`; the serving certificate stays.
+    NextCa,
+}
+
+impl Plan {
+    /// Generates what the plan names (one serving certificate, one CA, or one of each)
+    /// and returns the Secret's new contents.
+    pub fn issue(self, policy: &Policy) -> Result<TlsMaterial, CertError> {
+        let Plan { mut base, issues, at } = self;
+        let serving = |ca: &CertPair, ca_not_after: OffsetDateTime| {
+            let not_after = (at + policy.validity()).min(ca_not_after);
+            tls::sign_serving_cert(ca, &policy.service, &policy.namespace, at, not_after)
+        };
+        let new_ca = || tls::generate_ca(&policy.service, &policy.namespace, policy.ca_validity_days(), at);
+        let (ca, signed) = match issues {
+            Issue::Serving { ca_pem, ca_not_after } => {
+                let key_pem = String::from_utf8_lossy(base.ca_key.as_deref().unwrap_or_default()).into_owned();
+                let signer = CertPair {
+                    cert_pem: ca_pem,
+                    key_pem,
+                };
+                (None, Some(serving(&signer, ca_not_after)?))
+            }
+            Issue::CaAndServing => {
+                let ca = new_ca()?;
+                let signed = serving(&ca, at + Duration::days(i64::from(policy.ca_validity_days())))?;
+                base.ca_key = Some(ca.key_pem.clone().into_bytes());
+                (Some(ca), Some(signed))
+            }
+            Issue::NextCa => {
+                let ca = new_ca()?;
+                base.next_ca_key = Some(ca.key_pem.clone().into_bytes());
+                (Some(ca), None)
+            }
+        };
+        if let Some(ca) = ca {
+            base.ca_crt.extend_from_slice(ca.cert_pem.as_bytes());
+        }
+        if let Some(signed) = signed {
+            base.tls_crt = signed.cert_pem.into_bytes();
+            base.tls_key = signed.key_pem.into_bytes();
+        }
+        Ok(base)
+    }
 }
 
 /// A usable serving certificate: when it expires and which bundle CA it chains to.
@@ -107,129 +176,82 @@ fn check_leaf(material: &TlsMaterial, bundle: &[Ca], policy: &Policy, now: Offse
     ))
 }
 
-fn issue(
-    policy: &Policy,
-    ca_pem: &str,
-    ca_not_after: OffsetDateTime,
-    ca_key: &str,
-    now: OffsetDateTime,
-) -> Result<CertPair, CertError> {
-    let not_after = (now + policy.validity()).min(ca_not_after);
-    let ca = CertPair {
-        cert_pem: ca_pem.to_string(),
-        key_pem: ca_key.to_string(),
+/// Decides what the Secret holding `current` needs at `now`. `None` means there is no
+/// Secret.
+pub fn decide(current: Option<&TlsMaterial>, policy: &Policy, now: OffsetDateTime) -> Decision {
+    let write = |base: TlsMaterial, issue: Issue, reason: WriteReason| Decision::Write {
+        plan: Plan {
+            base,
+            issues: issue,
+            at: now,
+        },
+        reason,
     };
-    tls::sign_serving_cert(&ca, &policy.service, &policy.namespace, now, not_after)
-}
-
-fn new_ca(policy: &Policy, now: OffsetDateTime) -> Result<(CertPair, OffsetDateTime), CertError> {
-    let ca = tls::generate_ca(&policy.service, &policy.namespace, policy.ca_validity_days(), now)?;
-    let not_after = now + Duration::days(i64::from(policy.ca_validity_days()));
-    Ok((ca, not_after))
-}
-
-/// Decides what the Secret holding `current` needs at `now` (pure but for fresh keys).
-/// `None` means there is no Secret.
-pub fn decide(current: Option<&TlsMaterial>, policy: &Policy, now: OffsetDateTime) -> Result<Decision, CertError> {
     let Some(material) = current else {
-        let (ca, ca_not_after) = new_ca(policy, now)?;
-        let serving = issue(policy, &ca.cert_pem, ca_not_after, &ca.key_pem, now)?;
-        return Ok(Decision::Write {
-            material: TlsMaterial::issued_by(&ca, &serving),
-            reason: WriteReason::Create,
-        });
+        return write(TlsMaterial::default(), Issue::CaAndServing, WriteReason::Create);
     };
     let bundle = parse_bundle(&material.ca_crt);
-    let find = |key: &Option<CaKey>| {
-        key.as_ref()
-            .and_then(|key| bundle.iter().position(|ca| ca.info.public_key == key.public))
-    };
-    let active_key = parse_key(material.ca_key.as_ref());
-    let active = find(&active_key).filter(|&i| bundle[i].info.not_after > now);
-    let next_key = parse_key(material.next_ca_key.as_ref());
-    let next = find(&next_key).filter(|&i| Some(i) != active && bundle[i].info.not_after > now);
+    let find = |key: Option<Vec<u8>>| key.and_then(|key| bundle.iter().position(|ca| ca.info.public_key == key));
+    let active = find(key_public(material.ca_key.as_ref())).filter(|&i| bundle[i].info.not_after > now);
+    let next = find(key_public(material.next_ca_key.as_ref()))
+        .filter(|&i| Some(i) != active && bundle[i].info.not_after > now);
     let active_fresh = active.filter(|&i| now < policy.ca_rotate_at(bundle[i].info.not_after));
+    // A new serving certificate from bundle CA `ca`, whose key becomes `ca.key`.
+    let serving_from = |ca: usize| Issue::Serving {
+        ca_pem: bundle[ca].pem.clone(),
+        ca_not_after: bundle[ca].info.not_after,
+    };
 
     let leaf = match check_leaf(material, &bundle, policy, now) {
         Ok(leaf) => leaf,
         Err(why) => {
             // Nothing servable to protect: issue now, from the best CA at hand.
-            let (signer_pem, signer_not_after, signer_key, add, ca_key, next_ca_key) = match (active_fresh, next) {
+            let (issue, ca_key, next_ca_key) = match (active_fresh, next) {
                 (Some(a), _) => (
-                    bundle[a].pem.clone(),
-                    bundle[a].info.not_after,
-                    active_key.as_ref().map(|k| k.pem.clone()).unwrap_or_default(),
-                    None,
+                    serving_from(a),
                     material.ca_key.clone(),
                     next.and(material.next_ca_key.clone()),
                 ),
-                (None, Some(n)) => (
-                    bundle[n].pem.clone(),
-                    bundle[n].info.not_after,
-                    next_key.as_ref().map(|k| k.pem.clone()).unwrap_or_default(),
-                    None,
-                    material.next_ca_key.clone(),
-                    None,
-                ),
-                (None, None) => {
-                    let (ca, not_after) = new_ca(policy, now)?;
-                    let key = ca.key_pem.clone();
-                    (
-                        ca.cert_pem.clone(),
-                        not_after,
-                        key.clone(),
-                        Some(ca.cert_pem),
-                        Some(key.into_bytes()),
-                        None,
-                    )
-                }
+                (None, Some(n)) => (serving_from(n), material.next_ca_key.clone(), None),
+                (None, None) => (Issue::CaAndServing, None, None),
             };
-            let serving = issue(policy, &signer_pem, signer_not_after, &signer_key, now)?;
             let keep: Vec<usize> = (0..bundle.len()).collect();
-            return Ok(Decision::Write {
-                material: TlsMaterial {
-                    tls_crt: serving.cert_pem.into_bytes(),
-                    tls_key: serving.key_pem.into_bytes(),
-                    ca_crt: compose_bundle(&bundle, &keep, add.as_deref(), now),
-                    ca_key,
-                    next_ca_key,
-                },
-                reason: WriteReason::Replace(why),
-            });
+            let base = TlsMaterial {
+                ca_crt: compose_bundle(&bundle, &keep, now),
+                ca_key,
+                next_ca_key,
+                ..TlsMaterial::default()
+            };
+            return write(base, issue, WriteReason::Replace(why));
         }
     };
     let renew_at = policy.renew_at(leaf.not_after);
 
     // A rotation in progress: switch once the new CA has been published long enough.
-    if let (Some(n), Some(key)) = (next, next_key.as_ref()) {
+    if let Some(n) = next {
         let switch_at = policy.ca_switch_at(bundle[n].info.not_before);
         if now < switch_at {
             // Renewal waits for the switch (the overlap is far shorter than the renewal
             // period); an expiring certificate is replaced from the new CA right away.
-            return Ok(Decision::Keep {
+            return Decision::Keep {
                 next_due: switch_at.min(leaf.not_after),
-            });
+            };
         }
-        let serving = issue(policy, &bundle[n].pem, bundle[n].info.not_after, &key.pem, now)?;
-        return Ok(Decision::Write {
-            material: TlsMaterial {
-                tls_crt: serving.cert_pem.into_bytes(),
-                tls_key: serving.key_pem.into_bytes(),
-                // Same bytes as published in phase 1 (order kept): no caBundle change.
-                ca_crt: compose_bundle(&bundle, &[n, leaf.issuer], None, now),
-                ca_key: material.next_ca_key.clone(),
-                next_ca_key: None,
-            },
-            reason: WriteReason::SwitchCa,
-        });
+        let base = TlsMaterial {
+            // Same bytes as published in phase 1 (order kept): no caBundle change.
+            ca_crt: compose_bundle(&bundle, &[n, leaf.issuer], now),
+            ca_key: material.next_ca_key.clone(),
+            ..TlsMaterial::default()
+        };
+        return write(base, serving_from(n), WriteReason::SwitchCa);
     }
 
-    match (active_fresh, active_key.as_ref()) {
-        (Some(a), Some(key)) => {
+    match active_fresh {
+        Some(a) => {
             if now < renew_at && leaf.issuer == a {
-                return Ok(Decision::Keep {
+                return Decision::Keep {
                     next_due: renew_at.min(policy.ca_rotate_at(bundle[a].info.not_after)),
-                });
+                };
             }
             let reason = if leaf.issuer == a {
                 WriteReason::Renew {
@@ -238,41 +260,33 @@ pub fn decide(current: Option<&TlsMaterial>, policy: &Policy, now: OffsetDateTim
             } else {
                 WriteReason::Reissue
             };
-            let serving = issue(policy, &bundle[a].pem, bundle[a].info.not_after, &key.pem, now)?;
-            Ok(Decision::Write {
-                material: TlsMaterial {
-                    tls_crt: serving.cert_pem.into_bytes(),
-                    tls_key: serving.key_pem.into_bytes(),
-                    // The old certificate's CA stays while replicas may still serve it.
-                    ca_crt: compose_bundle(&bundle, &[a, leaf.issuer], None, now),
-                    ca_key: material.ca_key.clone(),
-                    next_ca_key: None,
-                },
-                reason,
-            })
+            let base = TlsMaterial {
+                // The old certificate's CA stays while replicas may still serve it.
+                ca_crt: compose_bundle(&bundle, &[a, leaf.issuer], now),
+                ca_key: material.ca_key.clone(),
+                ..TlsMaterial::default()
+            };
+            write(base, serving_from(a), reason)
         }
-        _ => {
+        None => {
             let why = match active {
                 Some(a) => format!("the CA expires at {}", bundle[a].info.not_after),
                 None if now < renew_at => {
                     // No key to renew with, but nothing to renew yet either.
-                    return Ok(Decision::Keep { next_due: renew_at });
+                    return Decision::Keep { next_due: renew_at };
                 }
                 None => format!("no usable {CA_KEY} for a CA in {CA_CRT} to renew with"),
             };
-            let (ca, _) = new_ca(policy, now)?;
             let mut keep = vec![leaf.issuer];
             keep.extend(active);
-            Ok(Decision::Write {
-                material: TlsMaterial {
-                    tls_crt: material.tls_crt.clone(),
-                    tls_key: material.tls_key.clone(),
-                    ca_crt: compose_bundle(&bundle, &keep, Some(&ca.cert_pem), now),
-                    ca_key: material.ca_key.clone(),
-                    next_ca_key: Some(ca.key_pem.into_bytes()),
-                },
-                reason: WriteReason::IntroduceCa { why },
-            })
+            let base = TlsMaterial {
+                tls_crt: material.tls_crt.clone(),
+                tls_key: material.tls_key.clone(),
+                ca_crt: compose_bundle(&bundle, &keep, now),
+                ca_key: material.ca_key.clone(),
+                next_ca_key: None,
+            };
+            write(base, Issue::NextCa, WriteReason::IntroduceCa { why })
         }
     }
 }

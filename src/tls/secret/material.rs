@@ -94,16 +94,9 @@ pub(super) struct Ca {
     pub info: CertInfo,
 }
 
-/// A CA private key and its public key.
-pub(super) struct CaKey {
-    pub pem: String,
-    pub public: Vec<u8>,
-}
-
-pub(super) fn parse_key(bytes: Option<&Vec<u8>>) -> Option<CaKey> {
-    let pem = std::str::from_utf8(bytes?).ok()?.to_string();
-    let public = tls::public_key_of(&pem).ok()?;
-    Some(CaKey { pem, public })
+/// The public key of a CA private key (PEM), to find its certificate in the bundle.
+pub(super) fn key_public(bytes: Option<&Vec<u8>>) -> Option<Vec<u8>> {
+    tls::public_key_of(std::str::from_utf8(bytes?).ok()?).ok()
 }
 
 /// The CA certificates in a PEM bundle, in order; anything that is not a readable CA
@@ -123,16 +116,13 @@ pub(super) fn parse_bundle(pem: &[u8]) -> Vec<Ca> {
     out
 }
 
-/// The bundle CAs at `keep` (in bundle order, unexpired, without duplicates), then `add`.
-pub(super) fn compose_bundle(bundle: &[Ca], keep: &[usize], add: Option<&str>, now: OffsetDateTime) -> Vec<u8> {
+/// The bundle CAs at `keep` (in bundle order, unexpired, without duplicates).
+pub(super) fn compose_bundle(bundle: &[Ca], keep: &[usize], now: OffsetDateTime) -> Vec<u8> {
     let mut out = String::new();
     for (index, ca) in bundle.iter().enumerate() {
         if keep.contains(&index) && ca.info.not_after > now {
             out.push_str(&ca.pem);
         }
-    }
-    if let Some(add) = add {
-        out.push_str(add);
     }
     out.into_bytes()
 }

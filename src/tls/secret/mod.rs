@@ -47,7 +47,7 @@
 //! | `settings` | [`BootstrapConfig`], what the binary fills from the `serve` flags |
 //! | `material` | [`TlsMaterial`], the Secret's keys, reading the CA bundle |
 //! | `policy` | [`Policy`]: lifetimes, when to renew, rotate and switch |
-//! | `decide` | [`decide`]: the pure decision of what the Secret needs |
+//! | `decide` | [`decide`]: the pure decision of what the Secret needs, and the [`Plan`] that issues it |
 //! | `sync` | [`TlsBootstrap`]: the loop that reads and writes the Secret |
 //! | `ca_bundle` | publishing `ca.crt` as the webhooks' `caBundle` (mutating and validating) |
 
@@ -57,6 +57,7 @@ use tokio::task::JoinHandle;
 use tracing::{Instrument, info_span};
 
 use crate::metrics::Metrics;
+use crate::shutdown::CancellationToken;
 use crate::tls::{CertError, CertStore, TlsError, TlsSource};
 
 mod ca_bundle;
@@ -68,7 +69,7 @@ mod sync;
 #[cfg(test)]
 mod tests;
 
-pub use decide::{Decision, WriteReason, decide};
+pub use decide::{Decision, Plan, WriteReason, decide};
 pub use material::{CA_CRT, CA_KEY, NEXT_CA_KEY, SECRET_TYPE, TLS_CRT, TLS_KEY, TlsMaterial};
 pub use policy::Policy;
 pub use settings::{BootstrapConfig, DEFAULT_CA_OVERLAP, DEFAULT_CHECK_INTERVAL, DEFAULT_POLL_INTERVAL};
@@ -110,40 +111,38 @@ pub enum BootstrapError {
 }
 
 /// A running bootstrap: the store the server serves from, kept current by a background
-/// task that stops when this is dropped.
+/// task until the shutdown token is cancelled.
 pub struct RunningBootstrap {
     store: Arc<CertStore>,
     task: JoinHandle<()>,
 }
 
 impl RunningBootstrap {
-    pub fn store(&self) -> Arc<CertStore> {
-        self.store.clone()
-    }
-
     /// The source for `server::start`.
     pub fn tls_source(&self) -> TlsSource {
         TlsSource::Store(self.store.clone())
     }
-}
 
-impl Drop for RunningBootstrap {
-    fn drop(&mut self) {
-        self.task.abort();
+    /// Waits for the task to end (once `shutdown` is cancelled).
+    pub async fn stopped(self) {
+        // It has nothing to report but a panic, which the panic hook has already printed.
+        let _ = self.task.await;
     }
 }
 
-/// Bootstraps the certificate (see the module docs) and starts keeping it current.
+/// Bootstraps the certificate (see the module docs) and keeps it current until
+/// `shutdown` is cancelled.
 pub async fn start(
     client: kube::Client,
     config: BootstrapConfig,
     metrics: Metrics,
+    shutdown: CancellationToken,
 ) -> Result<RunningBootstrap, BootstrapError> {
     let mut bootstrap = TlsBootstrap::new(client, config, metrics)?;
     let store = bootstrap.bootstrap().await?;
     let task = tokio::spawn(
         bootstrap
-            .run(store.clone(), std::future::pending())
+            .run(store.clone(), shutdown)
             .instrument(info_span!("tls_bootstrap")),
     );
     Ok(RunningBootstrap { store, task })

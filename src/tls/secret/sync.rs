@@ -3,7 +3,6 @@
 //! [`CaBundleSync`] publish its `ca.crt`.
 
 use std::collections::BTreeMap;
-use std::future::Future;
 use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::Secret;
@@ -18,16 +17,28 @@ use super::{
     BootstrapConfig, BootstrapError, Decision, FIELD_MANAGER, Policy, SECRET_TYPE, TLS_CRT, TLS_KEY, TlsMaterial,
     WriteReason, decide,
 };
-use crate::backoff::Exponential;
+use crate::backoff::{Episode, Exponential};
 use crate::metrics::Metrics;
+use crate::shutdown::CancellationToken;
 use crate::tls::{self, CertStore, Offer, Reloader, fingerprint, load_pem};
 
 /// Writes that lose an optimistic-concurrency race before giving up (until the next check).
 const MAX_WRITE_ATTEMPTS: usize = 5;
 
+/// One read of the Secret, decoded once and decided on once.
+struct Read {
+    secret: Option<Secret>,
+    /// The Secret's keys; when it is gone, the last good ones (to recreate it from).
+    material: Option<TlsMaterial>,
+    decision: Decision,
+    /// When it was decided.
+    at: OffsetDateTime,
+}
+
 /// The result of one reconcile.
 struct Reconciled {
-    secret: Secret,
+    /// What the Secret holds now.
+    material: TlsMaterial,
     /// When the Secret needs looking at again (renewal, rotation).
     next_due: OffsetDateTime,
     /// False when something was left for later (`caBundle` not synced, CA switch waiting).
@@ -46,6 +57,12 @@ pub struct TlsBootstrap {
     last_good: Option<TlsMaterial>,
     /// When the next full check is due.
     next_full_check: OffsetDateTime,
+    /// Failing reads of the Secret: logged when they start and when they end.
+    unreadable: Episode,
+    /// Reconciles that failed or left work: their count sets the retry backoff.
+    failing: Episode,
+    /// No reconcile before this, after a failed one.
+    retry_at: Option<OffsetDateTime>,
 }
 
 impl TlsBootstrap {
@@ -66,6 +83,9 @@ impl TlsBootstrap {
             reloader: Reloader::new(metrics),
             last_good: None,
             next_full_check: OffsetDateTime::now_utc(),
+            unreadable: Episode::default(),
+            failing: Episode::default(),
+            retry_at: None,
         })
     }
 
@@ -77,9 +97,10 @@ impl TlsBootstrap {
     /// `caBundle`, and returns a store serving the Secret's certificate.
     pub async fn bootstrap(&mut self) -> Result<Arc<CertStore>, BootstrapError> {
         let current = self.get().await?;
-        let reconciled = self.reconcile(current, true).await?;
+        let read = self.read(current, OffsetDateTime::now_utc());
+        let reconciled = self.reconcile(read, true).await?;
         self.schedule(&reconciled, OffsetDateTime::now_utc());
-        let material = TlsMaterial::from_secret(&reconciled.secret);
+        let material = reconciled.material;
         let (cert_source, key_source) = self.sources();
         let key = load_pem(&material.tls_crt, &material.tls_key, &cert_source, &key_source).map_err(|source| {
             BootstrapError::Load {
@@ -96,69 +117,84 @@ impl TlsBootstrap {
         Ok(Arc::new(CertStore::new(key)))
     }
 
-    /// Polls the Secret until `shutdown` completes: reloads `store` when the certificate
-    /// changes, renews, rotates and syncs `caBundle` when due.
-    pub async fn run(mut self, store: Arc<CertStore>, shutdown: impl Future<Output = ()>) {
-        tokio::pin!(shutdown);
-        let mut failures: u32 = 0;
-        let mut retry_at: Option<OffsetDateTime> = None;
-        let mut read_error: Option<String> = None;
-        loop {
-            tokio::select! {
-                () = &mut shutdown => return,
-                () = tokio::time::sleep(self.config.poll_interval) => {}
-            }
-            let current = match self.get().await {
-                Ok(current) => {
-                    read_error = None;
-                    current
+    /// Polls the Secret until `shutdown` is cancelled: reloads `store` when the
+    /// certificate changes, renews, rotates and syncs `caBundle` when due. A poll under
+    /// way is abandoned then; a write it sent is applied whole or not at all (the
+    /// `resourceVersion` guard), so nothing is left half-done.
+    pub async fn run(mut self, store: Arc<CertStore>, shutdown: CancellationToken) {
+        let poll_interval = self.config.poll_interval;
+        tokio::select! {
+            () = shutdown.cancelled() => {}
+            () = async {
+                loop {
+                    tokio::time::sleep(poll_interval).await;
+                    self.poll(&store).await;
                 }
-                Err(err) => {
-                    let message = err.to_string();
-                    if read_error.as_deref() != Some(message.as_str()) {
-                        warn!(error = %message, "cannot read the TLS Secret; keeping the current certificate");
-                        read_error = Some(message);
-                    }
-                    continue;
+            } => {}
+        }
+        info!(secret = %self.secret_ref(), "stopped watching the TLS Secret");
+    }
+
+    /// One poll: read, reload, and reconcile when needed and not backing off.
+    async fn poll(&mut self, store: &CertStore) {
+        let secret = match self.get().await {
+            Ok(secret) => secret,
+            Err(err) => {
+                if self.unreadable.fail() {
+                    warn!(
+                        error = %err,
+                        "cannot read the TLS Secret; keeping the current certificate (logged again when it recovers)"
+                    );
                 }
-            };
-            if let Some(secret) = &current {
-                self.reload(&store, &TlsMaterial::from_secret(secret));
+                return;
             }
-            let now = OffsetDateTime::now_utc();
-            if retry_at.is_some_and(|at| now < at) {
-                continue;
-            }
-            let full = now >= self.next_full_check;
-            if !full && !self.needs_work(current.as_ref(), now) {
-                continue;
-            }
-            match self.reconcile(current, full).await {
-                Ok(reconciled) => {
-                    self.reload(&store, &TlsMaterial::from_secret(&reconciled.secret));
-                    self.schedule(&reconciled, now);
-                    if reconciled.complete {
-                        failures = 0;
-                        retry_at = None;
-                    } else {
-                        failures = failures.saturating_add(1);
-                        retry_at = Some(now + self.backoff(failures));
-                    }
+        };
+        if let Some((failures, lasted)) = self.unreadable.recover() {
+            info!(
+                failed_reads = failures,
+                lasted_ms = lasted.as_millis() as u64,
+                "the TLS Secret is readable again"
+            );
+        }
+        let material = secret.as_ref().map(TlsMaterial::from_secret);
+        if let Some(material) = &material {
+            self.reload(store, material);
+        }
+        let now = OffsetDateTime::now_utc();
+        if self.retry_at.is_some_and(|at| now < at) {
+            return;
+        }
+        let full = now >= self.next_full_check;
+        let read = self.decide(secret, material, now);
+        if !full && !self.needs_work(&read) {
+            return;
+        }
+        match self.reconcile(read, full).await {
+            Ok(reconciled) => {
+                self.reload(store, &reconciled.material);
+                self.schedule(&reconciled, now);
+                if reconciled.complete {
+                    self.failing.recover();
+                    self.retry_at = None;
+                } else {
+                    self.failing.fail();
+                    self.retry_at = Some(now + self.backoff());
                 }
-                Err(err) => {
-                    failures = failures.saturating_add(1);
-                    let delay = self.backoff(failures);
-                    warn!(error = %err, retry_in = ?delay, "cannot reconcile the TLS Secret; keeping the current certificate");
-                    retry_at = Some(now + delay);
-                }
+            }
+            Err(err) => {
+                self.failing.fail();
+                let delay = self.backoff();
+                warn!(error = %err, retry_in = ?delay, "cannot reconcile the TLS Secret; keeping the current certificate");
+                self.retry_at = Some(now + delay);
             }
         }
     }
 
-    /// After `failures` failed syncs: the poll interval doubled per failure, at most the
+    /// After the failed syncs so far: the poll interval doubled per failure, at most the
     /// check interval.
-    fn backoff(&self, failures: u32) -> Duration {
+    fn backoff(&self) -> Duration {
         let policy = Exponential::new(self.config.poll_interval, self.config.check_interval);
+        let failures = self.failing.failures();
         Duration::try_from(policy.delay(failures.saturating_add(1))).unwrap_or(Duration::MAX)
     }
 
@@ -167,14 +203,36 @@ impl TlsBootstrap {
         self.next_full_check = now.saturating_add(check).min(reconciled.next_due);
     }
 
+    /// Decodes a read Secret and decides what it needs at `now`.
+    fn read(&self, secret: Option<Secret>, now: OffsetDateTime) -> Read {
+        let material = secret.as_ref().map(TlsMaterial::from_secret);
+        self.decide(secret, material, now)
+    }
+
+    /// Decides on `material`, the keys of `secret` (or, without a Secret, the last good
+    /// ones).
+    fn decide(&self, secret: Option<Secret>, material: Option<TlsMaterial>, now: OffsetDateTime) -> Read {
+        let material = match secret {
+            Some(_) => material,
+            None => self.last_good.clone(),
+        };
+        Read {
+            decision: decide(material.as_ref(), &self.policy, now),
+            secret,
+            material,
+            at: now,
+        }
+    }
+
     /// Whether the polled Secret needs a reconcile before the next full check.
-    fn needs_work(&self, current: Option<&Secret>, now: OffsetDateTime) -> bool {
-        let Some(secret) = current else { return true };
-        let material = TlsMaterial::from_secret(secret);
+    fn needs_work(&self, read: &Read) -> bool {
+        let (Some(_), Some(material)) = (&read.secret, &read.material) else {
+            return true;
+        };
         if self.ca_bundle.manages() && !self.ca_bundle.is_synced(&material.ca_crt) {
             return true;
         }
-        !matches!(decide(Some(&material), &self.policy, now), Ok(Decision::Keep { .. }))
+        !matches!(read.decision, Decision::Keep { .. })
     }
 
     fn sources(&self) -> (String, String) {
@@ -224,69 +282,71 @@ impl TlsBootstrap {
 
     /// Settles the Secret (writing it when needed, re-reading after lost races) and
     /// syncs `caBundle` (always when `full`, else only when the bundle changed).
-    async fn reconcile(&mut self, mut current: Option<Secret>, full: bool) -> Result<Reconciled, BootstrapError> {
+    async fn reconcile(&mut self, mut read: Read, full: bool) -> Result<Reconciled, BootstrapError> {
         for _ in 0..MAX_WRITE_ATTEMPTS {
-            let now = OffsetDateTime::now_utc();
-            let material = match &current {
-                Some(secret) => Some(TlsMaterial::from_secret(secret)),
-                None => self.last_good.clone(),
-            };
-            let (target, reason) = match decide(material.as_ref(), &self.policy, now)? {
+            let Read {
+                secret: current,
+                material,
+                decision,
+                at: now,
+            } = read;
+            let (plan, material, reason) = match decision {
                 Decision::Keep { next_due } => match (&current, material) {
-                    (Some(secret), Some(material)) => {
+                    (Some(_), Some(material)) => {
                         let outcome = self.ca_bundle.sync_if_needed(&material.ca_crt, full).await;
-                        self.last_good = Some(material);
+                        self.last_good = Some(material.clone());
                         return Ok(Reconciled {
-                            secret: secret.clone(),
+                            material,
                             next_due,
                             complete: outcome.is_complete(),
                         });
                     }
-                    (_, material) => (material.unwrap_or_default(), WriteReason::Recreate),
+                    (_, material) => (None, material.unwrap_or_default(), WriteReason::Recreate),
                 },
-                Decision::Write { material, reason } => (material, reason),
+                Decision::Write { plan, reason } => (Some(plan), material.unwrap_or_default(), reason),
             };
             if reason == WriteReason::SwitchCa {
                 // Publish before use: the new CA is already in ca.crt; make sure caBundle
-                // carries it before anything it signed can be served.
-                let published = current
-                    .as_ref()
-                    .map(|s| TlsMaterial::from_secret(s).ca_crt)
-                    .unwrap_or_default();
-                let outcome = self.ca_bundle.sync(&published).await;
-                if !outcome.allows_switch() {
+                // carries it before anything it signed can be served. Without a Secret,
+                // what was published is the last good ca.crt (never an empty bundle).
+                let outcome = self.ca_bundle.sync(&material.ca_crt).await;
+                if !outcome.allows_switch() && current.is_some() {
                     info!(
                         secret = %self.secret_ref(),
                         "CA rotation: waiting for caBundle to carry the new CA before switching to it"
                     );
-                    if let Some(secret) = current {
-                        return Ok(Reconciled {
-                            secret,
-                            next_due: now,
-                            complete: false,
-                        });
-                    }
+                    return Ok(Reconciled {
+                        material,
+                        next_due: now,
+                        complete: false,
+                    });
                 }
             }
+            // Issued only now that it is certain to be written.
+            let target = match plan {
+                Some(plan) => plan.issue(&self.policy)?,
+                None => material,
+            };
             let written = match &current {
                 None => self.create(&target).await,
                 Some(secret) => self.replace(secret, &target).await,
             };
             match written {
-                Ok(secret) => {
+                Ok(_) => {
                     self.log_write(&reason, &target);
                     let outcome = if full || !self.ca_bundle.is_synced(&target.ca_crt) {
                         self.ca_bundle.sync(&target.ca_crt).await
                     } else {
                         SyncOutcome::Synced
                     };
-                    let next_due = match decide(Some(&target), &self.policy, now)? {
+                    // Pure: what the written contents need next, issuing nothing.
+                    let next_due = match decide(Some(&target), &self.policy, now) {
                         Decision::Keep { next_due } => next_due,
                         Decision::Write { .. } => now,
                     };
-                    self.last_good = Some(target);
+                    self.last_good = Some(target.clone());
                     return Ok(Reconciled {
-                        secret,
+                        material: target,
                         next_due,
                         complete: outcome.is_complete(),
                     });
@@ -297,7 +357,7 @@ impl TlsBootstrap {
                         reason = %status.reason,
                         "another replica wrote the TLS Secret first; re-reading it"
                     );
-                    current = self.get().await?;
+                    read = self.read(self.get().await?, OffsetDateTime::now_utc());
                 }
                 Err(source) => {
                     let action = if current.is_some() { "update" } else { "create" };

@@ -6,7 +6,8 @@ use rustls::pki_types::CertificateDer;
 use rustls::pki_types::pem::PemObject;
 use time::{Duration, OffsetDateTime};
 
-use super::material::{parse_bundle, parse_key};
+use super::decide::Issue;
+use super::material::{key_public, parse_bundle};
 use super::{Decision, Policy, TlsMaterial, WriteReason, decide};
 use crate::tls::{self, CLOCK_SKEW, CertPair, verifies};
 
@@ -46,9 +47,10 @@ fn trusted(m: &TlsMaterial, bundle: &[u8], at: OffsetDateTime) -> bool {
         .all(|name| cas.iter().any(|ca| verifies(&leaf, &[], &ca.der, name, at).is_ok()))
 }
 
+/// Issues a write decision's plan.
 fn write(decision: Decision) -> (TlsMaterial, WriteReason) {
     match decision {
-        Decision::Write { material, reason } => (material, reason),
+        Decision::Write { plan, reason } => (plan.issue(&policy()).unwrap(), reason),
         Decision::Keep { next_due } => panic!("expected a write, found Keep until {next_due}"),
     }
 }
@@ -82,7 +84,7 @@ fn expiry_math() {
 
 #[test]
 fn no_secret_creates_a_ca_and_a_certificate_for_every_service_name() {
-    let (m, reason) = write(decide(None, &policy(), now()).unwrap());
+    let (m, reason) = write(decide(None, &policy(), now()));
     assert_eq!(reason, WriteReason::Create);
     assert!(trusted(&m, &m.ca_crt, now()));
     assert!(m.next_ca_key.is_none());
@@ -95,8 +97,8 @@ fn no_secret_creates_a_ca_and_a_certificate_for_every_service_name() {
     // ca.key is the key of ca.crt.
     let ca = parse_bundle(&m.ca_crt);
     assert_eq!(ca.len(), 1);
-    let key = parse_key(m.ca_key.as_ref()).expect("ca.key is a readable key");
-    assert_eq!(ca[0].info.public_key, key.public);
+    let key = key_public(m.ca_key.as_ref()).expect("ca.key is a readable key");
+    assert_eq!(ca[0].info.public_key, key);
 }
 
 #[test]
@@ -104,7 +106,7 @@ fn a_fresh_secret_is_kept_until_its_renewal_time() {
     let t = now();
     let ca = ca(3650, t);
     let m = TlsMaterial::issued_by(&ca, &leaf(&ca, t, 365));
-    let due = keep(decide(Some(&m), &policy(), t).unwrap());
+    let due = keep(decide(Some(&m), &policy(), t));
     assert_eq!(due, policy().renew_at(leaf_not_after(&m)));
 }
 
@@ -113,7 +115,7 @@ fn renewal_keeps_the_ca_and_its_bundle_bytes() {
     let t = now();
     let ca = ca(3650, t - Duration::days(340));
     let m = TlsMaterial::issued_by(&ca, &leaf(&ca, t - Duration::days(340), 365));
-    let (renewed, reason) = write(decide(Some(&m), &policy(), t).unwrap());
+    let (renewed, reason) = write(decide(Some(&m), &policy(), t));
     assert!(matches!(reason, WriteReason::Renew { .. }), "{reason}");
     assert_eq!(renewed.ca_crt, m.ca_crt, "same CA, same caBundle");
     assert_eq!(renewed.ca_key, m.ca_key);
@@ -123,7 +125,31 @@ fn renewal_keeps_the_ca_and_its_bundle_bytes() {
         "the new certificate verifies against the old ca.crt"
     );
     assert!(leaf_not_after(&renewed) > leaf_not_after(&m) + Duration::days(300));
-    keep(decide(Some(&renewed), &policy(), t).unwrap());
+    keep(decide(Some(&renewed), &policy(), t));
+}
+
+/// Deciding generates nothing (the same Secret gives the same plan, twice); issuing a
+/// renewal makes exactly one certificate and no CA.
+#[test]
+fn a_renewal_decision_issues_one_certificate_and_only_when_issued() {
+    let t = now();
+    let ca = ca(3650, t - Duration::days(340));
+    let m = TlsMaterial::issued_by(&ca, &leaf(&ca, t - Duration::days(340), 365));
+    let decision = decide(Some(&m), &policy(), t);
+    assert_eq!(decision, decide(Some(&m), &policy(), t), "no fresh key in a decision");
+    let Decision::Write { plan, reason } = decision else {
+        panic!("expected a renewal, found {decision:?}")
+    };
+    assert!(matches!(reason, WriteReason::Renew { .. }), "{reason}");
+    assert!(matches!(plan.issues, Issue::Serving { .. }), "{:?}", plan.issues);
+    let renewed = plan.issue(&policy()).unwrap();
+    assert_eq!(tls::certificates(&renewed.tls_crt).count(), 1);
+    assert_ne!(renewed.tls_crt, m.tls_crt);
+    assert_eq!(
+        (&renewed.ca_crt, &renewed.ca_key, &renewed.next_ca_key),
+        (&m.ca_crt, &m.ca_key, &None),
+        "no new CA"
+    );
 }
 
 #[test]
@@ -169,7 +195,7 @@ fn unusable_certificates_are_replaced_at_once_from_the_same_ca() {
         ),
     ];
     for (case, m, expected) in cases {
-        let (fixed, reason) = write(decide(Some(&m), &policy(), t).unwrap());
+        let (fixed, reason) = write(decide(Some(&m), &policy(), t));
         match &reason {
             WriteReason::Replace(why) => assert!(why.contains(expected), "{case}: {why}"),
             other => panic!("{case}: expected Replace, found {other}"),
@@ -185,9 +211,9 @@ fn without_a_ca_key_a_valid_certificate_is_kept_and_renewal_rotates_the_ca() {
     let ca = ca(3650, t - Duration::days(340));
     let mut m = TlsMaterial::issued_by(&ca, &leaf(&ca, t - Duration::days(340), 365));
     m.ca_key = None;
-    let due = keep(decide(Some(&m), &policy(), t - Duration::days(300)).unwrap());
+    let due = keep(decide(Some(&m), &policy(), t - Duration::days(300)));
     assert_eq!(due, policy().renew_at(leaf_not_after(&m)));
-    let (phase1, reason) = write(decide(Some(&m), &policy(), t).unwrap());
+    let (phase1, reason) = write(decide(Some(&m), &policy(), t));
     assert!(matches!(reason, WriteReason::IntroduceCa { .. }), "{reason}");
     assert_eq!(phase1.tls_crt, m.tls_crt);
     assert_eq!(parse_bundle(&phase1.ca_crt).len(), 2);
@@ -205,7 +231,7 @@ fn ca_rotation_publishes_the_new_ca_before_it_signs() {
     let m0 = TlsMaterial::issued_by(&old_ca, &leaf(&old_ca, t0, 200));
 
     // Phase 1: the new CA joins ca.crt, the serving certificate stays.
-    let (m1, reason) = write(decide(Some(&m0), &p, t0).unwrap());
+    let (m1, reason) = write(decide(Some(&m0), &p, t0));
     assert!(matches!(reason, WriteReason::IntroduceCa { .. }), "{reason}");
     assert_eq!(
         (m1.tls_crt.clone(), m1.tls_key.clone()),
@@ -218,12 +244,12 @@ fn ca_rotation_publishes_the_new_ca_before_it_signs() {
     assert!(trusted(&m1, &m0.ca_crt, t0) && trusted(&m1, &m1.ca_crt, t0));
 
     // Until the overlap has passed, nothing changes.
-    let switch_at = keep(decide(Some(&m1), &p, t0 + Duration::hours(1)).unwrap());
+    let switch_at = keep(decide(Some(&m1), &p, t0 + Duration::hours(1)));
     assert_eq!(switch_at, p.ca_switch_at(bundle1[1].info.not_before));
 
     // Phase 2: the new CA signs; ca.crt bytes stay those published in phase 1.
     let t2 = switch_at + Duration::minutes(1);
-    let (m2, reason) = write(decide(Some(&m1), &p, t2).unwrap());
+    let (m2, reason) = write(decide(Some(&m1), &p, t2));
     assert_eq!(reason, WriteReason::SwitchCa);
     assert_eq!(m2.ca_crt, m1.ca_crt, "no caBundle change at the switch");
     assert_eq!(m2.ca_key, m1.next_ca_key);
@@ -237,9 +263,9 @@ fn ca_rotation_publishes_the_new_ca_before_it_signs() {
     assert!(!trusted(&m2, &m0.ca_crt, t2), "signed by the new CA, not the old one");
 
     // Settled: kept until renewal, which then drops the old CA.
-    let renew_at = keep(decide(Some(&m2), &p, t2).unwrap());
+    let renew_at = keep(decide(Some(&m2), &p, t2));
     assert_eq!(renew_at, p.renew_at(leaf_not_after(&m2)));
-    let (m3, reason) = write(decide(Some(&m2), &p, renew_at + Duration::minutes(1)).unwrap());
+    let (m3, reason) = write(decide(Some(&m2), &p, renew_at + Duration::minutes(1)));
     assert!(matches!(reason, WriteReason::Renew { .. }), "{reason}");
     assert_eq!(m3.ca_crt, new_ca_only);
 }
@@ -250,8 +276,8 @@ fn an_expiring_certificate_during_the_overlap_is_replaced_from_the_new_ca() {
     let t0 = now();
     let old_ca = ca(400, t0 - Duration::days(10));
     let m0 = TlsMaterial::issued_by(&old_ca, &leaf(&old_ca, t0 - Duration::days(10), 11));
-    let (m1, _) = write(decide(Some(&m0), &p, t0).unwrap());
-    let (m2, reason) = write(decide(Some(&m1), &p, t0 + Duration::days(2)).unwrap());
+    let (m1, _) = write(decide(Some(&m0), &p, t0));
+    let (m2, reason) = write(decide(Some(&m1), &p, t0 + Duration::days(2)));
     assert!(matches!(reason, WriteReason::Replace(_)), "{reason}");
     assert_eq!(m2.ca_key, m1.next_ca_key);
     assert!(trusted(&m2, &m1.ca_crt, t0 + Duration::days(2)));
