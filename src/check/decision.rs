@@ -185,6 +185,34 @@ fn pod_annotations(pod: &Value) -> Option<&dyn Annotations> {
 
 /// Explains one Pod.
 pub fn explain(subject: &Subject, installed: &Installed<'_>, cluster: &Snapshot) -> PodReport {
+    explain_compiled(subject, installed, &compile(installed), cluster)
+}
+
+/// Explains each Pod, the webhooks' matchConditions compiled once for all of them.
+pub fn explain_all(subjects: &[Subject], installed: &Installed<'_>, cluster: &Snapshot) -> Vec<PodReport> {
+    let conditions = compile(installed);
+    subjects
+        .iter()
+        .map(|subject| explain_compiled(subject, installed, &conditions, cluster))
+        .collect()
+}
+
+/// Each webhook's matchConditions, in the order of `installed.webhooks`.
+fn compile(installed: &Installed<'_>) -> Vec<cel::Compiled> {
+    installed
+        .webhooks
+        .unwrap_or_default()
+        .iter()
+        .map(|hook| cel::Compiled::new(hook.match_conditions.as_deref().unwrap_or_default()))
+        .collect()
+}
+
+fn explain_compiled(
+    subject: &Subject,
+    installed: &Installed<'_>,
+    conditions: &[cel::Compiled],
+    cluster: &Snapshot,
+) -> PodReport {
     let pod = &subject.pod;
     let annotations = pod.pointer("/metadata/annotations").and_then(Value::as_object);
     let mut warnings = policy::unreadable_flags(pod_annotations(pod));
@@ -197,7 +225,8 @@ pub fn explain(subject: &Subject, installed: &Installed<'_>, cluster: &Snapshot)
         .webhooks
         .unwrap_or_default()
         .iter()
-        .map(|hook| match_webhook(hook, subject, cluster))
+        .zip(conditions)
+        .map(|(hook, conditions)| match_webhook(hook, conditions, subject, cluster))
         .collect();
     let report = |verdict, rule, reason: String| PodReport {
         subject: subject.what.clone(),
@@ -392,8 +421,14 @@ fn covers_pod_create(rules: &[RuleWithOperations]) -> bool {
     })
 }
 
-/// What the API server does with `hook` for this Pod's CREATE.
-pub fn match_webhook(hook: &MutatingWebhook, subject: &Subject, cluster: &Snapshot) -> WebhookMatch {
+/// What the API server does with `hook` (its matchConditions compiled as `conditions`)
+/// for this Pod's CREATE.
+pub fn match_webhook(
+    hook: &MutatingWebhook,
+    conditions: &cel::Compiled,
+    subject: &Subject,
+    cluster: &Snapshot,
+) -> WebhookMatch {
     let fail_closed = hook.failure_policy.as_deref().is_none_or(|p| p == "Fail");
     let answer = |call, reason: String| WebhookMatch {
         name: hook.name.clone(),
@@ -437,17 +472,12 @@ pub fn match_webhook(hook: &MutatingWebhook, subject: &Subject, cluster: &Snapsh
             Err(err) => return answer(Call::Error, format!("objectSelector: {err}")),
         }
     }
-    let conditions = hook.match_conditions.as_deref().unwrap_or_default();
     let name = subject
         .pod
         .pointer("/metadata/name")
         .and_then(Value::as_str)
         .unwrap_or_default();
-    let results = cel::evaluate(
-        conditions,
-        &subject.pod,
-        &cel::pod_create_request(&subject.namespace, name),
-    );
+    let results = conditions.evaluate(&subject.pod, &cel::pod_create_request(&subject.namespace, name));
     if let Some(false_one) = results.iter().find(|r| r.value == Ok(false)) {
         return answer(Call::NotCalled, format!("matchCondition `{}` is false", false_one.name));
     }

@@ -117,10 +117,7 @@ pub async fn run(client: kube::Client, settings: &CheckSettings, now: OffsetDate
         webhooks: webhooks.as_deref(),
         templates: templates.as_ref().map_err(String::as_str),
     };
-    let pods: Vec<PodReport> = subjects
-        .iter()
-        .map(|subject| decision::explain(subject, &installed, &snapshot))
-        .collect();
+    let pods = decision::explain_all(&subjects, &installed, &snapshot);
 
     let stale = if settings.stale {
         let scope = match &settings.target {
