@@ -12,11 +12,13 @@ use serde_json::Value;
 use super::cel;
 use super::selector;
 use crate::admission::{ClusterView, network_view};
+#[cfg(test)] // named by the tests, which read this module's imports
+use crate::inject::NETWORK_ANNOTATION;
 use crate::inject::PodView;
 use crate::inject::policy::{self, Annotations, OptIn, Skip};
 use crate::inject::{
     self, Decision, Extras, INJECT_ANNOTATION, InjectError, InjectionStatus, LEGACY_INJECT_ANNOTATION, NAMESPACE_LABEL,
-    NETWORK_ANNOTATION, NamespaceOptIn, STATUS_ANNOTATION,
+    NamespaceOptIn, STATUS_ANNOTATION,
 };
 use crate::network::crd::Network;
 use crate::network::join;
@@ -73,6 +75,13 @@ pub struct Subject {
     pub namespace: String,
     /// The Pod as the API server would send it on CREATE (`metadata`, `spec`).
     pub pod: Value,
+}
+
+impl Subject {
+    /// The Network it asks to join, read as admission reads it.
+    pub fn network(&self) -> Option<&str> {
+        join::network_name(pod_annotations(&self.pod))
+    }
 }
 
 /// What the cluster has besides Namespaces and Networks.
@@ -327,13 +336,7 @@ fn engine(
     }
     let pod = &subject.pod;
     let namespace = subject.namespace.as_str();
-    let network = pod
-        .pointer("/metadata/annotations")
-        .and_then(|a| a.get(NETWORK_ANNOTATION))
-        .and_then(Value::as_str)
-        .map(str::trim)
-        .filter(|n| !n.is_empty());
-    let extras = match network {
+    let extras = match subject.network() {
         None => Extras::default(),
         Some(name) => match join::extras(name, namespace, cluster.network(namespace, name), pod_annotations(pod)) {
             Ok(extras) => extras.unwrap_or_default(),
