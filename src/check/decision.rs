@@ -18,7 +18,7 @@ use crate::inject::PodView;
 use crate::inject::policy::{self, Annotations, OptIn, Skip};
 use crate::inject::{
     self, Decision, Extras, INJECT_ANNOTATION, InjectError, InjectionStatus, LEGACY_INJECT_ANNOTATION, NAMESPACE_LABEL,
-    NamespaceOptIn, STATUS_ANNOTATION,
+    NAMESPACE_OPT_IN, NamespaceOptIn, STATUS_ANNOTATION,
 };
 use crate::network::crd::Network;
 use crate::network::join;
@@ -51,12 +51,7 @@ impl Snapshot {
 /// The injector reads the same facts through the same trait at admission.
 impl ClusterView for Snapshot {
     fn namespace_opt_in(&self, namespace: &str) -> NamespaceOptIn {
-        match self.namespaces.get(namespace) {
-            Some(labels) if labels.get(NAMESPACE_LABEL).map(String::as_str) == Some("enabled") => {
-                NamespaceOptIn::Labeled
-            }
-            _ => NamespaceOptIn::NotLabeled,
-        }
+        policy::namespace_opt_in(self.namespaces.get(namespace))
     }
 
     fn network(&self, namespace: &str, name: &str) -> join::Lookup {
@@ -283,7 +278,7 @@ fn opt_in_reason(opt_in: OptIn, namespace: &str) -> (Rule, String) {
         ),
         OptIn::NamespaceLabel => (
             Rule::NamespaceLabel,
-            format!("opted in by label `{NAMESPACE_LABEL}=enabled` on namespace `{namespace}`"),
+            format!("opted in by label `{NAMESPACE_LABEL}={NAMESPACE_OPT_IN}` on namespace `{namespace}`"),
         ),
     }
 }
