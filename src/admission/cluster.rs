@@ -6,7 +6,8 @@ use kube::ResourceExt;
 use kube::runtime::reflector::ObjectRef;
 
 use crate::cache::Stores;
-use crate::inject::{NAMESPACE_LABEL, NamespaceOptIn};
+use crate::inject::NamespaceOptIn;
+use crate::inject::policy;
 use crate::network::crd::{Network, READY};
 use crate::network::join;
 
@@ -31,15 +32,9 @@ impl ClusterView for Standalone {
 
 impl ClusterView for Stores {
     fn namespace_opt_in(&self, namespace: &str) -> NamespaceOptIn {
-        let Some(ns) = self.namespaces.get(&ObjectRef::new(namespace)) else {
-            // Not in the cache (yet): the label cannot be confirmed, so it does not count.
-            return NamespaceOptIn::NotLabeled;
-        };
-        if ns.labels().get(NAMESPACE_LABEL).map(String::as_str) == Some("enabled") {
-            NamespaceOptIn::Labeled
-        } else {
-            NamespaceOptIn::NotLabeled
-        }
+        // Not in the cache (yet): the label cannot be confirmed, so it does not count.
+        let ns = self.namespaces.get(&ObjectRef::new(namespace));
+        policy::namespace_opt_in(ns.as_deref().map(|ns| ns.labels()))
     }
 
     fn network(&self, namespace: &str, name: &str) -> join::Lookup {

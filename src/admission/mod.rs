@@ -165,11 +165,7 @@ impl Admission {
             debug!(reason = %skip, "not injecting");
             return Answer::allow(warnings);
         }
-        let network = pod
-            .annotations()
-            .and_then(|a| a.text(NETWORK_ANNOTATION))
-            .map(str::trim);
-        let extras = match network.filter(|n| !n.is_empty()) {
+        let extras = match join::network_name(annotations) {
             None => Extras::default(),
             Some(name) => match join::extras(name, namespace, self.cluster.network(namespace, name), annotations) {
                 Ok(Some(extras)) => extras,

@@ -40,27 +40,45 @@ pub struct ConditionResult {
     pub value: Result<bool, String>,
 }
 
-/// Evaluates each condition against `object` (and `request`), in order.
+/// Evaluates each condition against `object` (and `request`), in order. For one object;
+/// many are evaluated against a [`Compiled`] set, which compiles each expression once.
 pub fn evaluate(conditions: &[MatchCondition], object: &Value, request: &Value) -> Vec<ConditionResult> {
-    let context = match bind(object, request) {
-        Ok(context) => context,
-        Err(err) => {
-            return conditions
-                .iter()
-                .map(|c| ConditionResult {
-                    name: c.name.clone(),
-                    value: Err(err.clone()),
-                })
-                .collect();
-        }
-    };
-    conditions
-        .iter()
-        .map(|condition| ConditionResult {
-            name: condition.name.clone(),
-            value: run(&context, &condition.expression),
-        })
-        .collect()
+    Compiled::new(conditions).evaluate(object, request)
+}
+
+/// A webhook's matchConditions, compiled: an expression that does not compile keeps why.
+#[derive(Debug)]
+pub struct Compiled {
+    conditions: Vec<(String, Result<Program, String>)>,
+}
+
+impl Compiled {
+    pub fn new(conditions: &[MatchCondition]) -> Compiled {
+        let conditions = conditions
+            .iter()
+            .map(|condition| {
+                let program = Program::compile(&condition.expression).map_err(|e| format!("does not compile: {e}"));
+                (condition.name.clone(), program)
+            })
+            .collect();
+        Compiled { conditions }
+    }
+
+    /// Each condition's result against `object` (and `request`), in order.
+    pub fn evaluate(&self, object: &Value, request: &Value) -> Vec<ConditionResult> {
+        // A binding error is every condition's answer, whether or not it compiled.
+        let context = bind(object, request);
+        self.conditions
+            .iter()
+            .map(|(name, program)| ConditionResult {
+                name: name.clone(),
+                value: match (&context, program) {
+                    (Err(err), _) | (Ok(_), Err(err)) => Err(err.clone()),
+                    (Ok(context), Ok(program)) => run(context, program),
+                },
+            })
+            .collect()
+    }
 }
 
 fn bind(object: &Value, request: &Value) -> Result<Context<'static>, String> {
@@ -74,8 +92,7 @@ fn bind(object: &Value, request: &Value) -> Result<Context<'static>, String> {
     Ok(context)
 }
 
-fn run(context: &Context<'_>, expression: &str) -> Result<bool, String> {
-    let program = Program::compile(expression).map_err(|e| format!("does not compile: {e}"))?;
+fn run(context: &Context<'_>, program: &Program) -> Result<bool, String> {
     match program.execute(context) {
         Ok(CelValue::Bool(value)) => Ok(value),
         Ok(other) => Err(format!("expected a boolean, found {:?}", other.type_of())),

@@ -12,11 +12,13 @@ use serde_json::Value;
 use super::cel;
 use super::selector;
 use crate::admission::{ClusterView, network_view};
+#[cfg(test)] // named by the tests, which read this module's imports
+use crate::inject::NETWORK_ANNOTATION;
 use crate::inject::PodView;
 use crate::inject::policy::{self, Annotations, OptIn, Skip};
 use crate::inject::{
     self, Decision, Extras, INJECT_ANNOTATION, InjectError, InjectionStatus, LEGACY_INJECT_ANNOTATION, NAMESPACE_LABEL,
-    NETWORK_ANNOTATION, NamespaceOptIn, STATUS_ANNOTATION,
+    NAMESPACE_OPT_IN, NamespaceOptIn, STATUS_ANNOTATION,
 };
 use crate::network::crd::Network;
 use crate::network::join;
@@ -49,12 +51,7 @@ impl Snapshot {
 /// The injector reads the same facts through the same trait at admission.
 impl ClusterView for Snapshot {
     fn namespace_opt_in(&self, namespace: &str) -> NamespaceOptIn {
-        match self.namespaces.get(namespace) {
-            Some(labels) if labels.get(NAMESPACE_LABEL).map(String::as_str) == Some("enabled") => {
-                NamespaceOptIn::Labeled
-            }
-            _ => NamespaceOptIn::NotLabeled,
-        }
+        policy::namespace_opt_in(self.namespaces.get(namespace))
     }
 
     fn network(&self, namespace: &str, name: &str) -> join::Lookup {
@@ -73,6 +70,13 @@ pub struct Subject {
     pub namespace: String,
     /// The Pod as the API server would send it on CREATE (`metadata`, `spec`).
     pub pod: Value,
+}
+
+impl Subject {
+    /// The Network it asks to join, read as admission reads it.
+    pub fn network(&self) -> Option<&str> {
+        join::network_name(pod_annotations(&self.pod))
+    }
 }
 
 /// What the cluster has besides Namespaces and Networks.
@@ -185,6 +189,34 @@ fn pod_annotations(pod: &Value) -> Option<&dyn Annotations> {
 
 /// Explains one Pod.
 pub fn explain(subject: &Subject, installed: &Installed<'_>, cluster: &Snapshot) -> PodReport {
+    explain_compiled(subject, installed, &compile(installed), cluster)
+}
+
+/// Explains each Pod, the webhooks' matchConditions compiled once for all of them.
+pub fn explain_all(subjects: &[Subject], installed: &Installed<'_>, cluster: &Snapshot) -> Vec<PodReport> {
+    let conditions = compile(installed);
+    subjects
+        .iter()
+        .map(|subject| explain_compiled(subject, installed, &conditions, cluster))
+        .collect()
+}
+
+/// Each webhook's matchConditions, in the order of `installed.webhooks`.
+fn compile(installed: &Installed<'_>) -> Vec<cel::Compiled> {
+    installed
+        .webhooks
+        .unwrap_or_default()
+        .iter()
+        .map(|hook| cel::Compiled::new(hook.match_conditions.as_deref().unwrap_or_default()))
+        .collect()
+}
+
+fn explain_compiled(
+    subject: &Subject,
+    installed: &Installed<'_>,
+    conditions: &[cel::Compiled],
+    cluster: &Snapshot,
+) -> PodReport {
     let pod = &subject.pod;
     let annotations = pod.pointer("/metadata/annotations").and_then(Value::as_object);
     let mut warnings = policy::unreadable_flags(pod_annotations(pod));
@@ -197,7 +229,8 @@ pub fn explain(subject: &Subject, installed: &Installed<'_>, cluster: &Snapshot)
         .webhooks
         .unwrap_or_default()
         .iter()
-        .map(|hook| match_webhook(hook, subject, cluster))
+        .zip(conditions)
+        .map(|(hook, conditions)| match_webhook(hook, conditions, subject, cluster))
         .collect();
     let report = |verdict, rule, reason: String| PodReport {
         subject: subject.what.clone(),
@@ -245,7 +278,7 @@ fn opt_in_reason(opt_in: OptIn, namespace: &str) -> (Rule, String) {
         ),
         OptIn::NamespaceLabel => (
             Rule::NamespaceLabel,
-            format!("opted in by label `{NAMESPACE_LABEL}=enabled` on namespace `{namespace}`"),
+            format!("opted in by label `{NAMESPACE_LABEL}={NAMESPACE_OPT_IN}` on namespace `{namespace}`"),
         ),
     }
 }
@@ -298,13 +331,7 @@ fn engine(
     }
     let pod = &subject.pod;
     let namespace = subject.namespace.as_str();
-    let network = pod
-        .pointer("/metadata/annotations")
-        .and_then(|a| a.get(NETWORK_ANNOTATION))
-        .and_then(Value::as_str)
-        .map(str::trim)
-        .filter(|n| !n.is_empty());
-    let extras = match network {
+    let extras = match subject.network() {
         None => Extras::default(),
         Some(name) => match join::extras(name, namespace, cluster.network(namespace, name), pod_annotations(pod)) {
             Ok(extras) => extras.unwrap_or_default(),
@@ -392,8 +419,14 @@ fn covers_pod_create(rules: &[RuleWithOperations]) -> bool {
     })
 }
 
-/// What the API server does with `hook` for this Pod's CREATE.
-pub fn match_webhook(hook: &MutatingWebhook, subject: &Subject, cluster: &Snapshot) -> WebhookMatch {
+/// What the API server does with `hook` (its matchConditions compiled as `conditions`)
+/// for this Pod's CREATE.
+pub fn match_webhook(
+    hook: &MutatingWebhook,
+    conditions: &cel::Compiled,
+    subject: &Subject,
+    cluster: &Snapshot,
+) -> WebhookMatch {
     let fail_closed = hook.failure_policy.as_deref().is_none_or(|p| p == "Fail");
     let answer = |call, reason: String| WebhookMatch {
         name: hook.name.clone(),
@@ -437,17 +470,12 @@ pub fn match_webhook(hook: &MutatingWebhook, subject: &Subject, cluster: &Snapsh
             Err(err) => return answer(Call::Error, format!("objectSelector: {err}")),
         }
     }
-    let conditions = hook.match_conditions.as_deref().unwrap_or_default();
     let name = subject
         .pod
         .pointer("/metadata/name")
         .and_then(Value::as_str)
         .unwrap_or_default();
-    let results = cel::evaluate(
-        conditions,
-        &subject.pod,
-        &cel::pod_create_request(&subject.namespace, name),
-    );
+    let results = conditions.evaluate(&subject.pod, &cel::pod_create_request(&subject.namespace, name));
     if let Some(false_one) = results.iter().find(|r| r.value == Ok(false)) {
         return answer(Call::NotCalled, format!("matchCondition `{}` is false", false_one.name));
     }

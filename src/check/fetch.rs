@@ -16,7 +16,7 @@ use super::decision::{Snapshot, Subject};
 use super::health::{Facts, Fetched, ServiceFacts};
 use super::stale::controller;
 use super::{CheckError, CheckSettings, Target, document_subject};
-use crate::inject::{NETWORK_ANNOTATION, REVISION_LABEL};
+use crate::inject::REVISION_LABEL;
 use crate::network::crd::Network;
 
 /// One line for an API error: code, reason and the server's message.
@@ -149,14 +149,7 @@ pub(super) async fn snapshot(client: &kube::Client, subjects: &[Subject]) -> Sna
                 .namespaces
                 .insert(namespace.clone(), found.metadata.labels.unwrap_or_default());
         }
-        let network = subject
-            .pod
-            .pointer("/metadata/annotations")
-            .and_then(|a| a.get(NETWORK_ANNOTATION))
-            .and_then(|n| n.as_str())
-            .map(str::trim)
-            .filter(|n| !n.is_empty());
-        if let Some(name) = network {
+        if let Some(name) = subject.network() {
             let key = (namespace.clone(), name.to_string());
             if !snapshot.networks.contains_key(&key)
                 && let Ok(Some(found)) = Api::<Network>::namespaced(client.clone(), namespace)

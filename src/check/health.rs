@@ -145,6 +145,12 @@ fn where_to(client: &WebhookClientConfig) -> String {
 
 /// Every check, in report order.
 pub fn evaluate(facts: &Facts, now: OffsetDateTime) -> Vec<Check> {
+    evaluate_with(facts, &live_templates(&facts.namespace, &facts.configmap), now)
+}
+
+/// [`evaluate`], with the ConfigMap's templates already parsed by the caller (who needs
+/// them for the decisions too, and parses them once).
+pub fn evaluate_with(facts: &Facts, templates: &Result<TemplateSet, String>, now: OffsetDateTime) -> Vec<Check> {
     let mut out = Vec::new();
     if let Some((name, config)) = &facts.mutating {
         out.push(configuration("mutating-webhook", name, config, Status::Fail));
@@ -162,7 +168,7 @@ pub fn evaluate(facts: &Facts, now: OffsetDateTime) -> Vec<Check> {
         out.push(serving_certificate(&facts.namespace, name, chain, now));
     }
     out.push(services(facts));
-    out.push(templates(&facts.namespace, &facts.configmap));
+    out.push(templates_check(&facts.namespace, templates));
     if let Some((name, lease)) = &facts.lease {
         out.push(lease_check(&facts.namespace, name, lease, now));
     }
@@ -414,9 +420,9 @@ pub fn live_templates(namespace: &str, configmap: &Fetched<ConfigMap>) -> Result
     }
 }
 
-fn templates(namespace: &str, configmap: &Fetched<ConfigMap>) -> Check {
-    match live_templates(namespace, configmap) {
-        Err(why) => Check::new("templates", Status::Fail, why),
+fn templates_check(namespace: &str, templates: &Result<TemplateSet, String>) -> Check {
+    match templates {
+        Err(why) => Check::new("templates", Status::Fail, why.as_str()),
         Ok(set) => {
             let names: Vec<String> = set
                 .names()

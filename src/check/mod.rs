@@ -102,8 +102,9 @@ impl Report {
 /// reading the target itself (the namespace's Pods, the Pod) is an `Err`.
 pub async fn run(client: kube::Client, settings: &CheckSettings, now: OffsetDateTime) -> Result<Report, CheckError> {
     let facts = fetch::facts(&client, settings).await;
-    let mut checks = health::evaluate(&facts, now);
-    let templates = health::live_templates(&settings.injector_namespace, &facts.configmap);
+    // Parsed once: the `templates` check and every decision read the same set.
+    let templates = health::live_templates(&facts.namespace, &facts.configmap);
+    let mut checks = health::evaluate_with(&facts, &templates, now);
 
     let subjects = fetch::subjects(&client, &settings.target).await?;
     let snapshot = fetch::snapshot(&client, &subjects).await;
@@ -116,10 +117,7 @@ pub async fn run(client: kube::Client, settings: &CheckSettings, now: OffsetDate
         webhooks: webhooks.as_deref(),
         templates: templates.as_ref().map_err(String::as_str),
     };
-    let pods: Vec<PodReport> = subjects
-        .iter()
-        .map(|subject| decision::explain(subject, &installed, &snapshot))
-        .collect();
+    let pods = decision::explain_all(&subjects, &installed, &snapshot);
 
     let stale = if settings.stale {
         let scope = match &settings.target {

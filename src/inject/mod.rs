@@ -25,8 +25,10 @@ pub const REVISION_LABEL: &str = "sidecar.samplecrd.k8s.io/revision";
 pub const NATIVE_SIDECAR_ANNOTATION: &str = "sidecar.samplecrd.k8s.io/native-sidecar";
 /// The seed project's opt-in, still honoured.
 pub const LEGACY_INJECT_ANNOTATION: &str = "initializer.kubernetes.io/envoy";
-/// Namespace label (value `enabled`) for namespace-wide opt-in.
+/// Namespace label (value [`NAMESPACE_OPT_IN`]) for namespace-wide opt-in.
 pub const NAMESPACE_LABEL: &str = "sidecar.samplecrd.k8s.io/inject";
+/// The value of [`NAMESPACE_LABEL`] that opts a Namespace's Pods in.
+pub const NAMESPACE_OPT_IN: &str = "enabled";
 
 /// Why a Pod cannot be injected. Each message names what is at fault on both sides.
 #[derive(Debug, thiserror::Error, Clone, PartialEq, Eq)]

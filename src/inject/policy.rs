@@ -1,8 +1,10 @@
 //! Who gets injected: Pod annotations and, in cluster mode, the Namespace label.
 
+use std::collections::BTreeMap;
+
 use serde_json::{Map, Value};
 
-use super::{INJECT_ANNOTATION, LEGACY_INJECT_ANNOTATION, STATUS_ANNOTATION};
+use super::{INJECT_ANNOTATION, LEGACY_INJECT_ANNOTATION, NAMESPACE_LABEL, NAMESPACE_OPT_IN, STATUS_ANNOTATION};
 
 /// Why a Pod is injected.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -40,6 +42,14 @@ pub enum NamespaceOptIn {
     Labeled,
     NotLabeled,
     Unknown,
+}
+
+/// A Namespace's opt-in from its labels; `None` (a Namespace not known) opts nothing in.
+pub fn namespace_opt_in(labels: Option<&BTreeMap<String, String>>) -> NamespaceOptIn {
+    match labels.and_then(|l| l.get(NAMESPACE_LABEL)) {
+        Some(value) if value == NAMESPACE_OPT_IN => NamespaceOptIn::Labeled,
+        _ => NamespaceOptIn::NotLabeled,
+    }
 }
 
 /// An annotation's value as the policy reads it.
@@ -133,6 +143,15 @@ mod tests {
 
     fn some(map: &Map<String, Value>) -> Option<&dyn Annotations> {
         Some(map)
+    }
+
+    #[test]
+    fn only_the_enabled_label_opts_a_namespace_in() {
+        let labels = |value: &str| BTreeMap::from([(NAMESPACE_LABEL.to_string(), value.to_string())]);
+        assert_eq!(namespace_opt_in(Some(&labels("enabled"))), NamespaceOptIn::Labeled);
+        assert_eq!(namespace_opt_in(Some(&labels("Enabled"))), NamespaceOptIn::NotLabeled);
+        assert_eq!(namespace_opt_in(Some(&BTreeMap::new())), NamespaceOptIn::NotLabeled);
+        assert_eq!(namespace_opt_in(None), NamespaceOptIn::NotLabeled);
     }
 
     #[test]

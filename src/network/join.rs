@@ -51,6 +51,14 @@ pub enum JoinError {
     BadMultusAnnotation { found: String },
 }
 
+/// The Network a Pod asks to join: its annotation's text, trimmed; blank asks for none.
+pub fn network_name(annotations: Option<&dyn Annotations>) -> Option<&str> {
+    match annotations?.flag(NETWORK_ANNOTATION)? {
+        Flag::Text(text) => Some(text.trim()).filter(|name| !name.is_empty()),
+        Flag::Other(_) => None,
+    }
+}
+
 /// The additions for a Pod joining `name` (already looked up as `lookup`).
 /// `annotations` are the Pod's (its Multus networks annotation is kept and added to).
 pub fn extras(
@@ -138,6 +146,16 @@ pub fn merge_multus(existing: Option<&str>, name: &str, namespace: &str) -> Resu
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_network_name_is_trimmed_text_and_blank_is_none() {
+        let annotations = |value: Value| serde_json::Map::from_iter([(NETWORK_ANNOTATION.to_string(), value)]);
+        let name = |value: Value| network_name(Some(&annotations(value))).map(str::to_string);
+        assert_eq!(name(Value::from(" net1 ")), Some("net1".to_string()));
+        assert_eq!(name(Value::from("  ")), None);
+        assert_eq!(name(Value::from(1)), None);
+        assert_eq!(network_name(None), None);
+    }
     use serde_json::json;
 
     fn ready() -> Lookup {
