@@ -12,8 +12,6 @@ use serde_json::Value;
 use super::cel;
 use super::selector;
 use crate::admission::{ClusterView, network_view};
-#[cfg(test)] // named by the tests, which read this module's imports
-use crate::inject::NETWORK_ANNOTATION;
 use crate::inject::PodView;
 use crate::inject::policy::{self, Annotations, OptIn, Skip};
 use crate::inject::{

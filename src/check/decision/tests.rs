@@ -4,6 +4,7 @@ use k8s_openapi::api::admissionregistration::v1::{MatchCondition, MutatingWebhoo
 use serde_json::json;
 
 use super::*;
+use crate::inject::NETWORK_ANNOTATION;
 
 const SHIPPED: &str = include_str!("../../../manifests/webhook.yaml");
 const TEMPLATE: &str = "containers:\n- name: envoy\n  image: envoy\n  ports:\n  - containerPort: 15001\nvolumes:\n- name: envoy-conf\n  emptyDir: {}\n";
