@@ -3,6 +3,7 @@
 
 use std::io::{Read, Write};
 
+use super::flags::{self, non_empty};
 use crate::cli::{CheckArgs, CheckOutput};
 use envoy_injector::check::{self, CheckError, CheckSettings, Target};
 use envoy_injector::offline::read::{self, ReadError};
@@ -21,18 +22,10 @@ pub enum CheckCommandError {
     Write(#[from] std::io::Error),
 }
 
-fn non_empty(value: &str) -> Option<String> {
-    (!value.is_empty()).then(|| value.to_string())
-}
-
 fn read_documents(path: &std::path::Path) -> Result<Vec<serde_json::Value>, CheckCommandError> {
     let shown = path.display().to_string();
     let mut text = String::new();
-    let read = if shown == "-" {
-        std::io::stdin().read_to_string(&mut text).map(drop)
-    } else {
-        std::fs::read_to_string(path).map(|t| text = t)
-    };
+    let read = flags::open(path).and_then(|mut input| input.read_to_string(&mut text));
     read.map_err(|source| CheckCommandError::Read { path: shown, source })?;
     Ok(read::objects(&text)?)
 }

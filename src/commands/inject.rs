@@ -1,8 +1,9 @@
 //! `envoy-injector inject`: reads the arguments and the files, streams the manifests
 //! through `offline::run`, prints notes, warnings and errors on stderr.
 
-use std::io::{BufReader, BufWriter, Write};
+use std::io::{BufWriter, Write};
 
+use super::flags;
 use crate::cli::{InjectArgs, OutputFormat};
 use envoy_injector::offline::run::{Format, Message, StreamError, inject_stream};
 use envoy_injector::template::{ConfigError, TemplateSet};
@@ -40,15 +41,10 @@ pub fn run(args: &InjectArgs) -> Result<(), InjectCommandError> {
         None => TemplateSet::embedded(),
     };
     let path = args.file.display().to_string();
-    let input: Box<dyn std::io::BufRead + Send> = if path == "-" {
-        Box::new(BufReader::with_capacity(64 * 1024, std::io::stdin()))
-    } else {
-        let file = std::fs::File::open(&args.file).map_err(|source| InjectCommandError::Read {
-            path: path.clone(),
-            source,
-        })?;
-        Box::new(BufReader::with_capacity(64 * 1024, file))
-    };
+    let input = flags::open(&args.file).map_err(|source| InjectCommandError::Read {
+        path: path.clone(),
+        source,
+    })?;
     let stdout = BufWriter::with_capacity(64 * 1024, std::io::stdout().lock());
     // Stderr is unbuffered: `writeln!` would make a system call per piece of each line.
     let mut stderr = std::io::LineWriter::new(std::io::stderr().lock());

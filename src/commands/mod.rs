@@ -3,5 +3,6 @@
 pub mod certs;
 pub mod check;
 pub mod crd;
+mod flags;
 pub mod inject;
 pub mod serve;

@@ -5,6 +5,7 @@ use std::sync::Arc;
 use prometheus_client::registry::Registry;
 use tracing::{info, warn};
 
+use super::flags::non_empty;
 use crate::cli::{NetworkBackendKind, ServeArgs};
 use envoy_injector::admission::{Admission, Standalone};
 use envoy_injector::events::{EventSink, Publisher};
@@ -217,9 +218,8 @@ fn self_tls_config(args: &ServeArgs) -> BootstrapConfig {
     BootstrapConfig {
         namespace: args.namespace.clone(),
         secret_name: flags.tls_secret.clone(),
-        webhook_config: (!flags.webhook_config.is_empty()).then(|| flags.webhook_config.clone()),
-        validating_webhook_config: (!flags.validating_webhook_config.is_empty())
-            .then(|| flags.validating_webhook_config.clone()),
+        webhook_config: non_empty(&flags.webhook_config),
+        validating_webhook_config: non_empty(&flags.validating_webhook_config),
         service: flags.service.clone(),
         validity_days: flags.cert_validity_days,
         renew_before_days: flags.cert_renew_before_days,
