@@ -24,7 +24,6 @@ pub(crate) struct BodyBudget {
 /// Bytes of the budget held by one request body; given back when dropped.
 pub(crate) struct Reservation {
     permit: Option<OwnedSemaphorePermit>,
-    bytes: usize,
     in_use: Gauge,
 }
 
@@ -46,7 +45,6 @@ impl BodyBudget {
     pub(crate) async fn reserve(&self, bytes: usize) -> Result<Reservation, NoRoom> {
         let mut reservation = Reservation {
             permit: None,
-            bytes: 0,
             in_use: self.in_use.clone(),
         };
         self.grow(&mut reservation, bytes).await?;
@@ -55,11 +53,11 @@ impl BodyBudget {
 
     /// Makes `reservation` hold at least `bytes`, in [`STEP`]s.
     pub(crate) async fn ensure(&self, reservation: &mut Reservation, bytes: usize) -> Result<(), NoRoom> {
-        if bytes <= reservation.bytes {
+        if bytes <= reservation.bytes() {
             return Ok(());
         }
         let wanted = bytes.next_multiple_of(STEP).min(self.total.max(bytes));
-        self.grow(reservation, wanted - reservation.bytes).await
+        self.grow(reservation, wanted - reservation.bytes()).await
     }
 
     async fn grow(&self, reservation: &mut Reservation, more: usize) -> Result<(), NoRoom> {
@@ -68,7 +66,7 @@ impl BodyBudget {
         }
         // A body larger than the whole budget could never fit: refuse at once.
         let count = u32::try_from(more).map_err(|_| NoRoom)?;
-        if reservation.bytes + more > self.total {
+        if reservation.bytes() + more > self.total {
             return Err(NoRoom);
         }
         // Room at once is the common case: no timer for it.
@@ -83,15 +81,21 @@ impl BodyBudget {
             Some(held) => held.merge(permit),
             None => reservation.permit = Some(permit),
         }
-        reservation.bytes += more;
         self.in_use.inc_by(more as i64);
         Ok(())
     }
 }
 
+impl Reservation {
+    /// One permit is one byte.
+    fn bytes(&self) -> usize {
+        self.permit.as_ref().map_or(0, OwnedSemaphorePermit::num_permits)
+    }
+}
+
 impl Drop for Reservation {
     fn drop(&mut self) {
-        self.in_use.dec_by(self.bytes as i64);
+        self.in_use.dec_by(self.bytes() as i64);
     }
 }
 
