@@ -95,21 +95,26 @@ fn set(table: &mut Table, object: &DynamicObject, facts: Option<Facts>) -> bool 
     let (Some(namespace), Some(name)) = (object.metadata.namespace.as_deref(), object.metadata.name.as_deref()) else {
         return false;
     };
-    let space = table.entry(namespace.to_string()).or_default();
-    let previous = match facts {
-        Some(facts) => {
-            let known = space
-                .get(name)
-                .is_some_and(|old| old.fingerprint == facts.fingerprint && (old.uid.is_none() || old.uid == facts.uid));
-            space.insert(Box::from(name), facts);
-            return !known;
-        }
-        None => space.remove(name),
+    let Some(facts) = facts else {
+        return remove(table, namespace, name).is_some();
     };
+    let space = table.entry(namespace.to_string()).or_default();
+    let known = space
+        .get(name)
+        .is_some_and(|old| old.fingerprint == facts.fingerprint && (old.uid.is_none() || old.uid == facts.uid));
+    space.insert(Box::from(name), facts);
+    !known
+}
+
+/// Removes one NAD's facts, and its namespace once that holds none: a namespace in the
+/// table always has a NAD.
+fn remove(table: &mut Table, namespace: &str, name: &str) -> Option<Facts> {
+    let space = table.get_mut(namespace)?;
+    let removed = space.remove(name);
     if space.is_empty() {
         table.remove(namespace);
     }
-    previous.is_some()
+    removed
 }
 
 impl OwnedIndex {
@@ -206,13 +211,12 @@ impl OwnedIndex {
     pub fn unexpect(&self, namespace: &str, name: &str) {
         let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
         let live = state.live_mut();
-        if let Some(space) = live.get_mut(namespace)
-            && space.get(name).is_some_and(|f| f.uid.is_none())
+        if live
+            .get(namespace)
+            .and_then(|space| space.get(name))
+            .is_some_and(|f| f.uid.is_none())
         {
-            space.remove(name);
-            if space.is_empty() {
-                live.remove(namespace);
-            }
+            remove(live, namespace, name);
         }
     }
 
@@ -226,13 +230,7 @@ impl OwnedIndex {
     /// Forgets a NAD this controller deleted (or found gone).
     pub fn forget(&self, namespace: &str, name: &str) {
         let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
-        let live = state.live_mut();
-        if let Some(space) = live.get_mut(namespace) {
-            space.remove(name);
-            if space.is_empty() {
-                live.remove(namespace);
-            }
-        }
+        remove(state.live_mut(), namespace, name);
     }
 
     /// NADs known, for the store metrics.
