@@ -13,16 +13,13 @@ cd "$(dirname "$0")/.."
 SIZE_MB=${SIZE_MB:-20}
 BIN=${BIN:-target/release/envoy-injector}
 FORMAT=${FORMAT:-yaml}
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
 
-die() { printf 'bench/inject.sh: %s\n' "$*" >&2; exit 1; }
-[[ -x /usr/bin/time ]] || die "needs /usr/bin/time (apt-get install time)"
-if [[ "$BIN" == target/release/* ]]; then
-  echo "==> cargo build --release --locked --bin envoy-injector" >&2
-  cargo build --release --locked --bin envoy-injector
-fi
-[[ -x "$BIN" ]] || die "$BIN is missing; build it first"
+# shellcheck source=bench/lib.sh
+source bench/lib.sh
+
+# GNU time, not the shell keyword: it reports the peak RSS.
+need_apt /usr/bin/time time
+build_release
 
 # The valid corpus, renamed per copy so that every document differs.
 corpus=(scalars.yaml anchors-and-blocks.yaml list-and-json.yaml comments.yaml custom-resources.yaml)
@@ -59,17 +56,17 @@ measure() {
   local name=$1 input=$2 bytes largest
   bytes=$(stat -c %s "$input")
   largest=$(largest_document_bytes "$input")
-  /usr/bin/time -v "$BIN" inject -f "$input" -o "$FORMAT" >"$work/out" 2>"$work/err" || {
-    tail -5 "$work/err" >&2
+  /usr/bin/time -v "$BIN" inject -f "$input" -o "$FORMAT" >"$WORK/out" 2>"$WORK/err" || {
+    tail -5 "$WORK/err" >&2
     die "inject failed on $name"
   }
   local secs cpu rss
-  secs=$(awk -F': ' '/Elapsed \(wall clock\)/ { n = split($2, t, ":"); s = 0; for (i = 1; i <= n; i++) s = s * 60 + t[i]; print s }' "$work/err")
-  cpu=$(awk -F': ' '/User time|System time/ { s += $2 } END { print s }' "$work/err")
-  rss=$(awk -F': ' '/Maximum resident set size/ { print $2 }' "$work/err")
+  secs=$(awk -F': ' '/Elapsed \(wall clock\)/ { n = split($2, t, ":"); s = 0; for (i = 1; i <= n; i++) s = s * 60 + t[i]; print s }' "$WORK/err")
+  cpu=$(awk -F': ' '/User time|System time/ { s += $2 } END { print s }' "$WORK/err")
+  rss=$(awk -F': ' '/Maximum resident set size/ { print $2 }' "$WORK/err")
   # Wall-clock MB/s is the target; CPU seconds say how much of a busy machine's time
   # was ours (other builds on the same 2 cores stretch the wall clock).
-  awk -v name="$name" -v bytes="$bytes" -v largest="$largest" -v secs="$secs" -v cpu="$cpu" -v rss="$rss" -v out="$(stat -c %s "$work/out")" 'BEGIN {
+  awk -v name="$name" -v bytes="$bytes" -v largest="$largest" -v secs="$secs" -v cpu="$cpu" -v rss="$rss" -v out="$(stat -c %s "$WORK/out")" 'BEGIN {
     mb = bytes / 1048576; rss_mb = rss / 1024; limit = 50 + 3 * largest / 1048576
     printf "%-16s %5.1f MB in, %5.1f MB out, largest document %7.1f KB: %5.2f s wall (%5.1f MB/s), %5.2f s CPU, peak RSS %5.1f MB (target <= %.1f MB) %s\n",
       name, mb, out / 1048576, largest / 1024, secs, mb / secs, cpu, rss_mb, limit,
@@ -77,8 +74,8 @@ measure() {
   }'
 }
 
-generate "$work/multi.yaml"
-generate_list "$work/list.yaml"
-echo "binary: $BIN ($(nproc) CPU, $(uname -sr), load average $(cut -d' ' -f1 /proc/loadavg)); output: -o $FORMAT"
-measure "multi-document" "$work/multi.yaml"
-measure "one kind: List" "$work/list.yaml"
+generate "$WORK/multi.yaml"
+generate_list "$WORK/list.yaml"
+echo "binary: $BIN ($(machine), load average $(cut -d' ' -f1 /proc/loadavg)); output: -o $FORMAT"
+measure "multi-document" "$WORK/multi.yaml"
+measure "one kind: List" "$WORK/list.yaml"
