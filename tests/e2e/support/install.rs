@@ -35,8 +35,8 @@ use super::{
 /// `serve`'s defaults for the names the shipped Deployment does not pass as flags.
 const DEFAULT_LEASE: &str = "envoy-injector-controller";
 const DEFAULT_TLS_SECRET: &str = "envoy-injector-tls";
-/// Tests/e2e's copy of the Multus CRD (see the file).
-const NAD_CRD_FILE: &str = "tests/e2e/nad-crd.yaml";
+/// The Multus CRD, shared with the scale benchmark (see the file).
+const NAD_CRD_FILE: &str = "tests/fixtures/nad-crd.yaml";
 
 /// Everything a tier needs to run processes as the Deployment's Pods would run.
 #[derive(Clone)]
@@ -285,7 +285,7 @@ impl Suite {
         step!("CRD {name} established");
     }
 
-    /// Installs the Multus NetworkAttachmentDefinition CRD (`tests/e2e/nad-crd.yaml`) when
+    /// Installs the Multus NetworkAttachmentDefinition CRD (`tests/fixtures/nad-crd.yaml`) when
     /// the cluster has none, and then removes it again when the suite ends.
     pub async fn install_nad_crd(&self) {
         let crd = super::read_manifest(NAD_CRD_FILE);
