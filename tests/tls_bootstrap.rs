@@ -10,7 +10,8 @@ use base64::Engine as _;
 use envoy_injector::metrics::{LoadLabels, LoadResult, Metrics};
 use envoy_injector::shutdown::CancellationToken;
 use envoy_injector::tls::secret::{
-    BootstrapConfig, CA_CRT, CA_KEY, DEFAULT_CA_OVERLAP, SECRET_TYPE, TLS_CRT, TLS_KEY, TlsBootstrap, TlsMaterial,
+    BootstrapConfig, CA_CRT, CA_KEY, DEFAULT_CA_OVERLAP, NEXT_CA_KEY, SECRET_TYPE, TLS_CRT, TLS_KEY, TlsBootstrap,
+    TlsMaterial,
 };
 use envoy_injector::tls::{self, CertPair, CertStore};
 use http::Method;
@@ -28,7 +29,7 @@ use time::OffsetDateTime;
 use tokio::time::timeout;
 
 mod mock_api;
-use mock_api::{ApiServer, PATIENCE, status};
+use mock_api::{ApiServer, Call, PATIENCE, status};
 
 const NS: &str = "mesh";
 const SERVICE: &str = "injector";
@@ -602,6 +603,167 @@ async fn reload_loop_serves_changed_secrets_and_keeps_the_old_one_on_garbage() {
     stop.cancel();
     finished(running).await;
     poll.reply(200, &written);
+    api.assert_no_more_requests().await;
+}
+
+/// The webhook configurations as the API server holds them (the mutating one's two
+/// webhooks and the validating one's): answers their reads and applies their PATCHes,
+/// failing the test on any PATCH that would set a `caBundle` to an empty value.
+struct WebhookConfigs {
+    mutating: [Vec<u8>; 2],
+    validating: Vec<u8>,
+    version: u32,
+}
+
+impl WebhookConfigs {
+    fn publishing(bundle: &[u8]) -> WebhookConfigs {
+        WebhookConfigs {
+            mutating: [bundle.to_vec(), bundle.to_vec()],
+            validating: bundle.to_vec(),
+            version: 1,
+        }
+    }
+
+    fn bundles(&self) -> [&Vec<u8>; 3] {
+        [&self.mutating[0], &self.mutating[1], &self.validating]
+    }
+
+    fn current(&self, path: &str) -> Value {
+        let version = self.version.to_string();
+        if path == MWC_PATH {
+            webhook_config([Some(&self.mutating[0]), Some(&self.mutating[1])], &version)
+        } else {
+            validating_config(Some(&self.validating), &version)
+        }
+    }
+
+    /// Answers `call` when it reads or patches a managed webhook configuration; hands any
+    /// other request back.
+    fn answer(&mut self, call: Call) -> Option<Call> {
+        if call.path != MWC_PATH && call.path != VWC_PATH {
+            return Some(call);
+        }
+        if call.method == Method::PATCH {
+            for webhook in call.body["webhooks"].as_array().unwrap() {
+                let encoded = webhook["clientConfig"]["caBundle"].as_str().unwrap_or_default();
+                let bundle = base64::engine::general_purpose::STANDARD.decode(encoded).unwrap();
+                assert!(
+                    !bundle.is_empty(),
+                    "expected no webhook's caBundle to be set to an empty value, found PATCH {} setting {}",
+                    call.path,
+                    webhook
+                );
+                let slot = match webhook["name"].as_str().unwrap() {
+                    "namespaces.sidecar.samplecrd.k8s.io" => &mut self.mutating[0],
+                    "pods.sidecar.samplecrd.k8s.io" => &mut self.mutating[1],
+                    "templates.sidecar.samplecrd.k8s.io" => &mut self.validating,
+                    other => panic!("expected a managed webhook, found {other}"),
+                };
+                *slot = bundle;
+            }
+            self.version += 1;
+        } else {
+            assert_eq!(call.method, Method::GET, "{} {}", call.method, call.path);
+        }
+        let current = self.current(&call.path);
+        call.reply(200, &current);
+        None
+    }
+
+    /// Answers webhook configuration calls until another request comes, and returns it.
+    async fn until_other(&mut self, api: &mut ApiServer) -> Call {
+        loop {
+            if let Some(other) = self.answer(api.next().await) {
+                return other;
+            }
+        }
+    }
+}
+
+/// Regression (ecd42a8): a CA switch falls due while the Secret is deleted. The Secret is
+/// recreated from the last good contents with a certificate from the new CA, and no
+/// webhook configuration's caBundle is emptied on the way (it used to be PATCHed to ""
+/// before the Secret was recreated): it keeps the published ca.crt, which trusts the
+/// certificate served afterwards.
+#[tokio::test]
+async fn ca_switch_due_while_the_secret_is_deleted_never_empties_the_ca_bundle() {
+    // 350 of the CA's 3650 days left, under the 425 that start a rotation: the bootstrap
+    // introduces the next CA (phase 1).
+    let ca = ca_issued(now() - time::Duration::days(3300));
+    let old = TlsMaterial::issued_by(&ca, &leaf_issued(&ca, now(), 300));
+    let (client, mut api) = mock_client();
+    let metrics = metrics();
+    let overlap = Duration::from_secs(2);
+    let mut config = config_with_validating();
+    config.poll_interval = Duration::from_millis(20);
+    config.ca_overlap = overlap;
+    let task = spawn_bootstrap_with(client, config, metrics.clone());
+    let mut configs = WebhookConfigs::publishing(&old.ca_crt);
+
+    api.expect(Method::GET, SECRET_PATH)
+        .await
+        .reply(200, &secret_json(&old, "1"));
+    let put = api.expect(Method::PUT, SECRET_PATH).await;
+    assert_eq!(data(&put.body, TLS_CRT), old.tls_crt, "phase 1 keeps the certificate");
+    let published = data(&put.body, CA_CRT);
+    let next_ca_key = String::from_utf8(data(&put.body, NEXT_CA_KEY)).unwrap();
+    let next_ca = CertificateDer::pem_slice_iter(&published)
+        .map(|der| tls::inspect_cert(&der.unwrap()).unwrap())
+        .find(|ca| ca.public_key == tls::public_key_of(&next_ca_key).unwrap())
+        .expect("ca.crt carries the next CA");
+    let switch_at = next_ca.not_before + tls::CLOCK_SKEW + overlap;
+    put.echo_at(200, "2");
+    // Both configurations are read and patched to the two-CA bundle.
+    for _ in 0..4 {
+        if let Some(other) = configs.answer(api.next().await) {
+            panic!(
+                "expected a webhook configuration call, found {} {}",
+                other.method, other.path
+            );
+        }
+    }
+    let (bootstrap, store) = finished(task).await;
+    assert_eq!(configs.bundles(), [&published; 3], "phase 1 is published");
+    assert_eq!(served(&store), leaf_der(&old.tls_crt));
+
+    let stop = CancellationToken::new();
+    let running = tokio::spawn(bootstrap.run(store.clone(), stop.clone()));
+    let poll = api.expect(Method::GET, SECRET_PATH).await;
+    // Waiting, not a timing assertion: the loop decides after this read is answered.
+    while now() < switch_at {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    // The Secret was deleted just as the switch fell due.
+    poll.reply(404, &status(404, "NotFound", "secrets \"injector-tls\" not found"));
+    let post = configs.until_other(&mut api).await;
+    assert_eq!(
+        (&post.method, post.path.as_str()),
+        (&Method::POST, SECRETS),
+        "{}",
+        post.body
+    );
+    assert_eq!(data(&post.body, CA_CRT), published, "the caBundle stays what it is");
+    assert_eq!(
+        tls::public_key_of(&String::from_utf8(data(&post.body, CA_KEY)).unwrap()).unwrap(),
+        next_ca.public_key,
+        "the next CA signs now"
+    );
+    let switched = data(&post.body, TLS_CRT);
+    assert_ne!(switched, old.tls_crt, "switched to a certificate from the next CA");
+    post.echo_at(201, "3");
+
+    // The next poll: the recreated Secret's certificate is served, trusted by every caBundle.
+    let poll = configs.until_other(&mut api).await;
+    assert_eq!((&poll.method, poll.path.as_str()), (&Method::GET, SECRET_PATH));
+    assert_eq!(served(&store), leaf_der(&switched));
+    for bundle in configs.bundles() {
+        assert_serves_service(bundle, &switched);
+    }
+    assert_eq!(reloads(&metrics, LoadResult::Error), 0);
+
+    stop.cancel();
+    finished(running).await;
+    poll.reply(404, &status(404, "NotFound", "not found"));
     api.assert_no_more_requests().await;
 }
 
