@@ -1,7 +1,6 @@
 //! PEM in and out: certificate blocks to DER and back, and a certificate chain plus key
 //! into the [`CertifiedKey`] rustls serves.
 
-use base64::Engine as _;
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use rustls::sign::CertifiedKey;
@@ -20,7 +19,7 @@ pub fn certificates(pem: &[u8]) -> impl Iterator<Item = CertificateDer<'static>>
 
 /// A DER certificate as one PEM CERTIFICATE block (64-column base64, as openssl writes).
 pub fn encode_certificate(der: &[u8]) -> String {
-    let body = base64::engine::general_purpose::STANDARD.encode(der);
+    let body = base64_simd::STANDARD.encode_to_string(der);
     let mut out = String::from("-----BEGIN CERTIFICATE-----\n");
     for line in body.as_bytes().chunks(64) {
         out.push_str(&String::from_utf8_lossy(line));

@@ -2,7 +2,6 @@
 //! MutatingWebhookConfiguration `--webhook-config` and of the ValidatingWebhookConfiguration
 //! `--validating-webhook-config`, so that the API server trusts what the replicas serve.
 
-use base64::Engine as _;
 use k8s_openapi::api::admissionregistration::v1::{MutatingWebhookConfiguration, ValidatingWebhookConfiguration};
 use kube::api::{Api, Patch, PatchParams};
 use serde::de::DeserializeOwned;
@@ -161,7 +160,7 @@ impl Managed {
             debug!(webhook_config = %name, kind, "the webhook configuration has no webhooks; no caBundle to sync");
         }
         if !stale.is_empty() {
-            let encoded = base64::engine::general_purpose::STANDARD.encode(bundle);
+            let encoded = base64_simd::STANDARD.encode_to_string(bundle);
             let patch = json!({
                 "metadata": { "resourceVersion": config.resource_version },
                 "webhooks": stale
