@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use axum::Router;
-use axum::body::{Body, Bytes};
+use axum::body::Body;
 use axum::extract::{Request, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
@@ -151,49 +151,13 @@ impl Rejection {
     }
 }
 
-/// A request body read whole: most arrive as one frame, which is kept as it came rather
-/// than copied.
-enum BodyBytes {
-    One(Bytes),
-    Joined(Vec<u8>),
-}
-
-impl BodyBytes {
-    fn push(self, data: Bytes, capacity: usize) -> BodyBytes {
-        match self {
-            BodyBytes::One(first) if first.is_empty() => BodyBytes::One(data),
-            BodyBytes::One(first) => {
-                let mut joined = Vec::with_capacity(capacity.max(first.len() + data.len()));
-                joined.extend_from_slice(&first);
-                joined.extend_from_slice(&data);
-                BodyBytes::Joined(joined)
-            }
-            BodyBytes::Joined(mut joined) => {
-                joined.extend_from_slice(&data);
-                BodyBytes::Joined(joined)
-            }
-        }
-    }
-}
-
-impl std::ops::Deref for BodyBytes {
-    type Target = [u8];
-
-    fn deref(&self) -> &[u8] {
-        match self {
-            BodyBytes::One(bytes) => bytes,
-            BodyBytes::Joined(joined) => joined,
-        }
-    }
-}
-
 /// Reads the whole body within `--max-body-bytes`, holding its size in the in-flight
 /// body budget (returned alongside, released when dropped).
 async fn read_body(
     body: &mut Body,
     headers: &HeaderMap,
     state: &WebhookState,
-) -> Result<(BodyBytes, Reservation), Rejection> {
+) -> Result<(Vec<u8>, Reservation), Rejection> {
     let limit = state.max_body_bytes;
     let too_large = || {
         Rejection::new(
@@ -226,7 +190,7 @@ async fn read_body(
         .reserve(declared.unwrap_or(0))
         .await
         .map_err(|_| no_room())?;
-    let mut buffer = BodyBytes::One(Bytes::new());
+    let mut buffer = Vec::with_capacity(declared.unwrap_or(0));
     while let Some(frame) = body.frame().await {
         let frame =
             frame.map_err(|e| Rejection::new(StatusCode::BAD_REQUEST, format!("cannot read the request body: {e}")))?;
@@ -242,7 +206,7 @@ async fn read_body(
                     .await
                     .map_err(|_| no_room())?;
             }
-            buffer = buffer.push(data, declared.unwrap_or(0));
+            buffer.extend_from_slice(&data);
         }
     }
     Ok((buffer, reservation))
