@@ -5,7 +5,7 @@ BIN := target/debug/envoy-injector
 RELEASE_BIN := target/release/envoy-injector
 
 .PHONY: help build test lint demo certs crd bench bench-engine bench-stores bench-load bench-inject bench-memory bench-server bench-wrk bench-scale kind-up e2e kind-down clean
-.PHONY: image kind-load kind-multus deploy undeploy e2e-local e2e-incluster manifests-check
+.PHONY: image image-local kind-load kind-multus deploy undeploy e2e-local e2e-incluster e2e-node manifests-check
 
 help: ## List targets
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-14s %s\n", $$1, $$2}'
@@ -13,7 +13,7 @@ help: ## List targets
 build: ## Build the binary (debug)
 	$(CARGO) build --locked
 
-test: ## Run every test (unit, integration over TLS, manifests); cluster e2e skips without KUBECONFIG
+test: ## Run every test (unit, integration over TLS, manifests); cluster tiers skip without KUBECONFIG / E2E_NODE_KUBECONFIG
 	$(CARGO) test --locked
 
 lint: ## rustfmt check and clippy with warnings as errors
@@ -44,6 +44,13 @@ e2e: ## Cluster e2e on kind against the deployed image: image, kind-load, deploy
 	@if [ '$(E2E_MULTUS)' = 1 ]; then KUBECONFIG=$(E2E_KUBECONFIG) $(MAKE) --no-print-directory kind-multus; fi
 	KUBECONFIG=$(E2E_KUBECONFIG) $(MAKE) --no-print-directory deploy DEPLOY_RESTART=1
 	KUBECONFIG=$(E2E_KUBECONFIG) $(MAKE) --no-print-directory e2e-incluster
+	@# The running-Pod tier set (tests/pods), on the same cluster; a second tag of the same
+	@# image for its rolling update, and busybox (pulled by the node) as the stand-in proxy.
+	$(DOCKER) tag $(IMAGE) $(IMAGE_NEXT)
+	kind load docker-image $(IMAGE_NEXT) --name $(KIND_CLUSTER)
+	E2E_NODE_KUBECONFIG=$(E2E_KUBECONFIG) E2E_IMAGE=$(IMAGE) E2E_IMAGE_NEXT=$(IMAGE_NEXT) \
+	E2E_SHELL_IMAGE=$${E2E_SHELL_IMAGE:-docker.io/library/busybox:1.36} \
+	$(CARGO) test --locked --test pods -- --nocapture
 
 e2e-local: ## Cluster e2e against the kind cluster: local `serve` behind a url: webhook (make kind-up first; nothing deployed)
 	@kind get clusters 2>/dev/null | grep -qx '$(KIND_CLUSTER)' || { echo "no kind cluster '$(KIND_CLUSTER)': run make kind-up" >&2; exit 1; }
@@ -61,6 +68,8 @@ kind-down: ## Delete the kind cluster
 # deploy, undeploy and e2e-incluster act on the cluster of KUBECONFIG (or kubectl's
 # current context); `make e2e` points them at the kind cluster.
 IMAGE ?= envoy-injector:dev
+# A second tag of the same image: tests/pods rolls the injector to it.
+IMAGE_NEXT ?= $(IMAGE)-next
 DOCKER ?= docker
 KUBECTL ?= kubectl
 INJECTOR_NAMESPACE := envoy-injector
@@ -74,6 +83,15 @@ CNI_ARCH ?= $(shell uname -m | sed -e 's/x86_64/amd64/' -e 's/aarch64/arm64/')
 
 image: ## Build the container image (IMAGE, default envoy-injector:dev; needs Docker)
 	$(DOCKER) build -t $(IMAGE) .
+
+image-local: ## Build the image without Docker or a registry: a static binary in an image archive (target/image/); NODE_SH=... loads it into that node
+	IMAGE=$(IMAGE) bash scripts/image-local.sh
+
+e2e-node: ## The running-Pod tier set on a node of yours: image-local as IMAGE and IMAGE_NEXT into NODE_SH's node, then tests/pods (E2E_NODE_KUBECONFIG)
+	@test -n "$$E2E_NODE_KUBECONFIG" || { echo "e2e-node: set E2E_NODE_KUBECONFIG to the kubeconfig of a cluster with a node" >&2; exit 1; }
+	@test -n "$(NODE_SH)" || { echo "e2e-node: set NODE_SH to the node script whose load-image takes an image archive" >&2; exit 1; }
+	IMAGE=$(IMAGE) IMAGE_ALIASES=$(IMAGE_NEXT) NODE_SH=$(NODE_SH) bash scripts/image-local.sh
+	E2E_IMAGE=$(IMAGE) E2E_IMAGE_NEXT=$(IMAGE_NEXT) $(CARGO) test --locked --test pods -- --nocapture
 
 kind-load: ## Load the image into the kind cluster's nodes
 	kind load docker-image $(IMAGE) --name $(KIND_CLUSTER)
@@ -92,17 +110,20 @@ kind-multus: ## Install Multus and the bridge/host-local CNI plugins on the kind
 	$(KUBECTL) apply -f https://raw.githubusercontent.com/k8snetworkplumbingwg/multus-cni/$(MULTUS_VERSION)/deployments/multus-daemonset-thick.yml
 	$(KUBECTL) -n kube-system rollout status daemonset/kube-multus-ds --timeout=$(ROLLOUT_TIMEOUT)
 
+# --validate=false: kubectl's own schema check downloads the server's OpenAPI, which an
+# older kubectl (1.32) cannot read from a newer server (1.36); a server-side apply is
+# validated by the API server against its schema either way.
 deploy: ## Install or upgrade everything in manifests/ (server-side apply; IMAGE=... to use another image) and wait for the rollout
 	@set -euo pipefail; \
 	existed=$$($(KUBECTL) -n $(INJECTOR_NAMESPACE) get deployment envoy-injector --ignore-not-found -o name); \
 	if [ '$(IMAGE)' = envoy-injector:dev ]; then \
-	  echo "$(KUBECTL) apply --server-side --force-conflicts -k manifests/"; \
-	  $(KUBECTL) apply --server-side --force-conflicts -k manifests/; \
+	  echo "$(KUBECTL) apply --server-side --force-conflicts --validate=false -k manifests/"; \
+	  $(KUBECTL) apply --server-side --force-conflicts --validate=false -k manifests/; \
 	else \
 	  rendered=$$($(KUBECTL) kustomize manifests/); \
 	  grep -q 'image: envoy-injector:dev$$' <<<"$$rendered" || { echo "deploy: manifests/ no longer render image envoy-injector:dev; cannot substitute $(IMAGE)" >&2; exit 1; }; \
-	  echo "$(KUBECTL) kustomize manifests/ | (image -> $(IMAGE)) | $(KUBECTL) apply --server-side --force-conflicts -f -"; \
-	  sed 's|image: envoy-injector:dev$$|image: $(IMAGE)|' <<<"$$rendered" | $(KUBECTL) apply --server-side --force-conflicts -f -; \
+	  echo "$(KUBECTL) kustomize manifests/ | (image -> $(IMAGE)) | $(KUBECTL) apply --server-side --force-conflicts --validate=false -f -"; \
+	  sed 's|image: envoy-injector:dev$$|image: $(IMAGE)|' <<<"$$rendered" | $(KUBECTL) apply --server-side --force-conflicts --validate=false -f -; \
 	fi; \
 	if [ -n "$$existed" ] && [ '$(DEPLOY_RESTART)' = 1 ]; then \
 	  echo "restarting the running replicas to pick up the freshly loaded $(IMAGE)"; \

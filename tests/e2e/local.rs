@@ -64,50 +64,6 @@ const ROLLOUT: &str = "e2e.samplecrd.k8s.io/rollout";
 /// Bound for Pods to start (images may need pulling): a safety limit, not an expectation.
 const RUN_PATIENCE: Duration = Duration::from_secs(180);
 
-/// `Ok` when the Pod is Running with each of `containers` running (regular or init, so a
-/// native sidecar counts); `Err` says what it is doing instead.
-fn running(p: &Pod, containers: &[&str]) -> Result<(), String> {
-    let status = p.status.clone().unwrap_or_default();
-    let statuses: Vec<_> = status
-        .container_statuses
-        .iter()
-        .flatten()
-        .chain(status.init_container_statuses.iter().flatten())
-        .collect();
-    let is_running = |c: &str| {
-        statuses
-            .iter()
-            .any(|s| s.name == c && s.state.as_ref().is_some_and(|st| st.running.is_some()))
-    };
-    if status.phase.as_deref() == Some("Running") && containers.iter().all(|c| is_running(c)) {
-        return Ok(());
-    }
-    Err(format!(
-        "phase {:?}, containers {:?}, conditions {:?}",
-        status.phase,
-        statuses
-            .iter()
-            .map(|s| {
-                let state = s.state.as_ref();
-                let waiting = state.and_then(|st| st.waiting.as_ref());
-                format!(
-                    "{} running={} waiting={:?} {:?}",
-                    s.name,
-                    state.is_some_and(|st| st.running.is_some()),
-                    waiting.and_then(|w| w.reason.clone()),
-                    waiting.and_then(|w| w.message.clone()),
-                )
-            })
-            .collect::<Vec<_>>(),
-        status
-            .conditions
-            .iter()
-            .flatten()
-            .map(|c| format!("{}={} {}", c.type_, c.status, c.message.as_deref().unwrap_or("")))
-            .collect::<Vec<_>>()
-    ))
-}
-
 /// The value of `--network-backend` in a container's args (`multus`, the default, if absent).
 fn network_backend_arg(args: &[String]) -> String {
     let mut iter = args.iter();

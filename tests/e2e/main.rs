@@ -64,5 +64,11 @@ tiers![
 
 #[test]
 fn cluster_tiers() {
-    support::run_tiers(TIERS);
+    support::run_tiers(&support::TierSet {
+        name: "e2e",
+        kubeconfig_var: "KUBECONFIG",
+        how_to_run: "Run them against any cluster with `KUBECONFIG=/path/to/kubeconfig make test`; on kind: \
+                     `make kind-up`, then `make e2e-local` (this machine's binary) or `make e2e` (the deployed image)",
+        tiers: TIERS,
+    });
 }

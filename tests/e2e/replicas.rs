@@ -44,7 +44,7 @@ async fn run(suite: &Suite) -> TierResult {
 
     let lease_duration = install.lease_duration(client).await;
     let bound = lease_duration + RETRY_PERIOD;
-    let loop_ = PodLoop::start(&ns, "kill", DEFAULT_IMAGE, true);
+    let loop_ = PodLoop::start(&ns, "kill", DEFAULT_IMAGE, LOOP_PAUSE, true);
     tokio::time::sleep(Duration::from_secs(2)).await;
     let killed = Instant::now();
     leader.signal(libc::SIGKILL);
@@ -72,7 +72,7 @@ async fn run(suite: &Suite) -> TierResult {
     only_reconciler(&ns, "e2e-after", "10.71.0.0/16", follower, None).await;
 
     let report = loop_.stop().await;
-    let stored = ns.loop_pods_injected("kill", &install.sidecar).await;
+    let stored = ns.loop_pods_injected("kill", &[&install.sidecar]).await;
     shout(&format!(
         "e2e replicas: Pod loop during the SIGKILL: {}; retried: {:?}",
         report.summary(),

@@ -33,7 +33,7 @@ async fn run(suite: &Suite) -> TierResult {
     }
     install.wait_leader(client, &old.iter().collect::<Vec<_>>()).await;
 
-    let loop_ = PodLoop::start(&ns, "upgrade", DEFAULT_IMAGE, false);
+    let loop_ = PodLoop::start(&ns, "upgrade", DEFAULT_IMAGE, LOOP_PAUSE, false);
     tokio::time::sleep(Duration::from_secs(1)).await;
     let started = Instant::now();
     let mut new: Vec<Injector> = Vec::new();
@@ -83,7 +83,7 @@ async fn run(suite: &Suite) -> TierResult {
     // Pods keep coming while the last old process is gone.
     tokio::time::sleep(Duration::from_secs(2)).await;
     let report = loop_.stop().await;
-    let stored = ns.loop_pods_injected("upgrade", &install.sidecar).await;
+    let stored = ns.loop_pods_injected("upgrade", &[&install.sidecar]).await;
     shout(&format!(
         "e2e upgrade: rolling upgrade of {replicas} replicas in {:.1} s under a Pod loop: {}",
         rollout.as_secs_f64(),

@@ -26,7 +26,7 @@ use serde_json::Value;
 pub use cleanup::Scope;
 pub use command::{describe_output, kubectl, kubectl_apply, require_kubectl, run_command};
 pub use install::Install;
-pub use namespace::{PodLoop, TestNs, injected_with, list_events_about};
+pub use namespace::{LOOP_PAUSE, PodLoop, TestNs, injected_with, list_events_about};
 pub use objects::*;
 pub use process::{Injector, check_processes, serve_on_loopback};
 
@@ -121,15 +121,16 @@ pub struct Settings {
 }
 
 impl Settings {
-    /// `None` (after saying so, loudly, once) when the cluster tiers must skip.
-    pub fn from_env(tiers: &[&str]) -> Option<Settings> {
+    /// `None` (after saying so, loudly, once) when the set's tiers must skip.
+    pub fn from_env(set: &TierSet, tiers: &[&str]) -> Option<Settings> {
         let mode = Mode::parse(non_empty_env("E2E_MODE").as_deref()).unwrap_or_else(|e| panic!("{e}"));
-        if non_empty_env("KUBECONFIG").is_none() {
+        if non_empty_env(set.kubeconfig_var).is_none() {
             shout(&format!(
-                "SKIPPED cluster tiers ({}): KUBECONFIG is not set. Run them against any cluster with \
-                 `KUBECONFIG=/path/to/kubeconfig make test`; on kind: `make kind-up`, then `make e2e-local` \
-                 (this machine's binary) or `make e2e` (the deployed image)",
-                tiers.join(", ")
+                "SKIPPED {} tiers ({}): {} is not set. {}",
+                set.name,
+                tiers.join(", "),
+                set.kubeconfig_var,
+                set.how_to_run
             ));
             return None;
         }
@@ -173,6 +174,20 @@ pub struct Skip(pub String);
 pub type TierResult = Result<String, Skip>;
 
 pub type TierFuture<'a> = Pin<Box<dyn Future<Output = TierResult> + 'a>>;
+
+/// A test binary's tiers and the cluster they run against.
+pub struct TierSet {
+    /// `e2e` or `pods`: names the set in its lines.
+    pub name: &'static str,
+    /// The variable naming the set's kubeconfig. For any other than `KUBECONFIG` its value
+    /// becomes this process's `KUBECONFIG`, so every client, kubectl call and child process
+    /// of the set talks to that cluster.
+    pub kubeconfig_var: &'static str,
+    /// What to do to run the set, said when it skips.
+    pub how_to_run: &'static str,
+    /// Every tier, in the order they run.
+    pub tiers: &'static [Tier],
+}
 
 /// One tier of the suite: a file of its own, listed once in `main.rs`.
 pub struct Tier {
@@ -251,11 +266,19 @@ impl Suite {
 /// cluster-wide objects (webhook configurations, the injector's namespace and Lease, all
 /// Networks). Each tier's panic is caught and reported, the next tier still runs, and the
 /// test fails at the end if any tier failed.
-pub fn run_tiers(tiers: &[Tier]) {
+pub fn run_tiers(set: &TierSet) {
+    let tiers = set.tiers;
     let names: Vec<&str> = tiers.iter().map(|t| t.name).collect();
-    let Some(settings) = Settings::from_env(&names) else {
+    let Some(settings) = Settings::from_env(set, &names) else {
         return;
     };
+    if set.kubeconfig_var != "KUBECONFIG"
+        && let Some(path) = non_empty_env(set.kubeconfig_var)
+    {
+        // SAFETY: the only test of this binary calls this first, before it starts any
+        // thread, runtime or child; nothing else reads the environment meanwhile.
+        unsafe { std::env::set_var("KUBECONFIG", path) };
+    }
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -286,17 +309,18 @@ pub fn run_tiers(tiers: &[Tier]) {
             }
         };
         // Loud as it happens, so a skip or failure is seen even if a later tier hangs.
-        shout(&format!("e2e tier {}", line.trim_start()));
+        shout(&format!("{} tier {}", set.name, line.trim_start()));
         lines.push(line);
     }
     drop(suite);
     drop(runtime);
     shout(&format!(
-        "e2e: cluster tiers finished in {:.1} s:\n{}",
+        "{}: cluster tiers finished in {:.1} s:\n{}",
+        set.name,
         started.elapsed().as_secs_f64(),
         lines.join("\n")
     ));
-    assert!(failed.is_empty(), "e2e tiers failed:\n{}", failed.join("\n"));
+    assert!(failed.is_empty(), "{} tiers failed:\n{}", set.name, failed.join("\n"));
 }
 
 fn prefixed(figures: &str) -> String {

@@ -2,7 +2,7 @@
 //! Networks, Events.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::{Event, Namespace, Pod, ServiceAccount};
@@ -174,9 +174,10 @@ impl TestNs {
         .await
     }
 
-    /// Every Pod of loop `prefix`; panics unless each carries `sidecar` and the status
-    /// annotation. Returns how many there are.
-    pub async fn loop_pods_injected(&self, prefix: &str, sidecar: &str) -> usize {
+    /// Every Pod of loop `prefix`; panics unless each carries one of `sidecars` (one per
+    /// template that may have been live) and the status annotation. Returns how many there
+    /// are.
+    pub async fn loop_pods_injected(&self, prefix: &str, sidecars: &[&str]) -> usize {
         let selector = format!("{LOOP_LABEL}={prefix}");
         let pods = self
             .pods
@@ -186,12 +187,12 @@ impl TestNs {
             .items;
         let uninjected: Vec<String> = pods
             .iter()
-            .filter(|p| container(p, sidecar).is_none() || annotation(p, super::STATUS).is_none())
+            .filter(|p| !sidecars.iter().any(|s| container(p, s).is_some()) || annotation(p, super::STATUS).is_none())
             .map(describe_pod)
             .collect();
         assert!(
             uninjected.is_empty(),
-            "expected every stored Pod of loop {prefix} ({} Pods) to carry {sidecar} and {}, found {} without: {:?}",
+            "expected every stored Pod of loop {prefix} ({} Pods) to carry one of {sidecars:?} and {}, found {} without: {:?}",
             pods.len(),
             super::STATUS,
             uninjected.len(),
@@ -219,15 +220,18 @@ pub struct LoopReport {
     pub retried: Vec<String>,
     /// Creates that failed for good.
     pub failed: Vec<String>,
+    /// The longest create call (admission included), retries counted apart.
+    pub slowest: Duration,
 }
 
 impl LoopReport {
     pub fn summary(&self) -> String {
         format!(
-            "{} Pods created, {} retried once, {} failed",
+            "{} Pods created, {} retried once, {} failed, slowest create {} ms",
             self.created,
             self.retried.len(),
-            self.failed.len()
+            self.failed.len(),
+            self.slowest.as_millis()
         )
     }
 }
@@ -236,20 +240,27 @@ impl LoopReport {
 /// stopped: what a cluster keeps doing while its injector is upgraded or loses a replica.
 pub struct PodLoop {
     stop: Arc<AtomicBool>,
+    created: Arc<AtomicUsize>,
     task: JoinHandle<LoopReport>,
 }
 
 /// Pause between two creates of a loop: about 30 Pods a second, enough to have calls in
 /// flight at any moment that matters without filling etcd.
-const LOOP_PAUSE: Duration = Duration::from_millis(25);
+pub const LOOP_PAUSE: Duration = Duration::from_millis(25);
+
+/// A node label no node has: loop Pods prove admission, and are never scheduled, so that a
+/// node's capacity neither limits nor slows the loop.
+const NO_NODE: (&str, &str) = ("e2e.samplecrd.k8s.io/no-node", "true");
 
 impl PodLoop {
-    /// With `retry_once`, a create that fails is tried once more (and counted in
-    /// `retried`); without, it counts as failed at once.
-    pub fn start(ns: &TestNs, prefix: &str, image: &str, retry_once: bool) -> PodLoop {
+    /// Creates a Pod every `pause` (plus the create's own time). With `retry_once`, a
+    /// create that fails is tried once more (and counted in `retried`); without, it counts
+    /// as failed at once.
+    pub fn start(ns: &TestNs, prefix: &str, image: &str, pause: Duration, retry_once: bool) -> PodLoop {
         let stop = Arc::new(AtomicBool::new(false));
+        let created = Arc::new(AtomicUsize::new(0));
         let pods = ns.pods.clone();
-        let (prefix, image, flag) = (prefix.to_string(), image.to_string(), stop.clone());
+        let (prefix, image, flag, count) = (prefix.to_string(), image.to_string(), stop.clone(), created.clone());
         let task = tokio::spawn(async move {
             let mut report = LoopReport::default();
             let params = PostParams {
@@ -264,7 +275,13 @@ impl PodLoop {
                     .labels
                     .get_or_insert_default()
                     .insert(LOOP_LABEL.to_string(), prefix.clone());
-                match pods.create(&params, &p).await {
+                if let Some(spec) = p.spec.as_mut() {
+                    spec.node_selector = Some([(NO_NODE.0.to_string(), NO_NODE.1.to_string())].into());
+                }
+                let started = Instant::now();
+                let first = pods.create(&params, &p).await;
+                report.slowest = report.slowest.max(started.elapsed());
+                match first {
                     Ok(_) => report.created += 1,
                     Err(first) if retry_once => {
                         report.retried.push(format!("{prefix}-{n}: {}", api_error(&first)));
@@ -277,11 +294,18 @@ impl PodLoop {
                     }
                     Err(e) => report.failed.push(format!("{prefix}-{n}: {}", api_error(&e))),
                 }
-                tokio::time::sleep(LOOP_PAUSE).await;
+                count.store(report.created, Ordering::Release);
+                tokio::time::sleep(pause).await;
             }
             report
         });
-        PodLoop { stop, task }
+        PodLoop { stop, created, task }
+    }
+
+    /// Pods stored so far.
+    #[allow(dead_code)] // tests/pods waits on it; tests/e2e does not
+    pub fn created(&self) -> usize {
+        self.created.load(Ordering::Acquire)
     }
 
     pub async fn stop(self) -> LoopReport {

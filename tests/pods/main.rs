@@ -1,0 +1,62 @@
+//! Pods that actually run: the injector deployed from `manifests/` with its image, on a
+//! cluster with a node, and injected Pods whose sidecars start, stop and restart as a
+//! kubelet runs them. Checked through the Kubernetes API and `kubectl exec`.
+//!
+//! Where `tests/e2e` proves admission and the controller through the API alone (Pods stay
+//! Pending there), this set needs a kubelet: `E2E_NODE_KUBECONFIG` names a cluster with a
+//! Ready node, where `E2E_IMAGE` (the injector image) is already on the node (`make
+//! image-local NODE_SH=...` here, `make image kind-load` on kind). Without
+//! `E2E_NODE_KUBECONFIG` every tier is skipped with one loud line and the test passes.
+//!
+//! The tiers share one installation (the injector in namespace `envoy-injector`, with the
+//! stand-in template below) and run one at a time, in this order:
+//!
+//! | tier | proves |
+//! |---|---|
+//! | `installed` | `make deploy IMAGE=$E2E_IMAGE` applies `manifests/` as they are; both replicas Ready through their real probes with the shipped securityContext; the TLS Secret and both `caBundle`s written by the running Pods; the API server reaches the webhook through the Service: a Pod created afterwards is injected and its sidecar runs; `/validate` refuses a broken ConfigMap; `check` from outside reports the installation healthy |
+//! | `sidecars` | a Deployment of 2 opted-in replicas Available with the sidecar running in each; native sidecar with a startupProbe: the app starts only after the sidecar has started; the app sees the sidecar's shared volume; a sidecar that exits is restarted without restarting the app; deleting a Pod stops both well within its grace period |
+//! | `jobs` | an opted-in Job and a CronJob's Job reach `Complete` with the sidecar injected by default (native, as their `restartPolicy` is not `Always`) |
+//! | `network` | without the NetworkAttachmentDefinition CRD a Network reports `BackendUnavailable`; with it, a Pod joining the Network runs, and `kubectl exec ... env` shows `NETWORK_CIDR`/`NETWORK_GATEWAY` in its sidecar |
+//! | `rollouts` | while opted-in Pods are created every ~50 ms: `kubectl rollout restart` of the injector, deleting one injector Pod, a rolling update to `E2E_IMAGE_NEXT`: each with 0 failed creates and 0 Pods without the sidecar; the slowest create of each is printed |
+//!
+//! Environment (besides `E2E_TIERS`, as in `tests/e2e`):
+//!
+//! | env | effect |
+//! |---|---|
+//! | `E2E_NODE_KUBECONFIG` | the cluster with a node; unset or empty: every tier is skipped (one loud line) |
+//! | `E2E_IMAGE` | the injector image, already on the node (required) |
+//! | `E2E_IMAGE_NEXT` | a second tag of an injector image on the node, for the rolling update of tier `rollouts`; unset: that step is skipped, loudly |
+//! | `E2E_SHELL_IMAGE` | a busybox image on the node (or pullable): the stand-in proxy and the apps; default `localhost/busybox:local` |
+//!
+//! The set leaves the injector installed (with the shipped template put back): `make
+//! undeploy` removes it. Each test namespace is `ei-e2e-<tier>-<random>` and is deleted at
+//! the end, also when a tier fails.
+
+// The tier plumbing of tests/e2e, shared as it is; this set uses part of it.
+#[allow(dead_code, unused_imports)]
+#[path = "../e2e/support/mod.rs"]
+mod support;
+
+mod node;
+
+macro_rules! tiers {
+    ($($tier:ident),* $(,)?) => {
+        $(mod $tier;)*
+        /// Every tier, in the order they run.
+        const TIERS: &[support::Tier] = &[$($tier::TIER),*];
+    };
+}
+
+tiers![installed, sidecars, jobs, network, rollouts];
+
+#[test]
+fn pod_tiers() {
+    support::run_tiers(&support::TierSet {
+        name: "pods",
+        kubeconfig_var: "E2E_NODE_KUBECONFIG",
+        how_to_run: "These tiers need a cluster with a node and the injector image on it: `make image-local \
+                     NODE_SH=/path/to/node.sh IMAGE=envoy-injector:e2e`, then `E2E_NODE_KUBECONFIG=/path/to/kubeconfig \
+                     E2E_IMAGE=envoy-injector:e2e make test`; on kind, `make e2e` runs them",
+        tiers: TIERS,
+    });
+}
