@@ -174,12 +174,13 @@ mod tests {
     #[test]
     fn pruning_keeps_only_what_the_engine_reads() {
         let pod = root(
-            "kind: Pod\nmetadata: {name: p, uid: x, labels: {a: b}}\nspec:\n  nodeName: n\n  containers:\n  - {name: a, image: i, env: [{name: E}], ports: [{containerPort: 80}]}\n  - text\nstatus: {phase: Pending}\n",
+            "kind: Pod\nmetadata: {name: p, uid: x, labels: {a: b}}\nspec:\n  nodeName: n\n  restartPolicy: Never\n  containers:\n  - {name: a, image: i, env: [{name: E}], ports: [{containerPort: 80}]}\n  - text\nstatus: {phase: Pending}\n",
         );
         assert_eq!(
             engine_view(&pod),
             serde_json::json!({"kind": "Pod", "metadata": {"name": "p", "labels": {"a": "b"}},
-                               "spec": {"containers": [{"name": "a", "ports": [{"containerPort": 80}]}, "text"]}})
+                               "spec": {"restartPolicy": "Never",
+                                        "containers": [{"name": "a", "ports": [{"containerPort": 80}]}, "text"]}})
         );
     }
 }
