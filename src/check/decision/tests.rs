@@ -299,6 +299,16 @@ fn completion_warnings(report: &PodReport) -> Vec<&str> {
         .collect()
 }
 
+/// The report has one such warning, and it says each of `parts`.
+fn assert_completion_warning(report: &PodReport, parts: &[&str]) {
+    let [warning] = completion_warnings(report)[..] else {
+        panic!("expected one warning: {report:#?}")
+    };
+    for part in parts {
+        assert!(warning.contains(part), "{part}: {warning}");
+    }
+}
+
 #[test]
 fn a_pod_that_runs_to_completion_gets_a_native_sidecar_without_a_word() {
     for policy in ["Never", "OnFailure"] {
@@ -317,17 +327,15 @@ fn a_regular_sidecar_in_a_pod_that_runs_to_completion_is_a_warning_with_the_fix(
     let report = explain_shipped(&subject("labelled", opted_out.clone(), with_restart_policy("Never")));
     assert_eq!(report.verdict, Verdict::Inject, "{report:#?}");
     assert_eq!(report.adds, ["container envoy", "volume envoy-conf"]);
-    let [warning] = completion_warnings(&report)[..] else {
-        panic!("expected one warning: {report:#?}")
-    };
-    for part in [
-        "`restartPolicy: Never`",
-        "annotation `sidecar.samplecrd.k8s.io/native-sidecar: \"false\"`",
-        "its Job stays Running",
-        "remove the annotation or set it to \"true\"",
-    ] {
-        assert!(warning.contains(part), "{part}: {warning}");
-    }
+    assert_completion_warning(
+        &report,
+        &[
+            "`restartPolicy: Never`",
+            "annotation `sidecar.samplecrd.k8s.io/native-sidecar: \"false\"`",
+            "its Job stays Running",
+            "remove the annotation or set it to \"true\"",
+        ],
+    );
     // A Pod that keeps running is what a regular sidecar is for: nothing to say.
     let report = explain_shipped(&subject("labelled", opted_out, with_restart_policy("Always")));
     assert!(report.warnings.is_empty(), "{report:#?}");
@@ -346,17 +354,15 @@ fn a_regular_sidecar_in_a_pod_that_runs_to_completion_is_a_warning_with_the_fix(
         )
     };
     let report = explain_regular(json!({}));
-    let [warning] = completion_warnings(&report)[..] else {
-        panic!("expected one warning: {report:#?}")
-    };
-    for part in [
-        "`restartPolicy: OnFailure`",
-        "template `config` sets `nativeSidecar: false`",
-        "set annotation `sidecar.samplecrd.k8s.io/native-sidecar: \"true\"`",
-        "remove `nativeSidecar: false` from the template",
-    ] {
-        assert!(warning.contains(part), "{part}: {warning}");
-    }
+    assert_completion_warning(
+        &report,
+        &[
+            "`restartPolicy: OnFailure`",
+            "template `config` sets `nativeSidecar: false`",
+            "set annotation `sidecar.samplecrd.k8s.io/native-sidecar: \"true\"`",
+            "remove `nativeSidecar: false` from the template",
+        ],
+    );
     // The annotation wins over the template: native again, no warning.
     let report = explain_regular(json!({NATIVE_SIDECAR_ANNOTATION: "true"}));
     assert_eq!(report.adds, ["init container envoy", "volume envoy-conf"]);
@@ -386,5 +392,5 @@ fn job_and_cronjob_pod_templates_are_explained_with_their_restart_policy() {
     assert!(report.warnings.is_empty(), "{report:#?}");
     let report = explained(&cronjob);
     assert_eq!(report.adds, ["container envoy", "volume envoy-conf"]);
-    assert_eq!(completion_warnings(&report).len(), 1, "{report:#?}");
+    assert_completion_warning(&report, &["`restartPolicy: OnFailure`", "annotation"]);
 }
