@@ -90,16 +90,136 @@ fn workloads_get_their_pod_template_injected_and_others_pass_through() {
     let original: Vec<Value> =
         read_documents(&std::fs::read_to_string(fixtures().join("manifests/workloads.yaml")).unwrap()).unwrap();
     assert_eq!(items[1], original[1], "Service must pass through unchanged");
-    assert_eq!(
-        names(&items[2]["spec"]["jobTemplate"]["spec"]["template"]["spec"]["containers"]),
-        ["job", "envoy"]
-    );
+    // The CronJob's Pods run to completion (`restartPolicy: OnFailure`): a native sidecar,
+    // ahead of the Pod's own init container, so that each Job completes.
+    let cron_pod = &items[2]["spec"]["jobTemplate"]["spec"]["template"]["spec"];
+    assert_eq!(names(&cron_pod["containers"]), ["job"]);
+    assert_eq!(names(&cron_pod["initContainers"]), ["envoy", "wait"]);
+    assert_eq!(cron_pod["initContainers"][0]["restartPolicy"], "Always");
     assert_eq!(
         items[3], original[3],
         "opted-out StatefulSet must pass through unchanged"
     );
     serde_json::from_value::<k8s_openapi::api::apps::v1::Deployment>(items[0].clone()).unwrap();
     serde_json::from_value::<k8s_openapi::api::batch::v1::CronJob>(items[2].clone()).unwrap();
+}
+
+/// The Pod template at `path` of `object`.
+fn pod_spec<'v>(object: &'v Value, path: &str) -> &'v Value {
+    object
+        .pointer(&format!("{path}/spec"))
+        .unwrap_or_else(|| panic!("no Pod spec at {path}: {object:#}"))
+}
+
+/// The status annotation of the Pod template at `path`: what was injected, and how.
+fn injection_status(object: &Value, path: &str) -> envoy_injector::inject::InjectionStatus {
+    let annotation = object
+        .pointer(&format!("{path}/metadata/annotations"))
+        .and_then(|a| a.get(envoy_injector::inject::STATUS_ANNOTATION))
+        .and_then(Value::as_str)
+        .unwrap_or_else(|| panic!("no status annotation at {path}: {object:#}"));
+    serde_json::from_str(annotation).unwrap()
+}
+
+/// Offline `inject` gives the answer admission gives, with no flag: a Job's, a CronJob's
+/// and a bare run-to-completion Pod's sidecar goes in native (their Pod templates carry
+/// their restartPolicy), unless the Pod template says `native-sidecar: "false"`; a
+/// Deployment's stays a regular container.
+#[test]
+fn jobs_and_cronjobs_get_native_sidecars_by_default() {
+    let file = fixtures().join("manifests/jobs.yaml");
+    let out = run(&["inject", "-f", file.to_str().unwrap(), "-o", "json"], None);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let list: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let items = list["items"].as_array().unwrap();
+    let [job, cronjob, regular_job, pod, deployment] = &items[..] else {
+        panic!("expected 5 objects: {list:#}")
+    };
+    const JOB: &str = "/spec/template";
+    const CRONJOB: &str = "/spec/jobTemplate/spec/template";
+
+    let spec = pod_spec(job, JOB);
+    assert_eq!(names(&spec["initContainers"]), ["envoy", "wait-db"]);
+    assert_eq!(spec["initContainers"][0]["restartPolicy"], "Always");
+    assert_eq!(names(&spec["containers"]), ["migrate"]);
+    let spec = pod_spec(cronjob, CRONJOB);
+    assert_eq!(names(&spec["initContainers"]), ["envoy"]);
+    assert_eq!(spec["initContainers"][0]["restartPolicy"], "Always");
+    assert_eq!(names(&spec["containers"]), ["report"]);
+    assert_eq!(names(&pod["spec"]["initContainers"]), ["envoy"]);
+    assert_eq!(names(&pod["spec"]["containers"]), ["task"]);
+    for (object, path) in [(job, JOB), (cronjob, CRONJOB), (pod, "")] {
+        let status = injection_status(object, path);
+        assert!(status.native_sidecar, "{status:?}");
+        assert_eq!(
+            (status.init_containers, status.containers),
+            (vec!["envoy".to_string()], vec![])
+        );
+    }
+
+    for (object, path) in [(regular_job, JOB), (deployment, JOB)] {
+        let spec = pod_spec(object, path);
+        assert_eq!(names(&spec["containers"]).last(), Some(&"envoy"), "{object:#}");
+        assert!(spec.get("initContainers").is_none(), "{object:#}");
+        assert!(!injection_status(object, path).native_sidecar);
+    }
+    serde_json::from_value::<k8s_openapi::api::batch::v1::Job>(job.clone()).unwrap();
+    serde_json::from_value::<k8s_openapi::api::batch::v1::CronJob>(cronjob.clone()).unwrap();
+    serde_json::from_value::<k8s_openapi::api::core::v1::Pod>(pod.clone()).unwrap();
+
+    // The CronJob's patch addresses its Pod template where the API server keeps it.
+    let patches = run(&["inject", "-f", file.to_str().unwrap(), "-o", "jsonpatch"], None);
+    let patches = String::from_utf8(patches.stdout).unwrap();
+    let cronjob_patch: Value = serde_json::from_str(patches.lines().nth(1).unwrap()).unwrap();
+    assert!(
+        cronjob_patch
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|op| op["path"] == "/spec/jobTemplate/spec/template/spec/initContainers"),
+        "{cronjob_patch}"
+    );
+
+    // Injecting the output again adds nothing.
+    let again = run(&["inject", "-f", "-", "-o", "jsonpatch"], Some(&list.to_string()));
+    let again = String::from_utf8(again.stdout).unwrap();
+    assert_eq!(again.lines().collect::<Vec<_>>(), ["[]"; 5]);
+}
+
+/// The template's `nativeSidecar: false` is the platform team's choice: a Job's sidecar
+/// then stays a regular container (`check` warns of it); `true` makes every one native.
+#[test]
+fn the_template_s_native_sidecar_overrides_the_default_both_ways() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = fixtures().join("manifests/jobs.yaml");
+    for native in [false, true] {
+        let template = dir.path().join(format!("native-{native}.yaml"));
+        std::fs::write(
+            &template,
+            format!("nativeSidecar: {native}\ncontainers:\n- {{name: proxy, image: envoy}}\n"),
+        )
+        .unwrap();
+        let out = run(
+            &[
+                "inject",
+                "-f",
+                file.to_str().unwrap(),
+                "--config",
+                template.to_str().unwrap(),
+                "-o",
+                "json",
+            ],
+            None,
+        );
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        let list: Value = serde_json::from_slice(&out.stdout).unwrap();
+        let items = list["items"].as_array().unwrap();
+        let (job, regular_job, deployment) = (&items[0], &items[2], &items[4]);
+        assert_eq!(injection_status(job, "/spec/template").native_sidecar, native);
+        assert_eq!(injection_status(deployment, "/spec/template").native_sidecar, native);
+        // The Pod's annotation wins over the template.
+        assert!(!injection_status(regular_job, "/spec/template").native_sidecar);
+    }
 }
 
 #[test]

@@ -16,7 +16,7 @@ use crate::inject::PodView;
 use crate::inject::policy::{self, Annotations, OptIn, Skip};
 use crate::inject::{
     self, Decision, Extras, INJECT_ANNOTATION, InjectError, InjectionStatus, LEGACY_INJECT_ANNOTATION, NAMESPACE_LABEL,
-    NAMESPACE_OPT_IN, NamespaceOptIn, STATUS_ANNOTATION,
+    NAMESPACE_OPT_IN, NATIVE_SIDECAR_ANNOTATION, NamespaceOptIn, NativeRule, Plan, STATUS_ANNOTATION,
 };
 use crate::network::crd::Network;
 use crate::network::join;
@@ -363,6 +363,7 @@ fn engine(
                 named("image pull secret", &plan.status.image_pull_secrets),
             ]
             .concat();
+            out.warnings.extend(never_completes(pod, &plan));
             out
         }
         Ok(Decision::Skip(skip)) => {
@@ -381,6 +382,34 @@ fn engine(
             out
         }
     }
+}
+
+/// A Pod meant to run to completion that would get a regular sidecar: the sidecar never
+/// exits, so the Pod never completes and its Job stays `Running`. Says which explicit
+/// choice made it regular and how to undo it.
+fn never_completes(pod: &Value, plan: &Plan<'_>) -> Option<String> {
+    let policy = pod.pointer("/spec/restartPolicy").and_then(Value::as_str);
+    if plan.status.native_sidecar || !inject::runs_to_completion(policy) {
+        return None;
+    }
+    let (because, fix) = match plan.native_rule {
+        NativeRule::Annotation => (
+            format!("annotation `{NATIVE_SIDECAR_ANNOTATION}: \"false\"`"),
+            String::from("remove the annotation or set it to \"true\""),
+        ),
+        NativeRule::Template => (
+            format!("template `{}` sets `nativeSidecar: false`", plan.status.template),
+            format!(
+                "set annotation `{NATIVE_SIDECAR_ANNOTATION}: \"true\"` on the Pod (template), or remove `nativeSidecar: false` from the template"
+            ),
+        ),
+        // Without an explicit choice such a Pod gets native sidecars.
+        NativeRule::RestartPolicy => return None,
+    };
+    Some(format!(
+        "`restartPolicy: {}` with a regular sidecar ({because}): the sidecar never exits, so the Pod never completes and its Job stays Running; {fix} to inject it as a native sidecar, stopped once the Pod's own containers are done",
+        policy.unwrap_or_default()
+    ))
 }
 
 /// The template named by the `status` annotation, compared with the live one.

@@ -11,7 +11,10 @@ use std::sync::Arc;
 
 use crate::template::{DEFAULT_TEMPLATE, Template, TemplateSet};
 
-pub use plan::{Added, AppMount, Decision, Extras, InjectionStatus, Plan, plan, revision_label_value};
+pub use plan::{
+    Added, AppMount, Decision, Extras, InjectionStatus, NativeRule, Plan, plan, revision_label_value,
+    runs_to_completion,
+};
 pub use pod::PodView;
 pub use policy::{NamespaceOptIn, OptIn, Skip};
 

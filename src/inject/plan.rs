@@ -117,6 +117,8 @@ pub struct Plan<'t> {
     pub annotations: BTreeMap<String, String>,
     /// Includes the revision label (when the revision is a valid label value).
     pub labels: BTreeMap<String, String>,
+    /// Why `status.native_sidecar` is what it is (for `check`'s warnings).
+    pub native_rule: NativeRule,
     pub status: InjectionStatus,
 }
 
@@ -127,16 +129,38 @@ pub enum Decision<'t> {
     Skip(Skip),
 }
 
-fn wants_native(view: &Checked<'_, '_>, template: &Template) -> bool {
+/// Which rule decided whether the template's `containers` go in as native sidecars.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NativeRule {
+    /// The Pod's annotation [`NATIVE_SIDECAR_ANNOTATION`] (`"true"` / `"false"`).
+    Annotation,
+    /// The template's `nativeSidecar`.
+    Template,
+    /// Neither said: native exactly when the Pod runs to completion ([`runs_to_completion`]).
+    RestartPolicy,
+}
+
+/// A Pod whose containers are meant to exit (a Job's, a CronJob's, a bare `Never` /
+/// `OnFailure` Pod). A regular sidecar never exits, so such a Pod would never finish;
+/// a native sidecar is stopped once the Pod's own containers are done. Absent means
+/// `Always` (the API server's default); an unknown value is refused by the API server.
+pub fn runs_to_completion(restart_policy: Option<&str>) -> bool {
+    matches!(restart_policy, Some("Never" | "OnFailure"))
+}
+
+/// The annotation wins, then the template's explicit choice, then the Pod's restartPolicy
+/// (read only then, so that a wrong type is named only when it decides).
+fn wants_native(view: &Checked<'_, '_>, template: &Template) -> Result<(bool, NativeRule), InjectError> {
     let annotation = view
         .annotations
         .and_then(|a| a.text(NATIVE_SIDECAR_ANNOTATION))
         .map(|v| v.trim().to_ascii_lowercase());
-    match annotation.as_deref() {
-        Some("true") => true,
-        Some("false") => false,
-        _ => template.spec.native_sidecar,
-    }
+    Ok(match (annotation.as_deref(), template.spec.native_sidecar) {
+        (Some("true"), _) => (true, NativeRule::Annotation),
+        (Some("false"), _) => (false, NativeRule::Annotation),
+        (_, Some(native)) => (native, NativeRule::Template),
+        (_, None) => (runs_to_completion(view.restart_policy()?), NativeRule::RestartPolicy),
+    })
 }
 
 fn describe(volume: &Map<String, Value>) -> String {
@@ -200,7 +224,7 @@ pub fn plan<'t>(pod: &PodView<'_>, template: &'t Template, extras: &Extras) -> R
         .map(|(s, json)| Added::template(s, json))
         .collect();
 
-    let native = wants_native(&view, template);
+    let (native, native_rule) = wants_native(&view, template)?;
     let (sidecars, sidecars_json) = if native {
         (&prepared.native_containers, &prepared.native_containers_json)
     } else {
@@ -251,6 +275,7 @@ pub fn plan<'t>(pod: &PodView<'_>, template: &'t Template, extras: &Extras) -> R
         app_mounts,
         annotations,
         labels,
+        native_rule,
         status,
     })))
 }

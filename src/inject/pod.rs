@@ -336,6 +336,9 @@ pub struct Spec<'a> {
     pub volumes: Found<Vec<Found<Named<'a>>>>,
     #[serde(borrow, default)]
     pub image_pull_secrets: Found<Vec<Found<Named<'a>>>>,
+    /// Whether the Pod runs to completion decides how a sidecar goes in by default.
+    #[serde(borrow, default)]
+    pub restart_policy: Found<Cow<'a, str>>,
 }
 
 #[derive(Debug, Clone, Default, serde::Deserialize)]
@@ -469,6 +472,7 @@ impl<'a> PodView<'a> {
             init_containers: list(spec.map(|s| &s.init_containers), "spec.initContainers")?,
             volumes: list(spec.map(|s| &s.volumes), "spec.volumes")?,
             image_pull_secrets: list(spec.map(|s| &s.image_pull_secrets), "spec.imagePullSecrets")?,
+            restart_policy: spec.map(|s| &s.restart_policy),
             whole: &self.whole,
         })
     }
@@ -573,6 +577,9 @@ pub struct Checked<'v, 'a> {
     pub volumes: List<'v, Named<'a>>,
     whole: &'v Whole<'a>,
     pub image_pull_secrets: List<'v, Named<'a>>,
+    /// Checked only when read ([`Checked::restart_policy`]): most Pods are decided
+    /// without it.
+    restart_policy: Option<&'v Found<Cow<'a, str>>>,
 }
 
 /// The text of a string field, or "" when it is absent or not a string (the API server
@@ -612,10 +619,20 @@ impl Named<'_> {
     }
 }
 
-impl Checked<'_, '_> {
+impl<'v> Checked<'v, '_> {
     /// Volume `index`, read whole; `None` when the view does not know where the Pod is.
     pub fn whole_volume(&self, index: usize) -> Option<Map<String, Value>> {
         self.whole.volume(index)
+    }
+
+    /// `spec.restartPolicy`: `None` when absent or `null` (the API server then sets
+    /// `Always`); any string as written (the API server refuses one it does not know).
+    pub fn restart_policy(&self) -> Result<Option<&'v str>, InjectError> {
+        match self.restart_policy {
+            None | Some(Found::Absent | Found::Null) => Ok(None),
+            Some(Found::Is(policy)) => Ok(Some(policy.as_ref())),
+            Some(Found::Wrong(type_name)) => Err(wrong("spec.restartPolicy", "a string", type_name)),
+        }
     }
 }
 

@@ -295,6 +295,127 @@ fn native_sidecar_by_pod_annotation() {
     assert!(matches!(again, Decision::Skip(_)));
 }
 
+/// A template's sidecar, the template saying nothing of `nativeSidecar` unless told.
+fn sidecar_template(native_sidecar: Option<bool>) -> Template {
+    let field = native_sidecar.map_or(String::new(), |n| format!("nativeSidecar: {n}\n"));
+    template(&format!("{field}containers:\n- name: proxy\n  image: envoy\n"))
+}
+
+/// A Pod with one app container, its `restartPolicy` and `native-sidecar` annotation as given.
+fn pod_with(restart_policy: Option<Value>, native_annotation: Option<&str>) -> Value {
+    let mut pod = json!({"metadata": {"name": "p"}, "spec": {"containers": [{"name": "app", "image": "app"}]}});
+    if let Some(policy) = restart_policy {
+        pod["spec"]["restartPolicy"] = policy;
+    }
+    if let Some(value) = native_annotation {
+        pod["metadata"]["annotations"] = json!({NATIVE_SIDECAR_ANNOTATION: value});
+    }
+    pod
+}
+
+/// The default lets a Pod that runs to completion finish: its sidecar goes in native; the
+/// annotation, then the template's explicit `nativeSidecar`, override the default.
+#[test]
+fn native_sidecar_by_default_exactly_when_the_pod_runs_to_completion() {
+    let never = || Some(json!("Never"));
+    let on_failure = || Some(json!("OnFailure"));
+    let always = || Some(json!("Always"));
+    for (restart_policy, annotation, template_says, native, rule) in [
+        (never(), None, None, true, NativeRule::RestartPolicy),
+        (on_failure(), None, None, true, NativeRule::RestartPolicy),
+        (always(), None, None, false, NativeRule::RestartPolicy),
+        (None, None, None, false, NativeRule::RestartPolicy),
+        (Some(Value::Null), None, None, false, NativeRule::RestartPolicy),
+        (never(), Some("false"), None, false, NativeRule::Annotation),
+        (never(), Some(" FALSE "), Some(true), false, NativeRule::Annotation),
+        (always(), Some("true"), Some(false), true, NativeRule::Annotation),
+        (on_failure(), None, Some(false), false, NativeRule::Template),
+        (always(), None, Some(true), true, NativeRule::Template),
+        (None, None, Some(true), true, NativeRule::Template),
+        // Neither true nor false: the annotation says nothing (admission warns of it).
+        (never(), Some("maybe"), None, true, NativeRule::RestartPolicy),
+        (on_failure(), Some("maybe"), Some(false), false, NativeRule::Template),
+    ] {
+        let case = format!("restartPolicy {restart_policy:?}, annotation {annotation:?}, template {template_says:?}");
+        let pod = pod_with(restart_policy, annotation);
+        let t = sidecar_template(template_says);
+        let Decision::Inject(planned) = plan(&PodView::read(&pod), &t, &Extras::default()).unwrap() else {
+            panic!("expected an injection: {case}")
+        };
+        assert_eq!(planned.native_rule, rule, "{case}");
+        let (out, _) = inject_with(&pod, &t);
+        let status: InjectionStatus =
+            serde_json::from_str(out["metadata"]["annotations"][STATUS_ANNOTATION].as_str().unwrap()).unwrap();
+        assert_eq!(status.native_sidecar, native, "{case}");
+        if native {
+            assert_eq!(names(&out["spec"]["initContainers"]), ["proxy"], "{case}");
+            assert_eq!(out["spec"]["initContainers"][0]["restartPolicy"], "Always", "{case}");
+            assert_eq!(names(&out["spec"]["containers"]), ["app"], "{case}");
+            assert_eq!(
+                (status.init_containers, status.containers),
+                (vec!["proxy".to_string()], vec![])
+            );
+        } else {
+            assert_eq!(names(&out["spec"]["containers"]), ["app", "proxy"], "{case}");
+            assert!(out["spec"].get("initContainers").is_none(), "{case}");
+            assert_eq!(out["spec"]["containers"][1].get("restartPolicy"), None, "{case}");
+            assert_eq!(
+                (status.init_containers, status.containers),
+                (vec![], vec!["proxy".to_string()])
+            );
+        }
+        as_pod(&out);
+        let again = plan(&PodView::read(&out), &t, &Extras::default()).unwrap();
+        assert!(matches!(again, Decision::Skip(Skip::AlreadyInjected { .. })), "{case}");
+    }
+}
+
+/// A restartPolicy the API server would not decode is named when the default needs it,
+/// as any other field of the wrong type; when the annotation or the template decides, it
+/// is not read (the API server refuses the Pod either way).
+#[test]
+fn restart_policy_of_the_wrong_type_is_named_when_it_decides() {
+    for (policy, found) in [
+        (json!(1), "a number"),
+        (json!(["Never"]), "an array"),
+        (json!(true), "a boolean"),
+    ] {
+        let pod = pod_with(Some(policy.clone()), None);
+        let err = plan(&PodView::read(&pod), &sidecar_template(None), &Extras::default())
+            .unwrap_err()
+            .to_string();
+        assert_eq!(
+            err,
+            format!("Pod field `spec.restartPolicy`: expected a string, found {found}"),
+            "{policy}"
+        );
+        let decided = [
+            (pod_with(Some(policy.clone()), Some("true")), sidecar_template(None)),
+            (pod_with(Some(policy.clone()), None), sidecar_template(Some(false))),
+        ];
+        for (pod, t) in decided {
+            assert!(matches!(
+                plan(&PodView::read(&pod), &t, &Extras::default()),
+                Ok(Decision::Inject(_))
+            ));
+        }
+    }
+}
+
+/// The admission path reads the Pod from the review's text: same answer as from a value.
+#[test]
+fn restart_policy_read_from_review_text_gives_the_same_plan() {
+    let t = sidecar_template(None);
+    for policy in ["Never", "OnFailure", "Always"] {
+        let pod = pod_with(Some(json!(policy)), None);
+        let text = pod.to_string();
+        let parsed: PodView<'_> = serde_json::from_str(&text).unwrap();
+        let from_text = plan(&parsed, &t, &Extras::default()).unwrap();
+        let from_value = plan(&PodView::read(&pod), &t, &Extras::default()).unwrap();
+        assert_eq!(from_text, from_value, "{policy}");
+    }
+}
+
 #[test]
 fn pull_secrets_are_added_once() {
     let t = template("containers:\n- name: p\nimagePullSecrets:\n- name: reg\n- name: other\n");
@@ -454,6 +575,7 @@ mod properties {
             init_containers in named_list("init-"),
             volumes in named_list("vol-"),
             native in prop_oneof![Just(None), Just(Some("true")), Just(Some("false"))],
+            restart_policy in prop_oneof![Just(None), Just(Some("Always")), Just(Some("OnFailure")), Just(Some("Never"))],
         ) -> Value {
             let mut pod = json!({"apiVersion": "v1", "kind": "Pod"});
             if has_metadata || native.is_some() {
@@ -471,6 +593,7 @@ mod properties {
                 let mut spec = json!({});
                 if let Some(c) = containers { spec["containers"] = c; }
                 if let Some(c) = init_containers { spec["initContainers"] = c; }
+                if let Some(policy) = restart_policy { spec["restartPolicy"] = json!(policy); }
                 if let Some(v) = volumes {
                     // Volumes need a source to be valid; give each an emptyDir.
                     let v = match v { Value::Array(items) => Value::Array(items.into_iter().map(|mut i| {
@@ -522,6 +645,13 @@ mod properties {
             let mut out = pod.clone();
             json_patch::patch(&mut out, &patch).map_err(|e| TestCaseError::fail(format!("{e}: {patch:?}")))?;
             prop_assert!(nothing_lost(&pod, &out), "lost a field:\n{pod:#}\n->\n{out:#}");
+            // The annotation decides; without it, whether the Pod runs to completion.
+            let annotation = pod.pointer("/metadata/annotations/sidecar.samplecrd.k8s.io~1native-sidecar");
+            let native = match annotation.and_then(Value::as_str) {
+                Some(value) => value == "true",
+                None => runs_to_completion(pod.pointer("/spec/restartPolicy").and_then(Value::as_str)),
+            };
+            prop_assert_eq!(plan.status.native_sidecar, native, "{:#}", pod);
             serde_json::from_value::<k8s_openapi::api::core::v1::Pod>(out.clone())
                 .map_err(|e| TestCaseError::fail(format!("not a Pod: {e}")))?;
             let again = super::plan(&PodView::read(&out), &t, &Extras::default()).unwrap();

@@ -46,6 +46,8 @@ pub static POD: Keep = Keep::Fields(&[
             // Whole: a same-named volume is compared field by field.
             ("volumes", Keep::All),
             ("imagePullSecrets", Keep::All),
+            // Whether the Pod runs to completion: how a sidecar goes in by default.
+            ("restartPolicy", Keep::All),
         ]),
     ),
 ]);
@@ -144,6 +146,9 @@ mod tests {
             root("kind: CronJob\nspec: {jobTemplate: {spec: {template: {spec: {containers: null}}}}}\n"),
             root("kind: Pod\nspec: {containers: [{name: a}], volumes: [{name: envoy-conf, emptyDir: {}}]}\n"),
             root("kind: 12\nspec: {}\n"),
+            root("kind: Job\nspec: {template: {spec: {restartPolicy: Never, containers: [{name: a}]}}}\n"),
+            root("kind: Job\nspec: {template: {spec: {restartPolicy: [Never], containers: [{name: a}]}}}\n"),
+            root("kind: Pod\nspec: {restartPolicy: OnFailure, containers: [{name: a}]}\n"),
         ]);
         assert!(objects.len() > 20, "{}", objects.len());
         for object in &objects {
@@ -169,12 +174,13 @@ mod tests {
     #[test]
     fn pruning_keeps_only_what_the_engine_reads() {
         let pod = root(
-            "kind: Pod\nmetadata: {name: p, uid: x, labels: {a: b}}\nspec:\n  nodeName: n\n  containers:\n  - {name: a, image: i, env: [{name: E}], ports: [{containerPort: 80}]}\n  - text\nstatus: {phase: Pending}\n",
+            "kind: Pod\nmetadata: {name: p, uid: x, labels: {a: b}}\nspec:\n  nodeName: n\n  restartPolicy: Never\n  containers:\n  - {name: a, image: i, env: [{name: E}], ports: [{containerPort: 80}]}\n  - text\nstatus: {phase: Pending}\n",
         );
         assert_eq!(
             engine_view(&pod),
             serde_json::json!({"kind": "Pod", "metadata": {"name": "p", "labels": {"a": "b"}},
-                               "spec": {"containers": [{"name": "a", "ports": [{"containerPort": 80}]}, "text"]}})
+                               "spec": {"restartPolicy": "Never",
+                                        "containers": [{"name": "a", "ports": [{"containerPort": 80}]}, "text"]}})
         );
     }
 }

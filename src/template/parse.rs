@@ -27,9 +27,17 @@ pub struct TemplateSpec {
     /// Mounts added to every app container of the Pod.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub volume_mounts: Vec<VolumeMount>,
-    /// Inject `containers` as Kubernetes native sidecars (init containers that keep running).
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
-    pub native_sidecar: bool,
+    /// Inject `containers` as Kubernetes native sidecars (init containers that keep
+    /// running): `true` always, `false` never, absent when the Pod's `restartPolicy` asks
+    /// for it (see `inject::plan`). Only a boolean is taken: `null` is refused, not absent.
+    #[serde(default, deserialize_with = "present_bool", skip_serializing_if = "Option::is_none")]
+    pub native_sidecar: Option<bool>,
+}
+
+/// A field that, once written, must be a boolean (`Option<bool>` alone would read `null`
+/// as absent and hide a value the platform team meant to set).
+fn present_bool<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<Option<bool>, D::Error> {
+    bool::deserialize(deserializer).map(Some)
 }
 
 /// A validated template, ready for the injection engine.

@@ -181,5 +181,27 @@ fn other_kinds_are_refused() {
 #[test]
 fn native_sidecar_flag_parses() {
     let t = Template::parse("n", "nativeSidecar: true\ncontainers:\n- name: proxy\n").unwrap();
-    assert!(t.spec.native_sidecar);
+    assert_eq!(t.spec.native_sidecar, Some(true));
+}
+
+/// `false` is the platform team's explicit choice, kept apart from absent (the Pod's
+/// restartPolicy decides).
+#[test]
+fn native_sidecar_is_true_false_or_absent() {
+    let parsed = |text: &str| Template::parse("n", text).unwrap().spec.native_sidecar;
+    assert_eq!(
+        parsed("nativeSidecar: false\ncontainers:\n- name: proxy\n"),
+        Some(false)
+    );
+    assert_eq!(parsed("containers:\n- name: proxy\n"), None);
+}
+
+#[test]
+fn native_sidecar_other_than_a_boolean_names_field_and_line() {
+    for value in ["\"true\"", "yes", "1", "", "null", "[true]"] {
+        let err = parse_err(&format!("containers:\n- name: proxy\nnativeSidecar: {value}\n"));
+        assert!(err.contains("nativeSidecar"), "{value}: {err}");
+        assert!(err.contains("line 3"), "{value}: {err}");
+        assert!(err.contains("expected a boolean"), "{value}: {err}");
+    }
 }

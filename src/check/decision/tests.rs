@@ -284,3 +284,113 @@ fn a_condition_that_cannot_be_evaluated_applies_the_failure_policy() {
         "{report:#?}"
     );
 }
+
+fn with_restart_policy(policy: &str) -> Value {
+    json!({"restartPolicy": policy, "containers": [{"name": "app", "image": "app"}]})
+}
+
+/// Warnings about a Pod that would never complete (none other is expected of these Pods).
+fn completion_warnings(report: &PodReport) -> Vec<&str> {
+    report
+        .warnings
+        .iter()
+        .map(String::as_str)
+        .filter(|w| w.contains("never completes"))
+        .collect()
+}
+
+/// The report has one such warning, and it says each of `parts`.
+fn assert_completion_warning(report: &PodReport, parts: &[&str]) {
+    let [warning] = completion_warnings(report)[..] else {
+        panic!("expected one warning: {report:#?}")
+    };
+    for part in parts {
+        assert!(warning.contains(part), "{part}: {warning}");
+    }
+}
+
+#[test]
+fn a_pod_that_runs_to_completion_gets_a_native_sidecar_without_a_word() {
+    for policy in ["Never", "OnFailure"] {
+        let report = explain_shipped(&subject("labelled", json!({}), with_restart_policy(policy)));
+        assert_eq!(report.verdict, Verdict::Inject, "{report:#?}");
+        assert_eq!(report.adds, ["init container envoy", "volume envoy-conf"], "{policy}");
+        assert!(report.warnings.is_empty(), "{report:#?}");
+    }
+    let report = explain_shipped(&subject("labelled", json!({}), with_restart_policy("Always")));
+    assert_eq!(report.adds, ["container envoy", "volume envoy-conf"]);
+}
+
+#[test]
+fn a_regular_sidecar_in_a_pod_that_runs_to_completion_is_a_warning_with_the_fix() {
+    let opted_out = json!({NATIVE_SIDECAR_ANNOTATION: "false"});
+    let report = explain_shipped(&subject("labelled", opted_out.clone(), with_restart_policy("Never")));
+    assert_eq!(report.verdict, Verdict::Inject, "{report:#?}");
+    assert_eq!(report.adds, ["container envoy", "volume envoy-conf"]);
+    assert_completion_warning(
+        &report,
+        &[
+            "`restartPolicy: Never`",
+            "annotation `sidecar.samplecrd.k8s.io/native-sidecar: \"false\"`",
+            "its Job stays Running",
+            "remove the annotation or set it to \"true\"",
+        ],
+    );
+    // A Pod that keeps running is what a regular sidecar is for: nothing to say.
+    let report = explain_shipped(&subject("labelled", opted_out, with_restart_policy("Always")));
+    assert!(report.warnings.is_empty(), "{report:#?}");
+
+    let regular = TemplateSet::from_data(
+        "envoy-injector/envoy-injector",
+        &BTreeMap::from([("config".to_string(), format!("nativeSidecar: false\n{TEMPLATE}"))]),
+    )
+    .unwrap();
+    let hooks = shipped();
+    let explain_regular = |annotations: Value| {
+        explain_with(
+            &subject("labelled", annotations, with_restart_policy("OnFailure")),
+            Some(&hooks),
+            Ok(&regular),
+        )
+    };
+    let report = explain_regular(json!({}));
+    assert_completion_warning(
+        &report,
+        &[
+            "`restartPolicy: OnFailure`",
+            "template `config` sets `nativeSidecar: false`",
+            "set annotation `sidecar.samplecrd.k8s.io/native-sidecar: \"true\"`",
+            "remove `nativeSidecar: false` from the template",
+        ],
+    );
+    // The annotation wins over the template: native again, no warning.
+    let report = explain_regular(json!({NATIVE_SIDECAR_ANNOTATION: "true"}));
+    assert_eq!(report.adds, ["init container envoy", "volume envoy-conf"]);
+    assert!(report.warnings.is_empty(), "{report:#?}");
+}
+
+/// A Job's and a CronJob's Pod template from a manifest (`check -f`) are explained with
+/// their restartPolicy, as the API server will create their Pods.
+#[test]
+fn job_and_cronjob_pod_templates_are_explained_with_their_restart_policy() {
+    let pod_template = |annotations: Value| {
+        json!({"metadata": {"annotations": annotations},
+               "spec": {"restartPolicy": "OnFailure", "containers": [{"name": "job", "image": "busybox"}]}})
+    };
+    let job = json!({"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "once"},
+                     "spec": {"template": pod_template(json!({}))}});
+    let cronjob = json!({"apiVersion": "batch/v1", "kind": "CronJob", "metadata": {"name": "nightly"},
+                         "spec": {"schedule": "0 3 * * *", "jobTemplate": {"spec": {"template":
+                             pod_template(json!({NATIVE_SIDECAR_ANNOTATION: "false"}))}}}});
+    let explained = |document: &Value| {
+        let subject = crate::check::document_subject(1, document, "labelled").unwrap();
+        explain_shipped(&subject)
+    };
+    let report = explained(&job);
+    assert_eq!(report.subject, "Job labelled/once (document 1, Pod template)");
+    assert_eq!(report.adds, ["init container envoy", "volume envoy-conf"]);
+    assert!(report.warnings.is_empty(), "{report:#?}");
+    let report = explained(&cronjob);
+    assert_eq!(report.adds, ["container envoy", "volume envoy-conf"]);
+    assert_completion_warning(&report, &["`restartPolicy: OnFailure`", "annotation"]);
+}
