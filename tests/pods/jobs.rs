@@ -43,7 +43,7 @@ async fn run(suite: &Suite) -> TierResult {
         "spec": {
             "schedule": "0 3 * * *",
             "suspend": true,
-            "jobTemplate": serde_json::to_value(job("unused", "OnFailure", &images.shell)).expect("a Job is JSON")["spec"],
+            "jobTemplate": { "spec": serde_json::to_value(job("unused", "OnFailure", &images.shell)).expect("a Job is JSON")["spec"] },
         },
     }))
     .expect("a CronJob");
