@@ -5,10 +5,10 @@
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::Pod;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube::core::PartialObjectMeta;
 use serde::Serialize;
 
+use super::workload::{ReplicaSetOwners, fix, owner};
 use crate::stale::{injected, is_stale};
 use crate::template::TemplateSet;
 
@@ -37,39 +37,12 @@ impl StaleGroup {
     }
 }
 
-/// The controller among `owners`, if any.
-pub fn controller(owners: Option<&Vec<OwnerReference>>) -> Option<&OwnerReference> {
-    owners?.iter().find(|o| o.controller == Some(true))
-}
-
-/// The command that restarts (or the step that replaces) a workload's Pods.
-fn fix(kind: &str, namespace: &str, name: &str, pods: &[String]) -> String {
-    match kind {
-        "Deployment" | "StatefulSet" | "DaemonSet" => {
-            format!(
-                "kubectl rollout restart {}/{name} -n {namespace}",
-                kind.to_ascii_lowercase()
-            )
-        }
-        "Pod" => format!(
-            "delete and recreate the Pod: kubectl get pod {name} -n {namespace} -o yaml > pod.yaml && kubectl replace --force -f pod.yaml"
-        ),
-        "Job" | "CronJob" => {
-            format!("its Pods keep the old sidecar until they finish; the next run of {kind} {name} gets the new one")
-        }
-        _ => format!(
-            "kubectl delete pod -n {namespace} {} ({kind} {name} recreates them)",
-            pods.join(" ")
-        ),
-    }
-}
-
 /// Groups the stale Pods among `pods` (injected Pods, as listed by the revision label) by
 /// workload. `replica_set_owners` maps (namespace, ReplicaSet name) to that ReplicaSet's
 /// controller, so that a Deployment's Pods are grouped under the Deployment.
 pub fn group(
     pods: &[PartialObjectMeta<Pod>],
-    replica_set_owners: &BTreeMap<(String, String), Option<OwnerReference>>,
+    replica_set_owners: &ReplicaSetOwners,
     live: &TemplateSet,
 ) -> Vec<StaleGroup> {
     // (kind, namespace, name, template) → (revisions, pods)
@@ -84,16 +57,7 @@ pub fn group(
         }
         let namespace = pod.metadata.namespace.clone().unwrap_or_default();
         let pod_name = pod.metadata.name.clone().unwrap_or_default();
-        let (kind, name) = match controller(pod.metadata.owner_references.as_ref()) {
-            None => (String::from("Pod"), pod_name.clone()),
-            Some(owner) if owner.kind == "ReplicaSet" => {
-                match replica_set_owners.get(&(namespace.clone(), owner.name.clone())) {
-                    Some(Some(deployment)) => (deployment.kind.clone(), deployment.name.clone()),
-                    _ => (owner.kind.clone(), owner.name.clone()),
-                }
-            }
-            Some(owner) => (owner.kind.clone(), owner.name.clone()),
-        };
+        let (kind, name) = owner(&pod.metadata, replica_set_owners);
         let entry = groups.entry((kind, namespace, name, template)).or_default();
         if !entry.0.contains(&revision) {
             entry.0.push(revision);
@@ -121,6 +85,7 @@ pub fn group(
 
 #[cfg(test)]
 mod tests {
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
     use kube::api::ObjectMeta;
 
     use super::*;
