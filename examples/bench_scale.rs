@@ -332,9 +332,11 @@ async fn measure(s: &Settings, client: &Client, namespace: &str) -> Result<()> {
     let mut without: Vec<&str> = extra.clone();
     without.push("--watch-uninjected=false");
     let served = Served::start(&s.bin, namespace, &dir, &dir.join("serve-3.log"), &without)?;
-    scale::wait_for(PATIENCE, "every Network reconciled (--watch-uninjected=false)", || async {
-        served.metrics().await.is_ok_and(|m| m.reconciles() >= n as u64)
-    })
+    scale::wait_for(
+        PATIENCE,
+        "every Network reconciled (--watch-uninjected=false)",
+        || async { served.metrics().await.is_ok_and(|m| m.reconciles() >= n as u64) },
+    )
     .await?;
     scale::wait_for(PATIENCE, "/readyz (--watch-uninjected=false)", || served.ready()).await?;
     let (unwatched_rss, _) = steady_memory(&served).await?;

@@ -132,7 +132,11 @@ impl Counts {
     }
 
     fn uninjected(self, namespace: NamespaceOptIn) -> i64 {
-        let follows = if namespace == NamespaceOptIn::Labeled { self.follows } else { 0 };
+        let follows = if namespace == NamespaceOptIn::Labeled {
+            self.follows
+        } else {
+            0
+        };
         i64::from(self.own) + i64::from(follows)
     }
 }
@@ -268,7 +272,12 @@ impl Tracker {
     /// Every namespace's value: each namespace holding a Pod that could count, and each
     /// labelled one.
     pub fn all_uninjected(&self, namespaces: &dyn Namespaces) -> BTreeMap<String, i64> {
-        let held = self.pods.live().counts.keys().map(|id| self.namespaces.name(*id).to_string());
+        let held = self
+            .pods
+            .live()
+            .counts
+            .keys()
+            .map(|id| self.namespaces.name(*id).to_string());
         held.chain(namespaces.labelled())
             .filter_map(|name| Some((name.clone(), self.uninjected(&name, namespaces)?)))
             .collect()
@@ -312,11 +321,15 @@ impl UninjectedGauge {
 
     fn show_all(&mut self, values: &BTreeMap<String, i64>) {
         for name in self.shown.iter().filter(|n| !values.contains_key(*n)) {
-            self.family.remove(&NamespaceLabels { namespace: name.clone() });
+            self.family.remove(&NamespaceLabels {
+                namespace: name.clone(),
+            });
         }
         for (name, value) in values {
             self.family
-                .get_or_create(&NamespaceLabels { namespace: name.clone() })
+                .get_or_create(&NamespaceLabels {
+                    namespace: name.clone(),
+                })
                 .set(*value);
         }
         self.shown = values.keys().cloned().collect();
@@ -387,7 +400,8 @@ pub async fn run(
     metrics: Metrics,
     stop: CancellationToken,
 ) -> Tracker {
-    let events = watcher::watcher(Api::<PartialObjectMeta<Pod>>::all(client), watcher::Config::default()).default_backoff();
+    let events =
+        watcher::watcher(Api::<PartialObjectMeta<Pod>>::all(client), watcher::Config::default()).default_backoff();
     feed(
         events,
         namespaces,

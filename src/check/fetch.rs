@@ -215,11 +215,7 @@ const PAGE: u32 = 500;
 
 /// Every object of `api` (metadata only for an `Api<PartialObjectMeta<_>>`), page by page; `keep`
 /// drops what is not needed as each page arrives.
-async fn list_paged<K, T>(
-    api: &Api<K>,
-    what: &str,
-    mut keep: impl FnMut(K) -> Option<T>,
-) -> Result<Vec<T>, CheckError>
+async fn list_paged<K, T>(api: &Api<K>, what: &str, mut keep: impl FnMut(K) -> Option<T>) -> Result<Vec<T>, CheckError>
 where
     K: Clone + DeserializeOwned + std::fmt::Debug,
 {

@@ -3,7 +3,9 @@ use std::collections::BTreeMap as Map;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
 use super::*;
-use crate::inject::{INJECT_ANNOTATION, LEGACY_INJECT_ANNOTATION, NAMESPACE_LABEL, NAMESPACE_OPT_IN, STATUS_ANNOTATION};
+use crate::inject::{
+    INJECT_ANNOTATION, LEGACY_INJECT_ANNOTATION, NAMESPACE_LABEL, NAMESPACE_OPT_IN, STATUS_ANNOTATION,
+};
 
 fn meta(namespace: &str, annotations: &[(&str, &str)]) -> ObjectMeta {
     ObjectMeta {
@@ -64,8 +66,16 @@ fn the_rule_is_the_policy_with_the_namespace_label_applied_apart() {
     ];
     for (annotations, in_labelled, in_plain) in cases {
         let meta = meta("ns", annotations);
-        assert_eq!(uninjected(&meta, labelled), in_labelled, "{annotations:?} in a labelled namespace");
-        assert_eq!(uninjected(&meta, plain), in_plain, "{annotations:?} in a plain namespace");
+        assert_eq!(
+            uninjected(&meta, labelled),
+            in_labelled,
+            "{annotations:?} in a labelled namespace"
+        );
+        assert_eq!(
+            uninjected(&meta, plain),
+            in_plain,
+            "{annotations:?} in a plain namespace"
+        );
     }
     let mut going = meta("ns", &[IN]);
     going.deletion_timestamp = Some(Time(k8s_openapi::jiff::Timestamp::UNIX_EPOCH));
@@ -87,7 +97,10 @@ fn counts_follow_pods_namespace_labels_and_relists() {
     tracker.apply(Event::InitApply(pod(4, "other", &[])));
     tracker.apply(Event::InitApply(pod(5, "other", &[IN])));
     tracker.apply(Event::InitApply(pod(6, "other", &[OUT])));
-    assert!(!tracker.is_listed() && tracker.is_empty(), "nothing counts before the list is done");
+    assert!(
+        !tracker.is_listed() && tracker.is_empty(),
+        "nothing counts before the list is done"
+    );
     assert_eq!(tracker.apply(Event::InitDone), Moved::Everything);
     assert_eq!(tracker.len(), 4, "injected and opted-out Pods are not held");
     assert_eq!(
@@ -118,7 +131,11 @@ fn counts_follow_pods_namespace_labels_and_relists() {
         Moved::Nothing,
         "an update that changes nothing moves nothing"
     );
-    assert_eq!(tracker.uninjected("apps", &labels), Some(0), "a labelled namespace shows 0");
+    assert_eq!(
+        tracker.uninjected("apps", &labels),
+        Some(0),
+        "a labelled namespace shows 0"
+    );
     assert_eq!(
         tracker.all_uninjected(&labels),
         Map::from([("apps".into(), 0), ("other".into(), 1)])
@@ -132,7 +149,11 @@ fn counts_follow_pods_namespace_labels_and_relists() {
         tracker.all_uninjected(&labels),
         Map::from([("apps".into(), 0), ("third".into(), 1)])
     );
-    assert_eq!(tracker.uninjected("other", &labels), None, "no Pod held, not labelled: no series");
+    assert_eq!(
+        tracker.uninjected("other", &labels),
+        None,
+        "no Pod held, not labelled: no series"
+    );
 }
 
 /// The series of a `pods_uninjected` family, as /metrics shows them.
@@ -168,7 +189,10 @@ fn the_gauge_set_per_event_is_the_gauge_recounted_whole() {
         Event::InitDone,
     ];
     let (per_event, whole) = (Family::default(), Family::default());
-    let (mut shown, mut recounted) = (UninjectedGauge::new(per_event.clone()), UninjectedGauge::new(whole.clone()));
+    let (mut shown, mut recounted) = (
+        UninjectedGauge::new(per_event.clone()),
+        UninjectedGauge::new(whole.clone()),
+    );
     let mut tracker = Tracker::new();
     let mut seen = Vec::new();
     for event in steps {
@@ -181,12 +205,21 @@ fn the_gauge_set_per_event_is_the_gauge_recounted_whole() {
         assert_eq!(series(&per_event), series(&whole), "after {label}");
         seen.push(series(&per_event));
     }
-    let expect = |pairs: &[(&str, i64)]| -> Map<String, i64> { pairs.iter().map(|(n, c)| (n.to_string(), *c)).collect() };
+    let expect =
+        |pairs: &[(&str, i64)]| -> Map<String, i64> { pairs.iter().map(|(n, c)| (n.to_string(), *c)).collect() };
     assert_eq!(seen[3], expect(&[]), "no series before the first list is done");
     assert_eq!(seen[4], expect(&[("a", 1), ("b", 1)]));
     assert_eq!(seen[5], expect(&[("a", 1), ("b", 1), ("c", 1)]));
-    assert_eq!(seen[6], expect(&[("a", 0), ("b", 1), ("c", 1)]), "labelled `a` stays at 0");
-    assert_eq!(seen[9], expect(&[("a", 0)]), "`b` and `c` hold nothing: their series go");
+    assert_eq!(
+        seen[6],
+        expect(&[("a", 0), ("b", 1), ("c", 1)]),
+        "labelled `a` stays at 0"
+    );
+    assert_eq!(
+        seen[9],
+        expect(&[("a", 0)]),
+        "`b` and `c` hold nothing: their series go"
+    );
     assert_eq!(seen[12], expect(&[("a", 0), ("d", 1)]));
 }
 

@@ -40,12 +40,25 @@ pub(crate) fn check_prometheus_rule(doc: &Doc) -> Vec<String> {
     }
     for (g, group) in groups.iter().enumerate() {
         let at = format!(".spec.groups[{g}]");
-        unknown_keys(group, &["name", "interval", "rules", "limit", "partial_response_strategy"], &at, &mut problems);
+        unknown_keys(
+            group,
+            &["name", "interval", "rules", "limit", "partial_response_strategy"],
+            &at,
+            &mut problems,
+        );
         for (r, rule) in group["rules"].as_array().into_iter().flatten().enumerate() {
             let at = format!("{at}.rules[{r}]");
             unknown_keys(
                 rule,
-                &["alert", "record", "expr", "for", "keep_firing_for", "labels", "annotations"],
+                &[
+                    "alert",
+                    "record",
+                    "expr",
+                    "for",
+                    "keep_firing_for",
+                    "labels",
+                    "annotations",
+                ],
                 &at,
                 &mut problems,
             );
@@ -77,7 +90,10 @@ fn the_uninjected_pods_alert_fires_when_the_gauge_stays_above_zero_for_ten_minut
     let docs = parse_stream(path, &text);
     assert_eq!(docs.len(), 1, "one PrometheusRule");
     assert_eq!(check_prometheus_rule(&docs[0]), Vec::<String>::new());
-    let rules = docs[0].value["spec"]["groups"][0]["rules"].as_array().expect("rules").clone();
+    let rules = docs[0].value["spec"]["groups"][0]["rules"]
+        .as_array()
+        .expect("rules")
+        .clone();
     let firing = rules
         .iter()
         .find(|r| r["alert"] == "EnvoyInjectorPodsUninjected")

@@ -26,11 +26,7 @@ fn the_label_was_written_when_its_manager_last_wrote() {
     let namespace = ObjectMeta {
         name: Some("apps".into()),
         managed_fields: Some(vec![
-            entry(
-                "kubectl-create",
-                0,
-                json!({"f:metadata": {"f:labels": {"f:team": {}}}}),
-            ),
+            entry("kubectl-create", 0, json!({"f:metadata": {"f:labels": {"f:team": {}}}})),
             entry("kubectl-label", 60, json!({"f:metadata": {"f:labels": {label: {}}}})),
             entry("other", 90, json!({"f:metadata": {"f:annotations": {}}})),
         ]),
@@ -43,7 +39,11 @@ fn the_label_was_written_when_its_manager_last_wrote() {
             manager: "kubectl-label".into()
         })
     );
-    assert_eq!(label_written(&ObjectMeta::default()), None, "no managedFields: cannot be told");
+    assert_eq!(
+        label_written(&ObjectMeta::default()),
+        None,
+        "no managedFields: cannot be told"
+    );
 }
 
 fn decision(verdict: Verdict, rule: Rule, webhooks: &[(&str, Call, bool)]) -> PodReport {
@@ -114,11 +114,23 @@ fn each_reason_is_told_from_its_evidence_in_order() {
     let reason = |pod: Escaped| why(&pod, &evidence).map(|(reason, _)| reason);
     let cases = [
         (
-            escaped("gone", 200, OptIn::Annotation, None, decision(Verdict::Skip, Rule::WebhookAbsent, &[])),
+            escaped(
+                "gone",
+                200,
+                OptIn::Annotation,
+                None,
+                decision(Verdict::Skip, Rule::WebhookAbsent, &[]),
+            ),
             Some(Reason::NoWebhookConfiguration),
         ),
         (
-            escaped("clash", 10, OptIn::Annotation, None, decision(Verdict::Deny, Rule::Collision, &[CALLED_FAIL])),
+            escaped(
+                "clash",
+                10,
+                OptIn::Annotation,
+                None,
+                decision(Verdict::Deny, Rule::Collision, &[CALLED_FAIL]),
+            ),
             Some(Reason::WouldBeDenied),
         ),
         (
@@ -135,7 +147,13 @@ fn each_reason_is_told_from_its_evidence_in_order() {
             Some(Reason::BeforeWebhookConfiguration),
         ),
         (
-            escaped("excluded", 200, OptIn::Annotation, None, decision(Verdict::Skip, Rule::WebhookNotCalled, &[])),
+            escaped(
+                "excluded",
+                200,
+                OptIn::Annotation,
+                None,
+                decision(Verdict::Skip, Rule::WebhookNotCalled, &[]),
+            ),
             Some(Reason::NotSentToWebhook),
         ),
         (
@@ -156,7 +174,13 @@ fn each_reason_is_told_from_its_evidence_in_order() {
             None => assert_eq!(found, Some(Reason::Unknown), "{name}"),
         }
     }
-    let by_hand = escaped("by-hand", 200, OptIn::Annotation, None, decision(Verdict::Skip, Rule::AlreadyInjected, &[]));
+    let by_hand = escaped(
+        "by-hand",
+        200,
+        OptIn::Annotation,
+        None,
+        decision(Verdict::Skip, Rule::AlreadyInjected, &[]),
+    );
     assert_eq!(why(&by_hand, &evidence), None, "the template's containers are there");
     let (_, detail) = why(
         &escaped("early-label", 90, OptIn::NamespaceLabel, None, inject(&[CALLED_FAIL])),
