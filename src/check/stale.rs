@@ -89,18 +89,8 @@ mod tests {
     use kube::api::ObjectMeta;
 
     use super::*;
+    use crate::check::workload::controlled_by;
     use crate::inject::{REVISION_LABEL, STATUS_ANNOTATION};
-
-    fn owner(kind: &str, name: &str) -> OwnerReference {
-        OwnerReference {
-            api_version: "apps/v1".into(),
-            kind: kind.into(),
-            name: name.into(),
-            uid: format!("uid-{name}"),
-            controller: Some(true),
-            block_owner_deletion: Some(true),
-        }
-    }
 
     fn pod(name: &str, template: &str, revision: &str, owned_by: Option<OwnerReference>) -> PartialObjectMeta<Pod> {
         let status = format!(
@@ -132,22 +122,42 @@ mod tests {
         .unwrap();
         let current = live.get("config").unwrap().revision.clone();
         let pods = vec![
-            pod("web-1", "config", "aaaaaaaaaaaa", Some(owner("ReplicaSet", "web-5d9"))),
-            pod("web-2", "config", "bbbbbbbbbbbb", Some(owner("ReplicaSet", "web-5d9"))),
-            pod("web-3", "config", &current, Some(owner("ReplicaSet", "web-7f1"))),
-            pod("db-0", "config", "aaaaaaaaaaaa", Some(owner("StatefulSet", "db"))),
+            pod(
+                "web-1",
+                "config",
+                "aaaaaaaaaaaa",
+                Some(controlled_by("ReplicaSet", "web-5d9")),
+            ),
+            pod(
+                "web-2",
+                "config",
+                "bbbbbbbbbbbb",
+                Some(controlled_by("ReplicaSet", "web-5d9")),
+            ),
+            pod(
+                "web-3",
+                "config",
+                &current,
+                Some(controlled_by("ReplicaSet", "web-7f1")),
+            ),
+            pod(
+                "db-0",
+                "config",
+                "aaaaaaaaaaaa",
+                Some(controlled_by("StatefulSet", "db")),
+            ),
             pod("loose", "gone", "cccccccccccc", None),
             pod(
                 "orphan-rs-1",
                 "config",
                 "aaaaaaaaaaaa",
-                Some(owner("ReplicaSet", "bare")),
+                Some(controlled_by("ReplicaSet", "bare")),
             ),
         ];
         let owners = BTreeMap::from([
             (
                 ("apps".to_string(), "web-5d9".to_string()),
-                Some(owner("Deployment", "web")),
+                Some(controlled_by("Deployment", "web")),
             ),
             (("apps".to_string(), "bare".to_string()), None),
         ]);

@@ -51,3 +51,16 @@ pub fn fix(kind: &str, namespace: &str, name: &str, pods: &[String]) -> String {
         ),
     }
 }
+
+/// A controller reference of `kind` `name`, for tests.
+#[cfg(test)]
+pub(crate) fn controlled_by(kind: &str, name: &str) -> OwnerReference {
+    OwnerReference {
+        api_version: "apps/v1".into(),
+        kind: kind.into(),
+        name: name.into(),
+        uid: format!("uid-{name}"),
+        controller: Some(true),
+        block_owner_deletion: Some(true),
+    }
+}

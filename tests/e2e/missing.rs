@@ -25,6 +25,7 @@ use kube::api::{Api, ListParams, PostParams};
 use kube::core::ApiResource;
 use serde_json::{Value, json};
 
+use crate::check::{check, wait_for_dry_run_injection};
 use crate::support::*;
 
 pub const TIER: Tier = Tier {
@@ -56,27 +57,6 @@ async fn gauge_shows(injector: &Injector, want: &[(&str, Option<f64>)], what: &s
         }
     })
     .await;
-}
-
-/// What one `envoy-injector check` run answered.
-struct Run {
-    code: i32,
-    stdout: String,
-}
-
-async fn check(args: &[impl AsRef<std::ffi::OsStr>]) -> Run {
-    let mut command = Command::new(env!("CARGO_BIN_EXE_envoy-injector"));
-    command.arg("check").args(args);
-    let out = run_command(command, None).await;
-    assert!(
-        out.status.code().is_some_and(|c| c == 0 || c == 1),
-        "expected check to answer (exit 0 or 1), found: {}",
-        describe_output(&out)
-    );
-    Run {
-        code: out.status.code().unwrap_or(-1),
-        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
-    }
 }
 
 /// `check --missing -o json` groups of `namespace`, as (workload, pods, reasons, fix).
@@ -218,20 +198,7 @@ async fn run(suite: &Suite) -> TierResult {
         &[&apps.name, &late.name],
     )])
     .await;
-    let probe = probe.to_string();
-    wait_for("the mutating webhook to inject (dry run)", PATIENCE * 2, async || {
-        let out = kubectl(
-            &["create", "--dry-run=server", "--validate=false", "-o", "json", "-f", "-"],
-            Some(&probe),
-        )
-        .await;
-        if String::from_utf8_lossy(&out.stdout).contains(STATUS) {
-            Ok(())
-        } else {
-            Err(describe_output(&out))
-        }
-    })
-    .await;
+    wait_for_dry_run_injection(&probe).await;
 
     let flags = [
         "--injector-namespace",

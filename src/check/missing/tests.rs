@@ -3,6 +3,7 @@ use serde_json::json;
 
 use super::*;
 use crate::check::decision::WebhookMatch;
+use crate::check::workload::controlled_by;
 
 fn at(second: i64) -> Time {
     Time(k8s_openapi::jiff::Timestamp::from_second(1_790_000_000 + second).unwrap())
@@ -64,17 +65,6 @@ fn decision(verdict: Verdict, rule: Rule, webhooks: &[(&str, Call, bool)]) -> Po
             })
             .collect(),
         warnings: Vec::new(),
-    }
-}
-
-fn owner(kind: &str, name: &str) -> OwnerReference {
-    OwnerReference {
-        api_version: "apps/v1".into(),
-        kind: kind.into(),
-        name: name.into(),
-        uid: format!("uid-{name}"),
-        controller: Some(true),
-        block_owner_deletion: Some(true),
     }
 }
 
@@ -206,12 +196,18 @@ fn escaped_pods_are_grouped_by_workload_with_reasons_and_the_fix() {
         labels_written: &labels_written,
     };
     let fail = || decision(Verdict::Inject, Rule::Annotation, &[CALLED_FAIL]);
-    let rs = || Some(owner("ReplicaSet", "web-5d9"));
+    let rs = || Some(controlled_by("ReplicaSet", "web-5d9"));
     let pods = vec![
         escaped("web-2", 10, OptIn::Annotation, rs(), fail()),
         escaped("web-1", 10, OptIn::Annotation, rs(), fail()),
         escaped("web-3", 60, OptIn::Annotation, rs(), fail()),
-        escaped("db-0", 10, OptIn::Annotation, Some(owner("StatefulSet", "db")), fail()),
+        escaped(
+            "db-0",
+            10,
+            OptIn::Annotation,
+            Some(controlled_by("StatefulSet", "db")),
+            fail(),
+        ),
         escaped("loose", 10, OptIn::Annotation, None, fail()),
         escaped(
             "manual",
@@ -223,7 +219,7 @@ fn escaped_pods_are_grouped_by_workload_with_reasons_and_the_fix() {
     ];
     let owners = BTreeMap::from([(
         ("apps".to_string(), "web-5d9".to_string()),
-        Some(owner("Deployment", "web")),
+        Some(controlled_by("Deployment", "web")),
     )]);
     let (groups, by_hand) = group(&pods, &owners, &evidence);
     assert_eq!(by_hand, vec!["apps/manual".to_string()]);
