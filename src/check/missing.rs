@@ -205,8 +205,10 @@ pub fn group(
     replica_set_owners: &ReplicaSetOwners,
     evidence: &Evidence<'_>,
 ) -> (Vec<MissingGroup>, Vec<String>) {
+    // (kind, namespace, name) → (Pods, Pods per (reason, detail))
     type Key = (String, String, String);
-    let mut groups: BTreeMap<Key, (Vec<String>, BTreeMap<(Reason, String), usize>)> = BTreeMap::new();
+    type Reasons = BTreeMap<(Reason, String), usize>;
+    let mut groups: BTreeMap<Key, (Vec<String>, Reasons)> = BTreeMap::new();
     let mut by_hand = Vec::new();
     for pod in escaped {
         let namespace = pod.meta.namespace.clone().unwrap_or_default();

@@ -49,7 +49,9 @@ const INJECTED: (&str, &str) = (STATUS_ANNOTATION, "{}");
 fn the_rule_is_the_policy_with_the_namespace_label_applied_apart() {
     let labelled = NamespaceOptIn::Labeled;
     let plain = NamespaceOptIn::NotLabeled;
-    let cases: [(&[(&str, &str)], Option<OptIn>, Option<OptIn>); 7] = [
+    // (annotations, opted in when labelled, when not)
+    type Case<'a> = (&'a [(&'a str, &'a str)], Option<OptIn>, Option<OptIn>);
+    let cases: [Case; 7] = [
         (&[IN], Some(OptIn::Annotation), Some(OptIn::Annotation)),
         (
             &[(LEGACY_INJECT_ANNOTATION, "true")],

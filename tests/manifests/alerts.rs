@@ -34,6 +34,7 @@ pub(crate) fn check_prometheus_rule(doc: &Doc) -> Vec<String> {
     unknown_keys(value, &["apiVersion", "kind", "metadata", "spec"], "", &mut problems);
     unknown_keys(&value["spec"], &["groups"], ".spec", &mut problems);
     let registered = registered_metrics();
+    let ours = regex::Regex::new(r"envoy_injector_[a-z_]+").expect("a valid pattern");
     let groups = value["spec"]["groups"].as_array().cloned().unwrap_or_default();
     if groups.is_empty() {
         problems.push("expected .spec.groups to hold at least one group".into());
@@ -69,8 +70,7 @@ pub(crate) fn check_prometheus_rule(doc: &Doc) -> Vec<String> {
             if expr.is_empty() {
                 problems.push(format!("{at}: expected `expr`"));
             }
-            let metrics = regex::Regex::new(r"envoy_injector_[a-z_]+").expect("a valid pattern");
-            for metric in metrics.find_iter(expr).map(|m| m.as_str()) {
+            for metric in ours.find_iter(expr).map(|m| m.as_str()) {
                 if !registered.iter().any(|name| name == metric) {
                     problems.push(format!(
                         "{at}: expr reads {metric}, which the binary does not expose (it has: {})",

@@ -223,7 +223,8 @@ fn escaped_pods_are_grouped_by_workload_with_reasons_and_the_fix() {
     )]);
     let (groups, by_hand) = group(&pods, &owners, &evidence);
     assert_eq!(by_hand, vec!["apps/manual".to_string()]);
-    let summary: Vec<(String, Vec<String>, Vec<(Reason, usize)>, String)> = groups
+    type Summary = (String, Vec<String>, Vec<(Reason, usize)>, String);
+    let summary: Vec<Summary> = groups
         .iter()
         .map(|g| {
             (
