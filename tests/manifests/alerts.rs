@@ -6,15 +6,52 @@ use serde_json::Value;
 
 use crate::support::*;
 
-/// Metric names the binary exposes (`# TYPE` lines of a fresh registry).
+/// Metric names the binary exposes. A labelled family shows nothing until it has a series,
+/// so each gets one first; a family added later and not listed here makes an alert on it
+/// fail this check (naming what is exposed), never pass unseen.
 fn registered_metrics() -> Vec<String> {
+    use envoy_injector::metrics::*;
     let mut registry = prometheus_client::registry::Registry::default();
-    let _metrics = envoy_injector::metrics::Metrics::register(&mut registry);
+    let m = Metrics::register(&mut registry);
+    let template = TemplateLabels { template: "t".into() };
+    let listener = ListenerLabels { listener: "webhook" };
+    let load = LoadLabels {
+        result: LoadResult::Success,
+    };
+    m.admission_requests.get_or_create(&OutcomeLabels {
+        outcome: Outcome::Injected,
+        dry_run: false,
+    });
+    m.injections.get_or_create(&template);
+    m.template_loads.get_or_create(&load);
+    m.tls_reloads.get_or_create(&load);
+    m.reconciles.get_or_create(&ReconcileLabels {
+        result: ReconcileResult::Changed,
+    });
+    m.store_objects.get_or_create(&StoreLabels { store: "namespaces" });
+    m.pods_stale.get_or_create(&template);
+    m.pods_uninjected
+        .get_or_create(&NamespaceLabels { namespace: "ns".into() });
+    m.connections_open.get_or_create(&listener);
+    m.connections_rejected.get_or_create(&listener);
+    m.connection_timeouts.get_or_create(&TimeoutLabels {
+        listener: "webhook",
+        phase: "idle",
+    });
+    m.accept_errors.get_or_create(&listener);
+    m.api_requests.get_or_create(&ApiLabels {
+        verb: "get",
+        resource: "pods".into(),
+    });
     envoy_injector::metrics::encode(&registry)
         .lines()
         .filter_map(|line| line.strip_prefix("# TYPE "))
-        .filter_map(|rest| rest.split_whitespace().next())
-        .map(String::from)
+        .filter_map(|rest| rest.split_once(' '))
+        // Counters' samples carry `_total`.
+        .map(|(name, kind)| match kind {
+            "counter" => format!("{name}_total"),
+            _ => name.to_string(),
+        })
         .collect()
 }
 
