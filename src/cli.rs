@@ -116,7 +116,7 @@ pub struct ServeArgs {
     #[arg(long, value_parser = parse_duration, default_value = "20s")]
     pub shutdown_timeout: Duration,
     /// Watch every Pod's metadata (cluster mode) to keep `envoy_injector_pods_uninjected`:
-    /// opted-in Pods without the sidecar, per namespace (about 40 bytes per Pod held).
+    /// opted-in Pods without the sidecar, per namespace (about 100 bytes per Pod held).
     /// `--watch-uninjected=false` skips that watch; the gauge then has no series at all.
     #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
     pub watch_uninjected: bool,
