@@ -234,17 +234,19 @@ where
     }
 }
 
-/// Every Pod's metadata in `namespace` or everywhere.
-pub(super) async fn pod_metadata(
+/// Every Pod's metadata in `namespace` or everywhere, through `keep` page by page (what
+/// it drops is never held all at once).
+pub(super) async fn pod_metadata<T>(
     client: &kube::Client,
     namespace: Option<&str>,
-) -> Result<Vec<PartialObjectMeta<Pod>>, CheckError> {
+    keep: impl FnMut(PartialObjectMeta<Pod>) -> Option<T>,
+) -> Result<Vec<T>, CheckError> {
     let api: Api<PartialObjectMeta<Pod>> = match namespace {
         Some(namespace) => Api::namespaced(client.clone(), namespace),
         None => Api::all(client.clone()),
     };
     let what = namespace.map_or_else(|| String::from("the Pods"), |ns| format!("the Pods of namespace {ns}"));
-    list_paged(&api, &what, Some).await
+    list_paged(&api, &what, keep).await
 }
 
 /// Namespace metadata (labels, managedFields) of `namespace`, or of every Namespace.

@@ -193,13 +193,14 @@ async fn find_missing(
     let picked = |meta: &kube::api::ObjectMeta| {
         uninjected::uninjected(meta, labels.opt_in(meta.namespace.as_deref().unwrap_or_default()))
     };
+    let picks = fetch::pod_metadata(client, scope, |pod| {
+        picked(&pod.metadata)?;
+        Some((pod.metadata.namespace?, pod.metadata.uid?))
+    })
+    .await?;
     let mut wanted: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
-    for pod in fetch::pod_metadata(client, scope).await? {
-        if picked(&pod.metadata).is_some()
-            && let (Some(namespace), Some(uid)) = (pod.metadata.namespace, pod.metadata.uid)
-        {
-            wanted.entry(namespace).or_default().insert(uid);
-        }
+    for (namespace, uid) in picks {
+        wanted.entry(namespace).or_default().insert(uid);
     }
     // Read whole, they are picked again: one injected since the metadata list is not listed.
     let (metas, subjects): (Vec<_>, Vec<_>) = fetch::pods_by_uid(client, &wanted)

@@ -18,28 +18,29 @@ fn registered_metrics() -> Vec<String> {
     let load = LoadLabels {
         result: LoadResult::Success,
     };
-    m.admission_requests.get_or_create(&OutcomeLabels {
+    let _ = m.admission_requests.get_or_create(&OutcomeLabels {
         outcome: Outcome::Injected,
         dry_run: false,
     });
-    m.injections.get_or_create(&template);
-    m.template_loads.get_or_create(&load);
-    m.tls_reloads.get_or_create(&load);
-    m.reconciles.get_or_create(&ReconcileLabels {
+    let _ = m.injections.get_or_create(&template);
+    let _ = m.template_loads.get_or_create(&load);
+    let _ = m.tls_reloads.get_or_create(&load);
+    let _ = m.reconciles.get_or_create(&ReconcileLabels {
         result: ReconcileResult::Changed,
     });
-    m.store_objects.get_or_create(&StoreLabels { store: "namespaces" });
-    m.pods_stale.get_or_create(&template);
-    m.pods_uninjected
+    let _ = m.store_objects.get_or_create(&StoreLabels { store: "namespaces" });
+    let _ = m.pods_stale.get_or_create(&template);
+    let _ = m
+        .pods_uninjected
         .get_or_create(&NamespaceLabels { namespace: "ns".into() });
-    m.connections_open.get_or_create(&listener);
-    m.connections_rejected.get_or_create(&listener);
-    m.connection_timeouts.get_or_create(&TimeoutLabels {
+    let _ = m.connections_open.get_or_create(&listener);
+    let _ = m.connections_rejected.get_or_create(&listener);
+    let _ = m.connection_timeouts.get_or_create(&TimeoutLabels {
         listener: "webhook",
         phase: "idle",
     });
-    m.accept_errors.get_or_create(&listener);
-    m.api_requests.get_or_create(&ApiLabels {
+    let _ = m.accept_errors.get_or_create(&listener);
+    let _ = m.api_requests.get_or_create(&ApiLabels {
         verb: "get",
         resource: "pods".into(),
     });
