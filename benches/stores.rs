@@ -3,8 +3,9 @@
 //! Fills the cache the way the watches would — 10,000 Networks (as the API server sends
 //! them: managedFields, kubectl's last-applied annotation, labels; then slimmed by the
 //! cache's transform) with their overlap index, 10,000 member Pods (only their index is
-//! kept) and the 10,000 NADs' drift index, spread over 100 namespaces — and reports the
-//! process RSS added by each, in bytes per object. Then measures admission (network join)
+//! kept) and the 10,000 NADs' drift index, spread over 100 namespaces, and (first, on a
+//! fresh heap) the uninjected-Pod tracker fed 10,000 Pods none of which is injected (every
+//! one held: its worst case) — and reports the process RSS added by each, in bytes per object. Then measures admission (network join)
 //! against those stores with criterion.
 //!
 //! Run: `cargo bench --bench stores` (or `make bench-stores`).
@@ -24,8 +25,9 @@ use envoy_injector::network::nad;
 use envoy_injector::network::owned::OwnedIndex;
 use envoy_injector::template::LiveTemplates;
 use envoy_injector::template::TemplateSet;
+use envoy_injector::uninjected::Tracker;
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Pod};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ManagedFieldsEntry, Time};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{FieldsV1, ManagedFieldsEntry, OwnerReference, Time};
 use kube::api::{DynamicObject, ObjectMeta};
 use kube::core::PartialObjectMeta;
 use kube::runtime::reflector;
@@ -138,6 +140,55 @@ fn member_pod(i: usize) -> PartialObjectMeta<Pod> {
     }
 }
 
+/// A Deployment's Pod as a metadata watch sends it, not injected (opted in by namespace
+/// label, or not at all): the uninjected-Pod tracker holds every such Pod.
+fn plain_pod(i: usize) -> PartialObjectMeta<Pod> {
+    let ns = format!("team-{:03}", i % NAMESPACES);
+    let labels = BTreeMap::from([
+        ("app".to_string(), format!("web-{}", i % 50)),
+        ("pod-template-hash".to_string(), "7d9f8b6c5".to_string()),
+    ]);
+    let annotations = BTreeMap::from([(
+        "kubectl.kubernetes.io/restartedAt".to_string(),
+        "2026-11-21T00:00:00Z".to_string(),
+    )]);
+    let fields = serde_json::json!({"f:metadata": {"f:generateName": {}, "f:labels": {"f:app": {}, "f:pod-template-hash": {}},
+        "f:ownerReferences": {"k:{\"uid\":\"30000000-0000-4000-8000-000000000000\"}": {}}},
+        "f:spec": {"f:containers": {"k:{\"name\":\"app\"}": {"f:image": {}, "f:name": {}}}}});
+    PartialObjectMeta {
+        metadata: ObjectMeta {
+            name: Some(format!("web-{}-7d9f8b6c5-{i:05}", i % 50)),
+            generate_name: Some(format!("web-{}-7d9f8b6c5-", i % 50)),
+            namespace: Some(ns),
+            uid: Some(format!("40000000-0000-4000-8000-{i:012}")),
+            resource_version: Some(format!("{}", 300_000 + i)),
+            creation_timestamp: Some(Time(
+                k8s_openapi::jiff::Timestamp::from_second(1_790_000_000 + i as i64).unwrap(),
+            )),
+            labels: Some(labels),
+            annotations: Some(annotations),
+            owner_references: Some(vec![OwnerReference {
+                api_version: "apps/v1".into(),
+                kind: "ReplicaSet".into(),
+                name: format!("web-{}-7d9f8b6c5", i % 50),
+                uid: "30000000-0000-4000-8000-000000000000".into(),
+                controller: Some(true),
+                block_owner_deletion: Some(true),
+            }]),
+            managed_fields: Some(vec![ManagedFieldsEntry {
+                manager: Some("kube-controller-manager".into()),
+                operation: Some("Update".into()),
+                api_version: Some("v1".into()),
+                fields_type: Some("FieldsV1".into()),
+                fields_v1: Some(FieldsV1(fields)),
+                ..Default::default()
+            }]),
+            ..Default::default()
+        },
+        ..Default::default()
+    }
+}
+
 fn main() {
     let before = rss_kib();
     let (configmap, _) = reflector::store::<ConfigMap>();
@@ -152,6 +203,17 @@ fn main() {
             ..Default::default()
         }));
     }
+    // First, on a heap nothing has freed into yet: what it adds is its own.
+    let before_uninjected = rss_kib();
+    let mut uninjected = Tracker::new();
+    uninjected.apply(Event::Init);
+    for i in 0..PODS {
+        // One at a time, as a watch page would deliver them: only the tracker's entry stays.
+        uninjected.apply(Event::InitApply(plain_pod(i)));
+    }
+    uninjected.apply(Event::InitDone);
+    let after_uninjected = rss_kib();
+    assert_eq!(uninjected.len(), PODS);
     let (networks, mut network_writer) = reflector::store::<Network>();
     let overlaps = CidrIndex::new();
     let start = rss_kib();
@@ -192,6 +254,12 @@ fn main() {
         "  NADs (drift index only): +{} KiB ({} bytes per NAD)",
         after_nads.saturating_sub(after_pods),
         per(after_nads.saturating_sub(after_pods), NETWORKS)
+    );
+    println!(
+        "  uninjected-Pod tracker ({PODS} Pods, none injected: all held): +{} KiB ({} bytes per Pod; {} by its own count)",
+        after_uninjected.saturating_sub(before_uninjected),
+        per(after_uninjected.saturating_sub(before_uninjected), PODS),
+        uninjected.approximate_bytes() / PODS
     );
     println!(
         "  RSS with everything: {} KiB ({:.1} MiB)",

@@ -11,7 +11,9 @@
 //!    until every `attachedPods` is right;
 //! 3. restarts the controller (SIGTERM, start again) and measures its writes and its time
 //!    until every Network was reconciled;
-//! 4. creates one more Network and measures create → Ready.
+//! 4. creates one more Network and measures create → Ready;
+//! 5. restarts once more with `--watch-uninjected=false`: the steady RSS against step 3's
+//!    is what the uninjected-Pod watch holds for the M Pods (none injected, so all held).
 //!
 //! Reconciles and API writes come from the binary's `/metrics`, memory from
 //! `/proc/PID/status` (VmRSS steady, VmHWM peak). Environment: `BENCH_NETWORKS` (10000),
@@ -285,6 +287,7 @@ async fn measure(s: &Settings, client: &Client, namespace: &str) -> Result<()> {
     let readyz = scale::wait_for(PATIENCE, "/readyz after the restart", || served.ready()).await?;
     // Late writes would show within a few seconds.
     let (rss, peak) = steady_memory(&served).await?;
+    let restart_rss = rss;
     let after = served.metrics().await?;
     let (network_events_after, nad_events_after) = tracker.counts();
     let events_after = count_events(client, namespace, "Network").await?;
@@ -324,6 +327,27 @@ async fn measure(s: &Settings, client: &Client, namespace: &str) -> Result<()> {
         ready_at.saturating_duration_since(created).as_secs_f64() * 1e3
     );
     served.stop().await?;
+
+    // 5. The same restart without the uninjected-Pod watch.
+    let mut without: Vec<&str> = extra.clone();
+    without.push("--watch-uninjected=false");
+    let served = Served::start(&s.bin, namespace, &dir, &dir.join("serve-3.log"), &without)?;
+    scale::wait_for(
+        PATIENCE,
+        "every Network reconciled (--watch-uninjected=false)",
+        || async { served.metrics().await.is_ok_and(|m| m.reconciles() >= n as u64) },
+    )
+    .await?;
+    scale::wait_for(PATIENCE, "/readyz (--watch-uninjected=false)", || served.ready()).await?;
+    let (unwatched_rss, _) = steady_memory(&served).await?;
+    served.stop().await?;
+    println!("\n5. The same restart with --watch-uninjected=false");
+    println!(
+        "   RSS steady {} (with the watch: {}): {} bytes per Pod for the watch of {m} Pods, none injected",
+        mib(unwatched_rss),
+        mib(restart_rss),
+        (restart_rss as i64 - unwatched_rss as i64) * 1024 / m.max(1) as i64
+    );
     if !wrong.is_empty() {
         return Err(format!("{} wrong verdicts", wrong.len()));
     }

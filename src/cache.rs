@@ -148,6 +148,9 @@ pub struct Cache {
     pub synced: Arc<Synced>,
     pub network_events: Arc<Relay<Network>>,
     pub indexes: Indexes,
+    /// Notified after each Namespace event (the store already holds it), for what follows
+    /// Namespace labels outside admission (`uninjected`). One stored permit: bursts coalesce.
+    pub namespace_changed: Arc<Notify>,
 }
 
 /// ConfigMap changes, for the template reloader: the current object, or `None` once it
@@ -273,12 +276,14 @@ pub fn start(client: Client, namespace: &str, metrics: Metrics) -> (Cache, Confi
     .modify(slim_namespace)
     .reflect(namespaces_writer);
     let store = namespaces.clone();
+    let namespace_changed = Arc::new(Notify::new());
+    let changed = namespace_changed.clone();
     tokio::spawn(drive(
         namespace_stream,
         synced.clone(),
         |s| &s.namespaces,
         "namespaces",
-        |_| {},
+        move |_| changed.notify_one(),
         move || store.len(),
         metrics.clone(),
     ));
@@ -333,6 +338,7 @@ pub fn start(client: Client, namespace: &str, metrics: Metrics) -> (Cache, Confi
         synced,
         network_events,
         indexes,
+        namespace_changed,
     };
     (cache, configmap_rx)
 }

@@ -115,6 +115,11 @@ pub struct ServeArgs {
     /// On SIGTERM/SIGINT, how long in-flight requests may take to finish.
     #[arg(long, value_parser = parse_duration, default_value = "20s")]
     pub shutdown_timeout: Duration,
+    /// Watch every Pod's metadata (cluster mode) to keep `envoy_injector_pods_uninjected`:
+    /// opted-in Pods without the sidecar, per namespace (about 100 bytes per Pod held).
+    /// `--watch-uninjected=false` skips that watch; the gauge then has no series at all.
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
+    pub watch_uninjected: bool,
 }
 
 const CONNECTIONS_HEADING: &str = "Connections (webhook and admin listeners)";
@@ -266,6 +271,12 @@ pub struct CheckArgs {
     /// `kubectl rollout restart` that replaces them (within --namespace, else everywhere).
     #[arg(long)]
     pub stale: bool,
+    /// Also list Pods opted in now (by annotation, or by namespace label and not opted out)
+    /// that carry no sidecar, by workload, with why they were most likely missed and the
+    /// `kubectl rollout restart` that fixes them (within --namespace, else everywhere).
+    /// Any found: exit code 1.
+    #[arg(long)]
+    pub missing: bool,
     #[arg(short = 'o', long = "output", value_enum, default_value_t = CheckOutput::Text)]
     pub output: CheckOutput,
     /// Namespace of the injector's ConfigMap, Secret, Service and Lease.

@@ -23,3 +23,4 @@ pub mod shutdown;
 pub mod stale;
 pub mod template;
 pub mod tls;
+pub mod uninjected;

@@ -31,6 +31,12 @@ pub struct TemplateLabels {
     pub template: String,
 }
 
+/// A namespace, for the per-namespace gauges (`pods_uninjected`).
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct NamespaceLabels {
+    pub namespace: String,
+}
+
 /// How one reconcile of a Network ended.
 #[derive(Clone, Debug, Hash, PartialEq, Eq)]
 pub enum ReconcileResult {
@@ -143,6 +149,9 @@ pub struct Metrics {
     /// Injected Pods whose template revision is older than the live template's
     /// (`crate::stale`).
     pub pods_stale: Family<TemplateLabels, Gauge>,
+    /// Opted-in Pods without the sidecar, per namespace (`crate::uninjected`); no series
+    /// at all when `serve --watch-uninjected=false`.
+    pub pods_uninjected: Family<NamespaceLabels, Gauge>,
     /// Connections open now, per listener.
     pub connections_open: Family<ListenerLabels, Gauge>,
     /// Connections accepted and closed at once because the listener was at its cap.
@@ -179,6 +188,7 @@ impl Metrics {
             leader: Gauge::default(),
             store_objects: Family::default(),
             pods_stale: Family::default(),
+            pods_uninjected: Family::default(),
             connections_open: Family::default(),
             connections_rejected: Family::default(),
             connection_timeouts: Family::default(),
@@ -242,6 +252,11 @@ impl Metrics {
             "pods_stale",
             "Injected Pods whose template revision is older than the live template's, by template",
             metrics.pods_stale.clone(),
+        );
+        registry.register(
+            "pods_uninjected",
+            "Pods opted in (by annotation, or by namespace label and not opted out) that carry no sidecar status annotation, by namespace",
+            metrics.pods_uninjected.clone(),
         );
         registry.register(
             "connections_open",

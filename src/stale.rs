@@ -60,7 +60,7 @@ pub fn injected(meta: &kube::api::ObjectMeta) -> Option<(String, String)> {
 }
 
 /// A uid as 16 bytes: Kubernetes uids are UUIDs; anything else is hashed.
-fn uid_key(uid: &str) -> u128 {
+pub(crate) fn uid_key(uid: &str) -> u128 {
     let hex: String = uid.chars().filter(|c| *c != '-').collect();
     if hex.len() == 32
         && let Ok(value) = u128::from_str_radix(&hex, 16)
@@ -73,15 +73,15 @@ fn uid_key(uid: &str) -> u128 {
     u128::from_be_bytes(bytes)
 }
 
-/// Strings seen (template names, revisions), each stored once.
+/// Strings seen (template names, revisions; namespaces in `uninjected`), each stored once.
 #[derive(Debug, Default)]
-struct Interner {
+pub(crate) struct Interner {
     names: Vec<Arc<str>>,
     ids: HashMap<Arc<str>, u32>,
 }
 
 impl Interner {
-    fn id(&mut self, name: &str) -> u32 {
+    pub(crate) fn id(&mut self, name: &str) -> u32 {
         if let Some(id) = self.ids.get(name) {
             return *id;
         }
@@ -92,11 +92,16 @@ impl Interner {
         id
     }
 
-    fn name(&self, id: u32) -> &str {
+    /// The id of a string seen before.
+    pub(crate) fn find(&self, name: &str) -> Option<u32> {
+        self.ids.get(name).copied()
+    }
+
+    pub(crate) fn name(&self, id: u32) -> &str {
         self.names.get(id as usize).map(|n| &**n).unwrap_or_default()
     }
 
-    fn shared(&self, id: u32) -> Arc<str> {
+    pub(crate) fn shared(&self, id: u32) -> Arc<str> {
         self.names.get(id as usize).cloned().unwrap_or_else(|| Arc::from(""))
     }
 }

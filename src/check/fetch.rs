@@ -7,14 +7,13 @@ use k8s_openapi::api::apps::v1::ReplicaSet;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Pod, Secret, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
-use kube::api::{Api, ListParams};
+use kube::api::{Api, ListParams, ObjectMeta};
 use kube::core::PartialObjectMeta;
 use serde::de::DeserializeOwned;
 
 use super::decision::{Snapshot, Subject};
 use super::health::{Facts, Fetched, ServiceFacts};
-use super::stale::controller;
+use super::workload::{ReplicaSetOwners, controller};
 use super::{CheckError, CheckSettings, Target, document_subject};
 use crate::inject::REVISION_LABEL;
 use crate::network::crd::Network;
@@ -163,8 +162,6 @@ pub(super) async fn snapshot(client: &kube::Client, subjects: &[Subject]) -> Sna
     snapshot
 }
 
-type ReplicaSetOwners = BTreeMap<(String, String), Option<OwnerReference>>;
-
 /// Injected Pods (by the revision label, metadata only) in `namespace` or everywhere, and
 /// the controllers of the ReplicaSets that own them.
 pub(super) async fn injected_pods(
@@ -183,12 +180,21 @@ pub(super) async fn injected_pods(
             message: api_error(&e),
         })?
         .items;
+    let owners = replica_set_owners(client, pods.iter().map(|p| &p.metadata)).await;
+    Ok((pods, owners))
+}
+
+/// The controller of each ReplicaSet that owns one of `pods` (one GET per ReplicaSet).
+pub(super) async fn replica_set_owners<'p>(
+    client: &kube::Client,
+    pods: impl Iterator<Item = &'p ObjectMeta>,
+) -> ReplicaSetOwners {
     let mut owners = ReplicaSetOwners::new();
-    for pod in &pods {
-        let Some(owner) = controller(pod.metadata.owner_references.as_ref()).filter(|o| o.kind == "ReplicaSet") else {
+    for pod in pods {
+        let Some(owner) = controller(pod.owner_references.as_ref()).filter(|o| o.kind == "ReplicaSet") else {
             continue;
         };
-        let pod_namespace = pod.metadata.namespace.clone().unwrap_or_default();
+        let pod_namespace = pod.namespace.clone().unwrap_or_default();
         let key = (pod_namespace.clone(), owner.name.clone());
         if owners.contains_key(&key) {
             continue;
@@ -201,5 +207,84 @@ pub(super) async fn injected_pods(
         let parent = replica_set.and_then(|rs| controller(rs.metadata.owner_references.as_ref()).cloned());
         owners.insert(key, parent);
     }
-    Ok((pods, owners))
+    owners
+}
+
+/// Pages of at most this many objects: a cluster-wide list never arrives in one piece.
+const PAGE: u32 = 500;
+
+/// Every object of `api` (metadata only for an `Api<PartialObjectMeta<_>>`), page by page; `keep`
+/// drops what is not needed as each page arrives.
+async fn list_paged<K, T>(api: &Api<K>, what: &str, mut keep: impl FnMut(K) -> Option<T>) -> Result<Vec<T>, CheckError>
+where
+    K: Clone + DeserializeOwned + std::fmt::Debug,
+{
+    let mut out = Vec::new();
+    let mut params = ListParams::default().limit(PAGE);
+    loop {
+        let page = api.list(&params).await.map_err(|e| CheckError::Api {
+            action: format!("list {what}"),
+            message: api_error(&e),
+        })?;
+        out.extend(page.items.into_iter().filter_map(&mut keep));
+        match page.metadata.continue_ {
+            Some(token) if !token.is_empty() => params = params.continue_token(&token),
+            _ => return Ok(out),
+        }
+    }
+}
+
+/// Every Pod's metadata in `namespace` or everywhere, through `keep` page by page (what
+/// it drops is never held all at once).
+pub(super) async fn pod_metadata<T>(
+    client: &kube::Client,
+    namespace: Option<&str>,
+    keep: impl FnMut(PartialObjectMeta<Pod>) -> Option<T>,
+) -> Result<Vec<T>, CheckError> {
+    let api: Api<PartialObjectMeta<Pod>> = match namespace {
+        Some(namespace) => Api::namespaced(client.clone(), namespace),
+        None => Api::all(client.clone()),
+    };
+    let what = namespace.map_or_else(|| String::from("the Pods"), |ns| format!("the Pods of namespace {ns}"));
+    list_paged(&api, &what, keep).await
+}
+
+/// Namespace metadata (labels, managedFields) of `namespace`, or of every Namespace.
+pub(super) async fn namespace_metadata(
+    client: &kube::Client,
+    namespace: Option<&str>,
+) -> Result<Vec<ObjectMeta>, CheckError> {
+    let api: Api<PartialObjectMeta<Namespace>> = Api::all(client.clone());
+    match namespace {
+        Some(name) => Ok(api
+            .get_opt(name)
+            .await
+            .map_err(|e| CheckError::Api {
+                action: format!("read namespace {name}"),
+                message: api_error(&e),
+            })?
+            .map(|ns| ns.metadata)
+            .into_iter()
+            .collect()),
+        None => list_paged(&api, "the Namespaces", |ns| Some(ns.metadata)).await,
+    }
+}
+
+/// The whole Pods among `wanted` (namespace → uids), as `decision` reads them; one paged
+/// list per namespace, keeping only the wanted ones.
+pub(super) async fn pods_by_uid(
+    client: &kube::Client,
+    wanted: &BTreeMap<String, std::collections::BTreeSet<String>>,
+) -> Result<Vec<(ObjectMeta, Subject)>, CheckError> {
+    let mut out = Vec::new();
+    for (namespace, uids) in wanted {
+        let api: Api<Pod> = Api::namespaced(client.clone(), namespace);
+        let found = list_paged(&api, &format!("the Pods of namespace {namespace}"), |pod: Pod| {
+            let uid = pod.metadata.uid.as_deref()?;
+            uids.contains(uid).then(|| (pod.metadata.clone(), pod_subject(&pod)))
+        })
+        .await?;
+        out.extend(found);
+    }
+    Ok(out)
 }

@@ -3,7 +3,9 @@
 //! For a namespace, a Pod or the documents of a manifest it explains, per Pod (or Pod
 //! template), whether it would be injected and why ([`decision`]); it checks the
 //! installation's health ([`health`]); with `--stale` it lists the Pods that run an older
-//! template revision, by workload ([`stale`]). It makes only GET and LIST requests.
+//! template revision, by workload ([`stale`]); with `--missing` the opted-in Pods that
+//! carry no sidecar, by workload, with why they were missed ([`missing`]). It makes only
+//! GET and LIST requests.
 //!
 //! What it reads is always the cluster's: the deployed MutatingWebhookConfiguration (its
 //! selectors and CEL `matchConditions`, evaluated by [`cel`]), Namespace labels, Networks
@@ -16,6 +18,8 @@
 //! | `cel`, `selector` | pure: a webhook's matchConditions and label selectors |
 //! | `health` | pure: the installation's facts → `ok`/`warn`/`fail` lines |
 //! | `stale` | pure: injected Pods → stale ones grouped by workload, with the fix |
+//! | `missing` | pure: opted-in Pods without the sidecar → grouped by workload, with the fix and the likely reason |
+//! | `workload` | pure: a Pod's owning workload and the command that replaces its Pods |
 //! | `fetch` | the API reads that fill the above |
 //! | `render` | the report as text (JSON is its serde form) |
 
@@ -23,9 +27,13 @@ pub mod cel;
 pub mod decision;
 mod fetch;
 pub mod health;
+pub mod missing;
 pub mod render;
 pub mod selector;
 pub mod stale;
+pub mod workload;
+
+use std::collections::{BTreeMap, BTreeSet};
 
 use serde::Serialize;
 use serde_json::Value;
@@ -33,7 +41,11 @@ use time::OffsetDateTime;
 
 use decision::{Installed, PodReport, Subject};
 use health::{Check, Status};
+use missing::{Escaped, Evidence, MissingGroup};
 use stale::StaleGroup;
+
+use crate::inject::OptIn;
+use crate::uninjected::{self, Namespaces as _};
 
 /// What to explain besides the installation's health.
 #[derive(Debug, Clone, PartialEq)]
@@ -55,6 +67,9 @@ pub struct CheckSettings {
     pub target: Target,
     /// Also list stale sidecars (within the target's namespace, or everywhere).
     pub stale: bool,
+    /// Also list opted-in Pods without the sidecar (within the target's namespace, or
+    /// everywhere); any found fails the check.
+    pub missing: bool,
     /// Where the injector's ConfigMap, Secret, Service and Lease live.
     pub injector_namespace: String,
     pub webhook_config: Option<String>,
@@ -82,6 +97,9 @@ pub struct Report {
     pub pods: Vec<PodReport>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub stale: Option<Vec<StaleGroup>>,
+    /// `--missing`: opted-in Pods without the sidecar, by workload.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub missing: Option<Vec<MissingGroup>>,
 }
 
 impl Report {
@@ -94,6 +112,7 @@ impl Report {
             checks,
             pods,
             stale,
+            missing: None,
         }
     }
 }
@@ -119,11 +138,11 @@ pub async fn run(client: kube::Client, settings: &CheckSettings, now: OffsetDate
     };
     let pods = decision::explain_all(&subjects, &installed, &snapshot);
 
+    let scope = match &settings.target {
+        Target::Namespace(namespace) | Target::Pod { namespace, .. } => Some(namespace.as_str()),
+        Target::Installation | Target::Documents { .. } => None,
+    };
     let stale = if settings.stale {
-        let scope = match &settings.target {
-            Target::Namespace(namespace) | Target::Pod { namespace, .. } => Some(namespace.as_str()),
-            Target::Installation | Target::Documents { .. } => None,
-        };
         let groups = match &templates {
             Ok(live) => {
                 let (pods, owners) = fetch::injected_pods(&client, scope).await?;
@@ -136,7 +155,103 @@ pub async fn run(client: kube::Client, settings: &CheckSettings, now: OffsetDate
     } else {
         None
     };
-    Ok(Report::new(settings.injector_namespace.clone(), checks, pods, stale))
+    let missing = if settings.missing {
+        let webhook_created = match &facts.mutating {
+            Some((_, Ok(Some(config)))) => config.metadata.creation_timestamp.as_ref(),
+            _ => None,
+        };
+        let (groups, by_hand) = find_missing(&client, scope, &installed, webhook_created).await?;
+        checks.push(missing_check(&groups, &by_hand, scope));
+        Some(groups)
+    } else {
+        None
+    };
+    let mut report = Report::new(settings.injector_namespace.clone(), checks, pods, stale);
+    report.missing = missing;
+    Ok(report)
+}
+
+/// The opted-in Pods without the sidecar in `scope` (or everywhere), grouped, and those
+/// left out because they hold the template's containers. The rule picks them from a
+/// metadata list; only those picked are read whole (one paged list per namespace).
+async fn find_missing(
+    client: &kube::Client,
+    scope: Option<&str>,
+    installed: &Installed<'_>,
+    webhook_created: Option<&k8s_openapi::apimachinery::pkg::apis::meta::v1::Time>,
+) -> Result<(Vec<MissingGroup>, Vec<String>), CheckError> {
+    let namespaces = fetch::namespace_metadata(client, scope).await?;
+    let name = |ns: &kube::api::ObjectMeta| ns.name.clone().unwrap_or_default();
+    let labels: BTreeMap<String, BTreeMap<String, String>> = namespaces
+        .iter()
+        .map(|ns| (name(ns), ns.labels.clone().unwrap_or_default()))
+        .collect();
+    let labels_written: BTreeMap<String, missing::LabelWritten> = namespaces
+        .iter()
+        .filter_map(|ns| Some((name(ns), missing::label_written(ns)?)))
+        .collect();
+    let picked = |meta: &kube::api::ObjectMeta| {
+        uninjected::uninjected(meta, labels.opt_in(meta.namespace.as_deref().unwrap_or_default()))
+    };
+    let picks = fetch::pod_metadata(client, scope, |pod| {
+        picked(&pod.metadata)?;
+        Some((pod.metadata.namespace?, pod.metadata.uid?))
+    })
+    .await?;
+    let mut wanted: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    for (namespace, uid) in picks {
+        wanted.entry(namespace).or_default().insert(uid);
+    }
+    // Read whole, they are picked again: one injected since the metadata list is not listed.
+    let (metas, subjects): (Vec<_>, Vec<_>) = fetch::pods_by_uid(client, &wanted)
+        .await?
+        .into_iter()
+        .filter_map(|(meta, subject)| Some((picked(&meta)?, meta, subject)))
+        .map(|(opt_in, meta, subject)| ((opt_in, meta), subject))
+        .unzip();
+    let snapshot = fetch::snapshot(client, &subjects).await;
+    let decisions = decision::explain_all(&subjects, installed, &snapshot);
+    let escaped: Vec<Escaped> = metas
+        .into_iter()
+        .zip(decisions)
+        .map(|((opt_in, meta), decision): ((OptIn, _), _)| Escaped { meta, opt_in, decision })
+        .collect();
+    let owners = fetch::replica_set_owners(client, escaped.iter().map(|e| &e.meta)).await;
+    let evidence = Evidence {
+        webhook_config: installed.webhook_config,
+        webhook_created,
+        labels_written: &labels_written,
+    };
+    Ok(missing::group(&escaped, &owners, &evidence))
+}
+
+fn missing_check(groups: &[MissingGroup], by_hand: &[String], scope: Option<&str>) -> Check {
+    let place = scope.map_or_else(|| String::from("in any namespace"), |ns| format!("in namespace {ns}"));
+    let by_hand = if by_hand.is_empty() {
+        String::new()
+    } else {
+        format!(
+            "; not counted: {} Pod(s) hold the template's containers without the status annotation (added by hand): {}",
+            by_hand.len(),
+            by_hand.join(", ")
+        )
+    };
+    if groups.is_empty() {
+        return Check::new(
+            "uninjected-pods",
+            Status::Ok,
+            format!("every opted-in Pod {place} carries the sidecar{by_hand}"),
+        );
+    }
+    let pods: usize = groups.iter().map(|g| g.pods.len()).sum();
+    Check::new(
+        "uninjected-pods",
+        Status::Fail,
+        format!(
+            "{pods} opted-in Pod(s) in {} workload(s) {place} carry no sidecar (listed below, with why and the fix){by_hand}",
+            groups.len()
+        ),
+    )
 }
 
 fn stale_check(groups: &[StaleGroup], have_templates: bool, scope: Option<&str>) -> Check {

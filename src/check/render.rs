@@ -1,5 +1,5 @@
 //! The report as text: one line per check, a paragraph per Pod, one per stale workload,
-//! then the result. `-o json` is the report's serde form instead.
+//! one per workload with Pods that escaped injection, then the result. `-o json` is the report's serde form instead.
 
 use std::fmt::Write as _;
 
@@ -81,6 +81,17 @@ pub fn text(report: &Report) -> String {
                 group.revisions.join(", ")
             );
             let _ = writeln!(out, "      pods: {}", group.pods.join(", "));
+            let _ = writeln!(out, "      fix: {}", group.fix);
+        }
+    }
+    if let Some(groups) = report.missing.as_ref().filter(|g| !g.is_empty()) {
+        let _ = writeln!(out, "\nOpted-in Pods without the sidecar");
+        for group in groups {
+            let _ = writeln!(out, "  {}: {} Pod(s)", group.workload(), group.pods.len());
+            let _ = writeln!(out, "      pods: {}", group.pods.join(", "));
+            for missed in &group.reasons {
+                let _ = writeln!(out, "      why ({} Pod(s)): {}", missed.pods, missed.detail);
+            }
             let _ = writeln!(out, "      fix: {}", group.fix);
         }
     }

@@ -5,10 +5,10 @@
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::Pod;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube::core::PartialObjectMeta;
 use serde::Serialize;
 
+use super::workload::{ReplicaSetOwners, fix, owner};
 use crate::stale::{injected, is_stale};
 use crate::template::TemplateSet;
 
@@ -37,39 +37,12 @@ impl StaleGroup {
     }
 }
 
-/// The controller among `owners`, if any.
-pub fn controller(owners: Option<&Vec<OwnerReference>>) -> Option<&OwnerReference> {
-    owners?.iter().find(|o| o.controller == Some(true))
-}
-
-/// The command that restarts (or the step that replaces) a workload's Pods.
-fn fix(kind: &str, namespace: &str, name: &str, pods: &[String]) -> String {
-    match kind {
-        "Deployment" | "StatefulSet" | "DaemonSet" => {
-            format!(
-                "kubectl rollout restart {}/{name} -n {namespace}",
-                kind.to_ascii_lowercase()
-            )
-        }
-        "Pod" => format!(
-            "delete and recreate the Pod: kubectl get pod {name} -n {namespace} -o yaml > pod.yaml && kubectl replace --force -f pod.yaml"
-        ),
-        "Job" | "CronJob" => {
-            format!("its Pods keep the old sidecar until they finish; the next run of {kind} {name} gets the new one")
-        }
-        _ => format!(
-            "kubectl delete pod -n {namespace} {} ({kind} {name} recreates them)",
-            pods.join(" ")
-        ),
-    }
-}
-
 /// Groups the stale Pods among `pods` (injected Pods, as listed by the revision label) by
 /// workload. `replica_set_owners` maps (namespace, ReplicaSet name) to that ReplicaSet's
 /// controller, so that a Deployment's Pods are grouped under the Deployment.
 pub fn group(
     pods: &[PartialObjectMeta<Pod>],
-    replica_set_owners: &BTreeMap<(String, String), Option<OwnerReference>>,
+    replica_set_owners: &ReplicaSetOwners,
     live: &TemplateSet,
 ) -> Vec<StaleGroup> {
     // (kind, namespace, name, template) → (revisions, pods)
@@ -84,16 +57,7 @@ pub fn group(
         }
         let namespace = pod.metadata.namespace.clone().unwrap_or_default();
         let pod_name = pod.metadata.name.clone().unwrap_or_default();
-        let (kind, name) = match controller(pod.metadata.owner_references.as_ref()) {
-            None => (String::from("Pod"), pod_name.clone()),
-            Some(owner) if owner.kind == "ReplicaSet" => {
-                match replica_set_owners.get(&(namespace.clone(), owner.name.clone())) {
-                    Some(Some(deployment)) => (deployment.kind.clone(), deployment.name.clone()),
-                    _ => (owner.kind.clone(), owner.name.clone()),
-                }
-            }
-            Some(owner) => (owner.kind.clone(), owner.name.clone()),
-        };
+        let (kind, name) = owner(&pod.metadata, replica_set_owners);
         let entry = groups.entry((kind, namespace, name, template)).or_default();
         if !entry.0.contains(&revision) {
             entry.0.push(revision);
@@ -121,21 +85,12 @@ pub fn group(
 
 #[cfg(test)]
 mod tests {
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
     use kube::api::ObjectMeta;
 
     use super::*;
+    use crate::check::workload::controlled_by;
     use crate::inject::{REVISION_LABEL, STATUS_ANNOTATION};
-
-    fn owner(kind: &str, name: &str) -> OwnerReference {
-        OwnerReference {
-            api_version: "apps/v1".into(),
-            kind: kind.into(),
-            name: name.into(),
-            uid: format!("uid-{name}"),
-            controller: Some(true),
-            block_owner_deletion: Some(true),
-        }
-    }
 
     fn pod(name: &str, template: &str, revision: &str, owned_by: Option<OwnerReference>) -> PartialObjectMeta<Pod> {
         let status = format!(
@@ -167,22 +122,42 @@ mod tests {
         .unwrap();
         let current = live.get("config").unwrap().revision.clone();
         let pods = vec![
-            pod("web-1", "config", "aaaaaaaaaaaa", Some(owner("ReplicaSet", "web-5d9"))),
-            pod("web-2", "config", "bbbbbbbbbbbb", Some(owner("ReplicaSet", "web-5d9"))),
-            pod("web-3", "config", &current, Some(owner("ReplicaSet", "web-7f1"))),
-            pod("db-0", "config", "aaaaaaaaaaaa", Some(owner("StatefulSet", "db"))),
+            pod(
+                "web-1",
+                "config",
+                "aaaaaaaaaaaa",
+                Some(controlled_by("ReplicaSet", "web-5d9")),
+            ),
+            pod(
+                "web-2",
+                "config",
+                "bbbbbbbbbbbb",
+                Some(controlled_by("ReplicaSet", "web-5d9")),
+            ),
+            pod(
+                "web-3",
+                "config",
+                &current,
+                Some(controlled_by("ReplicaSet", "web-7f1")),
+            ),
+            pod(
+                "db-0",
+                "config",
+                "aaaaaaaaaaaa",
+                Some(controlled_by("StatefulSet", "db")),
+            ),
             pod("loose", "gone", "cccccccccccc", None),
             pod(
                 "orphan-rs-1",
                 "config",
                 "aaaaaaaaaaaa",
-                Some(owner("ReplicaSet", "bare")),
+                Some(controlled_by("ReplicaSet", "bare")),
             ),
         ];
         let owners = BTreeMap::from([
             (
                 ("apps".to_string(), "web-5d9".to_string()),
-                Some(owner("Deployment", "web")),
+                Some(controlled_by("Deployment", "web")),
             ),
             (("apps".to_string(), "bare".to_string()), None),
         ]);

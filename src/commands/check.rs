@@ -48,6 +48,7 @@ pub fn settings(args: &CheckArgs, default_namespace: &str) -> Result<CheckSettin
     Ok(CheckSettings {
         target,
         stale: args.stale,
+        missing: args.missing,
         injector_namespace: args.injector_namespace.clone(),
         webhook_config: non_empty(&args.webhook_config),
         validating_webhook_config: non_empty(&args.validating_webhook_config),

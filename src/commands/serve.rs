@@ -96,6 +96,17 @@ async fn run_cluster(args: ServeArgs) -> Result<(), ServeError> {
         shutdown.clone(),
     ));
 
+    // Every Pod's metadata → envoy_injector_pods_uninjected (opted in, not injected).
+    if args.watch_uninjected {
+        tokio::spawn(envoy_injector::uninjected::run(
+            client.clone(),
+            cache.stores.namespaces.clone(),
+            cache.namespace_changed.clone(),
+            metrics.clone(),
+            shutdown.clone(),
+        ));
+    }
+
     let readiness: Readiness = {
         let templates = templates.clone();
         let synced = cache.synced.clone();

@@ -74,6 +74,13 @@ impl Annotations for Map<String, Value> {
     }
 }
 
+/// Annotations as Pod metadata holds them (a metadata-only watch or list).
+impl Annotations for BTreeMap<String, String> {
+    fn flag(&self, key: &str) -> Option<Flag<'_>> {
+        self.get(key).map(|text| Flag::Text(text))
+    }
+}
+
 /// A parsed boolean-ish annotation value: "true"/"false", case-insensitive.
 fn flag(annotations: Option<&dyn Annotations>, key: &str) -> Option<Result<bool, String>> {
     Some(match annotations?.flag(key)? {

@@ -70,13 +70,14 @@ fn golden(name: &str, actual: &str) {
     );
 }
 
-/// What one `envoy-injector check` run answered.
-struct Run {
-    code: i32,
-    stdout: String,
+/// What one `envoy-injector check` run answered (also for tier `missing`).
+pub(crate) struct Run {
+    pub(crate) code: i32,
+    pub(crate) stdout: String,
 }
 
-async fn check(args: &[String]) -> Run {
+/// `envoy-injector check ARGS`, which must answer with exit code 0 or 1.
+pub(crate) async fn check(args: &[impl AsRef<std::ffi::OsStr>]) -> Run {
     let mut command = Command::new(env!("CARGO_BIN_EXE_envoy-injector"));
     command.arg("check").args(args);
     let out = run_command(command, None).await;
@@ -89,6 +90,33 @@ async fn check(args: &[String]) -> Run {
         code: out.status.code().unwrap_or(-1),
         stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
     }
+}
+
+/// Waits until a server-side dry run of `probe` (a Pod manifest) comes back injected: the
+/// API server calls the injector once it has the configuration (also for tier `missing`).
+pub(crate) async fn wait_for_dry_run_injection(probe: &Value) {
+    let probe = probe.to_string();
+    wait_for("the mutating webhook to inject (dry run)", PATIENCE * 2, async || {
+        let out = kubectl(
+            &[
+                "create",
+                "--dry-run=server",
+                "--validate=false",
+                "-o",
+                "json",
+                "-f",
+                "-",
+            ],
+            Some(&probe),
+        )
+        .await;
+        if String::from_utf8_lossy(&out.stdout).contains(STATUS) {
+            Ok(())
+        } else {
+            Err(describe_output(&out))
+        }
+    })
+    .await;
 }
 
 /// A Pod manifest with `annotations` and `spec`, in `namespace`.
@@ -186,28 +214,7 @@ async fn run(suite: &Suite) -> TierResult {
     ])
     .await;
     // The API server calls the injector once it has the configuration.
-    let probe = pod_doc(&labelled, "probe", json!({}), app_spec()).to_string();
-    wait_for("the mutating webhook to inject (dry run)", PATIENCE * 2, async || {
-        let out = kubectl(
-            &[
-                "create",
-                "--dry-run=server",
-                "--validate=false",
-                "-o",
-                "json",
-                "-f",
-                "-",
-            ],
-            Some(&probe),
-        )
-        .await;
-        if String::from_utf8_lossy(&out.stdout).contains(STATUS) {
-            Ok(())
-        } else {
-            Err(describe_output(&out))
-        }
-    })
-    .await;
+    wait_for_dry_run_injection(&pod_doc(&labelled, "probe", json!({}), app_spec())).await;
     let flags = [
         "--injector-namespace",
         &injector,

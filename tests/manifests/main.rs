@@ -12,10 +12,12 @@
 //! - the Deployment's replicas, probes, resources and security context, and the wiring
 //!   between Deployment, Service, PodDisruptionBudget and ServiceAccount;
 //! - the ConfigMap's `config` is `src/template/default-template.yaml`, byte for byte;
+//! - the example alert rules (PrometheusRule) read only metrics the binary exposes;
 //! - every shell script passes shellcheck (skipped, loudly, without shellcheck).
 
 mod support;
 
+mod alerts;
 mod configmap;
 mod deployment;
 mod rbac;

@@ -76,6 +76,7 @@ fn check_round_trip(doc: &Doc) -> Vec<String> {
         }
         ("apiextensions.k8s.io/v1", "CustomResourceDefinition") => round_trip::<CustomResourceDefinition>(doc),
         ("samplecrd.k8s.io/v1", "Network") => round_trip::<envoy_injector::network::crd::Network>(doc),
+        ("monitoring.coreos.com/v1", "PrometheusRule") => crate::alerts::check_prometheus_rule(doc),
         (api_version, kind) => vec![format!(
             "no typed check for {api_version} {kind}: add it to check_round_trip in tests/manifests.rs"
         )],

@@ -1,0 +1,249 @@
+//! `check --missing`: Pods that are opted in now and carry no sidecar, grouped by the
+//! workload that owns them, each group with the command that replaces its Pods and why they
+//! were most likely missed. Pure: the Pods (picked by `uninjected::uninjected`, the rule the
+//! gauge counts with), each one's decision (`decision::explain`, which also reads its spec:
+//! a Pod that holds the template's containers without the `status` annotation was injected
+//! by hand and is not listed) and the evidence come in as data.
+//!
+//! The evidence is what the cluster still shows of the past: the Pod's `creationTimestamp`
+//! (seconds), the MutatingWebhookConfiguration's `creationTimestamp`, and the time the
+//! Namespace's opt-in label was last written, from the Namespace's `managedFields` (the
+//! time of the last change by the manager that owns the label: `kubectl label` owns that
+//! label alone, so it is when the label was set). An outage under `failurePolicy: Ignore`
+//! leaves no trace on the Pod: it is named as the likely cause when nothing else explains it.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use kube::api::ObjectMeta;
+use serde::Serialize;
+use serde_json::Value;
+
+use super::decision::{Call, PodReport, Rule, Verdict};
+use super::workload::{ReplicaSetOwners, fix, owner};
+use crate::inject::{NAMESPACE_LABEL, NAMESPACE_OPT_IN, OptIn};
+
+/// Why a Pod was most likely not injected.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Reason {
+    /// The MutatingWebhookConfiguration does not exist now.
+    NoWebhookConfiguration,
+    /// The injector would refuse the Pod now: recreating it fails until that is fixed.
+    WouldBeDenied,
+    /// Created before its Namespace's opt-in label was set.
+    BeforeNamespaceLabel,
+    /// Created before the MutatingWebhookConfiguration: the injector was not installed, or
+    /// was being reinstalled.
+    BeforeWebhookConfiguration,
+    /// The configuration does not send this Pod to the injector now (selectors, rules,
+    /// matchConditions).
+    NotSentToWebhook,
+    /// Sent to a webhook with `failurePolicy: Ignore`: the injector was unreachable or too
+    /// slow then, and the API server admitted the Pod unchanged.
+    FailurePolicyIgnore,
+    /// None of the above can be told.
+    Unknown,
+}
+
+/// One reason, worded with its evidence, and how many of a workload's Pods it explains.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Missed {
+    pub reason: Reason,
+    pub detail: String,
+    pub pods: usize,
+}
+
+/// Pods of one workload that should carry the sidecar and do not.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct MissingGroup {
+    /// `Deployment`, `StatefulSet`, `DaemonSet`, `ReplicaSet`, `Job`, ... or `Pod` for a
+    /// Pod nothing owns.
+    pub kind: String,
+    pub namespace: String,
+    pub name: String,
+    pub pods: Vec<String>,
+    /// Why they were missed, most Pods first.
+    pub reasons: Vec<Missed>,
+    /// What replaces the Pods with injected ones.
+    pub fix: String,
+}
+
+impl MissingGroup {
+    pub fn workload(&self) -> String {
+        format!("{} {}/{}", self.kind, self.namespace, self.name)
+    }
+}
+
+/// When a Namespace's opt-in label was last written, and by which field manager.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LabelWritten {
+    pub at: Time,
+    pub manager: String,
+}
+
+/// From a Namespace's `managedFields`: the latest entry that owns the opt-in label.
+pub fn label_written(namespace: &ObjectMeta) -> Option<LabelWritten> {
+    let key = format!("f:{NAMESPACE_LABEL}");
+    namespace
+        .managed_fields
+        .iter()
+        .flatten()
+        .filter(|entry| {
+            entry.fields_v1.as_ref().is_some_and(|fields| {
+                fields
+                    .0
+                    .pointer("/f:metadata/f:labels")
+                    .and_then(Value::as_object)
+                    .is_some_and(|labels| labels.contains_key(&key))
+            })
+        })
+        .filter_map(|entry| {
+            Some(LabelWritten {
+                at: entry.time.clone()?,
+                manager: entry.manager.clone().unwrap_or_default(),
+            })
+        })
+        .max_by_key(|written| written.at.0)
+}
+
+/// What the cluster shows of the past.
+#[derive(Debug, Clone, Copy)]
+pub struct Evidence<'a> {
+    /// The MutatingWebhookConfiguration's name, for messages.
+    pub webhook_config: &'a str,
+    /// Its `creationTimestamp`; `None` when it does not exist (or has none).
+    pub webhook_created: Option<&'a Time>,
+    /// When each Namespace's opt-in label was last written.
+    pub labels_written: &'a BTreeMap<String, LabelWritten>,
+}
+
+/// A Pod the rule picked, with its decision now.
+#[derive(Debug, Clone)]
+pub struct Escaped {
+    pub meta: ObjectMeta,
+    pub opt_in: OptIn,
+    pub decision: PodReport,
+}
+
+/// Why one Pod was most likely missed: the first that holds of the reasons, in the order
+/// of [`Reason`]. `None`: it holds the template's containers (injected by hand).
+pub fn why(pod: &Escaped, evidence: &Evidence<'_>) -> Option<(Reason, String)> {
+    let decision = &pod.decision;
+    let config = evidence.webhook_config;
+    if decision.rule == Rule::AlreadyInjected {
+        return None;
+    }
+    if decision.rule == Rule::WebhookAbsent {
+        return Some((
+            Reason::NoWebhookConfiguration,
+            format!(
+                "MutatingWebhookConfiguration {config} does not exist: the API server sends no Pod to the injector (restarting helps only once it is registered again)"
+            ),
+        ));
+    }
+    if decision.verdict == Verdict::Deny {
+        return Some((
+            Reason::WouldBeDenied,
+            format!(
+                "the injector would refuse it now (fix that before restarting): {}",
+                decision.reason
+            ),
+        ));
+    }
+    let created = pod.meta.creation_timestamp.as_ref().map(|t| t.0);
+    let namespace = pod.meta.namespace.as_deref().unwrap_or_default();
+    if pod.opt_in == OptIn::NamespaceLabel
+        && let Some(written) = evidence.labels_written.get(namespace)
+        && created.is_some_and(|created| created < written.at.0)
+    {
+        return Some((
+            Reason::BeforeNamespaceLabel,
+            format!(
+                "created before label {NAMESPACE_LABEL}={NAMESPACE_OPT_IN} was set on namespace {namespace} ({} by {}, per its managedFields)",
+                written.at.0, written.manager
+            ),
+        ));
+    }
+    if let Some(registered) = evidence.webhook_created
+        && created.is_some_and(|created| created < registered.0)
+    {
+        return Some((
+            Reason::BeforeWebhookConfiguration,
+            format!(
+                "created before MutatingWebhookConfiguration {config} ({}): the injector was not installed yet, or was being reinstalled",
+                registered.0
+            ),
+        ));
+    }
+    if matches!(decision.rule, Rule::WebhookNotCalled | Rule::WebhookError) {
+        return Some((Reason::NotSentToWebhook, decision.reason.clone()));
+    }
+    let called = decision.webhooks.iter().filter(|w| w.call == Call::Called);
+    if let Some(ignoring) = called.clone().find(|w| !w.fail_closed) {
+        return Some((
+            Reason::FailurePolicyIgnore,
+            format!(
+                "webhook {} has failurePolicy Ignore: the injector was most likely unreachable or too slow when the Pod was created, and the API server admitted it unchanged",
+                ignoring.name
+            ),
+        ));
+    }
+    Some((
+        Reason::Unknown,
+        String::from(
+            "cannot be told: the configuration predates the Pod, sends it to the injector and fails closed; it may have been opted in after it was created, or the configuration changed since",
+        ),
+    ))
+}
+
+/// Groups the escaped Pods by workload with the reasons and the fix. Also returns the
+/// Pods left out because they hold the template's containers (injected by hand).
+pub fn group(
+    escaped: &[Escaped],
+    replica_set_owners: &ReplicaSetOwners,
+    evidence: &Evidence<'_>,
+) -> (Vec<MissingGroup>, Vec<String>) {
+    // (kind, namespace, name) → (Pods, Pods per (reason, detail))
+    type Key = (String, String, String);
+    type Reasons = BTreeMap<(Reason, String), usize>;
+    let mut groups: BTreeMap<Key, (Vec<String>, Reasons)> = BTreeMap::new();
+    let mut by_hand = Vec::new();
+    for pod in escaped {
+        let namespace = pod.meta.namespace.clone().unwrap_or_default();
+        let pod_name = pod.meta.name.clone().unwrap_or_default();
+        let Some(why) = why(pod, evidence) else {
+            by_hand.push(format!("{namespace}/{pod_name}"));
+            continue;
+        };
+        let (kind, name) = owner(&pod.meta, replica_set_owners);
+        let entry = groups.entry((kind, namespace, name)).or_default();
+        entry.0.push(pod_name);
+        *entry.1.entry(why).or_default() += 1;
+    }
+    let groups = groups
+        .into_iter()
+        .map(|((kind, namespace, name), (mut pods, reasons))| {
+            pods.sort();
+            let mut reasons: Vec<Missed> = reasons
+                .into_iter()
+                .map(|((reason, detail), pods)| Missed { reason, detail, pods })
+                .collect();
+            reasons.sort_by(|a, b| b.pods.cmp(&a.pods).then(a.reason.cmp(&b.reason)));
+            MissingGroup {
+                fix: fix(&kind, &namespace, &name, &pods),
+                kind,
+                namespace,
+                name,
+                pods,
+                reasons,
+            }
+        })
+        .collect();
+    by_hand.sort();
+    (groups, by_hand)
+}
+
+#[cfg(test)]
+mod tests;
