@@ -34,10 +34,15 @@ async fn run(suite: &Suite) -> TierResult {
 
     let holder = install.wait_leader(client, &[&a, &b]).await;
     let (leader, follower) = if holder == a.name { (&a, &b) } else { (&b, &a) };
-    let roles = (
-        leader.metric("envoy_injector_leader", &[]).await,
-        follower.metric("envoy_injector_leader", &[]).await,
-    );
+    // The holder writes the Lease first and sets its gauge a moment later.
+    let roles = wait_for("envoy_injector_leader to be 1 on the Lease holder", PATIENCE, async || {
+        let roles = (
+            leader.metric("envoy_injector_leader", &[]).await,
+            follower.metric("envoy_injector_leader", &[]).await,
+        );
+        if roles.0 == 1.0 { Ok(roles) } else { Err(format!("(holder, other) = {roles:?}")) }
+    })
+    .await;
     assert_eq!(roles, (1.0, 0.0), "envoy_injector_leader of (holder, other)");
     only_reconciler(&ns, "e2e-before", "10.70.0.0/16", leader, Some(follower)).await;
     step!("{} holds Lease {} and alone reconciles", leader.name, install.lease);
