@@ -6,6 +6,7 @@ use k8s_openapi::api::core::v1::{Container, LocalObjectReference, Volume, Volume
 use serde::{Deserialize, Serialize};
 
 use super::error::{TemplateError, UnknownField};
+use super::overrides::{OverrideDecl, Overrides};
 use super::prepared::Prepared;
 use super::yaml_locate::{LineIndex, Segment, render_path};
 
@@ -30,6 +31,9 @@ pub struct TemplateSpec {
     /// Inject `containers` as Kubernetes native sidecars (init containers that keep running).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub native_sidecar: bool,
+    /// Values a Pod may set with `sidecar.samplecrd.k8s.io/override.NAME`, and their bounds.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub overrides: BTreeMap<String, OverrideDecl>,
 }
 
 /// A validated template, ready for the injection engine.
@@ -43,9 +47,12 @@ pub struct Template {
     pub spec: TemplateSpec,
     /// `spec`'s additions as JSON, serialised once here rather than per Pod.
     pub prepared: Prepared,
+    /// `spec.overrides`, checked.
+    pub overrides: Overrides,
 }
 
-const TOP_LEVEL_FIELDS: &str = "containers, initContainers, volumes, imagePullSecrets, volumeMounts, nativeSidecar";
+const TOP_LEVEL_FIELDS: &str =
+    "containers, initContainers, volumes, imagePullSecrets, volumeMounts, nativeSidecar, overrides";
 
 /// Container fields that users put at the template's top level by mistake (the seed's own
 /// ConfigMap did so with `resources` and `volumeMounts`).
@@ -73,6 +80,7 @@ impl Template {
     pub fn parse(name: &str, text: &str) -> Result<Template, TemplateError> {
         let spec = parse_strict(name, text)?;
         validate(name, &spec)?;
+        let overrides = Overrides::of(name, text, &spec)?;
         let prepared = Prepared::of(&spec).map_err(|e| TemplateError::Syntax {
             template: name.to_string(),
             line: None,
@@ -83,6 +91,7 @@ impl Template {
             revision: content_revision(text),
             spec,
             prepared,
+            overrides,
         })
     }
 
