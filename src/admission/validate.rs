@@ -192,7 +192,7 @@ mod tests {
         assert_eq!(refused["allowed"], false, "{refused}");
         let message = refused["status"]["message"].as_str().unwrap();
         assert!(
-            message.contains("field `overrides.log-level.max` at line 12: `max` bounds a resource quantity"),
+            message.contains("field `overrides.log-level.max` at line 13: `max` bounds a resource quantity"),
             "{message}"
         );
     }

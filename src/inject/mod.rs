@@ -2,6 +2,7 @@
 //! no clock, no cluster: everything it needs comes in as plain data.
 
 pub mod jsonpatch;
+pub mod overrides;
 mod plan;
 pub mod pod;
 pub mod policy;
@@ -11,7 +12,8 @@ use std::sync::Arc;
 
 use crate::template::{DEFAULT_TEMPLATE, Template, TemplateSet};
 
-pub use plan::{Added, AppMount, Decision, Extras, InjectionStatus, Plan, plan, revision_label_value};
+pub use overrides::OVERRIDE_PREFIX;
+pub use plan::{Added, AppMount, Decision, Extras, InjectionStatus, MountRecord, Plan, plan, revision_label_value};
 pub use pod::PodView;
 pub use policy::{NamespaceOptIn, OptIn, Skip};
 
@@ -84,6 +86,9 @@ pub enum InjectError {
         protocol: String,
         container: String,
     },
+    /// Override annotations the template refuses, each named with its value and bound.
+    #[error("{}", .0.iter().map(ToString::to_string).collect::<Vec<_>>().join("; "))]
+    Override(Vec<overrides::Refused>),
     #[error("cannot encode the patch: {0}")]
     Encode(String),
     /// Only when the engine is handed a view without the Pod it was read from.

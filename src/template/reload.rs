@@ -176,7 +176,7 @@ mod tests {
         let (warning, reason, note) = recorded.last().unwrap();
         assert!(*warning);
         assert_eq!(reason, "TemplatesInvalid");
-        assert!(note.contains("field `overrides.cpu-request` at line 10"), "{note}");
+        assert!(note.contains("field `overrides.cpu-request` at line 11"), "{note}");
         assert!(note.contains("above max \"50m\""), "{note}");
     }
 

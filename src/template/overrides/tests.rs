@@ -2,20 +2,7 @@ use super::*;
 use crate::template::Template;
 
 /// The issue's own example, on a template that adds the `envoy` container it names.
-pub(crate) const EXAMPLE: &str = r#"containers:
-- name: envoy
-  image: envoyproxy/envoy:v1.31.2
-  env:
-  - {name: LOG_LEVEL, value: info}
-  resources:
-    requests: {cpu: 100m, memory: 64Mi}
-    limits: {cpu: "1", memory: 512Mi}
-overrides:
-  cpu-request:  {container: envoy, field: resources.requests.cpu, max: "2"}
-  memory-limit: {container: envoy, field: resources.limits.memory, min: 64Mi, max: 1Gi}
-  log-level:    {container: envoy, env: LOG_LEVEL, oneOf: [debug, info, warn, error]}
-  image-tag:    {container: envoy, imageTag: true, oneOf: ["v1.31.2", "v1.32.0"]}
-"#;
+pub(crate) const EXAMPLE: &str = include_str!("../../../tests/fixtures/overrides/template.yaml");
 
 fn parse(text: &str) -> Result<Template, TemplateError> {
     Template::parse("config", text)
