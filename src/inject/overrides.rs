@@ -24,7 +24,7 @@ pub struct Applied<'t, 'v> {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Refused {
     pub name: String,
-    /// The value as the Pod wrote it, quoted as JSON (`"8"`), or the JSON of a non-string.
+    /// The value as the Pod wrote it (the JSON text of a value that is not a string).
     pub value: String,
     pub template: String,
     pub reason: Reason,
@@ -53,7 +53,10 @@ impl fmt::Display for Refused {
             reason,
         } = self;
         let template = Value::from(template.as_str());
-        write!(f, "override.{name}: {value} ")?;
+        match reason {
+            Reason::NotAString => write!(f, "override.{name}: {value} ")?,
+            _ => write!(f, "override.{name}: {} ", quoted(value))?,
+        }
         match reason {
             Reason::Undeclared { declared } if declared.is_empty() => {
                 write!(f, "is not an override of template {template}, which declares none")
@@ -125,11 +128,11 @@ pub fn evaluate<'t, 'v>(
             };
             let Some(decl) = template.overrides.get(name) else {
                 let declared = template.overrides.iter().map(|o| o.name.clone()).collect();
-                return Err(refused(quoted(value).to_string(), Reason::Undeclared { declared }));
+                return Err(refused(value.to_string(), Reason::Undeclared { declared }));
             };
             decl.check(value).map(|()| Applied { decl, value }).map_err(|why| {
                 refused(
-                    quoted(value).to_string(),
+                    value.to_string(),
                     Reason::OutOfBounds {
                         decl: decl.clone(),
                         why,
