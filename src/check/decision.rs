@@ -52,6 +52,10 @@ impl ClusterView for Snapshot {
         policy::namespace_opt_in(self.namespaces.get(namespace))
     }
 
+    fn namespace_template(&self, namespace: &str) -> Option<String> {
+        policy::namespace_template(self.namespaces.get(namespace)).map(str::to_string)
+    }
+
     fn network(&self, namespace: &str, name: &str) -> join::Lookup {
         match self.networks.get(&(namespace.to_string(), name.to_string())) {
             Some(network) => join::Lookup::Found(network_view(network)),
@@ -358,7 +362,11 @@ fn engine(
         Err(why) => return report(Verdict::Unknown, Rule::NoTemplates, format!("{opted}, but {why}")),
     };
     let view = PodView::read(pod);
-    let template = match inject::select_template(templates, &view) {
+    let namespace_template = cluster.namespace_template(namespace);
+    let by_namespace = namespace_template
+        .as_deref()
+        .map(|name| inject::NamespaceTemplate { namespace, name });
+    let template = match inject::select_template_in(templates, &view, by_namespace) {
         Ok(template) => template,
         Err(err) => return report(Verdict::Deny, Rule::UnknownTemplate, err.to_string()),
     };
@@ -391,7 +399,9 @@ fn engine(
         Err(err) => {
             let rule = match err {
                 InjectError::InvalidPod { .. } | InjectError::Encode(_) => Rule::InvalidPod,
-                InjectError::UnknownTemplate { .. } => Rule::UnknownTemplate,
+                InjectError::UnknownTemplate { .. } | InjectError::UnknownNamespaceTemplate { .. } => {
+                    Rule::UnknownTemplate
+                }
                 InjectError::Override(_) => Rule::Override,
                 _ => Rule::Collision,
             };

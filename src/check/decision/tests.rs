@@ -358,3 +358,33 @@ fn each_override_is_shown_applied_or_refused_with_the_reason() {
         ("memory-limit", "256Mi")
     );
 }
+
+#[test]
+fn a_namespace_s_template_label_is_the_template_check_reports() {
+    let set = TemplateSet::from_data(
+        "t",
+        &BTreeMap::from([
+            ("config".to_string(), TEMPLATE.to_string()),
+            (
+                "canary".to_string(),
+                "containers:\n- name: canary\n  image: envoy\n".to_string(),
+            ),
+        ]),
+    )
+    .unwrap();
+    let mut cluster = cluster();
+    cluster.namespaces.get_mut("labelled").unwrap().insert(
+        crate::inject::NAMESPACE_TEMPLATE_LABEL.to_string(),
+        "canary".to_string(),
+    );
+    let hooks = shipped();
+    let installed = Installed {
+        webhook_config: "envoy-injector",
+        webhooks: Some(&hooks),
+        templates: Ok(&set),
+    };
+    let report = explain(&subject("labelled", json!({}), app()), &installed, &cluster);
+    assert_eq!(report.verdict, Verdict::Inject, "{report:?}");
+    assert_eq!(report.template.unwrap().name, "canary");
+    assert_eq!(report.adds, ["container canary"]);
+}
