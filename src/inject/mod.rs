@@ -7,6 +7,7 @@ mod plan;
 pub mod pod;
 pub mod policy;
 pub mod strategic;
+pub mod uninject;
 
 use std::sync::Arc;
 
