@@ -12,6 +12,7 @@
 //! | `local` | `serve` here behind a `url:` webhook: controller and admission (see the file) |
 //! | `validate` | the shipped validating webhook at `kubectl apply` time: a broken template ConfigMap refused with the reload path's message, a good one admitted, the webhook down lets applies through |
 //! | `check` | `envoy-injector check` on scenarios built in the cluster (every decision rule, injected Pods, a stale Deployment, a foreign `caBundle`, an expired certificate, a Service without endpoints) against `tests/golden/check/` |
+//! | `overrides` | `serve` here in cluster mode: a namespace's template label picks the template; a Deployment's `override.memory-limit` lands on each Pod and in the status; `override.cpu-request: "8"` denied with annotation, value, bound and template; a label naming no template denies |
 //! | `controller` | 300 Networks created in one burst: every verdict right, at most 3 reconciles each; a restart writes nothing |
 //! | `deployed` | `manifests/` applied, the binary run as its ServiceAccount behind the Service: RBAC sufficient (and what one missing rule breaks), self-managed TLS Secret and `caBundle`, the `matchConditions` |
 //! | `replicas` | two processes on one ClusterIP (`--reuse-port`): one Lease holder reconciles; SIGKILL of it: takeover within the bound, every opted-in Pod injected |
@@ -33,8 +34,8 @@
 //! | `E2E_SIDECAR_IMAGE`, `E2E_APP_IMAGE` | images of the test sidecar and app container (default `registry.k8s.io/pause:3.10`) |
 //! | `E2E_INJECTOR_NAMESPACE` | in-cluster: namespace of the deployed copy (default `envoy-injector`) |
 //!
-//! The tiers `validate` and `check` register webhooks on 127.0.0.1, so they need an API
-//! server on this machine; `validate`, `check` and `controller` start processes of their
+//! The tiers `validate`, `check` and `overrides` register webhooks on 127.0.0.1, so they need an API
+//! server on this machine; `validate`, `check`, `overrides` and `controller` start processes of their
 //! own, so they skip with `E2E_MODE=in-cluster`. The tiers `deployed`, `replicas`,
 //! `upgrade`, `workloads` and `outage` need Service ClusterIPs that are loopback addresses of
 //! this machine (see `support/install.rs`) and may bind port 443. Each skips, loudly, where
@@ -59,7 +60,7 @@ macro_rules! tiers {
 }
 
 tiers![
-    local, validate, check, controller, deployed, replicas, upgrade, workloads, outage
+    local, validate, check, overrides, controller, deployed, replicas, upgrade, workloads, outage
 ];
 
 #[test]
