@@ -212,7 +212,11 @@ fn admission_handle_overrides(c: &mut Criterion) {
     let annotations = three["request"]["object"]["metadata"]["annotations"]
         .as_object_mut()
         .expect("the fixture has annotations");
-    for (name, value) in [("cpu-request", "500m"), ("memory-limit", "256Mi"), ("log-level", "debug")] {
+    for (name, value) in [
+        ("cpu-request", "500m"),
+        ("memory-limit", "256Mi"),
+        ("log-level", "debug"),
+    ] {
         annotations.insert(format!("{}{name}", inject::OVERRIDE_PREFIX), json!(value));
     }
     let mut group = c.benchmark_group("admission_handle_overrides");

@@ -34,7 +34,9 @@ pub struct InjectionStatus {
     pub volumes: Vec<String>,
     pub image_pull_secrets: Vec<String>,
     pub native_sidecar: bool,
-    /// Mounts added to the Pod's own containers (what `uninject` takes out again).
+    /// Mounts added to the Pod's own containers of a volume the Pod already had (what
+    /// `uninject` takes out again; the mounts of `volumes` need no record, which keeps the
+    /// status of the usual injection as it always was).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub volume_mounts: Vec<MountRecord>,
     /// The overrides applied, by name, with the value the Pod asked for.
@@ -253,6 +255,7 @@ pub fn plan<'t>(pod: &PodView<'_>, template: &'t Template, extras: &Extras) -> R
         native_sidecar: native,
         volume_mounts: app_mounts
             .iter()
+            .filter(|m| !volumes.iter().any(|v| v.name == m.mount.name))
             .map(|m| MountRecord {
                 container: m.container_name.clone(),
                 mount_path: m.mount.mount_path.clone(),

@@ -48,25 +48,39 @@ pub fn removal(pod: &Value) -> Result<Option<Removal>, UninjectError> {
     let spec = object_at(pod, "spec")?;
 
     // Mounts first: they address app containers by index, which removing sidecars shifts.
+    // The injection's are those of a volume it added (a valid Pod cannot mount a volume it
+    // does not have), and those the status records (of a volume the Pod already had).
     let containers = list_at(spec, "spec", "containers")?;
+    let text = |v: &Value, key: &str| v.get(key).and_then(Value::as_str).map(str::to_string);
     for (index, container) in containers.iter().enumerate() {
         let name = container.get("name").and_then(Value::as_str).unwrap_or_default();
-        let paths: Vec<&str> = status
-            .volume_mounts
-            .iter()
-            .filter(|m| m.container == name)
-            .map(|m| m.mount_path.as_str())
-            .collect();
-        if paths.is_empty() || status.containers.iter().any(|c| c == name) {
+        if status.containers.iter().any(|c| c == name) {
             continue;
         }
         let at = format!("spec.containers[{index}]");
         let mounts = list_at(Some(container), &at, "volumeMounts")?;
-        let keyed = |m: &Value| m.get("mountPath").and_then(Value::as_str).map(str::to_string);
+        let recorded = status
+            .volume_mounts
+            .iter()
+            .filter(|m| m.container == name)
+            .map(|m| m.mount_path.clone());
+        let of_added_volumes = mounts
+            .iter()
+            .filter(|m| text(m, "name").is_some_and(|volume| status.volumes.contains(&volume)))
+            .filter_map(|m| text(m, "mountPath"));
+        let paths: Vec<String> = recorded
+            .chain(of_added_volumes)
+            .collect::<std::collections::BTreeSet<_>>()
+            .into_iter()
+            .collect();
+        if paths.is_empty() {
+            continue;
+        }
+        let paths: Vec<&str> = paths.iter().map(String::as_str).collect();
         ops.remove_from(
             &["spec", "containers", &index.to_string(), "volumeMounts"],
             mounts,
-            keyed,
+            |m| text(m, "mountPath"),
             &paths,
             &mut Vec::new(),
         );

@@ -56,6 +56,36 @@ fn without_override_annotations_the_template_is_copied_as_prepared() {
 }
 
 #[test]
+fn a_template_s_app_mounts_are_recorded_only_for_a_volume_the_pod_already_had() {
+    let template = Template::parse(
+        "config",
+        "containers: [{name: proxy, image: envoy}]\nvolumes: [{name: certs, emptyDir: {}}]\nvolumeMounts: [{name: certs, mountPath: /etc/certs}]\n",
+    )
+    .unwrap();
+    let plain = json!({"spec": {"containers": [{"name": "app"}]}});
+    let (_, status) = injected(&plain, &template, &Extras::default()).unwrap();
+    assert_eq!(status.volumes, ["certs"]);
+    assert!(
+        status.volume_mounts.is_empty(),
+        "the mounts of an added volume need no record"
+    );
+    let (out, _) = injected(&plain, &template, &Extras::default()).unwrap();
+    let text = out["metadata"]["annotations"][STATUS_ANNOTATION].as_str().unwrap();
+    assert!(!text.contains("volumeMounts"), "{text}");
+
+    let had_it = json!({"spec": {"containers": [{"name": "app"}], "volumes": [{"name": "certs", "emptyDir": {}}]}});
+    let (_, status) = injected(&had_it, &template, &Extras::default()).unwrap();
+    assert!(status.volumes.is_empty());
+    assert_eq!(
+        status.volume_mounts,
+        [crate::inject::MountRecord {
+            container: "app".into(),
+            mount_path: "/etc/certs".into()
+        }]
+    );
+}
+
+#[test]
 fn three_overrides_land_where_the_template_says_and_are_recorded() {
     let asked = pod(json!({"cpu-request": "500m", "log-level": "debug", "image-tag": "v1.32.0"}));
     let (out, status) = injected(&asked, &template(), &Extras::default()).unwrap();
