@@ -359,12 +359,7 @@ fn a_namespace_label_picks_the_template_and_the_pod_s_annotation_wins() {
     let canary = admission_in("canary");
     let pod = patched(&review, &respond(&canary, &review));
     assert_eq!(last_container(&pod), "canary-proxy");
-    let status: Value = serde_json::from_str(
-        pod["metadata"]["annotations"]["sidecar.samplecrd.k8s.io/status"]
-            .as_str()
-            .unwrap(),
-    )
-    .unwrap();
+    let status = common::injection_status(&pod);
     assert_eq!(
         status["template"], "canary",
         "the stale gauge and check --stale read this"
