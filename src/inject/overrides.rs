@@ -38,10 +38,16 @@ pub enum Reason {
     },
     /// Annotation values are strings; this one was not.
     NotAString,
-    OutOfBounds {
-        decl: Override,
-        why: OutOfBounds,
-    },
+    OutOfBounds(Box<Outside>),
+}
+
+/// A value outside an override's bound, and where the override lands.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Outside {
+    pub why: OutOfBounds,
+    /// `resources.requests.cpu`, `env LOG_LEVEL`, ...
+    pub target: String,
+    pub container: String,
 }
 
 impl fmt::Display for Refused {
@@ -67,7 +73,7 @@ impl fmt::Display for Refused {
                 quote_all(declared)
             ),
             Reason::NotAString => write!(f, "is not a string: quote the annotation's value"),
-            Reason::OutOfBounds { decl, why } => match why {
+            Reason::OutOfBounds(outside) => match &outside.why {
                 OutOfBounds::AboveMax(max) => write!(f, "exceeds max {} of template {template}", quoted(max.as_str())),
                 OutOfBounds::BelowMin(min) => write!(f, "is below min {} of template {template}", quoted(min.as_str())),
                 OutOfBounds::NotOneOf(values) => {
@@ -76,8 +82,7 @@ impl fmt::Display for Refused {
                 OutOfBounds::NotAQuantity(message) => write!(
                     f,
                     "is not a quantity, which {} of container `{}` in template {template} takes: {message}",
-                    target_name(&decl.target),
-                    decl.container
+                    outside.target, outside.container
                 ),
             },
         }
@@ -133,10 +138,11 @@ pub fn evaluate<'t, 'v>(
             decl.check(value).map(|()| Applied { decl, value }).map_err(|why| {
                 refused(
                     value.to_string(),
-                    Reason::OutOfBounds {
-                        decl: decl.clone(),
+                    Reason::OutOfBounds(Box::new(Outside {
                         why,
-                    },
+                        target: target_name(&decl.target),
+                        container: decl.container.clone(),
+                    })),
                 )
             })
         })
