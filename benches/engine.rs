@@ -196,6 +196,43 @@ fn admission_handle(c: &mut Criterion) {
     group.finish();
 }
 
+/// The template of issue 20 (four overrides declared) on the captured 5 KB review: a Pod
+/// that asks for none (the cost of declaring them) and one that asks for three.
+fn admission_handle_overrides(c: &mut Criterion) {
+    let template = include_str!("../tests/fixtures/overrides/template.yaml");
+    let admission = Admission::new(
+        Arc::new(LiveTemplates::new(Some(
+            TemplateSet::from_text("bench", template).expect("the overrides fixture parses"),
+        ))),
+        Arc::new(Standalone),
+        Metrics::unregistered(),
+    );
+    let review: Value = serde_json::from_slice(&fixture_bytes(REVIEW_5K)).expect("fixture is JSON");
+    let mut three = review.clone();
+    let annotations = three["request"]["object"]["metadata"]["annotations"]
+        .as_object_mut()
+        .expect("the fixture has annotations");
+    for (name, value) in [
+        ("cpu-request", "500m"),
+        ("memory-limit", "256Mi"),
+        ("log-level", "debug"),
+    ] {
+        annotations.insert(format!("{}{name}", inject::OVERRIDE_PREFIX), json!(value));
+    }
+    let mut group = c.benchmark_group("admission_handle_overrides");
+    for (name, body) in [
+        ("5k-none-asked", serde_json::to_vec(&review).expect("encodes")),
+        ("5k-three-asked", serde_json::to_vec(&three).expect("encodes")),
+    ] {
+        check_patched(&admission, &body, name);
+        group.throughput(Throughput::Bytes(body.len() as u64));
+        group.bench_with_input(BenchmarkId::from_parameter(name), &body, |b, body| {
+            b.iter(|| admission.handle(black_box(body)))
+        });
+    }
+    group.finish();
+}
+
 fn generated_pods(c: &mut Criterion) {
     let template = default_template();
     let mut group = c.benchmark_group("plan_render_generated");
@@ -213,5 +250,11 @@ fn generated_pods(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, captured_pods, admission_handle, generated_pods);
+criterion_group!(
+    benches,
+    captured_pods,
+    admission_handle,
+    admission_handle_overrides,
+    generated_pods
+);
 criterion_main!(benches);

@@ -42,6 +42,8 @@ pub enum Command {
     Crd,
     /// Explain why Pods would (not) be injected and check the installation (read-only).
     Check(CheckArgs),
+    /// Remove what the injector added to manifests (as their status annotation records).
+    Uninject(UninjectArgs),
 }
 
 #[derive(Debug, Clone, Args)]
@@ -225,6 +227,27 @@ pub struct InjectArgs {
     pub config: Option<PathBuf>,
     #[arg(short = 'o', long = "output", value_enum, default_value_t = OutputFormat::Yaml)]
     pub output: OutputFormat,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct UninjectArgs {
+    /// Manifest file to read, `-` for stdin, read as `inject` reads it.
+    #[arg(short = 'f', long = "filename", value_name = "FILE")]
+    pub file: PathBuf,
+    #[arg(short = 'o', long = "output", value_enum, default_value_t = UninjectFormat::Yaml)]
+    pub output: UninjectFormat,
+}
+
+/// `uninject` output: a strategic merge patch cannot remove list entries by name here, so
+/// it is not offered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum UninjectFormat {
+    /// The manifests without the injection, as multi-document YAML.
+    Yaml,
+    /// The same as JSON (several documents become a `List`).
+    Json,
+    /// RFC 6902 JSON Patch (`remove` operations) per object, one JSON array per line.
+    Jsonpatch,
 }
 
 #[derive(Debug, Clone, Args)]

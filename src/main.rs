@@ -77,6 +77,10 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             allocator::use_mimalloc();
             commands::inject::run(&args)?
         }
+        Command::Uninject(args) => {
+            allocator::use_mimalloc();
+            commands::inject::run_uninject(&args)?
+        }
         Command::Certs(args) => commands::certs::run(&args)?,
         Command::Crd => commands::crd::run().context("cannot write the CRD to stdout")?,
         // Unhealthy is an answer, not an error: the report is printed, the exit code says it.

@@ -325,3 +325,81 @@ fn the_pod_read_from_text_gets_the_same_decision_and_patch_as_the_parsed_pod() {
         }
     }
 }
+
+/// The template of issue 20's example: an envoy sidecar and the four overrides it allows.
+const OVERRIDES_TEMPLATE: &str = include_str!("fixtures/overrides/template.yaml");
+
+fn overrides_admission(template: &str) -> Admission {
+    admission_with(Some(TemplateSet::from_text("test", template).unwrap())).0
+}
+
+/// The captured dry-run review, opted in, asking for `overrides`.
+fn overrides_review(overrides: &[(&str, &str)]) -> Value {
+    let keys: Vec<(String, &str)> = overrides
+        .iter()
+        .map(|(name, value)| (format!("{}{name}", envoy_injector::inject::OVERRIDE_PREFIX), *value))
+        .collect();
+    let mut pairs: Vec<(&str, &str)> = keys.iter().map(|(k, v)| (k.as_str(), *v)).collect();
+    pairs.push(("sidecar.samplecrd.k8s.io/inject", "true"));
+    ReviewBuilder::fixture("dry-run.json").annotations(&pairs).build()
+}
+
+#[test]
+fn the_webhook_applies_overrides_within_bounds_and_records_them() {
+    let admission = overrides_admission(OVERRIDES_TEMPLATE);
+    let asked = overrides_review(&[
+        ("memory-limit", "256Mi"),
+        ("cpu-request", "1500m"),
+        ("log-level", "warn"),
+    ]);
+    let response = respond(&admission, &asked);
+    assert_eq!(response["allowed"], true, "{response}");
+    let pod = patched_pod(&asked, &response);
+    let envoy = &pod["spec"]["containers"][1];
+    assert_eq!(envoy["name"], "envoy");
+    assert_eq!(envoy["resources"]["limits"]["memory"], "256Mi");
+    assert_eq!(envoy["resources"]["requests"]["cpu"], "1500m");
+    assert_eq!(envoy["env"], json!([{"name": "LOG_LEVEL", "value": "warn"}]));
+    let status = common::injection_status(&pod);
+    assert_eq!(
+        status["overrides"],
+        json!({"cpu-request": "1500m", "log-level": "warn", "memory-limit": "256Mi"})
+    );
+}
+
+#[test]
+fn the_webhook_denies_a_value_out_of_bounds_with_the_issue_s_words() {
+    let admission = overrides_admission(OVERRIDES_TEMPLATE);
+    let response = respond(&admission, &overrides_review(&[("cpu-request", "8")]));
+    assert_eq!(response["allowed"], false);
+    assert_eq!(
+        response["status"]["message"],
+        r#"override.cpu-request: "8" exceeds max "2" of template "config""#
+    );
+    assert!(response.get("patch").is_none(), "nothing half-applied: {response}");
+}
+
+/// Declaring overrides changes nothing for a Pod that asks for none: the patch is the
+/// one the same template without `overrides` gives, byte for byte (but the revision,
+/// which is the hash of the template's text).
+#[test]
+fn a_pod_without_override_annotations_gets_exactly_the_patch_it_got_before() {
+    let plain_text = &OVERRIDES_TEMPLATE[..OVERRIDES_TEMPLATE.find("overrides:").unwrap()];
+    let with = TemplateSet::from_text("t", OVERRIDES_TEMPLATE).unwrap();
+    let without = TemplateSet::from_text("t", plain_text).unwrap();
+    let revision = |set: &TemplateSet| set.get("config").unwrap().revision.clone();
+    let plain = overrides_review(&[]);
+    let patch = |template: &str| {
+        let response = respond(&overrides_admission(template), &plain);
+        String::from_utf8(
+            base64::engine::general_purpose::STANDARD
+                .decode(response["patch"].as_str().unwrap())
+                .unwrap(),
+        )
+        .unwrap()
+    };
+    assert_eq!(
+        patch(OVERRIDES_TEMPLATE).replace(&revision(&with), &revision(&without)),
+        patch(plain_text)
+    );
+}

@@ -326,3 +326,57 @@ async fn admission_makes_no_api_call_once_the_cache_has_synced() {
         "admission made an API call: {extra:?}"
     );
 }
+
+/// Namespace `mesh`, opted in, whose label picks `template` for its Pods.
+fn namespace_with_template(template: &str) -> PartialObjectMeta<Namespace> {
+    let mut ns = namespace("mesh", true);
+    ns.metadata
+        .labels
+        .get_or_insert_with(BTreeMap::new)
+        .insert("sidecar.samplecrd.k8s.io/template".into(), template.into());
+    ns
+}
+
+#[test]
+fn a_namespace_label_picks_the_template_and_the_pod_s_annotation_wins() {
+    let data = BTreeMap::from([
+        ("config".to_string(), SIDECAR.to_string()),
+        (
+            "canary".to_string(),
+            "containers:\n- name: canary-proxy\n  image: envoy:next\n".to_string(),
+        ),
+    ]);
+    let admission_in = |template: &str| {
+        let live = Arc::new(LiveTemplates::new(Some(
+            envoy_injector::template::TemplateSet::from_data("t", &data).unwrap(),
+        )));
+        let stores = stores(vec![namespace_with_template(template)], vec![]);
+        Admission::new(live, Arc::new(stores), Metrics::unregistered())
+    };
+    let last_container = |pod: &Value| pod["spec"]["containers"].as_array().unwrap().last().unwrap()["name"].clone();
+    let review = fixture("namespace-labeled.json");
+
+    let canary = admission_in("canary");
+    let pod = patched(&review, &respond(&canary, &review));
+    assert_eq!(last_container(&pod), "canary-proxy");
+    let status = common::injection_status(&pod);
+    assert_eq!(
+        status["template"], "canary",
+        "the stale gauge and check --stale read this"
+    );
+
+    let own_choice = ReviewBuilder::fixture("namespace-labeled.json")
+        .annotations(&[("sidecar.samplecrd.k8s.io/template", "config")])
+        .build();
+    assert_eq!(
+        last_container(&patched(&own_choice, &respond(&canary, &own_choice))),
+        "proxy"
+    );
+
+    let response = respond(&admission_in("nope"), &review);
+    assert_eq!(response["allowed"], false);
+    assert_eq!(
+        response["status"]["message"],
+        "template `nope` named by label `sidecar.samplecrd.k8s.io/template` of namespace `mesh` does not exist; the injector has: `canary`, `config`"
+    );
+}

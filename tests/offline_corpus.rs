@@ -493,3 +493,55 @@ fn a_port_clash_is_solved_by_a_template_on_another_port() {
         .collect();
     assert_eq!(ports, [&Value::from(80), &Value::from(15001)]);
 }
+
+/// `inject | uninject` gives back every valid corpus file, byte for byte as the writer
+/// writes an untouched manifest (which is what `uninject` makes of a file never injected),
+/// with the default template and one that adds every kind of thing.
+#[test]
+fn inject_then_uninject_gives_back_the_corpus() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("everything.yaml");
+    std::fs::write(
+        &config,
+        "initContainers:\n- {name: setup, image: busybox}\ncontainers:\n- {name: proxy, image: envoy}\nvolumes:\n- {name: certs, emptyDir: {}}\nvolumeMounts:\n- {name: certs, mountPath: /etc/certs}\nimagePullSecrets:\n- name: registry\n",
+    )
+    .unwrap();
+    let binary = |args: &[&str], file: &Path| {
+        let out = Command::new(BIN)
+            .args(args)
+            .arg("-f")
+            .arg(file)
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        out.stdout
+    };
+    let injected = dir.path().join("injected");
+    for name in VALID {
+        for format in ["yaml", "json"] {
+            let untouched = binary(&["uninject", "-o", format], &corpus(name));
+            for template in [&[][..], &["--config", config.to_str().unwrap()][..]] {
+                let output = binary(&[&["inject", "-o", format], template].concat(), &corpus(name));
+                if *name != "custom-resources.yaml" {
+                    let text = String::from_utf8_lossy(&output);
+                    assert!(
+                        text.contains("sidecar.samplecrd.k8s.io/status"),
+                        "{name}: nothing was injected"
+                    );
+                }
+                std::fs::write(&injected, output).unwrap();
+                let back = binary(&["uninject", "-o", format], &injected);
+                assert_eq!(
+                    String::from_utf8(back).unwrap(),
+                    String::from_utf8(untouched.clone()).unwrap(),
+                    "{name} -o {format} {template:?}"
+                );
+            }
+        }
+    }
+}

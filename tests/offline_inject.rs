@@ -521,3 +521,96 @@ fn a_closed_output_ends_the_run() {
     };
     assert_eq!(status.code(), Some(1));
 }
+
+/// A Deployment whose Pod template asks for a memory limit of `VALUE`.
+const OVERRIDE_DEPLOYMENT: &str = "apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: web
+spec:
+  selector: {matchLabels: {app: web}}
+  template:
+    metadata:
+      labels: {app: web}
+      annotations:
+        sidecar.samplecrd.k8s.io/override.memory-limit: VALUE
+    spec:
+      containers:
+      - name: web
+        image: nginx
+";
+
+#[test]
+fn inject_applies_a_workload_s_overrides_offline_and_refuses_the_same_values() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("template.yaml");
+    std::fs::write(&config, include_str!("fixtures/overrides/template.yaml")).unwrap();
+    let config = config.to_str().unwrap();
+    let out = run(
+        &["inject", "-f", "-", "--config", config],
+        Some(&OVERRIDE_DEPLOYMENT.replace("VALUE", "256Mi")),
+    );
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let text = String::from_utf8(out.stdout).unwrap();
+    let injected: Value = serde_yaml_ng::from_str(&text).unwrap();
+    let envoy = &injected["spec"]["template"]["spec"]["containers"][1];
+    assert_eq!(envoy["resources"]["limits"]["memory"], "256Mi", "{text}");
+    assert!(text.contains(r#""overrides":{"memory-limit":"256Mi"}"#), "{text}");
+
+    let out = run(
+        &["inject", "-f", "-", "--config", config],
+        Some(&OVERRIDE_DEPLOYMENT.replace("VALUE", "2Gi")),
+    );
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains(r#"document 1 (Deployment web) at line 1: override.memory-limit: "2Gi" exceeds max "1Gi" of template "config""#),
+        "{stderr}"
+    );
+}
+
+/// The stdout of a run that succeeded.
+fn ok(out: Output) -> Vec<u8> {
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    out.stdout
+}
+
+#[test]
+fn a_manifest_never_injected_is_written_unchanged_with_a_note() {
+    let pod = "apiVersion: v1\nkind: Pod\nmetadata:\n  name: web # mine\nspec:\n  containers:\n  - name: app\n    image: nginx\n";
+    let out = run(&["uninject", "-f", "-"], Some(pod));
+    assert!(out.status.success());
+    assert_eq!(String::from_utf8(out.stdout).unwrap(), pod);
+    assert_eq!(
+        String::from_utf8(out.stderr).unwrap(),
+        "note: document 1 (Pod web) at line 1: left unchanged: no `sidecar.samplecrd.k8s.io/status` annotation: it was not injected, or not by this injector\n"
+    );
+}
+
+#[test]
+fn jsonpatch_output_removes_only_and_a_bad_status_is_named() {
+    let pod = "apiVersion: v1\nkind: Pod\nmetadata: {name: web}\nspec: {containers: [{name: app}]}\n";
+    let injected = ok(run(&["inject", "-f", "-"], Some(pod)));
+    let patch = String::from_utf8(ok(run(
+        &["uninject", "-f", "-", "-o", "jsonpatch"],
+        Some(&String::from_utf8(injected).unwrap()),
+    )))
+    .unwrap();
+    let ops: Vec<serde_json::Value> = serde_json::from_str(patch.trim()).unwrap();
+    assert!(!ops.is_empty());
+    assert!(ops.iter().all(|op| op["op"] == "remove"), "{patch}");
+
+    let bad = "apiVersion: v1\nkind: Pod\nmetadata:\n  name: web\n  annotations:\n    sidecar.samplecrd.k8s.io/status: 'not json'\nspec: {containers: [{name: app}]}\n";
+    let out = run(&["uninject", "-f", "-"], Some(bad));
+    assert!(!out.status.success());
+    let stderr = String::from_utf8(out.stderr).unwrap();
+    assert!(
+        stderr.contains("document 1 (Pod web) at line 1: annotation `sidecar.samplecrd.k8s.io/status`: expected the JSON the injector writes, found \"not json\""),
+        "{stderr}"
+    );
+    let out = run(&["uninject", "-f", "-", "-o", "strategic"], Some(pod));
+    assert!(
+        !out.status.success(),
+        "a strategic merge patch cannot say what uninject does"
+    );
+}

@@ -15,6 +15,11 @@ use crate::network::join;
 pub trait ClusterView: Send + Sync {
     fn namespace_opt_in(&self, namespace: &str) -> NamespaceOptIn;
     fn network(&self, namespace: &str, name: &str) -> join::Lookup;
+    /// The template the Namespace's label names for its Pods; none where Namespaces are
+    /// not visible.
+    fn namespace_template(&self, _namespace: &str) -> Option<String> {
+        None
+    }
 }
 
 /// Standalone mode: Namespaces and Networks are not visible, only Pod annotations count.
@@ -35,6 +40,11 @@ impl ClusterView for Stores {
         // Not in the cache (yet): the label cannot be confirmed, so it does not count.
         let ns = self.namespaces.get(&ObjectRef::new(namespace));
         policy::namespace_opt_in(ns.as_deref().map(|ns| ns.labels()))
+    }
+
+    fn namespace_template(&self, namespace: &str) -> Option<String> {
+        let ns = self.namespaces.get(&ObjectRef::new(namespace))?;
+        policy::namespace_template(Some(ns.labels())).map(str::to_string)
     }
 
     fn network(&self, namespace: &str, name: &str) -> join::Lookup {

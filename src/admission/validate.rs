@@ -171,6 +171,33 @@ mod tests {
     }
 
     #[test]
+    fn an_override_mistake_is_refused_with_field_and_line() {
+        let good = crate::template::overrides::tests::EXAMPLE;
+        let ok = answer(&review(
+            "UPDATE",
+            "ConfigMap",
+            crate::NAME,
+            json!({"config": good}),
+            false,
+        ));
+        assert_eq!(ok["allowed"], true, "{ok}");
+        let bad = good.replace("oneOf: [debug, info, warn, error]", "max: \"2\"");
+        let refused = answer(&review(
+            "UPDATE",
+            "ConfigMap",
+            crate::NAME,
+            json!({"config": bad}),
+            false,
+        ));
+        assert_eq!(refused["allowed"], false, "{refused}");
+        let message = refused["status"]["message"].as_str().unwrap();
+        assert!(
+            message.contains("field `overrides.log-level.max` at line 13: `max` bounds a resource quantity"),
+            "{message}"
+        );
+    }
+
+    #[test]
     fn good_templates_are_admitted_and_other_objects_pass() {
         let ok = answer(&review(
             "UPDATE",

@@ -21,7 +21,7 @@ use crate::inject::{
 use crate::network::crd::Network;
 use crate::network::join;
 use crate::stale::is_stale;
-use crate::template::TemplateSet;
+use crate::template::{Template, TemplateSet};
 
 /// The label every Namespace carries (set by the API server): what selectors see of its name.
 pub const NAMESPACE_NAME_LABEL: &str = "kubernetes.io/metadata.name";
@@ -50,6 +50,10 @@ impl Snapshot {
 impl ClusterView for Snapshot {
     fn namespace_opt_in(&self, namespace: &str) -> NamespaceOptIn {
         policy::namespace_opt_in(self.namespaces.get(namespace))
+    }
+
+    fn namespace_template(&self, namespace: &str) -> Option<String> {
+        policy::namespace_template(self.namespaces.get(namespace)).map(str::to_string)
     }
 
     fn network(&self, namespace: &str, name: &str) -> join::Lookup {
@@ -120,6 +124,8 @@ pub enum Rule {
     Network,
     Collision,
     InvalidPod,
+    /// An override annotation the template refuses.
+    Override,
 }
 
 /// What the API server does with one webhook entry for this Pod.
@@ -156,6 +162,16 @@ pub struct TemplateRef {
     pub stale: bool,
 }
 
+/// One override annotation of the Pod: applied, or why it is refused.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct OverrideReport {
+    pub name: String,
+    pub value: String,
+    pub applied: bool,
+    /// Where it lands (`resources.requests.cpu of container envoy`), or why it is refused.
+    pub detail: String,
+}
+
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct PodReport {
     pub subject: String,
@@ -167,6 +183,9 @@ pub struct PodReport {
     /// What the injection adds (`container envoy`, `volume envoy-conf`, ...).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub adds: Vec<String>,
+    /// The Pod's override annotations, each applied or refused.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub overrides: Vec<OverrideReport>,
     pub webhooks: Vec<WebhookMatch>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub warnings: Vec<String>,
@@ -237,6 +256,7 @@ fn explain_compiled(
         reason,
         template: None,
         adds: Vec::new(),
+        overrides: Vec::new(),
         webhooks: webhooks.clone(),
         warnings: Vec::new(),
     };
@@ -250,6 +270,7 @@ fn explain_compiled(
             let mut out = report(Verdict::Skip, rule, skip.to_string());
             if rule == Rule::AlreadyInjected {
                 out.template = injected_template(annotations, installed.templates.ok());
+                out.overrides = recorded_overrides(annotations);
             }
             if webhooks.iter().any(|w| w.call == Call::Called) {
                 warnings.push(String::from(
@@ -341,7 +362,11 @@ fn engine(
         Err(why) => return report(Verdict::Unknown, Rule::NoTemplates, format!("{opted}, but {why}")),
     };
     let view = PodView::read(pod);
-    let template = match inject::select_template(templates, &view) {
+    let namespace_template = cluster.namespace_template(namespace);
+    let by_namespace = namespace_template
+        .as_deref()
+        .map(|name| inject::NamespaceTemplate { namespace, name });
+    let template = match inject::select_template_in(templates, &view, by_namespace) {
         Ok(template) => template,
         Err(err) => return report(Verdict::Deny, Rule::UnknownTemplate, err.to_string()),
     };
@@ -351,7 +376,8 @@ fn engine(
         live_revision: None,
         stale: false,
     };
-    match inject::plan(&view, &template, &extras) {
+    let overrides = asked_overrides(&view, &template);
+    let mut out = match inject::plan(&view, &template, &extras) {
         Ok(Decision::Inject(plan)) => {
             let mut out = report(Verdict::Inject, rule, opted);
             out.template = Some(used);
@@ -374,14 +400,63 @@ fn engine(
         Err(err) => {
             let rule = match err {
                 InjectError::InvalidPod { .. } | InjectError::Encode(_) => Rule::InvalidPod,
-                InjectError::UnknownTemplate { .. } => Rule::UnknownTemplate,
+                InjectError::UnknownTemplate { .. } | InjectError::UnknownNamespaceTemplate { .. } => {
+                    Rule::UnknownTemplate
+                }
+                InjectError::Override(_) => Rule::Override,
                 _ => Rule::Collision,
             };
             let mut out = report(Verdict::Deny, rule, err.to_string());
             out.template = Some(used);
             out
         }
-    }
+    };
+    out.overrides = overrides;
+    out
+}
+
+/// Each override the Pod asks for, as the engine judges it against `template`.
+fn asked_overrides(view: &PodView<'_>, template: &Template) -> Vec<OverrideReport> {
+    inject::overrides::evaluate(view.annotations(), template)
+        .into_iter()
+        .map(|outcome| match outcome {
+            Ok(applied) => OverrideReport {
+                name: applied.decl.name.clone(),
+                value: applied.value.to_string(),
+                applied: true,
+                detail: format!(
+                    "sets {} of container `{}`",
+                    inject::overrides::target_name(&applied.decl.target),
+                    applied.decl.container
+                ),
+            },
+            Err(refused) => OverrideReport {
+                name: refused.name.clone(),
+                value: refused.value.clone(),
+                applied: false,
+                detail: refused.to_string(),
+            },
+        })
+        .collect()
+}
+
+/// The overrides an injected Pod's status annotation records.
+fn recorded_overrides(annotations: Option<&serde_json::Map<String, Value>>) -> Vec<OverrideReport> {
+    let status = annotations
+        .and_then(|a| a.get(STATUS_ANNOTATION))
+        .and_then(Value::as_str)
+        .and_then(|s| serde_json::from_str::<InjectionStatus>(s).ok());
+    status
+        .map(|status| status.overrides)
+        .unwrap_or_default()
+        .into_iter()
+        .map(|(name, value)| OverrideReport {
+            name,
+            value,
+            applied: true,
+            detail: String::from("recorded in the status annotation"),
+        })
+        .collect()
 }
 
 /// A Pod meant to run to completion that would get a regular sidecar: the sidecar never

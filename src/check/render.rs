@@ -42,6 +42,14 @@ fn pod(out: &mut String, report: &PodReport) {
     if !report.adds.is_empty() {
         let _ = writeln!(out, "      adds: {}", report.adds.join(", "));
     }
+    for asked in &report.overrides {
+        let verdict = if asked.applied { "applied" } else { "REFUSED" };
+        let _ = writeln!(
+            out,
+            "      override {}={:?}: {verdict}: {}",
+            asked.name, asked.value, asked.detail
+        );
+    }
     for hook in &report.webhooks {
         let call = match hook.call {
             Call::Called => "called",

@@ -4,8 +4,8 @@
 use std::io::{BufWriter, Write};
 
 use super::flags;
-use crate::cli::{InjectArgs, OutputFormat};
-use envoy_injector::offline::run::{Format, Message, StreamError, inject_stream};
+use crate::cli::{InjectArgs, OutputFormat, UninjectArgs, UninjectFormat};
+use envoy_injector::offline::run::{Format, Message, StreamError, Summary, inject_stream, uninject_stream};
 use envoy_injector::template::{ConfigError, TemplateSet};
 
 #[derive(Debug, thiserror::Error)]
@@ -40,8 +40,34 @@ pub fn run(args: &InjectArgs) -> Result<(), InjectCommandError> {
         Some(path) => TemplateSet::from_file(path)?,
         None => TemplateSet::embedded(),
     };
-    let path = args.file.display().to_string();
-    let input = flags::open(&args.file).map_err(|source| InjectCommandError::Read {
+    let format = args.output.into();
+    stream(&args.file, |input, stdout, report| {
+        inject_stream(input, stdout, &templates, format, report)
+    })
+}
+
+/// `envoy-injector uninject`: the same reading, writing and reporting as `inject`.
+pub fn run_uninject(args: &UninjectArgs) -> Result<(), InjectCommandError> {
+    let format = match args.output {
+        UninjectFormat::Yaml => Format::Yaml,
+        UninjectFormat::Json => Format::Json,
+        UninjectFormat::Jsonpatch => Format::JsonPatch,
+    };
+    stream(&args.file, |input, stdout, report| {
+        uninject_stream(input, stdout, format, report)
+    })
+}
+
+type Stdout = BufWriter<std::io::StdoutLock<'static>>;
+
+/// Opens `file` (`-`: stdin), runs `each` over it to stdout with its messages on stderr,
+/// and turns the summary into the command's result.
+fn stream(
+    file: &std::path::Path,
+    each: impl FnOnce(Box<dyn std::io::BufRead + Send>, Stdout, &mut dyn FnMut(Message)) -> Result<Summary, StreamError>,
+) -> Result<(), InjectCommandError> {
+    let path = file.display().to_string();
+    let input = flags::open(file).map_err(|source| InjectCommandError::Read {
         path: path.clone(),
         source,
     })?;
@@ -56,11 +82,9 @@ pub fn run(args: &InjectArgs) -> Result<(), InjectCommandError> {
             Message::Error(text) => writeln!(stderr, "error: {text}"),
         };
     };
-    let summary = inject_stream(input, stdout, &templates, args.output.into(), &mut report).map_err(|source| {
-        InjectCommandError::Stream {
-            path: path.clone(),
-            source,
-        }
+    let summary = each(input, stdout, &mut report).map_err(|source| InjectCommandError::Stream {
+        path: path.clone(),
+        source,
     })?;
     if summary.failed > 0 {
         return Err(InjectCommandError::Failed {

@@ -2,17 +2,20 @@
 //! no clock, no cluster: everything it needs comes in as plain data.
 
 pub mod jsonpatch;
+pub mod overrides;
 mod plan;
 pub mod pod;
 pub mod policy;
 pub mod strategic;
+pub mod uninject;
 
 use std::sync::Arc;
 
 use crate::template::{DEFAULT_TEMPLATE, Template, TemplateSet};
 
+pub use overrides::OVERRIDE_PREFIX;
 pub use plan::{
-    Added, AppMount, Decision, Extras, InjectionStatus, NativeRule, Plan, plan, revision_label_value,
+    Added, AppMount, Decision, Extras, InjectionStatus, MountRecord, NativeRule, Plan, plan, revision_label_value,
     runs_to_completion,
 };
 pub use pod::PodView;
@@ -28,6 +31,9 @@ pub const REVISION_LABEL: &str = "sidecar.samplecrd.k8s.io/revision";
 pub const NATIVE_SIDECAR_ANNOTATION: &str = "sidecar.samplecrd.k8s.io/native-sidecar";
 /// The seed project's opt-in, still honoured.
 pub const LEGACY_INJECT_ANNOTATION: &str = "initializer.kubernetes.io/envoy";
+/// Namespace label naming the template for every Pod of the namespace (cluster mode); a
+/// Pod's own [`TEMPLATE_ANNOTATION`] wins over it.
+pub const NAMESPACE_TEMPLATE_LABEL: &str = "sidecar.samplecrd.k8s.io/template";
 /// Namespace label (value [`NAMESPACE_OPT_IN`]) for namespace-wide opt-in.
 pub const NAMESPACE_LABEL: &str = "sidecar.samplecrd.k8s.io/inject";
 /// The value of [`NAMESPACE_LABEL`] that opts a Namespace's Pods in.
@@ -50,6 +56,14 @@ pub enum InjectError {
         "template `{name}` named by annotation `{TEMPLATE_ANNOTATION}` does not exist; the injector has: {available}"
     )]
     UnknownTemplate { name: String, available: String },
+    #[error(
+        "template `{name}` named by label `{NAMESPACE_TEMPLATE_LABEL}` of namespace `{namespace}` does not exist; the injector has: {available}"
+    )]
+    UnknownNamespaceTemplate {
+        name: String,
+        namespace: String,
+        available: String,
+    },
     #[error(
         "Pod already has container(s) {present} of template `{template}` but not {missing}: refusing to inject half a template (rename the Pod's container or remove it)"
     )]
@@ -87,6 +101,9 @@ pub enum InjectError {
         protocol: String,
         container: String,
     },
+    /// Override annotations the template refuses, each named with its value and bound.
+    #[error("{}", .0.iter().map(ToString::to_string).collect::<Vec<_>>().join("; "))]
+    Override(Vec<overrides::Refused>),
     #[error("cannot encode the patch: {0}")]
     Encode(String),
     /// Only when the engine is handed a view without the Pod it was read from.
@@ -96,22 +113,62 @@ pub enum InjectError {
 
 /// Picks the template the Pod names with `sidecar.samplecrd.k8s.io/template`, or `config`.
 pub fn select_template(templates: &TemplateSet, pod: &PodView<'_>) -> Result<Arc<Template>, InjectError> {
-    let name = pod
-        .annotations()
+    select_template_in(templates, pod, None)
+}
+
+/// The template the Pod names with its own annotation, if it names one.
+pub fn named_template<'p>(pod: &'p PodView<'_>) -> Option<&'p str> {
+    pod.annotations()
         .and_then(|a| a.text(TEMPLATE_ANNOTATION))
         .map(str::trim)
         .filter(|n| !n.is_empty())
-        .unwrap_or(DEFAULT_TEMPLATE);
+}
+
+/// The template its namespace's [`NAMESPACE_TEMPLATE_LABEL`] names for a Pod.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct NamespaceTemplate<'a> {
+    pub namespace: &'a str,
+    pub name: &'a str,
+}
+
+/// Picks the template the Pod names, else the one its namespace names, else `config`.
+pub fn select_template_in(
+    templates: &TemplateSet,
+    pod: &PodView<'_>,
+    namespace: Option<NamespaceTemplate<'_>>,
+) -> Result<Arc<Template>, InjectError> {
+    let available = || {
+        templates
+            .names()
+            .map(|n| format!("`{n}`"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    if let Some(name) = named_template(pod) {
+        return templates
+            .get(name)
+            .cloned()
+            .ok_or_else(|| InjectError::UnknownTemplate {
+                name: name.to_string(),
+                available: available(),
+            });
+    }
+    if let Some(NamespaceTemplate { namespace, name }) = namespace {
+        return templates
+            .get(name)
+            .cloned()
+            .ok_or_else(|| InjectError::UnknownNamespaceTemplate {
+                name: name.to_string(),
+                namespace: namespace.to_string(),
+                available: available(),
+            });
+    }
     templates
-        .get(name)
+        .get(DEFAULT_TEMPLATE)
         .cloned()
         .ok_or_else(|| InjectError::UnknownTemplate {
-            name: name.to_string(),
-            available: templates
-                .names()
-                .map(|n| format!("`{n}`"))
-                .collect::<Vec<_>>()
-                .join(", "),
+            name: DEFAULT_TEMPLATE.to_string(),
+            available: available(),
         })
 }
 

@@ -8,6 +8,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 
+use super::overrides::Applied;
 use super::pod::{Checked, PodView, is_subset_map};
 use super::{InjectError, NATIVE_SIDECAR_ANNOTATION, REVISION_LABEL, STATUS_ANNOTATION, policy::Skip};
 use crate::template::Template;
@@ -33,6 +34,22 @@ pub struct InjectionStatus {
     pub volumes: Vec<String>,
     pub image_pull_secrets: Vec<String>,
     pub native_sidecar: bool,
+    /// Mounts added to the Pod's own containers of a volume the Pod already had (what
+    /// `uninject` takes out again; the mounts of `volumes` need no record, which keeps the
+    /// status of the usual injection as it always was).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub volume_mounts: Vec<MountRecord>,
+    /// The overrides applied, by name, with the value the Pod asked for.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub overrides: BTreeMap<String, String>,
+}
+
+/// One mount the injection added to an app container, recorded in the status.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct MountRecord {
+    pub container: String,
+    pub mount_path: String,
 }
 
 /// One entry a plan adds: the template's own, borrowed with the JSON prepared when the
@@ -209,6 +226,7 @@ pub fn plan<'t>(pod: &PodView<'_>, template: &'t Template, extras: &Extras) -> R
         });
     }
 
+    let overrides = super::overrides::applied(view.annotations, template).map_err(InjectError::Override)?;
     check_ports(&view, template)?;
     let volumes = plan_volumes(&view, template)?;
     let app_mounts = plan_app_mounts(&view, template)?;
@@ -234,9 +252,12 @@ pub fn plan<'t>(pod: &PodView<'_>, template: &'t Template, extras: &Extras) -> R
         containers
             .iter()
             .zip(json)
-            .map(|(c, json)| match extras.sidecar_env.is_empty() {
-                true => Added::template(c, json),
-                false => Added::changed(with_env(c, &extras.sidecar_env)),
+            .map(|(c, json)| {
+                let overridden = overrides.iter().any(|o| o.decl.container == c.name);
+                match extras.sidecar_env.is_empty() && !overridden {
+                    true => Added::template(c, json),
+                    false => Added::changed(customised(c, &overrides, &extras.sidecar_env)),
+                }
             })
             .collect()
     };
@@ -256,6 +277,18 @@ pub fn plan<'t>(pod: &PodView<'_>, template: &'t Template, extras: &Extras) -> R
         volumes: volumes.iter().map(|v| v.name.clone()).collect(),
         image_pull_secrets: image_pull_secrets.iter().map(|s| s.name.clone()).collect(),
         native_sidecar: native,
+        volume_mounts: app_mounts
+            .iter()
+            .filter(|m| !volumes.iter().any(|v| v.name == m.mount.name))
+            .map(|m| MountRecord {
+                container: m.container_name.clone(),
+                mount_path: m.mount.mount_path.clone(),
+            })
+            .collect(),
+        overrides: overrides
+            .iter()
+            .map(|o| (o.decl.name.clone(), o.value.to_string()))
+            .collect(),
     };
     let mut annotations = extras.annotations.clone();
     annotations.insert(
@@ -318,8 +351,17 @@ fn quote_all(names: &[&str]) -> String {
     names.iter().map(|n| format!("`{n}`")).collect::<Vec<_>>().join(", ")
 }
 
-fn with_env(container: &Container, env: &[EnvVar]) -> Container {
-    let mut container = container.clone();
+/// A template container changed for this Pod: its overrides, then the extras' env (the
+/// injector's own values win over a Pod's).
+fn customised(container: &Container, overrides: &[Applied<'_, '_>], env: &[EnvVar]) -> Container {
+    let mut changed = container.clone();
+    for applied in overrides.iter().filter(|o| o.decl.container == container.name) {
+        applied.decl.apply(&mut changed, applied.value);
+    }
+    with_env(changed, env)
+}
+
+fn with_env(mut container: Container, env: &[EnvVar]) -> Container {
     if !env.is_empty() {
         let vars = container.env.get_or_insert_with(Vec::new);
         vars.retain(|v| !env.iter().any(|e| e.name == v.name));

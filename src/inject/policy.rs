@@ -52,6 +52,14 @@ pub fn namespace_opt_in(labels: Option<&BTreeMap<String, String>>) -> NamespaceO
     }
 }
 
+/// The template a Namespace's labels name for its Pods (empty or absent: none).
+pub fn namespace_template(labels: Option<&BTreeMap<String, String>>) -> Option<&str> {
+    labels?
+        .get(super::NAMESPACE_TEMPLATE_LABEL)
+        .map(|name| name.trim())
+        .filter(|name| !name.is_empty())
+}
+
 /// An annotation's value as the policy reads it.
 pub enum Flag<'v> {
     Text(&'v str),

@@ -660,3 +660,48 @@ mod properties {
         }
     }
 }
+
+#[test]
+fn the_pod_s_template_annotation_wins_over_its_namespace_s_label() {
+    let set = TemplateSet::from_text(
+        "t",
+        "apiVersion: v1\nkind: ConfigMap\ndata:\n  config: |\n    containers: [{name: a}]\n  canary: |\n    containers: [{name: b}]\n",
+    )
+    .unwrap();
+    let by_namespace = Some(NamespaceTemplate {
+        namespace: "shop",
+        name: "canary",
+    });
+    let plain = json!({});
+    assert_eq!(
+        select_template_in(&set, &PodView::read(&plain), by_namespace)
+            .unwrap()
+            .name,
+        "canary"
+    );
+    assert_eq!(
+        select_template_in(&set, &PodView::read(&plain), None).unwrap().name,
+        "config"
+    );
+    let named = json!({"metadata": {"annotations": {TEMPLATE_ANNOTATION: "config"}}});
+    assert_eq!(
+        select_template_in(&set, &PodView::read(&named), by_namespace)
+            .unwrap()
+            .name,
+        "config"
+    );
+    let err = select_template_in(
+        &set,
+        &PodView::read(&plain),
+        Some(NamespaceTemplate {
+            namespace: "shop",
+            name: "gone",
+        }),
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(
+        err.contains("`gone`") && err.contains("namespace `shop`") && err.contains("`canary`, `config`"),
+        "{err}"
+    );
+}

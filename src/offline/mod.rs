@@ -39,6 +39,11 @@ pub enum OfflineError {
         at: String,
         source: Box<inject::InjectError>,
     },
+    #[error("{at}: {source}")]
+    Uninject {
+        at: String,
+        source: inject::uninject::UninjectError,
+    },
     #[error("{at}: field `{path}`: expected an object (the Pod template), found {found}")]
     PodTemplateNotAnObject { at: String, path: String, found: String },
     #[error("{at}: cannot write it as {format}: {message}")]
@@ -141,20 +146,24 @@ fn nest(pointer: &str, inner: Value) -> Value {
         })
 }
 
-/// Decides and plans the injection of one object (a Pod or a workload), named `at` in
-/// messages. Pure: the caller reads and writes.
-pub fn inject_object(
-    at: &str,
-    object: &Value,
-    templates: &TemplateSet,
-    renderings: Renderings,
-) -> Result<Outcome, OfflineError> {
-    let unchanged = |reason: String, quiet: bool, warnings: Vec<String>| Outcome {
+/// An object left unchanged, and why.
+fn unchanged(renderings: Renderings, reason: String, quiet: bool, warnings: Vec<String>) -> Outcome {
+    Outcome {
         json_patch: json_patch::Patch(Vec::new()),
         strategic: (renderings == Renderings::JsonPatchAndStrategic).then(|| Value::Object(Map::new())),
         skipped: Some(Skipped { reason, quiet }),
         warnings,
-    };
+    }
+}
+
+/// Where an object's Pod is: its JSON Pointer in the object and the Pod; or, for a kind
+/// that holds none, the outcome that leaves it unchanged.
+enum Located<'v> {
+    Pod { path: &'static str, pod: &'v Value },
+    NoPod(Outcome),
+}
+
+fn locate<'v>(at: &str, object: &'v Value, renderings: Renderings) -> Result<Located<'v>, OfflineError> {
     let Value::Object(fields) = object else {
         return Err(OfflineError::NotAnObject {
             at: at.to_string(),
@@ -172,27 +181,52 @@ pub fn inject_object(
     };
     let Some(path) = pod_path(kind) else {
         let api_version = fields.get("apiVersion").and_then(Value::as_str).unwrap_or_default();
-        return Ok(if is_builtin_api(api_version) {
-            unchanged(format!("kind {kind} holds no Pod"), true, Vec::new())
+        return Ok(Located::NoPod(if is_builtin_api(api_version) {
+            unchanged(renderings, format!("kind {kind} holds no Pod"), true, Vec::new())
         } else {
             unchanged(
+                renderings,
                 format!(
                     "kind {kind} ({api_version}) is not one inject knows; if it holds a Pod template, that Pod is not injected here (the webhook injects it when the Pod is created)"
                 ),
                 false,
                 Vec::new(),
             )
-        });
+        }));
     };
-    let pod = match object.pointer(path) {
-        Some(pod @ Value::Object(_)) => pod,
-        other => {
-            return Err(OfflineError::PodTemplateNotAnObject {
-                at: at.to_string(),
-                path: path.trim_start_matches('/').replace('/', "."),
-                found: other.map_or_else(|| String::from("nothing"), |v| type_name(v).to_string()),
-            });
+    match object.pointer(path) {
+        Some(pod @ Value::Object(_)) => Ok(Located::Pod { path, pod }),
+        other => Err(OfflineError::PodTemplateNotAnObject {
+            at: at.to_string(),
+            path: path.trim_start_matches('/').replace('/', "."),
+            found: other.map_or_else(|| String::from("nothing"), |v| type_name(v).to_string()),
+        }),
+    }
+}
+
+/// Re-roots the Pod's operations at the Pod's place in the object.
+fn reroot(patch: &mut json_patch::Patch, path: &str) {
+    let prefix = json_patch::jsonptr::PointerBuf::from_tokens(path.split('/').filter(|k| !k.is_empty()));
+    for op in &mut patch.0 {
+        match op {
+            json_patch::PatchOperation::Add(add) => add.path = prefix.concat(&add.path),
+            json_patch::PatchOperation::Remove(remove) => remove.path = prefix.concat(&remove.path),
+            _ => {}
         }
+    }
+}
+
+/// Decides and plans the injection of one object (a Pod or a workload), named `at` in
+/// messages. Pure: the caller reads and writes.
+pub fn inject_object(
+    at: &str,
+    object: &Value,
+    templates: &TemplateSet,
+    renderings: Renderings,
+) -> Result<Outcome, OfflineError> {
+    let (path, pod) = match locate(at, object, renderings)? {
+        Located::Pod { path, pod } => (path, pod),
+        Located::NoPod(outcome) => return Ok(outcome),
     };
     let annotations = pod
         .pointer("/metadata/annotations")
@@ -201,7 +235,7 @@ pub fn inject_object(
     let warnings = policy::unreadable_flags(annotations);
     // Asking for offline injection is the opt-in; an explicit opt-out still wins.
     if let Some(opt_out) = policy::opted_out(annotations) {
-        return Ok(unchanged(opt_out.to_string(), false, warnings));
+        return Ok(unchanged(renderings, opt_out.to_string(), false, warnings));
     }
     let err = |source| OfflineError::Inject {
         at: at.to_string(),
@@ -211,23 +245,55 @@ pub fn inject_object(
     let template = inject::select_template(templates, &view).map_err(err)?;
     let plan = match inject::plan(&view, &template, &Extras::default()).map_err(err)? {
         Decision::Inject(plan) => plan,
-        Decision::Skip(skip) => return Ok(unchanged(skip.to_string(), false, warnings)),
+        Decision::Skip(skip) => return Ok(unchanged(renderings, skip.to_string(), false, warnings)),
     };
     let mut json_patch = inject::jsonpatch::render(&plan, &view).map_err(err)?;
     let strategic = match renderings {
         Renderings::JsonPatch => None,
         Renderings::JsonPatchAndStrategic => Some(nest(path, inject::strategic::render(&plan, &view).map_err(err)?)),
     };
-    // Re-root the Pod's operations at the Pod template's place in the object.
-    let prefix = json_patch::jsonptr::PointerBuf::from_tokens(path.split('/').filter(|k| !k.is_empty()));
-    for op in &mut json_patch.0 {
-        if let json_patch::PatchOperation::Add(add) = op {
-            add.path = prefix.concat(&add.path);
-        }
-    }
+    reroot(&mut json_patch, path);
     Ok(Outcome {
         json_patch,
         strategic,
+        skipped: None,
+        warnings,
+    })
+}
+
+/// Plans the removal of what one object's status annotation records (`uninject`): JSON
+/// Patch `remove`s only. An object without the annotation is left unchanged with a note.
+pub fn uninject_object(at: &str, object: &Value) -> Result<Outcome, OfflineError> {
+    let renderings = Renderings::JsonPatch;
+    let (path, pod) = match locate(at, object, renderings)? {
+        Located::Pod { path, pod } => (path, pod),
+        Located::NoPod(outcome) => return Ok(outcome),
+    };
+    let removal = inject::uninject::removal(pod).map_err(|source| OfflineError::Uninject {
+        at: at.to_string(),
+        source,
+    })?;
+    let Some(removal) = removal else {
+        return Ok(unchanged(
+            renderings,
+            format!(
+                "no `{}` annotation: it was not injected, or not by this injector",
+                inject::STATUS_ANNOTATION
+            ),
+            false,
+            Vec::new(),
+        ));
+    };
+    let warnings = removal
+        .missing
+        .iter()
+        .map(|m| format!("the status annotation records {m}, which is no longer there"))
+        .collect();
+    let mut json_patch = removal.patch;
+    reroot(&mut json_patch, path);
+    Ok(Outcome {
+        json_patch,
+        strategic: None,
         skipped: None,
         warnings,
     })

@@ -124,6 +124,37 @@ impl Node {
         };
         // Most tokens hold no escape: decoded, they are borrowed, not copied.
         let last = last.decoded();
+        let target = self.at_mut(pointer, parent)?;
+        match &mut target.value {
+            Value::Map(entries) => {
+                match entries.iter_mut().rev().find(|(k, _)| **k == *last) {
+                    Some((_, v)) => *v = value,
+                    None => entries.push((last.into_owned(), value)),
+                }
+                Ok(())
+            }
+            Value::Seq(items) if last == "-" => {
+                items.push(value);
+                Ok(())
+            }
+            Value::Seq(items) => match last.parse::<usize>() {
+                Ok(index) if index <= items.len() => {
+                    items.insert(index, value);
+                    Ok(())
+                }
+                _ => Err(format!(
+                    "`{pointer}`: `{last}` is not an index of a list of {}",
+                    items.len()
+                )),
+            },
+            _ => Err(format!("`{pointer}`: the parent is a scalar")),
+        }
+    }
+}
+
+impl Node {
+    /// The node at `parent` (a prefix of `pointer`, which names it in errors).
+    fn at_mut(&mut self, pointer: &Pointer, parent: &Pointer) -> Result<&mut Node, String> {
         let mut target = self;
         for token in parent.tokens() {
             let token = token.decoded();
@@ -143,21 +174,28 @@ impl Node {
                 _ => return Err(format!("`{pointer}`: `{token}` is inside a scalar")),
             };
         }
+        Ok(target)
+    }
+
+    /// RFC 6902 `remove` at a JSON Pointer: the map key or list entry goes, everything
+    /// else (order, comments) stays as it was.
+    pub fn remove(&mut self, pointer: &Pointer) -> Result<(), String> {
+        let Some((parent, last)) = pointer.split_back() else {
+            return Err(String::from("cannot remove the whole document"));
+        };
+        let last = last.decoded();
+        let target = self.at_mut(pointer, parent)?;
         match &mut target.value {
-            Value::Map(entries) => {
-                match entries.iter_mut().rev().find(|(k, _)| **k == *last) {
-                    Some((_, v)) => *v = value,
-                    None => entries.push((last.into_owned(), value)),
+            Value::Map(entries) => match entries.iter().rposition(|(k, _)| **k == *last) {
+                Some(index) => {
+                    entries.remove(index);
+                    Ok(())
                 }
-                Ok(())
-            }
-            Value::Seq(items) if last == "-" => {
-                items.push(value);
-                Ok(())
-            }
+                None => Err(format!("`{pointer}`: no key `{last}`")),
+            },
             Value::Seq(items) => match last.parse::<usize>() {
-                Ok(index) if index <= items.len() => {
-                    items.insert(index, value);
+                Ok(index) if index < items.len() => {
+                    items.remove(index);
                     Ok(())
                 }
                 _ => Err(format!(

@@ -12,7 +12,7 @@ use super::read::{Document, Packed};
 use super::split::{InputError, json_values, starts_like_json};
 use super::view::{engine_view, identity};
 use super::write::{self, Out, comment_lines, first_not_json, json, yaml_document};
-use super::{OfflineError, Outcome, Renderings, describe, inject_object, type_name};
+use super::{OfflineError, Outcome, Renderings, describe, inject_object, type_name, uninject_object};
 use crate::template::TemplateSet;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -54,17 +54,46 @@ pub enum StreamError {
     Output(#[from] std::io::Error),
 }
 
+/// What the stream does to each object.
+#[derive(Clone, Copy)]
+enum Action<'a> {
+    Inject(&'a TemplateSet),
+    /// Removes what the status annotation records (`uninject`).
+    Uninject,
+}
+
 /// Reads manifests from `input`, writes the result to `output` in `format` as each
 /// document is done, and hands every note, warning and error to `report`.
 pub fn inject_stream<R: BufRead + Send, W: Write>(
-    mut input: R,
+    input: R,
     output: W,
     templates: &TemplateSet,
     format: Format,
     report: &mut dyn FnMut(Message),
 ) -> Result<Summary, StreamError> {
+    stream(input, output, Action::Inject(templates), format, report)
+}
+
+/// As [`inject_stream`], but undoing each object's injection (`uninject`). The strategic
+/// merge patch is not a format of it: it can only add.
+pub fn uninject_stream<R: BufRead + Send, W: Write>(
+    input: R,
+    output: W,
+    format: Format,
+    report: &mut dyn FnMut(Message),
+) -> Result<Summary, StreamError> {
+    stream(input, output, Action::Uninject, format, report)
+}
+
+fn stream<R: BufRead + Send, W: Write>(
+    mut input: R,
+    output: W,
+    action: Action<'_>,
+    format: Format,
+    report: &mut dyn FnMut(Message),
+) -> Result<Summary, StreamError> {
     let mut stream = Stream {
-        templates,
+        action,
         format,
         output,
         report,
@@ -118,7 +147,7 @@ pub fn inject_stream<R: BufRead + Send, W: Write>(
 }
 
 struct Stream<'a, W> {
-    templates: &'a TemplateSet,
+    action: Action<'a>,
     format: Format,
     output: W,
     report: &'a mut dyn FnMut(Message),
@@ -167,6 +196,16 @@ fn yaml_document_start(out: &mut Out<'_>, first: bool, pending_comments: &[Strin
 }
 
 impl<W: Write> Stream<'_, W> {
+    /// What the action is handed of an object: injection its engine view; `uninject` the
+    /// whole object, since whether a map it would empty is the injector's own depends on
+    /// every key there (an `ownerReferences` the view prunes must keep `metadata`).
+    fn view(&self, node: &Node) -> Json {
+        match self.action {
+            Action::Inject(_) => engine_view(node),
+            Action::Uninject => node.to_json(),
+        }
+    }
+
     /// A tree a parsing thread built, done with.
     fn discard(&mut self, tree: Node) {
         self.done.push(tree);
@@ -237,7 +276,7 @@ impl<W: Write> Stream<'_, W> {
         let mut json = if list || !packed_items.is_empty() {
             identity(&root)
         } else {
-            engine_view(&root)
+            self.view(&root)
         };
         // A non-object is named by number only: its error says what was found.
         let what = json.is_object().then(|| describe(&json));
@@ -257,7 +296,7 @@ impl<W: Write> Stream<'_, W> {
             };
             whole.unpack();
             root = whole.root.take().unwrap_or_else(|| Node::from(Value::Null));
-            json = engine_view(&root);
+            json = self.view(&root);
         }
         let Some(outcome) = self.object(&at, &mut root, &json) else {
             return Ok(());
@@ -272,7 +311,11 @@ impl<W: Write> Stream<'_, W> {
         } else {
             Renderings::JsonPatch
         };
-        let outcome = match inject_object(at, json, self.templates, renderings) {
+        let outcome = match self.action {
+            Action::Inject(templates) => inject_object(at, json, templates, renderings),
+            Action::Uninject => uninject_object(at, json),
+        };
+        let outcome = match outcome {
             Ok(outcome) => outcome,
             Err(error) => {
                 self.fail(error);
@@ -289,6 +332,7 @@ impl<W: Write> Stream<'_, W> {
             for op in &outcome.json_patch.0 {
                 let applied = match op {
                     json_patch::PatchOperation::Add(add) => node.add(&add.path, Node::from_json(&add.value)),
+                    json_patch::PatchOperation::Remove(remove) => node.remove(&remove.path),
                     other => Err(format!("unexpected operation {other:?}")),
                 };
                 if let Err(message) = applied {
@@ -360,7 +404,7 @@ impl<W: Write> Stream<'_, W> {
         self.written += 1;
         let mut any = false;
         for (i, mut item) in items.enumerate() {
-            let item_json = engine_view(&item);
+            let item_json = self.view(&item);
             let what = if item_json.is_object() {
                 describe(&item_json)
             } else {

@@ -56,6 +56,13 @@ pub enum TemplateError {
         kind: &'static str,
         name: String,
     },
+    #[error("template `{template}`: field `{path}`{}: {message}", at_line(line))]
+    Override {
+        template: String,
+        path: String,
+        line: Option<usize>,
+        message: String,
+    },
     #[error(
         "template `{template}`: {owner} mounts volume `{volume}`, which the template does not define (its volumes: {defined})"
     )]

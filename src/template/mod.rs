@@ -3,8 +3,10 @@
 
 mod error;
 mod live;
+pub mod overrides;
 mod parse;
 mod prepared;
+pub mod quantity;
 pub mod reload;
 pub mod yaml_locate;
 
@@ -14,6 +16,7 @@ use std::sync::Arc;
 
 pub use error::{ConfigError, TemplateError, UnknownField};
 pub use live::LiveTemplates;
+pub use overrides::{Bound, OutOfBounds, Override, Overrides, Target};
 pub use parse::{Template, TemplateSpec, content_revision};
 pub use prepared::Prepared;
 

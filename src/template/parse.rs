@@ -6,6 +6,7 @@ use k8s_openapi::api::core::v1::{Container, LocalObjectReference, Volume, Volume
 use serde::{Deserialize, Serialize};
 
 use super::error::{TemplateError, UnknownField};
+use super::overrides::{OverrideDecl, Overrides};
 use super::prepared::Prepared;
 use super::yaml_locate::{LineIndex, Segment, render_path};
 
@@ -32,6 +33,9 @@ pub struct TemplateSpec {
     /// for it (see `inject::plan`). Only a boolean is taken: `null` is refused, not absent.
     #[serde(default, deserialize_with = "present_bool", skip_serializing_if = "Option::is_none")]
     pub native_sidecar: Option<bool>,
+    /// Values a Pod may set with `sidecar.samplecrd.k8s.io/override.NAME`, and their bounds.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub overrides: BTreeMap<String, OverrideDecl>,
 }
 
 /// A field that, once written, must be a boolean (`Option<bool>` alone would read `null`
@@ -51,9 +55,12 @@ pub struct Template {
     pub spec: TemplateSpec,
     /// `spec`'s additions as JSON, serialised once here rather than per Pod.
     pub prepared: Prepared,
+    /// `spec.overrides`, checked.
+    pub overrides: Overrides,
 }
 
-const TOP_LEVEL_FIELDS: &str = "containers, initContainers, volumes, imagePullSecrets, volumeMounts, nativeSidecar";
+const TOP_LEVEL_FIELDS: &str =
+    "containers, initContainers, volumes, imagePullSecrets, volumeMounts, nativeSidecar, overrides";
 
 /// Container fields that users put at the template's top level by mistake (the seed's own
 /// ConfigMap did so with `resources` and `volumeMounts`).
@@ -81,6 +88,7 @@ impl Template {
     pub fn parse(name: &str, text: &str) -> Result<Template, TemplateError> {
         let spec = parse_strict(name, text)?;
         validate(name, &spec)?;
+        let overrides = Overrides::of(name, text, &spec)?;
         let prepared = Prepared::of(&spec).map_err(|e| TemplateError::Syntax {
             template: name.to_string(),
             line: None,
@@ -91,6 +99,7 @@ impl Template {
             revision: content_revision(text),
             spec,
             prepared,
+            overrides,
         })
     }
 

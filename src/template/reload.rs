@@ -158,6 +158,29 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn an_override_out_of_its_own_bounds_keeps_the_last_good_templates() {
+        let live = LiveTemplates::new(None);
+        let metrics = Metrics::unregistered();
+        let events = Recorded::default();
+        let good = crate::template::overrides::tests::EXAMPLE;
+        assert!(apply(Some(&configmap(good)), &live, &metrics, &events).await);
+        let bad = good.replace(r#"max: "2""#, "max: 50m");
+        assert!(!apply(Some(&configmap(&bad)), &live, &metrics, &events).await);
+        let current = live.current().unwrap();
+        assert!(current.get("config").unwrap().overrides.get("cpu-request").is_some());
+        assert_eq!(
+            current.get("config").unwrap().spec,
+            crate::template::Template::parse("config", good).unwrap().spec
+        );
+        let recorded = events.0.lock().unwrap().clone();
+        let (warning, reason, note) = recorded.last().unwrap();
+        assert!(*warning);
+        assert_eq!(reason, "TemplatesInvalid");
+        assert!(note.contains("field `overrides.cpu-request` at line 11"), "{note}");
+        assert!(note.contains("above max \"50m\""), "{note}");
+    }
+
+    #[tokio::test]
     async fn unchanged_content_and_deletion_keep_what_is_live() {
         let live = LiveTemplates::new(None);
         let metrics = Metrics::unregistered();

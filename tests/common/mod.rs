@@ -455,3 +455,11 @@ pub fn leaf_der(pem: &str) -> Vec<u8> {
         .expect("PEM certificate")
         .to_vec()
 }
+
+/// The status annotation of an injected Pod, parsed.
+pub fn injection_status(pod: &Value) -> Value {
+    let text = pod["metadata"]["annotations"][STATUS_ANNOTATION]
+        .as_str()
+        .unwrap_or_else(|| panic!("expected annotation {STATUS_ANNOTATION}: {pod}"));
+    serde_json::from_str(text).unwrap_or_else(|e| panic!("{STATUS_ANNOTATION} is not JSON ({e}): {text}"))
+}

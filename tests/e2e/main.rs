@@ -13,6 +13,7 @@
 //! | `validate` | the shipped validating webhook at `kubectl apply` time: a broken template ConfigMap refused with the reload path's message, a good one admitted, the webhook down lets applies through |
 //! | `check` | `envoy-injector check` on scenarios built in the cluster (every decision rule, injected Pods, a stale Deployment, a foreign `caBundle`, an expired certificate, a Service without endpoints) against `tests/golden/check/` |
 //! | `missing` | opted-in Pods created while no webhook configuration exists (and before their namespace's label): counted by `envoy_injector_pods_uninjected` of a running `serve`, listed by `check --missing` (JSON, text, exit 1) with the reason and the fix; the printed fixes run: the gauge drops to 0, exit 0; `--watch-uninjected=false`: no series |
+//! | `overrides` | `serve` here in cluster mode: a namespace's template label picks the template; a Deployment's `override.memory-limit` lands on each Pod and in the status; `override.cpu-request: "8"` denied with annotation, value, bound and template; a label naming no template denies |
 //! | `controller` | 300 Networks created in one burst: every verdict right, at most 3 reconciles each; a restart writes nothing |
 //! | `deployed` | `manifests/` applied, the binary run as its ServiceAccount behind the Service: RBAC sufficient (and what one missing rule breaks), self-managed TLS Secret and `caBundle`, the `matchConditions` |
 //! | `replicas` | two processes on one ClusterIP (`--reuse-port`): one Lease holder reconciles; SIGKILL of it: takeover within the bound, every opted-in Pod injected |
@@ -34,9 +35,10 @@
 //! | `E2E_SIDECAR_IMAGE`, `E2E_APP_IMAGE` | images of the test sidecar and app container (default `registry.k8s.io/pause:3.10`) |
 //! | `E2E_INJECTOR_NAMESPACE` | in-cluster: namespace of the deployed copy (default `envoy-injector`) |
 //!
-//! The tiers `validate`, `check` and `missing` register webhooks on 127.0.0.1, so they need
-//! an API server on this machine; `validate`, `check`, `missing` and `controller` start
-//! processes of their own, so they skip with `E2E_MODE=in-cluster`. The tiers `deployed`, `replicas`,
+//! The tiers `validate`, `check`, `missing` and `overrides` register webhooks on 127.0.0.1,
+//! so they need an API server on this machine; `validate`, `check`, `missing`, `overrides`
+//! and `controller` start processes of their own, so they skip with `E2E_MODE=in-cluster`.
+//! The tiers `deployed`, `replicas`,
 //! `upgrade`, `workloads` and `outage` need Service ClusterIPs that are loopback addresses of
 //! this machine (see `support/install.rs`) and may bind port 443. Each skips, loudly, where
 //! it cannot run. Each test namespace is `ei-e2e-<tier>-<random>` (tier `check`'s are
@@ -60,7 +62,7 @@ macro_rules! tiers {
 }
 
 tiers![
-    local, validate, check, missing, controller, deployed, replicas, upgrade, workloads, outage
+    local, validate, check, missing, overrides, controller, deployed, replicas, upgrade, workloads, outage
 ];
 
 #[test]

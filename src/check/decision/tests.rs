@@ -393,4 +393,106 @@ fn job_and_cronjob_pod_templates_are_explained_with_their_restart_policy() {
     let report = explained(&cronjob);
     assert_eq!(report.adds, ["container envoy", "volume envoy-conf"]);
     assert_completion_warning(&report, &["`restartPolicy: OnFailure`", "annotation"]);
+#[test]
+fn each_override_is_shown_applied_or_refused_with_the_reason() {
+    let example = crate::template::overrides::tests::EXAMPLE;
+    let set = TemplateSet::from_data("t", &BTreeMap::from([("config".to_string(), example.to_string())])).unwrap();
+    let hooks = shipped();
+    let asked = |overrides: &[(&str, &str)]| {
+        let mut annotations = json!({INJECT_ANNOTATION: "true"});
+        for (name, value) in overrides {
+            annotations[format!("{}{name}", crate::inject::OVERRIDE_PREFIX)] = json!(value);
+        }
+        explain_with(&subject("plain", annotations, app()), Some(&hooks), Ok(&set))
+    };
+    let report = asked(&[("cpu-request", "500m"), ("log-level", "debug")]);
+    assert_eq!(report.verdict, Verdict::Inject, "{report:?}");
+    assert_eq!(
+        report.overrides,
+        [
+            OverrideReport {
+                name: "cpu-request".into(),
+                value: "500m".into(),
+                applied: true,
+                detail: "sets resources.requests.cpu of container `envoy`".into(),
+            },
+            OverrideReport {
+                name: "log-level".into(),
+                value: "debug".into(),
+                applied: true,
+                detail: "sets env LOG_LEVEL of container `envoy`".into(),
+            },
+        ]
+    );
+
+    let report = asked(&[("cpu-request", "8"), ("log-level", "debug")]);
+    assert_eq!((report.verdict, report.rule), (Verdict::Deny, Rule::Override));
+    assert_eq!(
+        report.reason,
+        r#"override.cpu-request: "8" exceeds max "2" of template "config""#
+    );
+    assert!(!report.overrides[0].applied);
+    assert_eq!(report.overrides[0].detail, report.reason);
+    assert!(report.overrides[1].applied, "the good one is shown as allowed");
+    let text = crate::check::render::text(&crate::check::Report {
+        namespace: String::from("envoy-injector"),
+        healthy: false,
+        checks: Vec::new(),
+        pods: vec![report],
+        stale: None,
+    });
+    assert!(
+        text.contains(r#"override cpu-request="8": REFUSED: override.cpu-request: "8" exceeds max "2""#),
+        "{text}"
+    );
+    assert!(
+        text.contains(r#"override log-level="debug": applied: sets env LOG_LEVEL"#),
+        "{text}"
+    );
+
+    // An injected Pod shows what its status annotation records.
+    let status = json!({"template": "config", "revision": "0", "containers": ["envoy"], "initContainers": [],
+                        "volumes": [], "imagePullSecrets": [], "nativeSidecar": false,
+                        "overrides": {"memory-limit": "256Mi"}});
+    let report = explain_with(
+        &subject("plain", json!({STATUS_ANNOTATION: status.to_string()}), app()),
+        Some(&hooks),
+        Ok(&set),
+    );
+    assert_eq!(report.rule, Rule::AlreadyInjected);
+    assert_eq!(report.overrides.len(), 1);
+    assert_eq!(
+        (report.overrides[0].name.as_str(), report.overrides[0].value.as_str()),
+        ("memory-limit", "256Mi")
+    );
+}
+
+#[test]
+fn a_namespace_s_template_label_is_the_template_check_reports() {
+    let set = TemplateSet::from_data(
+        "t",
+        &BTreeMap::from([
+            ("config".to_string(), TEMPLATE.to_string()),
+            (
+                "canary".to_string(),
+                "containers:\n- name: canary\n  image: envoy\n".to_string(),
+            ),
+        ]),
+    )
+    .unwrap();
+    let mut cluster = cluster();
+    cluster.namespaces.get_mut("labelled").unwrap().insert(
+        crate::inject::NAMESPACE_TEMPLATE_LABEL.to_string(),
+        "canary".to_string(),
+    );
+    let hooks = shipped();
+    let installed = Installed {
+        webhook_config: "envoy-injector",
+        webhooks: Some(&hooks),
+        templates: Ok(&set),
+    };
+    let report = explain(&subject("labelled", json!({}), app()), &installed, &cluster);
+    assert_eq!(report.verdict, Verdict::Inject, "{report:?}");
+    assert_eq!(report.template.unwrap().name, "canary");
+    assert_eq!(report.adds, ["container canary"]);
 }
