@@ -393,6 +393,8 @@ fn job_and_cronjob_pod_templates_are_explained_with_their_restart_policy() {
     let report = explained(&cronjob);
     assert_eq!(report.adds, ["container envoy", "volume envoy-conf"]);
     assert_completion_warning(&report, &["`restartPolicy: OnFailure`", "annotation"]);
+}
+
 #[test]
 fn each_override_is_shown_applied_or_refused_with_the_reason() {
     let example = crate::template::overrides::tests::EXAMPLE;
@@ -440,6 +442,7 @@ fn each_override_is_shown_applied_or_refused_with_the_reason() {
         checks: Vec::new(),
         pods: vec![report],
         stale: None,
+        missing: None,
     });
     assert!(
         text.contains(r#"override cpu-request="8": REFUSED: override.cpu-request: "8" exceeds max "2""#),

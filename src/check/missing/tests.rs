@@ -65,6 +65,7 @@ fn decision(verdict: Verdict, rule: Rule, webhooks: &[(&str, Call, bool)]) -> Po
             })
             .collect(),
         warnings: Vec::new(),
+        overrides: Vec::new(),
     }
 }
 
