@@ -1,5 +1,6 @@
-//! Offline injection (`envoy-injector inject`), like `istioctl kube-inject`: manifests in,
-//! injected manifests or patches out, one document at a time.
+//! Offline injection (`envoy-injector inject`), like `istioctl kube-inject`, and its
+//! undoing (`uninject`): manifests in, changed manifests or patches out, one document at a
+//! time.
 //!
 //! Input is read the way kubectl reads it (`read`, `yaml11`), so the injector decides on
 //! the same values the API server will see; output is written so that kubectl reads
