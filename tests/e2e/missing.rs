@@ -19,10 +19,8 @@
 use std::process::Command;
 use std::time::Duration;
 
-use k8s_openapi::api::admissionregistration::v1::MutatingWebhookConfiguration;
 use k8s_openapi::api::apps::v1::Deployment;
 use kube::api::{Api, ListParams, PostParams};
-use kube::core::ApiResource;
 use serde_json::{Value, json};
 
 use crate::check::{check, wait_for_dry_run_injection};
@@ -185,18 +183,13 @@ async fn run(suite: &Suite) -> TierResult {
     tokio::time::sleep(Duration::from_millis(1100)).await;
 
     let webhook_config = format!("envoy-injector-missing-{id}");
-    scope.delete_later(
-        ApiResource::erase::<MutatingWebhookConfiguration>(&()),
-        None,
-        &webhook_config,
-    );
-    kubectl_apply(&[shipped_webhooks_at(
-        "manifests/webhook.yaml",
+    register_shipped_webhooks(
+        &scope,
         &webhook_config,
         &format!("https://{webhook}/mutate"),
         certs.ca.cert_pem.as_bytes(),
         &[&apps.name, &late.name],
-    )])
+    )
     .await;
     wait_for_dry_run_injection(&probe).await;
 

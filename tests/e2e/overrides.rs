@@ -8,10 +8,8 @@
 //! template denies, naming the templates that exist.
 
 use envoy_injector::tls;
-use k8s_openapi::api::admissionregistration::v1::MutatingWebhookConfiguration;
 use k8s_openapi::api::apps::v1::Deployment;
 use kube::api::{Api, ListParams, PostParams};
-use kube::core::ApiResource;
 use serde_json::{Value, json};
 
 use crate::support::*;
@@ -60,18 +58,13 @@ async fn run(suite: &Suite) -> TierResult {
     );
     serve.wait_ready().await;
     let webhook_config = format!("envoy-injector-{}", apps.name);
-    scope.delete_later(
-        ApiResource::erase::<MutatingWebhookConfiguration>(&()),
-        None,
-        &webhook_config,
-    );
-    kubectl_apply(&[shipped_webhooks_at(
-        "manifests/webhook.yaml",
+    register_shipped_webhooks(
+        &scope,
         &webhook_config,
         &format!("https://{webhook}/mutate"),
         certs.ca.cert_pem.as_bytes(),
         &[&apps.name],
-    )])
+    )
     .await;
 
     // The namespace's template, once the API server calls the webhook.

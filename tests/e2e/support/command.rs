@@ -7,7 +7,10 @@ use std::process::{Command, Output, Stdio};
 
 use serde_json::{Value, json};
 
-use super::Skip;
+use k8s_openapi::api::admissionregistration::v1::MutatingWebhookConfiguration;
+use kube::core::ApiResource;
+
+use super::{Scope, Skip, shipped_webhooks_at};
 
 /// Runs `command` to its end with `stdin` written to it (nothing when `None`).
 pub async fn run_command(mut command: Command, stdin: Option<&str>) -> Output {
@@ -83,4 +86,18 @@ pub async fn kubectl_apply(objects: &[Value]) {
         "expected kubectl apply to succeed, found: {}",
         describe_output(&out)
     );
+}
+
+/// Registers the shipped MutatingWebhookConfiguration (`manifests/webhook.yaml`) as `name`,
+/// calling `url` for `namespaces` only and trusting `ca_pem`; `scope` deletes it.
+pub async fn register_shipped_webhooks(scope: &Scope, name: &str, url: &str, ca_pem: &[u8], namespaces: &[&str]) {
+    scope.delete_later(ApiResource::erase::<MutatingWebhookConfiguration>(&()), None, name);
+    kubectl_apply(&[shipped_webhooks_at(
+        "manifests/webhook.yaml",
+        name,
+        url,
+        ca_pem,
+        namespaces,
+    )])
+    .await;
 }

@@ -24,7 +24,7 @@ use kube::Client;
 use serde_json::Value;
 
 pub use cleanup::Scope;
-pub use command::{describe_output, kubectl, kubectl_apply, require_kubectl, run_command};
+pub use command::{describe_output, kubectl, kubectl_apply, register_shipped_webhooks, require_kubectl, run_command};
 pub use install::Install;
 pub use namespace::{LOOP_PAUSE, PodLoop, TestNs, injected_with, list_events_about};
 pub use objects::*;
