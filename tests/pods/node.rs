@@ -185,7 +185,6 @@ pub fn ready(pod: &Pod) -> Result<(), String> {
 
 /// The injector's Deployment, its namespace and its ConfigMap, as `manifests/` names them.
 pub struct Installation {
-    pub namespace: String,
     pub deployments: Api<Deployment>,
     pub pods: Api<Pod>,
     pub configmaps: Api<ConfigMap>,
@@ -194,7 +193,6 @@ pub struct Installation {
 impl Installation {
     pub fn new(client: &Client) -> Installation {
         Installation {
-            namespace: INJECTOR_NAMESPACE.to_string(),
             deployments: Api::namespaced(client.clone(), INJECTOR_NAMESPACE),
             pods: Api::namespaced(client.clone(), INJECTOR_NAMESPACE),
             configmaps: Api::namespaced(client.clone(), INJECTOR_NAMESPACE),
@@ -220,7 +218,7 @@ impl Installation {
             .get_opt(INJECTOR_NAME)
             .await
             .map_err(|e| api_error(&e))?
-            .ok_or_else(|| format!("no Deployment {}/{INJECTOR_NAME}", self.namespace))?;
+            .ok_or_else(|| format!("no Deployment {}/{INJECTOR_NAME}", INJECTOR_NAMESPACE))?;
         rolled_out(&deployment).map(|()| deployment)
     }
 
@@ -250,7 +248,7 @@ impl Installation {
         let current = self.configmaps.get(INJECTOR_NAME).await.unwrap_or_else(|e| {
             panic!(
                 "expected the ConfigMap {}/{INJECTOR_NAME}, found: {}",
-                self.namespace,
+                INJECTOR_NAMESPACE,
                 api_error(&e)
             )
         });
@@ -259,7 +257,7 @@ impl Installation {
         if !TAKEN.swap(true, Ordering::SeqCst) {
             suite
                 .teardown
-                .restore_template(&self.namespace, INJECTOR_NAME, config.clone());
+                .restore_template(INJECTOR_NAMESPACE, INJECTOR_NAME, config.clone());
         }
         if config.as_deref() == Some(wanted.as_str()) {
             return;
@@ -271,7 +269,7 @@ impl Installation {
             .unwrap_or_else(|e| panic!("expected to set the stand-in template, found: {}", api_error(&e)));
         step!(
             "ConfigMap {}/{INJECTOR_NAME}: `config` is the stand-in template (the shipped one is put back at the end)",
-            self.namespace
+            INJECTOR_NAMESPACE
         );
     }
 }
