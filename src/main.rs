@@ -1,7 +1,6 @@
 //! The `envoy-injector` binary: clap arguments (`cli`) mapped to the library's plain
 //! settings, one module per subcommand (`commands`).
 
-mod allocator;
 mod cli;
 mod commands;
 
@@ -45,9 +44,6 @@ fn fix_malloc_mmap_threshold() {
 #[cfg(not(all(target_os = "linux", target_env = "gnu")))]
 fn fix_malloc_mmap_threshold() {}
 
-#[global_allocator]
-static ALLOCATOR: allocator::Switchable = allocator::Switchable;
-
 /// Each error's message already carries its causes, so print it once, on one line.
 fn main() -> ExitCode {
     fix_malloc_mmap_threshold();
@@ -72,15 +68,8 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     init_logging(cli.log_format, &cli.log_level)?;
     match cli.command {
         Command::Serve(args) => runtime()?.block_on(commands::serve::run(*args))?,
-        Command::Inject(args) => {
-            // Before any thread starts (see `allocator`).
-            allocator::use_mimalloc();
-            commands::inject::run(&args)?
-        }
-        Command::Uninject(args) => {
-            allocator::use_mimalloc();
-            commands::inject::run_uninject(&args)?
-        }
+        Command::Inject(args) => commands::inject::run(&args)?,
+        Command::Uninject(args) => commands::inject::run_uninject(&args)?,
         Command::Certs(args) => commands::certs::run(&args)?,
         Command::Crd => commands::crd::run().context("cannot write the CRD to stdout")?,
         // Unhealthy is an answer, not an error: the report is printed, the exit code says it.

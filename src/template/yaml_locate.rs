@@ -5,8 +5,7 @@
 
 use std::collections::HashMap;
 
-use yaml_rust2::parser::{Event, MarkedEventReceiver, Parser};
-use yaml_rust2::scanner::Marker;
+use granit_parser::{Event, Parser};
 
 /// One step of a path into a YAML document.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -51,8 +50,15 @@ impl LineIndex {
     pub fn build(text: &str) -> Self {
         let mut collector = Collector::default();
         // A text serde already parsed is valid YAML; if this parser still disagrees we
-        // simply have no line numbers, which only makes the message less precise.
-        let _ = Parser::new_from_str(text).load(&mut collector, false);
+        // simply have no line numbers past that point, which only makes the message less
+        // precise.
+        for event in Parser::new_from_str(text) {
+            let Ok((event, span)) = event else { break };
+            if matches!(event, Event::DocumentEnd) {
+                break;
+            }
+            collector.on_event(event, span.start.line());
+        }
         LineIndex { lines: collector.lines }
     }
 
@@ -96,14 +102,16 @@ impl Collector {
     }
 }
 
-impl MarkedEventReceiver for Collector {
-    fn on_event(&mut self, event: Event, mark: Marker) {
+impl Collector {
+    /// One parser event that starts on `line` (1-based).
+    fn on_event(&mut self, event: Event<'_>, line: usize) {
         match event {
             Event::Scalar(value, ..) => {
                 if self.is_key_position() {
+                    let value = value.into_owned();
                     let mut key_path = self.path.clone();
                     key_path.push(Segment::Key(value.clone()));
-                    self.lines.entry(key_path).or_insert(mark.line());
+                    self.lines.entry(key_path).or_insert(line);
                     if let Some(Frame::Mapping { awaiting_key, key }) = self.stack.last_mut() {
                         *awaiting_key = false;
                         *key = Some(value);
@@ -113,7 +121,7 @@ impl MarkedEventReceiver for Collector {
                     self.leave_value();
                 }
             }
-            Event::Alias(_) => {
+            Event::Alias(_) | Event::UnresolvedAlias(_) => {
                 if self.is_key_position() {
                     if let Some(Frame::Mapping { awaiting_key, key }) = self.stack.last_mut() {
                         *awaiting_key = false;
