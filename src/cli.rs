@@ -10,7 +10,17 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 #[command(
     name = "envoy-injector",
     version,
-    about = "Sidecar-injecting admission webhook and Network controller"
+    about = "Sidecar-injecting admission webhook and Network controller",
+    long_about = "Sidecar-injecting admission webhook and Network controller.\n\n\
+        In a cluster, `serve` runs as a Deployment: it injects the sidecar template of the \
+        `envoy-injector` ConfigMap into the Pods that opt in, and reconciles `Network` \
+        resources. The other commands work on files or read the cluster; none of them \
+        changes it.",
+    after_help = "Examples:\n  \
+        envoy-injector inject -f deployment.yaml | kubectl apply -f -\n  \
+        envoy-injector check my-pod -n shop\n  \
+        envoy-injector serve --standalone\n\n\
+        Run `envoy-injector <COMMAND> --help` for a command's flags."
 )]
 pub struct Cli {
     /// Log format: human-readable text or one JSON object per line.
@@ -32,17 +42,47 @@ pub enum LogFormat {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Run the admission webhook (and, in cluster mode, the Network controller).
-    /// Boxed: by far the largest variant.
+    #[command(
+        long_about = "Run the admission webhook (and, in cluster mode, the Network controller).\n\n\
+            Cluster mode (the default, in a Pod): templates from the `envoy-injector` \
+            ConfigMap in --namespace, a self-managed certificate in a Secret unless \
+            --tls-cert/--tls-key are given, and the Network controller on the replica \
+            that holds the Lease. --standalone: no cluster, the embedded default template \
+            (or --config) and a self-signed certificate, for trying the webhook locally.",
+        after_help = "Examples:\n  \
+            envoy-injector serve --standalone --addr 127.0.0.1:8443\n  \
+            envoy-injector serve --namespace envoy-injector --network-backend none"
+    )]
+    // Boxed: by far the largest variant.
     Serve(Box<ServeArgs>),
     /// Inject the sidecar into manifests offline and print the result.
+    #[command(after_help = "Examples:\n  \
+        envoy-injector inject -f deployment.yaml | kubectl apply -f -\n  \
+        kubectl get deploy web -o yaml | envoy-injector inject -f - --config my-template.yaml\n  \
+        envoy-injector inject -f job.yaml -o jsonpatch")]
     Inject(InjectArgs),
     /// Generate a CA and a serving certificate for the webhook Service.
+    #[command(after_help = "Example:\n  \
+        envoy-injector certs --service envoy-injector --namespace envoy-injector --out-dir certs/")]
     Certs(CertsArgs),
     /// Print the Network CustomResourceDefinition (YAML) generated from the Rust type.
     Crd,
     /// Explain why Pods would (not) be injected and check the installation (read-only).
+    #[command(
+        long_about = "Explain why Pods would (not) be injected and check the installation (read-only).\n\n\
+            Uses the current kubeconfig and only reads. Exit code 1 when a check fails, a Pod \
+            would be denied or --missing finds Pods; stale sidecars and a Pod that would \
+            simply not be injected are not failures.",
+        after_help = "Examples:\n  \
+            envoy-injector check                      # the installation's health\n  \
+            envoy-injector check my-pod -n shop       # why this Pod is (not) injected\n  \
+            envoy-injector check -f deployment.yaml   # the Pods a manifest would make\n  \
+            envoy-injector check --stale --missing    # Pods to restart, cluster-wide"
+    )]
     Check(CheckArgs),
     /// Remove what the injector added to manifests (as their status annotation records).
+    #[command(after_help = "Example:\n  \
+        kubectl get deploy web -o yaml | envoy-injector uninject -f - | kubectl apply -f -")]
     Uninject(UninjectArgs),
 }
 
@@ -79,12 +119,12 @@ pub struct ServeArgs {
     /// How often the cert/key files are checked for changes.
     #[arg(long, value_parser = parse_duration, default_value = "1s")]
     pub tls_reload_interval: Duration,
-    /// Self-managed TLS (cluster mode without --tls-cert/--tls-key). Boxed: keeps the
-    /// `Command` variants of similar size.
+    // Self-managed TLS (cluster mode without --tls-cert/--tls-key). Boxed: keeps the
+    // `Command` variants of similar size.
     #[command(flatten)]
     pub self_tls: Box<SelfTlsArgs>,
-    /// Connection limits and timeouts of both listeners. Boxed: keeps the `Command`
-    /// variants of similar size.
+    // Connection limits and timeouts of both listeners. Boxed: keeps the `Command`
+    // variants of similar size.
     #[command(flatten)]
     pub connections: Box<ConnectionArgs>,
     /// Backend that realises Networks: `multus` (a NetworkAttachmentDefinition per
@@ -277,8 +317,7 @@ pub enum CheckOutput {
     Json,
 }
 
-/// `check` uses the current kubeconfig and only reads. Exit code 1 when a check fails or a
-/// Pod would be denied; a Pod that would simply not be injected is not a failure.
+/// `check`'s arguments: one target (a Pod, a namespace, a file, or the installation).
 #[derive(Debug, Clone, Args)]
 pub struct CheckArgs {
     /// A Pod to explain (in --namespace, default: the kubeconfig context's namespace).
