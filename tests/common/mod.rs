@@ -3,7 +3,12 @@
 #![allow(dead_code)]
 
 pub mod builders;
-pub mod process;
+mod kit;
+pub mod standalone;
+
+#[allow(unused_imports)]
+pub use kit::metrics::metric_value;
+pub use kit::*;
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -315,20 +320,18 @@ pub fn check_review(fixture: &str, request: &[u8], response: &[u8]) {
     );
 }
 
-/// Polls `check` until it returns `Some`, or panics with `what` after [`PATIENCE`].
+/// Polls `check` every 50 ms until it returns `Some`, or panics with `what` after
+/// [`PATIENCE`].
 pub async fn eventually<T, F, Fut>(what: &str, mut check: F) -> T
 where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = Option<T>>,
 {
-    let deadline = tokio::time::Instant::now() + PATIENCE;
-    loop {
-        if let Some(value) = check().await {
-            return value;
-        }
-        assert!(tokio::time::Instant::now() < deadline, "gave up waiting for {what}");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    poll::until(what, PATIENCE, Duration::from_millis(50), async || {
+        check().await.ok_or_else(|| "not yet".to_string())
+    })
+    .await
+    .unwrap_or_else(|e| panic!("{e}"))
 }
 
 /// A TLS connection to the webhook at `addr` (SNI [`HOST`]), trusting `ca_pem`, offering
@@ -372,18 +375,6 @@ pub async fn closed_by_peer<S: tokio::io::AsyncRead + Unpin>(stream: &mut S) -> 
         }
     };
     tokio::time::timeout(PATIENCE, until_closed).await.is_ok()
-}
-
-/// The value of one sample line of the metrics text (`name{labels} value`).
-pub fn metric_value(text: &str, series: &str) -> Option<f64> {
-    text.lines().find_map(|line| {
-        line.strip_prefix(series)?
-            .strip_prefix(' ')?
-            .split(' ')
-            .next()?
-            .parse()
-            .ok()
-    })
 }
 
 /// An HTTP/1.1 POST of `body` to the API server's path, as bytes.
