@@ -178,7 +178,7 @@ async fn run(suite: &Suite) -> TierResult {
             "--identity",
             "check-test-replica",
         ],
-    );
+    ).await;
     serve.wait_ready().await;
     let webhook_config = format!("envoy-injector-check-{id}");
     scope.delete_later(

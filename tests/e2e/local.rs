@@ -26,12 +26,13 @@ use std::time::{Duration, Instant};
 use k8s_openapi::api::admissionregistration::v1::MutatingWebhookConfiguration;
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{ConfigMap, Event, Node, Pod};
-use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams};
 use kube::core::ApiResource;
 use kube::{Client, ResourceExt};
 use serde_json::{Value, json};
 
+use crate::common::crd::{self, NAD_CRD};
+use crate::common::process::{ANY_LOOPBACK_PORT, listen_args};
 use crate::support::*;
 
 pub const TIER: Tier = Tier {
@@ -55,8 +56,6 @@ const OVERLAP_A: (&str, &str, &str) = ("e2e-net-a", "10.50.0.0/16", "10.50.0.1")
 const OVERLAP_B: (&str, &str, &str) = ("e2e-net-b", "10.50.1.0/24", "10.50.1.1");
 /// Networks the suite never creates.
 const MISSING_NETWORK: &str = "e2e-missing-net";
-/// The Multus NetworkAttachmentDefinition CRD: the multus backend needs it.
-const NAD_CRD: &str = "network-attachment-definitions.k8s.cni.cncf.io";
 /// What Multus writes on a Pod: its interfaces and their IPs.
 const NETWORK_STATUS: &str = "k8s.v1.cni.cncf.io/network-status";
 /// Pod-template annotation that makes the test Deployment roll out again.
@@ -137,7 +136,6 @@ fn cluster_inputs_are_well_formed() {
         (Some(&["CREATE".to_string()][..]), Some(&["pods".to_string()][..]))
     );
     assert_eq!(host_port("fd00::1", 8443), "[fd00::1]:8443");
-    let _ = admin_client();
 
     assert_eq!(namespace_object("ei-e2e-x", &[]).metadata.name.as_deref(), Some("ei-e2e-x"));
     assert_eq!(
@@ -511,8 +509,6 @@ impl<'a> Ctx<'a> {
             Ok(_) => host,
             Err(_) => "0.0.0.0",
         };
-        let port = free_port(listen);
-        let admin = std::net::SocketAddr::from(([127, 0, 0, 1], free_port("127.0.0.1")));
         let mut args: Vec<std::ffi::OsString> = [
             "serve",
             "--namespace",
@@ -523,21 +519,18 @@ impl<'a> Ctx<'a> {
             "false",
             "--log-format",
             "json",
-            "--addr",
-            &host_port(listen, port),
-            "--admin-addr",
-            &admin.to_string(),
         ]
         .iter()
         .map(Into::into)
         .collect();
-        args.extend([
-            "--tls-cert".into(),
-            certs.join("tls.crt").into(),
-            "--tls-key".into(),
-            certs.join("tls.key").into(),
-        ]);
-        let server = Injector::spawn("serve", args, Vec::new(), admin, dir);
+        args.extend(listen_args(
+            &host_port(listen, 0),
+            ANY_LOOPBACK_PORT,
+            &certs.join("tls.crt"),
+            &certs.join("tls.key"),
+        ));
+        let server = Injector::spawn("serve", args, Vec::new(), dir).await;
+        let port = server.webhook.port();
         server.wait_ready().await;
         self.server = Some(server);
         Webhook { port, ca_pem }
@@ -652,11 +645,10 @@ impl<'a> Ctx<'a> {
         self.backend = if backend == "none" {
             Backend::Ready { multus: false }
         } else {
-            let crds: Api<CustomResourceDefinition> = Api::all(self.client.clone());
-            match crds.get_opt(NAD_CRD).await {
-                Ok(Some(_)) => Backend::Ready { multus: true },
-                Ok(None) => Backend::Unavailable,
-                Err(e) => panic!("expected to read CRD {NAD_CRD}, found: {}", api_error(&e)),
+            match crd::installed(&self.client, NAD_CRD).await {
+                Ok(true) => Backend::Ready { multus: true },
+                Ok(false) => Backend::Unavailable,
+                Err(e) => panic!("{e}"),
             }
         };
         step!(

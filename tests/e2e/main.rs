@@ -49,6 +49,8 @@
 //! A new tier is a file `tests/e2e/<name>.rs` with `pub const TIER: Tier` and its name in
 //! the list below.
 
+#[path = "../common/kit.rs"]
+mod common;
 #[path = "../scale/mod.rs"]
 mod scale;
 mod support;

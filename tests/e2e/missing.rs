@@ -114,7 +114,7 @@ async fn run(suite: &Suite) -> TierResult {
     )])
     .await;
     let common = ["--namespace", &injector_ns, "--network-backend", "none"];
-    let (serve, webhook) = serve_on_loopback("missing", &certs, &[&common[..], &["--identity", "missing-test"]].concat());
+    let (serve, webhook) = serve_on_loopback("missing", &certs, &[&common[..], &["--identity", "missing-test"]].concat()).await;
     serve.wait_ready().await;
 
     // Nothing may inject these namespaces yet (a leftover configuration would).
@@ -292,7 +292,7 @@ async fn run(suite: &Suite) -> TierResult {
         "missing-off",
         &certs,
         &[&common[..], &["--leader-elect=false", "--watch-uninjected=false"]].concat(),
-    );
+    ).await;
     unwatched.wait_ready().await;
     tokio::time::sleep(Duration::from_secs(1)).await;
     let metrics = unwatched.metrics().await;
