@@ -31,12 +31,12 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
+use common::poll;
 use envoy_injector::network::crd::Network;
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Pod, ServiceAccount};
 use kube::Client;
 use kube::api::{Api, ListParams, PostParams};
-use common::poll;
 use scale::{POLL, Result, Served, Tracker, reconciles, writes};
 use serde_json::json;
 
@@ -283,12 +283,18 @@ async fn measure(s: &Settings, client: &Client, namespace: &str) -> Result<()> {
     served.stop().await?;
     let (network_events, nad_events) = tracker.counts();
     let served = Served::start(&s.bin, namespace, &dir, &dir.join("serve-2.log"), &extra).await?;
-    poll::until_true("every Network reconciled after the restart", PATIENCE, POLL, async || {
-        served.metrics().await.is_ok_and(|m| reconciles(&m) >= n as u64)
-    })
+    poll::until_true(
+        "every Network reconciled after the restart",
+        PATIENCE,
+        POLL,
+        async || served.metrics().await.is_ok_and(|m| reconciles(&m) >= n as u64),
+    )
     .await?;
     let reconciled = served.started.elapsed();
-    poll::until_true("/readyz after the restart", PATIENCE, POLL, async || served.ready().await).await?;
+    poll::until_true("/readyz after the restart", PATIENCE, POLL, async || {
+        served.ready().await
+    })
+    .await?;
     let readyz = served.started.elapsed();
     // Late writes would show within a few seconds.
     let (rss, peak) = steady_memory(&served).await?;
@@ -344,7 +350,10 @@ async fn measure(s: &Settings, client: &Client, namespace: &str) -> Result<()> {
         async || served.metrics().await.is_ok_and(|m| reconciles(&m) >= n as u64),
     )
     .await?;
-    poll::until_true("/readyz (--watch-uninjected=false)", PATIENCE, POLL, async || served.ready().await).await?;
+    poll::until_true("/readyz (--watch-uninjected=false)", PATIENCE, POLL, async || {
+        served.ready().await
+    })
+    .await?;
     let (unwatched_rss, _) = steady_memory(&served).await?;
     served.stop().await?;
     println!("\n5. The same restart with --watch-uninjected=false");
@@ -362,9 +371,12 @@ async fn measure(s: &Settings, client: &Client, namespace: &str) -> Result<()> {
 
 async fn wait_for_default_service_account(client: &Client, namespace: &str) -> Result<()> {
     let accounts: Api<ServiceAccount> = Api::namespaced(client.clone(), namespace);
-    poll::until_true("the default ServiceAccount", Duration::from_secs(60), POLL, async || {
-        accounts.get_opt("default").await.is_ok_and(|a| a.is_some())
-    })
+    poll::until_true(
+        "the default ServiceAccount",
+        Duration::from_secs(60),
+        POLL,
+        async || accounts.get_opt("default").await.is_ok_and(|a| a.is_some()),
+    )
     .await
 }
 

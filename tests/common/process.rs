@@ -84,6 +84,15 @@ impl Process {
         all[all.len().saturating_sub(lines)..].join("\n")
     }
 
+    /// `message`, then the last lines of the log, for a failure.
+    pub fn with_log_tail(&self, message: &str) -> String {
+        format!(
+            "{message}; the end of its log ({}):\n{}",
+            self.log.display(),
+            self.log_tail(TAIL)
+        )
+    }
+
     /// The exit status, once it has exited.
     pub fn try_wait(&self) -> Option<ExitStatus> {
         self.child().try_wait().ok().flatten()
@@ -112,13 +121,7 @@ impl Process {
             self.try_wait().ok_or_else(|| "still running".to_string())
         })
         .await
-        .map_err(|e| {
-            format!(
-                "{e}; the end of its log ({}):\n{}",
-                self.log.display(),
-                self.log_tail(TAIL)
-            )
-        })
+        .map_err(|e| self.with_log_tail(&e))
     }
 
     /// The addresses `serve` logged for its listeners (`listener`, `addr` in its JSON
@@ -146,13 +149,7 @@ impl Process {
             }
         })
         .await
-        .map_err(|e| {
-            format!(
-                "{e}; the end of its log ({}):\n{}",
-                self.log.display(),
-                self.log_tail(TAIL)
-            )
-        })
+        .map_err(|e| self.with_log_tail(&e))
     }
 
     /// SIGTERM, then SIGKILL if it still runs after `grace`; blocks (for `Drop`).

@@ -94,12 +94,8 @@ async fn run_fix(fix: &str, dir: &std::path::Path) {
 }
 
 async fn run(suite: &Suite) -> TierResult {
-    suite.loopback_webhooks()?;
-    require_kubectl()?;
+    let (scope, id) = suite.loopback_tier_with_kubectl()?;
     let client = &suite.client;
-    // Declared first, so it is dropped last: after the processes have stopped.
-    let scope = Scope::new(suite.settings.mode);
-    let id = unique_suffix();
     let injector_ns = format!("ei-e2e-missing-{id}");
     TestNs::create_named(client, &scope, &injector_ns, &[(NAMESPACE_OPT_IN.0, "disabled")]).await;
     let apps = TestNs::create(client, &scope, "missing-apps", &[]).await;

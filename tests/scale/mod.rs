@@ -141,7 +141,11 @@ pub fn reconciles(samples: &Samples) -> u64 {
 /// Writes the API server received (create, update, patch, delete), by resource.
 pub fn writes(samples: &Samples) -> BTreeMap<String, u64> {
     let mut by_resource = BTreeMap::new();
-    for sample in samples.0.iter().filter(|s| s.name == "envoy_injector_api_requests_total") {
+    for sample in samples
+        .0
+        .iter()
+        .filter(|s| s.name == "envoy_injector_api_requests_total")
+    {
         let write = sample.labels.get("verb").is_some_and(|v| {
             matches!(
                 v.as_str(),

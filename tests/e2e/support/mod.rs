@@ -24,9 +24,9 @@ use serde_json::Value;
 
 use crate::common::poll::{self, Miss};
 
-pub use cleanup::Scope;
 pub use crate::common::kubectl::{describe_output, kubectl, kubectl_apply, run_command};
 pub use crate::common::metrics::metric_sum;
+pub use cleanup::Scope;
 pub use command::{register_shipped_webhooks, require_kubectl};
 pub use install::Install;
 pub use namespace::{LOOP_PAUSE, PodLoop, TestNs, injected_with, list_events_about};
@@ -262,6 +262,18 @@ impl Suite {
                  could not call a webhook this tier registers on loopback"
             ))),
         }
+    }
+}
+
+impl Suite {
+    /// For a tier that starts `serve` behind a loopback webhook and drives kubectl:
+    /// `Err(Skip)` unless both can work here; otherwise its cleanup scope (bind it first, so
+    /// it is dropped last: after the tier's processes have stopped) and a suffix for its
+    /// names.
+    pub fn loopback_tier_with_kubectl(&self) -> Result<(Scope, String), Skip> {
+        self.loopback_webhooks()?;
+        command::require_kubectl()?;
+        Ok((Scope::new(self.settings.mode), unique_suffix()))
     }
 }
 

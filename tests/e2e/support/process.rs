@@ -17,7 +17,7 @@ use std::time::Duration;
 use envoy_injector::tls::ServiceCerts;
 
 use super::{PATIENCE, metric_sum, shout, step, temp_dir, wait_for};
-use crate::common::process::{ANY_LOOPBACK_PORT, Admin, Process, TAIL, listen_args};
+use crate::common::process::{ANY_LOOPBACK_PORT, Admin, Process, listen_args};
 
 struct Watched {
     name: String,
@@ -37,12 +37,8 @@ pub fn check_processes() -> Result<(), String> {
             continue;
         }
         if let Some(status) = watched.process.try_wait() {
-            return Err(format!(
-                "envoy-injector {} exited ({status}); the end of its log ({}):\n{}",
-                watched.name,
-                watched.process.log_path().display(),
-                watched.process.log_tail(TAIL)
-            ));
+            let exited = format!("envoy-injector {} exited ({status})", watched.name);
+            return Err(watched.process.with_log_tail(&exited));
         }
     }
     Ok(())
@@ -64,7 +60,12 @@ impl Injector {
     /// Starts `serve` (the binary cargo built for the tests) with `args` and `env`, its
     /// output in a log file in `dir`, and reads back the addresses it bound (`args` may ask
     /// for port 0). Does not wait for readiness.
-    pub async fn spawn(name: &str, args: Vec<OsString>, env: Vec<(String, String)>, dir: tempfile::TempDir) -> Injector {
+    pub async fn spawn(
+        name: &str,
+        args: Vec<OsString>,
+        env: Vec<(String, String)>,
+        dir: tempfile::TempDir,
+    ) -> Injector {
         let bin = Path::new(env!("CARGO_BIN_EXE_envoy-injector"));
         let log = dir.path().join(format!("{name}.log"));
         let process = Process::spawn(bin, &args, &env, &log).unwrap_or_else(|e| panic!("{e}"));
@@ -145,10 +146,7 @@ impl Injector {
 
     /// `Ok` when `/readyz` answers 200; `Err` with its answer otherwise.
     pub async fn readyz(&self) -> Result<(), String> {
-        self.admin
-            .readyz()
-            .await
-            .map_err(|e| format!("{}: {e}", self.name))
+        self.admin.readyz().await.map_err(|e| format!("{}: {e}", self.name))
     }
 
     /// The HTTP status of `/readyz` (or of `/healthz`, `/metrics`: any admin path).
@@ -173,10 +171,7 @@ impl Injector {
     /// `/metrics` as text; `Err` says what answered instead (for probes of a process that
     /// may not listen yet).
     pub async fn try_metrics(&self) -> Result<String, String> {
-        self.admin
-            .metrics()
-            .await
-            .map_err(|e| format!("{}: {e}", self.name))
+        self.admin.metrics().await.map_err(|e| format!("{}: {e}", self.name))
     }
 
     /// One metric of this process, summed over the series matching `labels`.
@@ -212,12 +207,8 @@ pub async fn serve_on_loopback(name: &str, certs: &ServiceCerts, args: &[&str]) 
 impl Drop for Injector {
     fn drop(&mut self) {
         if std::thread::panicking() {
-            shout(&format!(
-                "e2e failed; the end of the log of envoy-injector {} ({}):\n{}",
-                self.name,
-                self.watched.process.log_path().display(),
-                self.log_tail(TAIL)
-            ));
+            let failed = format!("e2e failed, envoy-injector {}", self.name);
+            shout(&self.watched.process.with_log_tail(&failed));
         }
         self.watched.expected_running.store(false, Ordering::Release);
         self.watched.process.stop(Duration::from_secs(10));

@@ -46,7 +46,10 @@ impl Suite {
             .as_str()
             .expect("the NAD CRD has a name")
             .to_string();
-        if crd::installed(&self.client, &name).await.unwrap_or_else(|e| panic!("{e}")) {
+        if crd::installed(&self.client, &name)
+            .await
+            .unwrap_or_else(|e| panic!("{e}"))
+        {
             return;
         }
         crd::apply(&self.client, &name, &definition, FIELD_MANAGER)

@@ -21,9 +21,9 @@ use std::time::Duration;
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{EnvVar, Namespace, Secret};
 use k8s_openapi::api::rbac::v1::ClusterRole;
+use kube::Client;
 use kube::api::{Api, DynamicObject, Patch, PatchParams};
 use kube::core::{ApiResource, GroupVersionKind};
-use kube::Client;
 use serde_json::{Value, json};
 use tokio::sync::Mutex;
 
