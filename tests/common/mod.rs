@@ -1,5 +1,10 @@
-//! Shared helpers for the server integration tests: certificates, an in-process server,
-//! TLS clients that dial the Service name, the captured reviews and their checks.
+//! Shared helpers for the integration tests: here, for the server tests, certificates, an
+//! in-process server, TLS clients that dial the Service name, the captured reviews and their
+//! checks; `standalone.rs`, the real binary as `serve --standalone`; `builders.rs`, objects
+//! for the controller and admission tests. The pieces every binary shares (processes,
+//! polling, metrics, CRDs, kubectl) are small files gathered by `kit.rs`, which
+//! `tests/e2e`, `tests/pods`, `tests/manifests` and `examples/bench_scale.rs` include with
+//! `#[path]` (so they stand alone: no `env!("CARGO_BIN_EXE_...")`, which an example lacks).
 #![allow(dead_code)]
 
 pub mod builders;
