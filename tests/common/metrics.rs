@@ -58,6 +58,11 @@ impl Samples {
             .map(|s| s.value)
     }
 
+    /// Whether any sample is named `name`.
+    pub fn has(&self, name: &str) -> bool {
+        self.0.iter().any(|s| s.name == name)
+    }
+
     /// Sum of `name` over the samples whose labels pass `keep`; 0 when there is none.
     pub fn sum_where(&self, name: &str, keep: impl Fn(&BTreeMap<String, String>) -> bool) -> f64 {
         self.0

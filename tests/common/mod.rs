@@ -12,7 +12,7 @@ mod kit;
 pub mod standalone;
 
 #[allow(unused_imports)]
-pub use kit::metrics::metric_value;
+pub use kit::metrics::{Samples, metric_value};
 pub use kit::*;
 
 use std::net::SocketAddr;

@@ -32,7 +32,7 @@ impl<'a> Ctx<'a> {
             "the API server to call {url} and inject `{SIDECAR_V1}` (if this times out with a connection error, \
              E2E_WEBHOOK_HOST={host} is not reachable from the API server: check the address and the host firewall)"
         );
-        self.eventually(&what, Duration::from_secs(60), async || {
+        wait_for(&what, Duration::from_secs(60), async || {
             let admitted = self.space.create_pod(&probe, true).await.map_err(|e| api_error(&e))?;
             if container(&admitted, SIDECAR_V1).is_some() {
                 Ok(())
@@ -47,7 +47,7 @@ impl<'a> Ctx<'a> {
     /// and reloads are eventually consistent, on every replica), bounded.
     pub(super) async fn eventually_admitted(&self, what: &str, pod: &Pod, check: impl Fn(&Pod) -> Result<(), String>) {
         let streak = std::cell::Cell::new(0usize);
-        self.eventually(what, PATIENCE, async || {
+        wait_for(what, PATIENCE, async || {
             let outcome = match self.space.create_pod(pod, true).await {
                 Ok(admitted) => check(&admitted).map_err(|e| format!("{e}; {}", describe_pod(&admitted))),
                 Err(e) => Err(format!("create refused: {}", api_error(&e))),
@@ -318,8 +318,7 @@ impl<'a> Ctx<'a> {
             "a new Event on ConfigMap {}/{CONFIGMAP} naming the unknown field `{BAD_FIELD}`",
             self.config_ns
         );
-        let event = self
-            .eventually(&what, PATIENCE, async || {
+        let event = wait_for(&what, PATIENCE, async || {
                 let events = self.configmap_events().await?;
                 events
                     .iter()

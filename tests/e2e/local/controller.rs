@@ -56,8 +56,7 @@ impl<'a> Ctx<'a> {
             Backend::Unavailable => "Ready=False reason BackendUnavailable",
         };
         let what = format!("Network {SEED_NETWORK} {expected} with status.observedGeneration == metadata.generation");
-        let obj = self
-            .eventually(&what, PATIENCE, async || {
+        let obj = wait_for(&what, PATIENCE, async || {
                 let obj = self.network(SEED_NETWORK).await?;
                 if self.reconciled_as_expected(&obj) {
                     Ok(obj)
@@ -91,8 +90,7 @@ impl<'a> Ctx<'a> {
             "expected status.attachedPods 0 before any Pod joined, found: {}",
             network_summary(&obj)
         );
-        let events = self
-            .eventually(
+        let events = wait_for(
                 &format!("an Event about Network {SEED_NETWORK}"),
                 PATIENCE,
                 async || {
@@ -153,7 +151,7 @@ impl<'a> Ctx<'a> {
                 .unwrap_or_else(|e| panic!("expected to create Network {name}, found: {}", api_error(&e)));
             if name == OVERLAP_A.0 {
                 // Reconciled first, so B is unambiguously the newcomer.
-                self.eventually(
+                wait_for(
                     &format!("Network {name} reconciled ({:?})", self.backend),
                     PATIENCE,
                     async || {
@@ -173,8 +171,7 @@ impl<'a> Ctx<'a> {
             "Network {b} ({b_cidr}, inside {}) Ready=False reason Overlaps",
             OVERLAP_A.1
         );
-        let message = self
-            .eventually(&what, PATIENCE, async || {
+        let message = wait_for(&what, PATIENCE, async || {
                 let obj = self.network(b).await?;
                 match ready_condition(&obj) {
                     Some(c) if c["status"] == "False" && c["reason"] == "Overlaps" => {
@@ -214,7 +211,7 @@ impl<'a> Ctx<'a> {
                 .await
                 .unwrap_or_else(|e| panic!("expected to delete Network {name}, found: {}", api_error(&e)));
         }
-        self.eventually(
+        wait_for(
             "every deleted Network to disappear (finalizer removed by the controller)",
             PATIENCE,
             async || {

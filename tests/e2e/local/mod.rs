@@ -259,9 +259,4 @@ impl<'a> Ctx<'a> {
             },
         }
     }
-
-    /// [`wait_for`]: bounded, and failing at once when `serve` died.
-    async fn eventually<T>(&self, what: &str, patience: Duration, probe: impl AsyncFnMut() -> Result<T, String>) -> T {
-        wait_for(what, patience, probe).await
-    }
 }

@@ -43,7 +43,7 @@ impl<'a> Ctx<'a> {
     /// Waits until Pod `name` is Running with every container of `containers` running.
     pub(super) async fn pod_runs(&self, name: &str, containers: &[&str]) -> Pod {
         let what = format!("Pod {name} Running with containers {containers:?} running (images may need pulling)");
-        self.eventually(&what, RUN_PATIENCE, async || {
+        wait_for(&what, RUN_PATIENCE, async || {
             let p = self.space.pods.get(name).await.map_err(|e| api_error(&e))?;
             match running(&p, containers) {
                 Ok(()) => Ok(p),
@@ -105,7 +105,7 @@ impl<'a> Ctx<'a> {
     pub(super) async fn rollout_is_injected(&self, deployments: &Api<Deployment>, name: &str, revision: &str, sidecar: &str) {
         let what =
             format!("Deployment {name} rollout {revision} complete (2 updated, available replicas, no old ones)");
-        self.eventually(&what, RUN_PATIENCE, async || {
+        wait_for(&what, RUN_PATIENCE, async || {
             let d = deployments.get(name).await.map_err(|e| api_error(&e))?;
             let status = d.status.clone().unwrap_or_default();
             let counts = (
@@ -202,8 +202,7 @@ impl<'a> Ctx<'a> {
         self.space.create_stored(&joining).await;
         self.pod_runs(name, &["app", SIDECAR_V2]).await;
         let what = format!("Multus to report the {SEED_NETWORK} interface of Pod {name} in {NETWORK_STATUS}");
-        let ips = self
-            .eventually(&what, PATIENCE, async || {
+        let ips = wait_for(&what, PATIENCE, async || {
                 let p = self.space.pods.get(name).await.map_err(|e| api_error(&e))?;
                 let status = annotation(&p, NETWORK_STATUS).ok_or_else(|| {
                     format!(

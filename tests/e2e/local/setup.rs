@@ -133,8 +133,7 @@ impl<'a> Ctx<'a> {
     /// CA the binary wrote, the CRD is served; and what the deployed backend can do.
     pub(super) async fn deployed_copy_is_ready(&mut self) {
         let ns = self.settings.injector_namespace.clone();
-        let deployment = self
-            .eventually(
+        let deployment = wait_for(
                 &format!("Deployment {ns}/{INJECTOR_NAME} to be Available with every replica Ready (make deploy)"),
                 Duration::from_secs(180),
                 async || self.deployment_ready().await,
@@ -146,8 +145,7 @@ impl<'a> Ctx<'a> {
         let what = format!(
             "MutatingWebhookConfiguration {INJECTOR_NAME} with a caBundle in every webhook (written by the binary)"
         );
-        let hooks = self
-            .eventually(&what, Duration::from_secs(90), async || {
+        let hooks = wait_for(&what, Duration::from_secs(90), async || {
                 let config = configs
                     .get_opt(INJECTOR_NAME)
                     .await
