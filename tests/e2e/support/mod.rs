@@ -1,7 +1,8 @@
 //! Plumbing shared by the tiers: the skip decision, the tier runner, the suite's API client,
-//! bounded waits, and (in the submodules) processes, test namespaces, cleanup, the
-//! as-deployed installation, object builders and short-lived commands (kubectl). Nothing
-//! here knows a scenario.
+//! bounded waits that watch the suite's processes, and (in the submodules) processes, test
+//! namespaces, cleanup, the as-deployed installation, object builders and kubectl. Nothing
+//! here knows a scenario. Polling, metrics, CRDs, kubectl commands and the child process
+//! itself are `tests/common`'s (`crate::common`), shared with every test binary.
 
 mod cleanup;
 mod command;
@@ -263,9 +264,7 @@ impl Suite {
             ))),
         }
     }
-}
 
-impl Suite {
     /// For a tier that starts `serve` behind a loopback webhook and drives kubectl:
     /// `Err(Skip)` unless both can work here; otherwise its cleanup scope (bind it first, so
     /// it is dropped last: after the tier's processes have stopped) and a suffix for its
