@@ -21,6 +21,8 @@
 //! (`target/release/envoy-injector`), `BENCH_SERVE_ARGS` (extra `serve` flags, e.g.
 //! `--api-qps 200`), `BENCH_KEEP=1` to leave the namespace behind.
 
+#[path = "../tests/common/kit.rs"]
+mod common;
 #[path = "../tests/scale/mod.rs"]
 mod scale;
 
@@ -29,12 +31,13 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
+use common::poll;
 use envoy_injector::network::crd::Network;
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Pod, ServiceAccount};
 use kube::Client;
 use kube::api::{Api, ListParams, PostParams};
-use scale::{Result, Served, Tracker};
+use scale::{POLL, Result, Served, Tracker, reconciles, writes};
 use serde_json::json;
 
 /// Safety bound for each phase to finish: generous, never the measurement.
@@ -171,8 +174,8 @@ async fn measure(s: &Settings, client: &Client, namespace: &str) -> Result<()> {
         "serve flags: --leader-elect=false --network-backend multus {}",
         extra.join(" ")
     );
-    let served = Served::start(&s.bin, namespace, &dir, &dir.join("serve-1.log"), &extra)?;
-    scale::wait_for(PATIENCE, "/readyz", || served.ready()).await?;
+    let served = Served::start(&s.bin, namespace, &dir, &dir.join("serve-1.log"), &extra).await?;
+    poll::until_true("/readyz", PATIENCE, POLL, async || served.ready().await).await?;
     let (idle_rss, _) = served.memory()?;
     println!("idle RSS after start: {}", mib(idle_rss));
 
@@ -187,8 +190,8 @@ async fn measure(s: &Settings, client: &Client, namespace: &str) -> Result<()> {
     let wrong = scale::wrong_verdicts(&tracker.snapshot(), n);
     let metrics = served.metrics().await?;
     let (rss, peak) = steady_memory(&served).await?;
-    let burst_reconciles = metrics.reconciles();
-    let burst_writes = metrics.writes();
+    let burst_reconciles = reconciles(&metrics);
+    let burst_writes = writes(&metrics);
     println!("\n1. Network burst");
     println!(
         "   created {n} in {:.1} s ({} in flight)",
@@ -252,7 +255,7 @@ async fn measure(s: &Settings, client: &Client, namespace: &str) -> Result<()> {
             .await?;
         let after = served.metrics().await?;
         let (rss, peak) = steady_memory(&served).await?;
-        let reconciles = after.reconciles() - burst_reconciles;
+        let pod_reconciles = reconciles(&after) - burst_reconciles;
         println!("\n2. {m} member Pods over {} Networks", ready.len().min(m));
         println!(
             "   created in {:.1} s; last create -> every count right: {:.2} s",
@@ -260,12 +263,12 @@ async fn measure(s: &Settings, client: &Client, namespace: &str) -> Result<()> {
             counted.saturating_duration_since(last_pod).as_secs_f64()
         );
         println!(
-            "   reconciles: +{reconciles} ({:.2} per Pod)",
-            reconciles as f64 / m as f64
+            "   reconciles: +{pod_reconciles} ({:.2} per Pod)",
+            pod_reconciles as f64 / m as f64
         );
         println!(
             "   API writes: +{}",
-            writes_line(&minus(&after.writes(), &burst_writes))
+            writes_line(&minus(&writes(&after), &burst_writes))
         );
         println!(
             "   RSS: steady {}, peak {} ({} bytes per object over idle, {n} Networks + {m} Pods)",
@@ -279,12 +282,20 @@ async fn measure(s: &Settings, client: &Client, namespace: &str) -> Result<()> {
     let events_before = count_events(client, namespace, "Network").await?;
     served.stop().await?;
     let (network_events, nad_events) = tracker.counts();
-    let served = Served::start(&s.bin, namespace, &dir, &dir.join("serve-2.log"), &extra)?;
-    let reconciled = scale::wait_for(PATIENCE, "every Network reconciled after the restart", || async {
-        served.metrics().await.is_ok_and(|m| m.reconciles() >= n as u64)
+    let served = Served::start(&s.bin, namespace, &dir, &dir.join("serve-2.log"), &extra).await?;
+    poll::until_true(
+        "every Network reconciled after the restart",
+        PATIENCE,
+        POLL,
+        async || served.metrics().await.is_ok_and(|m| reconciles(&m) >= n as u64),
+    )
+    .await?;
+    let reconciled = served.started.elapsed();
+    poll::until_true("/readyz after the restart", PATIENCE, POLL, async || {
+        served.ready().await
     })
     .await?;
-    let readyz = scale::wait_for(PATIENCE, "/readyz after the restart", || served.ready()).await?;
+    let readyz = served.started.elapsed();
     // Late writes would show within a few seconds.
     let (rss, peak) = steady_memory(&served).await?;
     let restart_rss = rss;
@@ -295,10 +306,10 @@ async fn measure(s: &Settings, client: &Client, namespace: &str) -> Result<()> {
     println!(
         "   every Network reconciled {:.2} s after start ({} reconciles; /readyz at {:.2} s)",
         reconciled.as_secs_f64(),
-        after.reconciles(),
+        reconciles(&after),
         readyz.as_secs_f64()
     );
-    println!("   API writes: {}", writes_line(&after.writes()));
+    println!("   API writes: {}", writes_line(&writes(&after)));
     println!(
         "   seen from outside: {} Network watch events, {} NAD watch events, {} new Events about Networks",
         network_events_after - network_events,
@@ -331,14 +342,18 @@ async fn measure(s: &Settings, client: &Client, namespace: &str) -> Result<()> {
     // 5. The same restart without the uninjected-Pod watch.
     let mut without: Vec<&str> = extra.clone();
     without.push("--watch-uninjected=false");
-    let served = Served::start(&s.bin, namespace, &dir, &dir.join("serve-3.log"), &without)?;
-    scale::wait_for(
-        PATIENCE,
+    let served = Served::start(&s.bin, namespace, &dir, &dir.join("serve-3.log"), &without).await?;
+    poll::until_true(
         "every Network reconciled (--watch-uninjected=false)",
-        || async { served.metrics().await.is_ok_and(|m| m.reconciles() >= n as u64) },
+        PATIENCE,
+        POLL,
+        async || served.metrics().await.is_ok_and(|m| reconciles(&m) >= n as u64),
     )
     .await?;
-    scale::wait_for(PATIENCE, "/readyz (--watch-uninjected=false)", || served.ready()).await?;
+    poll::until_true("/readyz (--watch-uninjected=false)", PATIENCE, POLL, async || {
+        served.ready().await
+    })
+    .await?;
     let (unwatched_rss, _) = steady_memory(&served).await?;
     served.stop().await?;
     println!("\n5. The same restart with --watch-uninjected=false");
@@ -356,11 +371,13 @@ async fn measure(s: &Settings, client: &Client, namespace: &str) -> Result<()> {
 
 async fn wait_for_default_service_account(client: &Client, namespace: &str) -> Result<()> {
     let accounts: Api<ServiceAccount> = Api::namespaced(client.clone(), namespace);
-    scale::wait_for(Duration::from_secs(60), "the default ServiceAccount", || async {
-        accounts.get_opt("default").await.is_ok_and(|a| a.is_some())
-    })
+    poll::until_true(
+        "the default ServiceAccount",
+        Duration::from_secs(60),
+        POLL,
+        async || accounts.get_opt("default").await.is_ok_and(|a| a.is_some()),
+    )
     .await
-    .map(|_| ())
 }
 
 /// Events in `namespace` about objects of `kind`.

@@ -12,6 +12,7 @@ use serde_json::{Value, json};
 mod common;
 
 use common::builders::ReviewBuilder;
+use common::{Samples, metric_value};
 
 fn fixture(name: &str) -> Value {
     ReviewBuilder::fixture(name).build()
@@ -50,10 +51,6 @@ fn patched_pod(review: &Value, response: &Value) -> Value {
     pod
 }
 
-fn metric_line<'a>(text: &'a str, prefix: &str) -> Option<&'a str> {
-    text.lines().find(|l| l.starts_with(prefix))
-}
-
 #[test]
 fn dry_run_gets_the_same_patch_without_counting_an_injection() {
     let (admission, registry) = admission_with(Some(TemplateSet::embedded()));
@@ -63,16 +60,12 @@ fn dry_run_gets_the_same_patch_without_counting_an_injection() {
     let pod = patched_pod(&review, &response);
     assert_eq!(pod["spec"]["containers"][1]["name"], "envoy");
     let text = envoy_injector::metrics::encode(&registry);
+    assert!(!Samples::parse(&text).has("envoy_injector_injections_total"), "{text}");
     assert!(
-        metric_line(&text, "envoy_injector_injections_total").is_none(),
-        "{text}"
-    );
-    assert!(
-        metric_line(
+        metric_value(
             &text,
-            "envoy_injector_admission_requests_total{outcome=\"injected\",dry_run=\"true\"} 1"
-        )
-        .is_some(),
+            "envoy_injector_admission_requests_total{outcome=\"injected\",dry_run=\"true\"}"
+        ) == Some(1.0),
         "{text}"
     );
 }
@@ -254,11 +247,10 @@ fn malformed_bodies_are_request_errors() {
     );
     let text = envoy_injector::metrics::encode(&registry);
     assert!(
-        metric_line(
+        metric_value(
             &text,
-            "envoy_injector_admission_requests_total{outcome=\"invalid\",dry_run=\"false\"} 5"
-        )
-        .is_some(),
+            "envoy_injector_admission_requests_total{outcome=\"invalid\",dry_run=\"false\"}"
+        ) == Some(5.0),
         "{text}"
     );
 }

@@ -7,7 +7,7 @@ mod common;
 
 use std::time::Duration;
 
-use common::process::*;
+use common::standalone::*;
 use common::*;
 use reqwest::StatusCode;
 
@@ -15,26 +15,23 @@ const BODIES: usize = 24;
 const BODY_BYTES: usize = 8 * 1024 * 1024 - 1024;
 const MIB: u64 = 1024 * 1024;
 
-fn kib(pid: u32, key: &str) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("read /proc/PID/status");
-    status
-        .lines()
-        .find_map(|line| line.strip_prefix(key)?.strip_prefix(':'))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        .unwrap_or_else(|| panic!("no {key} in /proc/{pid}/status"))
+/// (VmRSS, VmHWM) in bytes.
+fn memory(pid: u32) -> (u64, u64) {
+    let (rss, hwm) = common::process::memory_kib(pid).unwrap_or_else(|e| panic!("{e}"));
+    (rss * 1024, hwm * 1024)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_burst_of_large_bodies_is_bounded_and_its_memory_given_back() {
     let ready = ready_server(&["--max-inflight-body-bytes", "67108864"]).await;
-    let (pid, webhook) = (ready.server.child.id(), ready.webhook);
+    let (pid, webhook) = (ready.server.pid(), ready.webhook);
     let client = client(webhook, &[&ready.certs.ca.cert_pem], Protocol::Http1);
     assert_eq!(
         post_review(&client, webhook, fixture("dry-run.json")).await.status(),
         200
     );
     tokio::time::sleep(Duration::from_millis(500)).await;
-    let idle = kib(pid, "VmRSS") * 1024;
+    let idle = memory(pid).0;
 
     let mut body = fixture("replicaset-generatename-init-volumes.json");
     body.resize(BODY_BYTES, b' ');
@@ -56,7 +53,7 @@ async fn a_burst_of_large_bodies_is_bounded_and_its_memory_given_back() {
         answered += usize::from(status == StatusCode::OK);
     }
     assert!(answered > 0, "at least the first bodies fit the budget");
-    let peak = kib(pid, "VmHWM") * 1024;
+    let peak = memory(pid).1;
     // The budget holds 64 MiB of bodies; TLS, HTTP and parsing buffers come on top.
     assert!(
         peak <= idle + 192 * MIB,
@@ -65,7 +62,7 @@ async fn a_burst_of_large_bodies_is_bounded_and_its_memory_given_back() {
         idle / MIB
     );
     let retained = eventually("RSS back near idle after the burst", || async {
-        let now = kib(pid, "VmRSS") * 1024;
+        let now = memory(pid).0;
         (now <= idle + 16 * MIB).then_some(now)
     })
     .await;

@@ -5,7 +5,7 @@ mod common;
 
 use std::time::Duration;
 
-use common::process::*;
+use common::standalone::*;
 use common::*;
 use reqwest::StatusCode;
 use tokio::sync::{mpsc, watch};
@@ -102,7 +102,7 @@ async fn sigterm_during_uploads_answers_every_request_then_exits_cleanly() {
     })
     .await;
     assert!(
-        server.child.try_wait().unwrap().is_none(),
+        server.try_wait().is_none(),
         "the server must wait for the uploads in flight"
     );
 

@@ -1,9 +1,19 @@
-//! Shared helpers for the server integration tests: certificates, an in-process server,
-//! TLS clients that dial the Service name, the captured reviews and their checks.
+//! Shared helpers for the integration tests: here, for the server tests, certificates, an
+//! in-process server, TLS clients that dial the Service name, the captured reviews and their
+//! checks; `standalone.rs`, the real binary as `serve --standalone`; `builders.rs`, objects
+//! for the controller and admission tests. The pieces every binary shares (processes,
+//! polling, metrics, CRDs, kubectl) are small files gathered by `kit.rs`, which
+//! `tests/e2e`, `tests/pods`, `tests/manifests` and `examples/bench_scale.rs` include with
+//! `#[path]` (so they stand alone: no `env!("CARGO_BIN_EXE_...")`, which an example lacks).
 #![allow(dead_code)]
 
 pub mod builders;
-pub mod process;
+mod kit;
+pub mod standalone;
+
+#[allow(unused_imports)]
+pub use kit::metrics::{Samples, metric_value};
+pub use kit::*;
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -315,20 +325,18 @@ pub fn check_review(fixture: &str, request: &[u8], response: &[u8]) {
     );
 }
 
-/// Polls `check` until it returns `Some`, or panics with `what` after [`PATIENCE`].
+/// Polls `check` every 50 ms until it returns `Some`, or panics with `what` after
+/// [`PATIENCE`].
 pub async fn eventually<T, F, Fut>(what: &str, mut check: F) -> T
 where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = Option<T>>,
 {
-    let deadline = tokio::time::Instant::now() + PATIENCE;
-    loop {
-        if let Some(value) = check().await {
-            return value;
-        }
-        assert!(tokio::time::Instant::now() < deadline, "gave up waiting for {what}");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    poll::until(what, PATIENCE, Duration::from_millis(50), async || {
+        check().await.ok_or_else(|| "not yet".to_string())
+    })
+    .await
+    .unwrap_or_else(|e| panic!("{e}"))
 }
 
 /// A TLS connection to the webhook at `addr` (SNI [`HOST`]), trusting `ca_pem`, offering
@@ -372,18 +380,6 @@ pub async fn closed_by_peer<S: tokio::io::AsyncRead + Unpin>(stream: &mut S) -> 
         }
     };
     tokio::time::timeout(PATIENCE, until_closed).await.is_ok()
-}
-
-/// The value of one sample line of the metrics text (`name{labels} value`).
-pub fn metric_value(text: &str, series: &str) -> Option<f64> {
-    text.lines().find_map(|line| {
-        line.strip_prefix(series)?
-            .strip_prefix(' ')?
-            .split(' ')
-            .next()?
-            .parse()
-            .ok()
-    })
 }
 
 /// An HTTP/1.1 POST of `body` to the API server's path, as bytes.

@@ -146,12 +146,8 @@ fn secret(namespace: &str, certs: &tls::ServiceCerts) -> Value {
 }
 
 async fn run(suite: &Suite) -> TierResult {
-    suite.loopback_webhooks()?;
-    require_kubectl()?;
+    let (scope, id) = suite.loopback_tier_with_kubectl()?;
     let client = &suite.client;
-    // Declared first, so it is dropped last: after the process has stopped.
-    let scope = Scope::new(suite.settings.mode);
-    let id = unique_suffix();
     let injector = format!("ei-check-{id}");
     let labelled = format!("ei-check-{id}-labelled");
     let plain = format!("ei-check-{id}-plain");
@@ -178,7 +174,7 @@ async fn run(suite: &Suite) -> TierResult {
             "--identity",
             "check-test-replica",
         ],
-    );
+    ).await;
     serve.wait_ready().await;
     let webhook_config = format!("envoy-injector-check-{id}");
     scope.delete_later(

@@ -68,7 +68,7 @@ async fn run(suite: &Suite) -> TierResult {
         "--namespace",
         &ns.name,
     ];
-    let (first, _) = serve_on_loopback("controller-1", &certs, &args);
+    let (first, _) = serve_on_loopback("controller-1", &certs, &args).await;
     wait_for("/metrics of controller-1 to answer", PATIENCE, async || {
         first.try_metrics().await.map(drop)
     })
@@ -111,7 +111,7 @@ async fn run(suite: &Suite) -> TierResult {
     assert!(status.success(), "expected controller-1 to exit cleanly on SIGTERM, found {status}");
 
     let before = tracker.counts();
-    let (second, _) = serve_on_loopback("controller-2", &certs, &args);
+    let (second, _) = serve_on_loopback("controller-2", &certs, &args).await;
     let restart = Instant::now();
     reconciled_all(&second, "every Network reconciled after the restart").await;
     let resynced = restart.elapsed();

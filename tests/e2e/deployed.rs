@@ -41,7 +41,7 @@ async fn run(suite: &Suite) -> TierResult {
     let scope = Scope::new(suite.settings.mode);
     let plain = TestNs::create(&suite.client, &scope, "deployed", &[]).await;
     let labelled = TestNs::create(&suite.client, &scope, "deployed-label", &[NAMESPACE_OPT_IN]).await;
-    let injector = install.start("envoy-injector-e2e-0", false);
+    let injector = install.start("envoy-injector-e2e-0", false).await;
     injector.wait_ready().await;
 
     self_managed_tls(suite, &install).await;

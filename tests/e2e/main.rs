@@ -5,7 +5,8 @@
 //!
 //! The tiers share one API server and cluster-wide objects (webhook configurations, the
 //! `envoy-injector` namespace and Lease, all Networks), so one `#[test]` runs them one at a
-//! time, in this order, the API-outage tier last. Each is a file of this directory:
+//! time, in this order, the API-outage tier last. Each is a file of this directory (`local`
+//! a directory, one file per capability):
 //!
 //! | tier | proves |
 //! |---|---|
@@ -49,6 +50,8 @@
 //! A new tier is a file `tests/e2e/<name>.rs` with `pub const TIER: Tier` and its name in
 //! the list below.
 
+#[path = "../common/kit.rs"]
+mod common;
 #[path = "../scale/mod.rs"]
 mod scale;
 mod support;

@@ -94,12 +94,8 @@ async fn run_fix(fix: &str, dir: &std::path::Path) {
 }
 
 async fn run(suite: &Suite) -> TierResult {
-    suite.loopback_webhooks()?;
-    require_kubectl()?;
+    let (scope, id) = suite.loopback_tier_with_kubectl()?;
     let client = &suite.client;
-    // Declared first, so it is dropped last: after the processes have stopped.
-    let scope = Scope::new(suite.settings.mode);
-    let id = unique_suffix();
     let injector_ns = format!("ei-e2e-missing-{id}");
     TestNs::create_named(client, &scope, &injector_ns, &[(NAMESPACE_OPT_IN.0, "disabled")]).await;
     let apps = TestNs::create(client, &scope, "missing-apps", &[]).await;
@@ -114,7 +110,7 @@ async fn run(suite: &Suite) -> TierResult {
     )])
     .await;
     let common = ["--namespace", &injector_ns, "--network-backend", "none"];
-    let (serve, webhook) = serve_on_loopback("missing", &certs, &[&common[..], &["--identity", "missing-test"]].concat());
+    let (serve, webhook) = serve_on_loopback("missing", &certs, &[&common[..], &["--identity", "missing-test"]].concat()).await;
     serve.wait_ready().await;
 
     // Nothing may inject these namespaces yet (a leftover configuration would).
@@ -292,7 +288,7 @@ async fn run(suite: &Suite) -> TierResult {
         "missing-off",
         &certs,
         &[&common[..], &["--leader-elect=false", "--watch-uninjected=false"]].concat(),
-    );
+    ).await;
     unwatched.wait_ready().await;
     tokio::time::sleep(Duration::from_secs(1)).await;
     let metrics = unwatched.metrics().await;

@@ -36,7 +36,7 @@ async fn run(suite: &Suite) -> TierResult {
     let client = &suite.client;
     let scope = Scope::new(suite.settings.mode);
     let ns = TestNs::create(client, &scope, "outage", &[]).await;
-    let injector = install.start("envoy-injector-e2e-o", false);
+    let injector = install.start("envoy-injector-e2e-o", false).await;
     injector.wait_ready().await;
     let first = ns.create_stored(&pod("e2e-before", &[(INJECT, "true")], DEFAULT_IMAGE)).await;
     injected_with(&first, &install.sidecar).unwrap_or_else(|e| panic!("before the outage: {e}"));

@@ -55,7 +55,7 @@ async fn run(suite: &Suite) -> TierResult {
             "--identity",
             "overrides-test-replica",
         ],
-    );
+    ).await;
     serve.wait_ready().await;
     let webhook_config = format!("envoy-injector-{}", apps.name);
     register_shipped_webhooks(

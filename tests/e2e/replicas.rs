@@ -27,8 +27,8 @@ async fn run(suite: &Suite) -> TierResult {
     let client = &suite.client;
     let scope = Scope::new(suite.settings.mode);
     let ns = TestNs::create(client, &scope, "replicas", &[]).await;
-    let a = install.start("envoy-injector-e2e-a", true);
-    let b = install.start("envoy-injector-e2e-b", true);
+    let a = install.start("envoy-injector-e2e-a", true).await;
+    let b = install.start("envoy-injector-e2e-b", true).await;
     a.wait_ready().await;
     b.wait_ready().await;
 

@@ -25,9 +25,10 @@ async fn run(suite: &Suite) -> TierResult {
     let scope = Scope::new(suite.settings.mode);
     let ns = TestNs::create(client, &scope, "upgrade", &[]).await;
     let replicas = install.replicas;
-    let mut old: Vec<Injector> = (0..replicas)
-        .map(|i| install.start(&format!("envoy-injector-e2e-old-{i}"), true))
-        .collect();
+    let mut old: Vec<Injector> = Vec::new();
+    for i in 0..replicas {
+        old.push(install.start(&format!("envoy-injector-e2e-old-{i}"), true).await);
+    }
     for process in &old {
         process.wait_ready().await;
     }
@@ -39,7 +40,7 @@ async fn run(suite: &Suite) -> TierResult {
     let mut new: Vec<Injector> = Vec::new();
     let mut handovers = Vec::new();
     for i in 0..replicas {
-        let process = install.start(&format!("envoy-injector-e2e-new-{i}"), true);
+        let process = install.start(&format!("envoy-injector-e2e-new-{i}"), true).await;
         process.wait_ready().await;
         new.push(process);
         // Old and new serve side by side for a moment, as while the Deployment's

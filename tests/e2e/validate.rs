@@ -29,7 +29,7 @@ async fn run(suite: &Suite) -> TierResult {
     let scope = Scope::new(suite.settings.mode);
     let ns = TestNs::create(&suite.client, &scope, "validate", &[]).await;
     let certs = tls::generate(INJECTOR_NAME, &ns.name, &["127.0.0.1".to_string()], 1).expect("test certificates");
-    let (serve, webhook) = serve_on_loopback("validate", &certs, &["--standalone"]);
+    let (serve, webhook) = serve_on_loopback("validate", &certs, &["--standalone"]).await;
     serve.wait_ready().await;
     let config_name = format!("envoy-injector-{}", ns.name);
     scope.delete_later(

@@ -27,7 +27,7 @@ async fn run(suite: &Suite) -> TierResult {
     let scope = Scope::new(suite.settings.mode);
     let plain = TestNs::create(&suite.client, &scope, "workloads", &[]).await;
     let labelled = TestNs::create(&suite.client, &scope, "workloads-label", &[NAMESPACE_OPT_IN]).await;
-    let injector = install.start("envoy-injector-e2e-w", false);
+    let injector = install.start("envoy-injector-e2e-w", false).await;
     injector.wait_ready().await;
 
     deployment_pods_injected(&plain, &install.sidecar, &[(INJECT, "true")]).await;

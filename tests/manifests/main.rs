@@ -15,6 +15,8 @@
 //! - the example alert rules (PrometheusRule) read only metrics the binary exposes;
 //! - every shell script passes shellcheck (skipped, loudly, without shellcheck).
 
+#[path = "../common/kit.rs"]
+mod common;
 mod support;
 
 mod alerts;

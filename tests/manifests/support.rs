@@ -10,6 +10,8 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
+use crate::common::kubectl;
+
 pub(crate) const NAMESPACE: &str = "envoy-injector";
 pub(crate) const NAME: &str = "envoy-injector";
 pub(crate) const INJECT: &str = "sidecar.samplecrd.k8s.io/inject";
@@ -81,28 +83,14 @@ pub(crate) fn rendered() -> Option<&'static [Doc]> {
             if !have_kubectl() {
                 return None;
             }
-            let output = Command::new("kubectl")
-                .arg("kustomize")
-                .arg(repo("manifests"))
-                .output()
-                .expect("run kubectl kustomize");
-            assert!(
-                output.status.success(),
-                "expected `kubectl kustomize manifests/` to render, found {}: {}",
-                output.status,
-                String::from_utf8_lossy(&output.stderr)
-            );
-            let text = String::from_utf8(output.stdout).expect("kustomize prints UTF-8");
+            let text = kubectl::kustomize(&repo("manifests")).unwrap_or_else(|e| panic!("{e}"));
             Some(parse_stream("kubectl kustomize manifests/", &text))
         })
         .as_deref()
 }
 
 pub(crate) fn have_kubectl() -> bool {
-    let found = Command::new("kubectl")
-        .args(["version", "--client"])
-        .output()
-        .is_ok_and(|o| o.status.success());
+    let found = kubectl::client_found();
     if !found {
         shout("SKIPPED manifests: kubectl is not installed, so `kubectl kustomize manifests/` cannot be checked");
     }

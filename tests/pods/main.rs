@@ -32,6 +32,8 @@
 //! undeploy` removes it. Each test namespace is `ei-e2e-<tier>-<random>` and is deleted at
 //! the end, also when a tier fails.
 
+#[path = "../common/kit.rs"]
+mod common;
 // The tier plumbing of tests/e2e, shared as it is; this set uses part of it.
 #[allow(dead_code, unused_imports)]
 #[path = "../e2e/support/mod.rs"]

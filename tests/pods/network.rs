@@ -6,9 +6,8 @@
 //! runs, and `kubectl exec ... env` shows `NETWORK_CIDR` and `NETWORK_GATEWAY` in its
 //! sidecar. No Multus runs here, so no interface is added: the CIDR is only data.
 
-use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use kube::api::Api;
 
+use crate::common::crd::{self, NAD_CRD};
 use crate::node::*;
 use crate::support::*;
 
@@ -17,7 +16,6 @@ pub const TIER: Tier = Tier {
     run: |suite| Box::pin(run(suite)),
 };
 
-const NAD_CRD: &str = "network-attachment-definitions.k8s.cni.cncf.io";
 const MULTUS: &str = "k8s.v1.cni.cncf.io/networks";
 const NET: &str = "lan";
 /// In the benchmarking range of the node's own bridge; never put on an interface.
@@ -28,12 +26,9 @@ async fn run(suite: &Suite) -> TierResult {
     let (_installation, images) = installation(suite).await?;
     let scope = Scope::new(suite.settings.mode);
     let ns = TestNs::create(&suite.client, &scope, "network", &[NAMESPACE_OPT_IN]).await;
-    let crds: Api<CustomResourceDefinition> = Api::all(suite.client.clone());
-    let had_crd = crds
-        .get_opt(NAD_CRD)
+    let had_crd = crd::installed(&suite.client, NAD_CRD)
         .await
-        .unwrap_or_else(|e| panic!("expected to read CRD {NAD_CRD}, found: {}", api_error(&e)))
-        .is_some();
+        .unwrap_or_else(|e| panic!("{e}"));
 
     ns.create_network(NET, CIDR, GATEWAY).await;
     if had_crd {

@@ -2,14 +2,16 @@
 //! in a burst, a watch that follows their verdicts and the check of each verdict (shared by
 //! the `controller` tier of `tests/e2e/` and the scale benchmark `examples/bench_scale.rs`);
 //! and for the benchmark alone: the release binary started with `serve` on loopback ports,
-//! its `/metrics` and `/proc` memory, the CRDs, and the removal of its namespaces.
+//! its `/metrics` and `/proc` memory, the CRDs, and the removal of its namespaces. The
+//! process, polling, metrics and CRD plumbing is `tests/common`'s (`crate::common`: both
+//! includers have it).
 
 #![allow(dead_code)]
 
 use std::collections::{BTreeMap, HashMap};
-use std::net::{SocketAddr, TcpListener};
+use std::ffi::OsString;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -23,62 +25,27 @@ use kube::{Client, CustomResourceExt, ResourceExt};
 use serde_json::json;
 use tokio::sync::Notify;
 
-/// The NAD CRD the Multus backend needs (no Multus here).
-pub const NAD_CRD: &str = include_str!("../fixtures/nad-crd.yaml");
+use crate::common::crd;
+use crate::common::metrics::Samples;
+use crate::common::poll;
+use crate::common::process::{ANY_LOOPBACK_PORT, Admin, Listeners, Process, listen_args, memory_kib};
 
 pub type Result<T> = std::result::Result<T, String>;
 
-fn free_port() -> Result<u16> {
-    let listener = TcpListener::bind("127.0.0.1:0").map_err(|e| format!("no free loopback port: {e}"))?;
-    listener.local_addr().map(|a| a.port()).map_err(|e| e.to_string())
-}
+/// How often the benchmark's waits look again.
+pub const POLL: Duration = Duration::from_millis(50);
 
 /// Serves Network CRD (from the Rust type) and the NAD CRD, and waits until both are
 /// established.
 pub async fn install_crds(client: &Client) -> Result<()> {
-    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
     let nad: CustomResourceDefinition =
-        serde_yaml_ng::from_str(NAD_CRD).map_err(|e| format!("tests/fixtures/nad-crd.yaml: {e}"))?;
-    let params = PatchParams::apply("envoy-injector-tests").force();
-    for crd in [Network::crd(), nad] {
-        let name = crd.name_any();
-        crds.patch(&name, &params, &Patch::Apply(&crd))
-            .await
-            .map_err(|e| format!("cannot apply CRD {name}: {e}"))?;
-        let established = |c: &CustomResourceDefinition| {
-            c.status
-                .as_ref()
-                .and_then(|s| s.conditions.as_ref())
-                .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Established" && c.status == "True"))
-        };
-        wait_for(Duration::from_secs(30), &format!("CRD {name} established"), || async {
-            crds.get(&name).await.is_ok_and(|c| established(&c))
-        })
-        .await?;
+        serde_yaml_ng::from_str(crd::NAD_CRD_YAML).map_err(|e| format!("{}: {e}", crd::NAD_CRD_FILE))?;
+    for definition in [Network::crd(), nad] {
+        let name = definition.name_any();
+        crd::apply(client, &name, &definition, "envoy-injector-tests").await?;
+        crd::wait_established(client, &name, Duration::from_secs(30)).await?;
     }
     Ok(())
-}
-
-/// Polls `check` every 50 ms until it holds; `Err` names `what` after `patience` (a safety
-/// bound, never a measured expectation).
-pub async fn wait_for<F, Fut>(patience: Duration, what: &str, mut check: F) -> Result<Duration>
-where
-    F: FnMut() -> Fut,
-    Fut: Future<Output = bool>,
-{
-    let start = Instant::now();
-    loop {
-        if check().await {
-            return Ok(start.elapsed());
-        }
-        if start.elapsed() > patience {
-            return Err(format!(
-                "expected {what} within {patience:?}, still not after {:?}",
-                start.elapsed()
-            ));
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
 }
 
 /// `envoy-injector certs` into `dir`: the serving pair `serve` needs (no webhook is
@@ -98,185 +65,98 @@ pub fn certs(bin: &Path, dir: &Path) -> Result<()> {
 
 /// A running `envoy-injector serve`.
 pub struct Served {
-    child: Child,
-    pub admin: SocketAddr,
+    process: Process,
+    pub admin: Admin,
     pub started: Instant,
-    http: reqwest::Client,
 }
 
 impl Served {
     /// `serve --leader-elect=false` with the Multus backend, its ConfigMap in `namespace`,
-    /// `certs` from [`certs`], logs (warn and up) to `log`.
-    pub fn start(bin: &Path, namespace: &str, certs: &Path, log: &Path, extra: &[&str]) -> Result<Served> {
-        let admin: SocketAddr = format!("127.0.0.1:{}", free_port()?)
-            .parse()
-            .map_err(|e| format!("{e}"))?;
-        let addr = format!("127.0.0.1:{}", free_port()?);
-        let log = std::fs::File::create(log).map_err(|e| format!("cannot create {}: {e}", log.display()))?;
+    /// `certs` from [`certs`], logs (warn and up, and the listeners' addresses) to `log`.
+    pub async fn start(bin: &Path, namespace: &str, certs: &Path, log: &Path, extra: &[&str]) -> Result<Served> {
+        let mut args: Vec<OsString> = [
+            "--log-level",
+            "warn,envoy_injector::server=info",
+            "serve",
+            "--leader-elect=false",
+            "--network-backend",
+            "multus",
+            "--namespace",
+            namespace,
+        ]
+        .map(OsString::from)
+        .into();
+        args.extend(listen_args(
+            ANY_LOOPBACK_PORT,
+            ANY_LOOPBACK_PORT,
+            &certs.join("tls.crt"),
+            &certs.join("tls.key"),
+        ));
+        args.extend(extra.iter().map(OsString::from));
         let started = Instant::now();
-        let child = Command::new(bin)
-            .args([
-                "--log-level",
-                "warn",
-                "serve",
-                "--leader-elect=false",
-                "--network-backend",
-                "multus",
-            ])
-            .args([
-                "--namespace",
-                namespace,
-                "--addr",
-                &addr,
-                "--admin-addr",
-                &admin.to_string(),
-            ])
-            .arg("--tls-cert")
-            .arg(certs.join("tls.crt"))
-            .arg("--tls-key")
-            .arg(certs.join("tls.key"))
-            .args(extra)
-            .stdout(Stdio::null())
-            .stderr(log)
-            .spawn()
-            .map_err(|e| format!("cannot start {}: {e}", bin.display()))?;
+        let process = Process::spawn(bin, &args, &[], log)?;
+        let Listeners { admin, .. } = process.listeners(Duration::from_secs(30)).await?;
         Ok(Served {
-            child,
-            admin,
+            process,
+            admin: Admin::new(admin, Duration::from_secs(30)),
             started,
-            http: reqwest::Client::new(),
         })
     }
 
     pub fn pid(&self) -> u32 {
-        self.child.id()
+        self.process.pid()
     }
 
     /// The parsed `/metrics`.
     pub async fn metrics(&self) -> Result<Samples> {
-        let url = format!("http://{}/metrics", self.admin);
-        let text = self
-            .http
-            .get(&url)
-            .send()
-            .await
-            .and_then(|r| r.error_for_status())
-            .map_err(|e| format!("GET {url}: {e}"))?
-            .text()
-            .await
-            .map_err(|e| format!("GET {url}: {e}"))?;
-        Ok(Samples::parse(&text))
+        Ok(Samples::parse(&self.admin.metrics().await?))
     }
 
     /// `/readyz` answers 200.
     pub async fn ready(&self) -> bool {
-        let url = format!("http://{}/readyz", self.admin);
-        self.http.get(&url).send().await.is_ok_and(|r| r.status().is_success())
+        self.admin.readyz().await.is_ok()
     }
 
     /// (VmRSS, VmHWM) in KiB, from `/proc/PID/status`.
     pub fn memory(&self) -> Result<(u64, u64)> {
-        let path = format!("/proc/{}/status", self.child.id());
-        let status = std::fs::read_to_string(&path).map_err(|e| format!("cannot read {path}: {e}"))?;
-        let field = |name: &str| {
-            status
-                .lines()
-                .find(|l| l.starts_with(name))
-                .and_then(|l| l.split_whitespace().nth(1))
-                .and_then(|v| v.parse().ok())
-                .ok_or_else(|| format!("no {name} in {path}"))
-        };
-        Ok((field("VmRSS:")?, field("VmHWM:")?))
+        memory_kib(self.pid())
     }
 
     /// SIGTERM, then waits for the exit (SIGKILL after 30 s).
-    pub async fn stop(mut self) -> Result<()> {
-        // SAFETY: plain kill(2) on our own child's pid.
-        unsafe { libc::kill(self.child.id() as libc::pid_t, libc::SIGTERM) };
-        let deadline = Instant::now() + Duration::from_secs(30);
-        loop {
-            if let Some(status) = self.child.try_wait().map_err(|e| e.to_string())? {
-                return status
-                    .success()
-                    .then_some(())
-                    .ok_or_else(|| format!("serve exited with {status} after SIGTERM"));
-            }
-            if Instant::now() > deadline {
-                let _ = self.child.kill();
-                return Err("serve did not stop within 30 s of SIGTERM".into());
-            }
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
+    pub async fn stop(self) -> Result<()> {
+        self.process.signal(libc::SIGTERM)?;
+        let status = self.process.exited(Duration::from_secs(30)).await?;
+        status
+            .success()
+            .then_some(())
+            .ok_or_else(|| format!("serve exited with {status} after SIGTERM"))
     }
 }
 
-impl Drop for Served {
-    fn drop(&mut self) {
-        // A test that failed half-way must not leave the process behind.
-        if matches!(self.child.try_wait(), Ok(None)) {
-            let _ = self.child.kill();
-            let _ = self.child.wait();
-        }
-    }
+/// Reconciles counted by `/metrics`.
+pub fn reconciles(samples: &Samples) -> u64 {
+    samples.sum("envoy_injector_reconciles_total", &[]) as u64
 }
 
-/// Prometheus text samples: name, labels, value.
-pub struct Samples(Vec<(String, BTreeMap<String, String>, f64)>);
-
-impl Samples {
-    pub fn parse(text: &str) -> Samples {
-        let mut samples = Vec::new();
-        for line in text.lines().filter(|l| !l.starts_with('#') && !l.trim().is_empty()) {
-            let Some((series, value)) = line.rsplit_once(' ') else {
-                continue;
-            };
-            let Ok(value) = value.parse::<f64>() else { continue };
-            let (name, labels) = match series.split_once('{') {
-                Some((name, rest)) => {
-                    let labels = rest
-                        .trim_end_matches('}')
-                        .split("\",")
-                        .filter_map(|pair| pair.split_once("=\""))
-                        .map(|(k, v)| (k.to_string(), v.trim_end_matches('"').to_string()))
-                        .collect();
-                    (name.to_string(), labels)
-                }
-                None => (series.to_string(), BTreeMap::new()),
-            };
-            samples.push((name, labels, value));
+/// Writes the API server received (create, update, patch, delete), by resource.
+pub fn writes(samples: &Samples) -> BTreeMap<String, u64> {
+    let mut by_resource = BTreeMap::new();
+    for sample in samples
+        .0
+        .iter()
+        .filter(|s| s.name == "envoy_injector_api_requests_total")
+    {
+        let write = sample.labels.get("verb").is_some_and(|v| {
+            matches!(
+                v.as_str(),
+                "create" | "update" | "patch" | "delete" | "deletecollection"
+            )
+        });
+        if write {
+            *by_resource.entry(sample.labels["resource"].clone()).or_insert(0) += sample.value as u64;
         }
-        Samples(samples)
     }
-
-    /// Sum of `name` over the samples whose labels pass `keep`.
-    pub fn sum(&self, name: &str, keep: impl Fn(&BTreeMap<String, String>) -> bool) -> u64 {
-        self.0
-            .iter()
-            .filter(|(n, labels, _)| n == name && keep(labels))
-            .map(|(_, _, v)| *v as u64)
-            .sum()
-    }
-
-    pub fn reconciles(&self) -> u64 {
-        self.sum("envoy_injector_reconciles_total", |_| true)
-    }
-
-    /// Writes the API server received (create, update, patch, delete), by resource.
-    pub fn writes(&self) -> BTreeMap<String, u64> {
-        let mut by_resource = BTreeMap::new();
-        for (name, labels, value) in &self.0 {
-            let write = labels.get("verb").is_some_and(|v| {
-                matches!(
-                    v.as_str(),
-                    "create" | "update" | "patch" | "delete" | "deletecollection"
-                )
-            });
-            if name == "envoy_injector_api_requests_total" && write {
-                *by_resource.entry(labels["resource"].clone()).or_insert(0) += *value as u64;
-            }
-        }
-        by_resource
-    }
+    by_resource
 }
 
 /// Network `i` of a plan of `n`: every tenth Network (i % 10 == 9) takes the upper half of
@@ -516,10 +396,11 @@ pub async fn cleanup(client: &Client, namespace: &str, concurrency: usize) {
     }
     // Gone before anything else starts: every `serve` watches all namespaces, and would
     // take these Networks on (their finalizer is stripped) while they are deleted.
-    let gone = wait_for(
-        Duration::from_secs(300),
+    let gone = poll::until_true(
         &format!("namespace {namespace} deleted"),
-        || async { namespaces.get_opt(namespace).await.is_ok_and(|n| n.is_none()) },
+        Duration::from_secs(300),
+        POLL,
+        async || namespaces.get_opt(namespace).await.is_ok_and(|n| n.is_none()),
     )
     .await;
     if let Err(e) = gone {

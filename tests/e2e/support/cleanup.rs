@@ -10,7 +10,8 @@ use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams
 use kube::core::ApiResource;
 use serde_json::json;
 
-use super::{Mode, api_error, network_resource, shout, step};
+use super::{Mode, POLL, api_error, network_resource, shout, step};
+use crate::common::poll::{self, Miss};
 
 enum Undo {
     /// Delete an object (cluster-scoped when `namespace` is `None`).
@@ -188,20 +189,23 @@ async fn wait_gone(client: &Client, names: &[String]) {
     let namespaces: Api<Namespace> = Api::all(client.clone());
     let start = std::time::Instant::now();
     for name in names {
-        loop {
-            match tokio::time::timeout(CALL_LIMIT, namespaces.get_opt(name)).await {
-                Ok(Ok(None)) => {
-                    step!("cleanup: namespace {name} deleted");
-                    break;
-                }
-                Ok(Ok(Some(_))) if start.elapsed() < LIMIT => tokio::time::sleep(Duration::from_millis(250)).await,
-                _ => {
-                    shout(&format!(
-                        "e2e cleanup: namespace {name} still there after {LIMIT:?}; the next tier may meet its objects"
-                    ));
-                    break;
-                }
-            }
+        let gone = poll::until(
+            &format!("namespace {name} to be gone"),
+            LIMIT.saturating_sub(start.elapsed()),
+            POLL,
+            async || match tokio::time::timeout(CALL_LIMIT, namespaces.get_opt(name)).await {
+                Ok(Ok(None)) => Ok(()),
+                Ok(Ok(Some(_))) => Err(Miss::Retry("still there".into())),
+                Ok(Err(e)) => Err(Miss::Fatal(api_error(&e))),
+                Err(_) => Err(Miss::Fatal(format!("no answer within {CALL_LIMIT:?}"))),
+            },
+        )
+        .await;
+        match gone {
+            Ok(()) => step!("cleanup: namespace {name} deleted"),
+            Err(e) => shout(&format!(
+                "e2e cleanup: namespace {name} still there after {LIMIT:?} ({e}); the next tier may meet its objects"
+            )),
         }
     }
 }

@@ -1,7 +1,8 @@
 //! Plumbing shared by the tiers: the skip decision, the tier runner, the suite's API client,
-//! bounded waits, and (in the submodules) processes, test namespaces, cleanup, the
-//! as-deployed installation, object builders and short-lived commands (kubectl). Nothing
-//! here knows a scenario.
+//! bounded waits that watch the suite's processes, and (in the submodules) processes, test
+//! namespaces, cleanup, the as-deployed installation, object builders and kubectl. Nothing
+//! here knows a scenario. Polling, metrics, CRDs, kubectl commands and the child process
+//! itself are `tests/common`'s (`crate::common`), shared with every test binary.
 
 mod cleanup;
 mod command;
@@ -14,7 +15,6 @@ use std::any::Any;
 use std::collections::BTreeSet;
 use std::hash::{BuildHasher, Hasher};
 use std::io::Write;
-use std::net::TcpListener;
 use std::panic::AssertUnwindSafe;
 use std::path::{Path, PathBuf};
 use std::pin::Pin;
@@ -23,8 +23,12 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use kube::Client;
 use serde_json::Value;
 
+use crate::common::poll::{self, Miss};
+
+pub use crate::common::kubectl::{describe_output, kubectl, kubectl_apply, run_command};
+pub use crate::common::metrics::metric_sum;
 pub use cleanup::Scope;
-pub use command::{describe_output, kubectl, kubectl_apply, register_shipped_webhooks, require_kubectl, run_command};
+pub use command::{register_shipped_webhooks, require_kubectl};
 pub use install::Install;
 pub use namespace::{LOOP_PAUSE, PodLoop, TestNs, injected_with, list_events_about};
 pub use objects::*;
@@ -260,6 +264,16 @@ impl Suite {
             ))),
         }
     }
+
+    /// For a tier that starts `serve` behind a loopback webhook and drives kubectl:
+    /// `Err(Skip)` unless both can work here; otherwise its cleanup scope (bind it first, so
+    /// it is dropped last: after the tier's processes have stopped) and a suffix for its
+    /// names.
+    pub fn loopback_tier_with_kubectl(&self) -> Result<(Scope, String), Skip> {
+        self.loopback_webhooks()?;
+        command::require_kubectl()?;
+        Ok((Scope::new(self.settings.mode), unique_suffix()))
+    }
 }
 
 /// Runs `tiers` in order, one at a time, in one thread: they share one API server and
@@ -355,20 +369,12 @@ pub async fn wait_every<T>(
     every: Duration,
     mut probe: impl AsyncFnMut() -> Result<T, String>,
 ) -> T {
-    let start = Instant::now();
-    loop {
-        if let Err(dead) = check_processes() {
-            panic!("while waiting for {what}: {dead}");
-        }
-        let found = match probe().await {
-            Ok(value) => return value,
-            Err(found) => found,
-        };
-        if start.elapsed() >= patience {
-            panic!("timed out after {patience:?} waiting for {what}; last found: {found}");
-        }
-        tokio::time::sleep(every).await;
-    }
+    poll::until(what, patience, every, async || {
+        check_processes().map_err(Miss::Fatal)?;
+        probe().await.map_err(Miss::Retry)
+    })
+    .await
+    .unwrap_or_else(|e| panic!("{e}"))
 }
 
 // ---- small utilities ---------------------------------------------------------------------
@@ -394,12 +400,6 @@ pub fn temp_dir(prefix: &str) -> tempfile::TempDir {
         .expect("a temporary directory")
 }
 
-/// A port that was free a moment ago on `ip` (the child binds it right after).
-pub fn free_port(ip: &str) -> u16 {
-    let listener = TcpListener::bind((ip, 0)).unwrap_or_else(|e| panic!("cannot bind a free port on {ip}: {e}"));
-    listener.local_addr().expect("local address of a bound listener").port()
-}
-
 /// `host:port` for a URL, bracketing IPv6 literals.
 pub fn host_port(host: &str, port: u16) -> String {
     if host.contains(':') && !host.starts_with('[') {
@@ -407,14 +407,6 @@ pub fn host_port(host: &str, port: u16) -> String {
     } else {
         format!("{host}:{port}")
     }
-}
-
-/// Plain-HTTP client for the admin listener (`/readyz`, `/metrics`).
-pub fn admin_client() -> reqwest::Client {
-    reqwest::Client::builder()
-        .timeout(Duration::from_secs(5))
-        .build()
-        .expect("HTTP client for the admin listener")
 }
 
 pub fn manifest_path(relative: &str) -> PathBuf {
@@ -434,20 +426,6 @@ pub fn api_error(err: &kube::Error) -> String {
         kube::Error::Api(status) => format!("HTTP {} {}: {}", status.code, status.reason, status.message),
         other => other.to_string(),
     }
-}
-
-/// The sum of the samples of `name` (Prometheus text format) whose labels include every
-/// `labels` pair; 0 when there is none.
-pub fn metric_sum(text: &str, name: &str, labels: &[(&str, &str)]) -> f64 {
-    text.lines()
-        .filter(|line| !line.starts_with('#'))
-        .filter_map(|line| {
-            let (series, value) = line.rsplit_once(' ')?;
-            let (metric, rest) = series.split_once('{').unwrap_or((series, ""));
-            let wanted = metric == name && labels.iter().all(|(k, v)| rest.contains(&format!("{k}=\"{v}\"")));
-            wanted.then(|| value.parse::<f64>().ok()).flatten()
-        })
-        .sum()
 }
 
 /// Milliseconds of a duration, for figures.

@@ -15,6 +15,7 @@ use super::{
     FIELD_MANAGER, PATIENCE, POLL, Scope, annotation, api_error, container, describe_pod, namespace_object, network,
     network_resource, network_summary, pod, ready_condition, service_account_object, step, unique_suffix, wait_for,
 };
+use crate::common::poll;
 
 /// Label on the Pods of a [`PodLoop`]: its prefix.
 const LOOP_LABEL: &str = "e2e.samplecrd.k8s.io/loop";
@@ -50,15 +51,11 @@ impl TestNs {
         // kube-controller-manager creates `default`; a bare API server has none, so make it
         // after a short wait.
         let accounts: Api<ServiceAccount> = Api::namespaced(client.clone(), &name);
-        let deadline = Instant::now() + Duration::from_secs(10);
-        let mut exists = false;
-        while !exists && Instant::now() < deadline {
-            exists = matches!(accounts.get_opt("default").await, Ok(Some(_)));
-            if !exists {
-                tokio::time::sleep(POLL).await;
-            }
-        }
-        if !exists {
+        let exists = poll::until_true("ServiceAccount default", Duration::from_secs(10), POLL, async || {
+            matches!(accounts.get_opt("default").await, Ok(Some(_)))
+        })
+        .await;
+        if exists.is_err() {
             match accounts
                 .create(&PostParams::default(), &service_account_object("default"))
                 .await

@@ -331,11 +331,36 @@ pub fn running(p: &Pod, containers: &[&str]) -> Result<(), String> {
                 )
             })
             .collect::<Vec<_>>(),
-        status
-            .conditions
-            .iter()
-            .flatten()
-            .map(|c| format!("{}={} {}", c.type_, c.status, c.message.as_deref().unwrap_or("")))
-            .collect::<Vec<_>>()
+        conditions_summary(status.conditions.as_deref())
     ))
+}
+
+/// A status condition of any kind, for failure messages.
+pub trait Condition {
+    /// `type`, `status` and `message`.
+    fn parts(&self) -> (&str, &str, Option<&str>);
+}
+
+impl Condition for k8s_openapi::api::core::v1::PodCondition {
+    fn parts(&self) -> (&str, &str, Option<&str>) {
+        (&self.type_, &self.status, self.message.as_deref())
+    }
+}
+
+impl Condition for k8s_openapi::api::apps::v1::DeploymentCondition {
+    fn parts(&self) -> (&str, &str, Option<&str>) {
+        (&self.type_, &self.status, self.message.as_deref())
+    }
+}
+
+/// `type=status message` of each condition.
+pub fn conditions_summary<C: Condition>(conditions: Option<&[C]>) -> Vec<String> {
+    conditions
+        .unwrap_or_default()
+        .iter()
+        .map(|c| {
+            let (type_, status, message) = c.parts();
+            format!("{type_}={status} {}", message.unwrap_or(""))
+        })
+        .collect()
 }

@@ -8,35 +8,31 @@
 //! exactly as it would reach a Pod. Elsewhere (kind) these tiers skip: `make e2e` checks the
 //! deployed image there.
 
-use std::ffi::OsString;
-use std::net::{IpAddr, SocketAddr};
+mod crds;
+mod lease;
+mod processes;
+mod rbac;
+mod service_account;
+
+use std::net::IpAddr;
 use std::path::PathBuf;
-use std::process::Command;
 use std::time::Duration;
 
 use k8s_openapi::api::apps::v1::Deployment;
-use k8s_openapi::api::authentication::v1::{TokenRequest, TokenRequestSpec};
-use k8s_openapi::api::coordination::v1::Lease;
-use k8s_openapi::api::core::v1::{EnvVar, Namespace, Secret, ServiceAccount};
-use k8s_openapi::api::rbac::v1::{ClusterRole, PolicyRule};
-use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use kube::api::{Api, DynamicObject, ListParams, Patch, PatchParams, PostParams};
-use kube::config::Kubeconfig;
+use k8s_openapi::api::core::v1::{EnvVar, Namespace, Secret};
+use k8s_openapi::api::rbac::v1::ClusterRole;
+use kube::Client;
+use kube::api::{Api, DynamicObject, Patch, PatchParams};
 use kube::core::{ApiResource, GroupVersionKind};
-use kube::{Client, Resource};
 use serde_json::{Value, json};
 use tokio::sync::Mutex;
 
-use super::{
-    FIELD_MANAGER, INJECTOR_NAME, Injector, Mode, PATIENCE, Skip, Suite, api_error, free_port, manifest_path, step,
-    temp_dir, wait_for,
-};
+use super::{FIELD_MANAGER, INJECTOR_NAME, Mode, Skip, Suite, api_error, manifest_path, temp_dir, wait_for};
+use crate::common::kubectl;
 
 /// `serve`'s defaults for the names the shipped Deployment does not pass as flags.
 const DEFAULT_LEASE: &str = "envoy-injector-controller";
 const DEFAULT_TLS_SECRET: &str = "envoy-injector-tls";
-/// The Multus CRD, shared with the scale benchmark (see the file).
-const NAD_CRD_FILE: &str = "tests/fixtures/nad-crd.yaml";
 
 /// Everything a tier needs to run processes as the Deployment's Pods would run.
 #[derive(Clone)]
@@ -254,83 +250,6 @@ impl Suite {
         .await;
     }
 
-    /// Applies `manifests/crd.yaml` (server-side; it stays installed, as the README says of
-    /// every run) and waits until the Network resource is served.
-    pub async fn install_network_crd(&self) {
-        let crd = super::read_manifest("manifests/crd.yaml");
-        let name = crd["metadata"]["name"]
-            .as_str()
-            .expect("manifests/crd.yaml has metadata.name")
-            .to_string();
-        let crds: Api<CustomResourceDefinition> = Api::all(self.client.clone());
-        crds.patch(&name, &PatchParams::apply(FIELD_MANAGER).force(), &Patch::Apply(&crd))
-            .await
-            .unwrap_or_else(|e| panic!("expected manifests/crd.yaml to apply, found: {}", api_error(&e)));
-        self.network_crd_served(&name).await;
-    }
-
-    /// Waits until the Network CRD `name` is Established and its resource served.
-    pub async fn network_crd_served(&self, name: &str) {
-        self.crd_established(name).await;
-        // Established means served; discovery may lag a moment behind it.
-        let networks: Api<DynamicObject> = Api::all_with(self.client.clone(), &super::network_resource());
-        wait_for("the Network resource to be served", PATIENCE, async || {
-            networks
-                .list(&ListParams::default().limit(1))
-                .await
-                .map(drop)
-                .map_err(|e| api_error(&e))
-        })
-        .await;
-        step!("CRD {name} established");
-    }
-
-    /// Installs the Multus NetworkAttachmentDefinition CRD (`tests/fixtures/nad-crd.yaml`) when
-    /// the cluster has none, and then removes it again when the suite ends.
-    pub async fn install_nad_crd(&self) {
-        let crd = super::read_manifest(NAD_CRD_FILE);
-        let name = crd["metadata"]["name"]
-            .as_str()
-            .expect("the NAD CRD has a name")
-            .to_string();
-        let crds: Api<CustomResourceDefinition> = Api::all(self.client.clone());
-        match crds.get_opt(&name).await {
-            Ok(Some(_)) => return,
-            Ok(None) => {}
-            Err(e) => panic!("expected to read CRD {name}, found: {}", api_error(&e)),
-        }
-        crds.patch(&name, &PatchParams::apply(FIELD_MANAGER).force(), &Patch::Apply(&crd))
-            .await
-            .unwrap_or_else(|e| panic!("expected {NAD_CRD_FILE} to apply, found: {}", api_error(&e)));
-        self.teardown
-            .delete_later(ApiResource::erase::<CustomResourceDefinition>(&()), None, &name);
-        self.crd_established(&name).await;
-        step!("installed CRD {name} (removed at the end)");
-    }
-
-    pub async fn crd_established(&self, name: &str) {
-        let crds: Api<CustomResourceDefinition> = Api::all(self.client.clone());
-        wait_for(&format!("CRD {name} to be Established"), PATIENCE, async || {
-            let crd = crds.get(name).await.map_err(|e| api_error(&e))?;
-            let conditions = crd.status.and_then(|s| s.conditions).unwrap_or_default();
-            if conditions
-                .iter()
-                .any(|c| c.type_ == "Established" && c.status == "True")
-            {
-                Ok(())
-            } else {
-                Err(format!(
-                    "conditions {:?}",
-                    conditions
-                        .iter()
-                        .map(|c| format!("{}={} ({})", c.type_, c.status, c.message.as_deref().unwrap_or("")))
-                        .collect::<Vec<_>>()
-                ))
-            }
-        })
-        .await;
-    }
-
     /// Reads the names, args and addresses out of the rendered manifests and the cluster.
     async fn describe(&self, rendered: &[Value]) -> Install {
         let deployment: Deployment = serde_json::from_value(find(rendered, "Deployment").clone())
@@ -389,79 +308,11 @@ impl Suite {
             namespace,
         }
     }
-
-    /// A kubeconfig for the Deployment's ServiceAccount: a token from the TokenRequest API
-    /// (what `kubectl create token` asks for), the same server and certificate authority as
-    /// `KUBECONFIG`.
-    async fn service_account_kubeconfig(&self, install: &Install, dir: &std::path::Path) -> PathBuf {
-        let account = &install.service_account;
-        let accounts: Api<ServiceAccount> = Api::namespaced(self.client.clone(), &install.namespace);
-        let request = TokenRequest {
-            spec: Some(TokenRequestSpec {
-                expiration_seconds: Some(3600),
-                ..TokenRequestSpec::default()
-            }),
-            ..TokenRequest::default()
-        };
-        let token = accounts
-            .create_token_request(account, &PostParams::default(), &request)
-            .await
-            .unwrap_or_else(|e| {
-                panic!(
-                    "expected a token for ServiceAccount {account}, found: {}",
-                    api_error(&e)
-                )
-            })
-            .status
-            .expect("a TokenRequest answer has a status")
-            .token;
-        let kubeconfig = Kubeconfig::read().expect("KUBECONFIG is readable");
-        let context = kubeconfig
-            .contexts
-            .iter()
-            .find(|c| Some(&c.name) == kubeconfig.current_context.as_ref())
-            .and_then(|c| c.context.clone())
-            .expect("KUBECONFIG has a current context");
-        let cluster = kubeconfig
-            .clusters
-            .iter()
-            .find(|c| c.name == context.cluster)
-            .and_then(|c| c.cluster.clone())
-            .expect("the current context names a cluster");
-        let config = json!({
-            "apiVersion": "v1",
-            "kind": "Config",
-            "clusters": [{ "name": "cluster", "cluster": cluster }],
-            "users": [{ "name": account, "user": { "token": token } }],
-            "contexts": [{ "name": "sa", "context": { "cluster": "cluster", "user": account } }],
-            "current-context": "sa",
-        });
-        let path = dir.join("serviceaccount.kubeconfig");
-        std::fs::write(&path, serde_json::to_vec_pretty(&config).expect("JSON")).expect("write the kubeconfig");
-        step!(
-            "kubeconfig for ServiceAccount {}/{account}: {}",
-            install.namespace,
-            path.display()
-        );
-        path
-    }
 }
 
 /// `kubectl kustomize manifests/`, one JSON value per document.
 fn render() -> Result<Vec<Value>, String> {
-    let output = Command::new("kubectl")
-        .arg("kustomize")
-        .arg(manifest_path("manifests"))
-        .output()
-        .map_err(|e| format!("kubectl is needed to render manifests/ (kubectl kustomize): {e}"))?;
-    if !output.status.success() {
-        panic!(
-            "expected `kubectl kustomize manifests/` to render, found {}: {}",
-            output.status,
-            String::from_utf8_lossy(&output.stderr)
-        );
-    }
-    let text = String::from_utf8(output.stdout).expect("kustomize prints UTF-8");
+    let text = kubectl::kustomize(&manifest_path("manifests"))?;
     Ok(serde_yaml_ng::Deserializer::from_str(&text)
         .map(|doc| serde::Deserialize::deserialize(doc).expect("kustomize prints YAML objects"))
         .filter(|v: &Value| !v.is_null())
@@ -496,106 +347,7 @@ fn flag(args: &[String], name: &str) -> Option<String> {
     None
 }
 
-/// `args` without `--name VALUE` / `--name=VALUE`.
-fn without_flag(args: &[String], name: &str) -> Vec<String> {
-    let mut out = Vec::new();
-    let mut iter = args.iter();
-    while let Some(arg) = iter.next() {
-        if arg == name {
-            iter.next();
-        } else if !arg.starts_with(&format!("{name}=")) {
-            out.push(arg.clone());
-        }
-    }
-    out
-}
-
 impl Install {
-    /// The webhook address: the Service's ClusterIP at the Service port.
-    pub fn webhook_addr(&self) -> SocketAddr {
-        SocketAddr::new(self.service_ip, self.service_port)
-    }
-
-    /// Starts a process as Pod `name` of the Deployment would run: its args, except `--addr`
-    /// (the ClusterIP at the Service port) and `--admin-addr` (a free loopback port), plus
-    /// `--reuse-port` if asked; its env, the Downward API's fields filled in; the
-    /// ServiceAccount's credentials.
-    pub fn start(&self, name: &str, reuse_port: bool) -> Injector {
-        let admin = SocketAddr::from(([127, 0, 0, 1], free_port("127.0.0.1")));
-        let mut args = without_flag(&without_flag(&self.args, "--addr"), "--admin-addr");
-        args.extend([
-            "--addr".to_string(),
-            self.webhook_addr().to_string(),
-            "--admin-addr".to_string(),
-            admin.to_string(),
-        ]);
-        if reuse_port {
-            args.push("--reuse-port".to_string());
-        }
-        let mut env: Vec<(String, String)> = self
-            .env
-            .iter()
-            .map(|var| (var.name.clone(), self.env_value(var, name)))
-            .collect();
-        env.push(("KUBECONFIG".to_string(), self.kubeconfig.display().to_string()));
-        let dir = temp_dir("envoy-injector-e2e");
-        Injector::spawn(name, args.into_iter().map(OsString::from).collect(), env, admin, dir)
-    }
-
-    /// What the kubelet would put in `var` for Pod `pod`.
-    fn env_value(&self, var: &EnvVar, pod: &str) -> String {
-        if let Some(value) = &var.value {
-            return value.clone();
-        }
-        let field = var
-            .value_from
-            .as_ref()
-            .and_then(|from| from.field_ref.as_ref())
-            .map(|f| f.field_path.as_str());
-        match field {
-            Some("metadata.namespace") => self.namespace.clone(),
-            Some("metadata.name") => pod.to_string(),
-            other => panic!(
-                "env {} of the Deployment comes from {other:?}; the suite knows metadata.namespace and metadata.name",
-                var.name
-            ),
-        }
-    }
-
-    /// The holder of the controller Lease, if any.
-    pub async fn lease_holder(&self, client: &Client) -> Result<Option<String>, String> {
-        let leases: Api<Lease> = Api::namespaced(client.clone(), &self.namespace);
-        let lease = leases.get_opt(&self.lease).await.map_err(|e| api_error(&e))?;
-        Ok(lease
-            .and_then(|l| l.spec)
-            .and_then(|s| s.holder_identity)
-            .filter(|h| !h.is_empty()))
-    }
-
-    /// `leaseDurationSeconds` of the controller Lease.
-    pub async fn lease_duration(&self, client: &Client) -> Duration {
-        let leases: Api<Lease> = Api::namespaced(client.clone(), &self.namespace);
-        let seconds = leases
-            .get(&self.lease)
-            .await
-            .ok()
-            .and_then(|l| l.spec)
-            .and_then(|s| s.lease_duration_seconds)
-            .expect("the controller Lease has leaseDurationSeconds");
-        Duration::from_secs(seconds as u64)
-    }
-
-    /// Waits until `identity` holds the controller Lease.
-    pub async fn wait_leader(&self, client: &Client, candidates: &[&Injector]) -> String {
-        let names: Vec<&str> = candidates.iter().map(|p| p.name.as_str()).collect();
-        let what = format!("one of {names:?} to hold Lease {}/{}", self.namespace, self.lease);
-        wait_for(&what, PATIENCE * 2, async || match self.lease_holder(client).await? {
-            Some(holder) if names.contains(&holder.as_str()) => Ok(holder),
-            other => Err(format!("holder {other:?}")),
-        })
-        .await
-    }
-
     /// The CA in the self-managed TLS Secret (`ca.crt`).
     pub async fn ca_pem(&self, client: &Client) -> Vec<u8> {
         let secrets: Api<Secret> = Api::namespaced(client.clone(), &self.namespace);
@@ -613,43 +365,5 @@ impl Install {
             .get("ca.crt")
             .map(|b| b.0.clone())
             .unwrap_or_else(|| panic!("expected ca.crt in Secret {}/{}", self.namespace, self.tls_secret))
-    }
-
-    /// Replaces the ClusterRole's rules with the shipped ones minus the rule for `resource`;
-    /// returns the rule taken away.
-    pub async fn remove_cluster_role_rule(&self, client: &Client, resource: &str) -> PolicyRule {
-        let shipped = self.cluster_role.rules.clone().unwrap_or_default();
-        let (taken, kept): (Vec<PolicyRule>, Vec<PolicyRule>) = shipped
-            .into_iter()
-            .partition(|r| r.resources.iter().flatten().any(|x| x == resource));
-        assert_eq!(
-            taken.len(),
-            1,
-            "expected one ClusterRole rule for {resource}, found {taken:?}"
-        );
-        self.replace_cluster_role_rules(client, kept).await;
-        taken.into_iter().next().expect("one rule")
-    }
-
-    /// Puts the shipped ClusterRole rules back.
-    pub async fn restore_cluster_role(&self, client: &Client) {
-        self.replace_cluster_role_rules(client, self.cluster_role.rules.clone().unwrap_or_default())
-            .await;
-    }
-
-    async fn replace_cluster_role_rules(&self, client: &Client, rules: Vec<PolicyRule>) {
-        let roles: Api<ClusterRole> = Api::all(client.clone());
-        let name = self.cluster_role.meta().name.clone().unwrap_or_default();
-        let mut role = roles
-            .get(&name)
-            .await
-            .unwrap_or_else(|e| panic!("expected ClusterRole {name}, found: {}", api_error(&e)));
-        role.rules = Some(rules);
-        // A replace, not an apply: the rules must become exactly these, whoever else
-        // applied the same ones before.
-        roles
-            .replace(&name, &PostParams::default(), &role)
-            .await
-            .unwrap_or_else(|e| panic!("expected to replace ClusterRole {name}, found: {}", api_error(&e)));
     }
 }

@@ -1,0 +1,101 @@
+//! kubectl, run from the tests: whether it is there, `kubectl kustomize`, and commands run
+//! to their end off the async workers.
+
+use std::io::Write;
+use std::path::Path;
+use std::process::{Command, Output, Stdio};
+
+use serde_json::{Value, json};
+
+/// Whether a kubectl client is installed (`kubectl version --client` succeeds).
+pub fn client_found() -> bool {
+    Command::new("kubectl")
+        .args(["version", "--client"])
+        .output()
+        .is_ok_and(|o| o.status.success())
+}
+
+/// `kubectl kustomize DIR`: the rendered YAML stream; `Err` when kubectl cannot run.
+/// Panics when it runs and fails: the manifests are broken.
+pub fn kustomize(dir: &Path) -> Result<String, String> {
+    let output = Command::new("kubectl")
+        .arg("kustomize")
+        .arg(dir)
+        .output()
+        .map_err(|e| format!("kubectl is needed to render {} (kubectl kustomize): {e}", dir.display()))?;
+    assert!(
+        output.status.success(),
+        "expected `kubectl kustomize {}` to render, found {}: {}",
+        dir.display(),
+        output.status,
+        String::from_utf8_lossy(&output.stderr)
+    );
+    Ok(String::from_utf8(output.stdout).expect("kustomize prints UTF-8"))
+}
+
+/// Runs `command` to its end with `stdin` written to it (nothing when `None`), on a
+/// blocking thread.
+pub async fn run_command(mut command: Command, stdin: Option<&str>) -> Output {
+    let stdin = stdin.map(str::to_string);
+    let shown = format!("{command:?}");
+    tokio::task::spawn_blocking(move || {
+        let mut child = command
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap_or_else(|e| panic!("cannot run {shown}: {e}"));
+        let mut pipe = child.stdin.take().expect("a piped stdin");
+        if let Some(text) = stdin {
+            pipe.write_all(text.as_bytes())
+                .unwrap_or_else(|e| panic!("cannot write the stdin of {shown}: {e}"));
+        }
+        drop(pipe);
+        child
+            .wait_with_output()
+            .unwrap_or_else(|e| panic!("{shown} did not finish: {e}"))
+    })
+    .await
+    .expect("the thread running a command")
+}
+
+/// `kubectl ARGS` against the cluster of `KUBECONFIG`.
+pub async fn kubectl(args: &[&str], stdin: Option<&str>) -> Output {
+    let mut command = Command::new("kubectl");
+    command.args(args);
+    run_command(command, stdin).await
+}
+
+/// Exit status, stdout and stderr of a finished command, for failure messages.
+pub fn describe_output(output: &Output) -> String {
+    format!(
+        "exit {}\nstdout: {}\nstderr: {}",
+        output.status,
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    )
+}
+
+/// `kubectl apply --server-side` of `objects` (JSON, each with its namespace) as one List;
+/// panics unless it succeeds. `--validate=false`: kubectl may be older than the API server,
+/// whose own validation still applies.
+pub async fn kubectl_apply(objects: &[Value]) {
+    let list = json!({ "apiVersion": "v1", "kind": "List", "items": objects });
+    let out = kubectl(
+        &[
+            "apply",
+            "--server-side",
+            "--force-conflicts",
+            "--validate=false",
+            "-f",
+            "-",
+        ],
+        Some(&list.to_string()),
+    )
+    .await;
+    assert!(
+        out.status.success(),
+        "expected kubectl apply to succeed, found: {}",
+        describe_output(&out)
+    );
+}

@@ -1,0 +1,60 @@
+//! Waiting until something holds: one bounded poll for every test binary (and the scale
+//! benchmark). The bound is a safety limit, never a timing expectation.
+
+use std::time::{Duration, Instant};
+
+/// What one look found when the awaited thing is not there (yet).
+#[derive(Debug)]
+pub enum Miss {
+    /// Not yet: look again; the text says what was found instead.
+    Retry(String),
+    /// It cannot happen any more (a process it needs has died): stop waiting now.
+    Fatal(String),
+}
+
+impl From<String> for Miss {
+    fn from(found: String) -> Miss {
+        Miss::Retry(found)
+    }
+}
+
+/// Looks with `probe` every `every` until it returns `Ok`. `Err` names `what` was awaited,
+/// the bound and the last thing found, after `patience`; or at once, on a [`Miss::Fatal`].
+pub async fn until<T, E: Into<Miss>>(
+    what: &str,
+    patience: Duration,
+    every: Duration,
+    mut probe: impl AsyncFnMut() -> Result<T, E>,
+) -> Result<T, String> {
+    let start = Instant::now();
+    loop {
+        let found = match probe().await.map_err(Into::into) {
+            Ok(value) => return Ok(value),
+            Err(Miss::Fatal(why)) => return Err(format!("while waiting for {what}: {why}")),
+            Err(Miss::Retry(found)) => found,
+        };
+        if start.elapsed() >= patience {
+            return Err(format!(
+                "timed out after {patience:?} waiting for {what}; last found: {found}"
+            ));
+        }
+        tokio::time::sleep(every).await;
+    }
+}
+
+/// [`until`] for a yes/no check.
+pub async fn until_true(
+    what: &str,
+    patience: Duration,
+    every: Duration,
+    mut check: impl AsyncFnMut() -> bool,
+) -> Result<(), String> {
+    until(what, patience, every, async || {
+        if check().await {
+            Ok(())
+        } else {
+            Err("not yet".to_string())
+        }
+    })
+    .await
+}
