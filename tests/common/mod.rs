@@ -4,6 +4,7 @@
 
 pub mod builders;
 pub mod process;
+pub mod required_tool;
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};

@@ -1,6 +1,7 @@
 //! The install manifests, checked everywhere (`make test`; no cluster needed):
 //!
-//! - `kubectl kustomize manifests/` renders (skipped, loudly, without kubectl);
+//! - `kubectl kustomize manifests/` renders (skipped, loudly, without kubectl; a failure
+//!   under CI, see `tests/common/required_tool.rs`);
 //! - every rendered document, and every example, parses into its k8s-openapi type and
 //!   re-serialises to the same JSON: a misspelt or misplaced field is dropped by the typed
 //!   parse and fails here, naming the document and the field path;
@@ -15,6 +16,8 @@
 //! - the example alert rules (PrometheusRule) read only metrics the binary exposes;
 //! - every shell script passes shellcheck (skipped, loudly, without shellcheck).
 
+#[path = "../common/required_tool.rs"]
+mod required_tool;
 mod support;
 
 mod alerts;

@@ -78,7 +78,7 @@ pub(crate) fn rendered() -> Option<&'static [Doc]> {
     static RENDERED: OnceLock<Option<Vec<Doc>>> = OnceLock::new();
     RENDERED
         .get_or_init(|| {
-            if !have_kubectl() {
+            if !crate::required_tool::kubectl_or_skip("manifests (`kubectl kustomize manifests/`)") {
                 return None;
             }
             let output = Command::new("kubectl")
@@ -96,17 +96,6 @@ pub(crate) fn rendered() -> Option<&'static [Doc]> {
             Some(parse_stream("kubectl kustomize manifests/", &text))
         })
         .as_deref()
-}
-
-pub(crate) fn have_kubectl() -> bool {
-    let found = Command::new("kubectl")
-        .args(["version", "--client"])
-        .output()
-        .is_ok_and(|o| o.status.success());
-    if !found {
-        shout("SKIPPED manifests: kubectl is not installed, so `kubectl kustomize manifests/` cannot be checked");
-    }
-    found
 }
 
 /// Exactly one rendered document of `kind`.
