@@ -52,17 +52,8 @@ mod overlaps;
 
 const NS: &str = "default";
 const NAME: &str = "example-network";
-const NETWORKS: &str = "/apis/samplecrd.k8s.io/v1/namespaces/default/networks";
-const NADS: &str = "/apis/k8s.cni.cncf.io/v1/namespaces/default/network-attachment-definitions";
-const EVENTS: &str = "/apis/events.k8s.io/v1/namespaces/default/events";
 const NAD_REF: &str = "NetworkAttachmentDefinition/default/example-network";
 const READY_MESSAGE: &str = "multus backend: NetworkAttachmentDefinition/default/example-network is in place";
-
-// ---------------------------------------------------------------- fake API server
-
-fn mock_client() -> (Client, ApiServer) {
-    mock_api::mock_client(NS)
-}
 
 // ---------------------------------------------------------------- fixtures
 
@@ -109,28 +100,6 @@ fn live_nad(n: &Network) -> Value {
     value
 }
 
-/// 404 for a missing object: the Status names it.
-fn object_not_found(name: &str) -> Value {
-    json!({
-        "kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
-        "message": format!("network-attachment-definitions.k8s.cni.cncf.io \"{name}\" not found"),
-        "reason": "NotFound",
-        "details": {"name": name, "group": "k8s.cni.cncf.io", "kind": "network-attachment-definitions"},
-        "code": 404
-    })
-}
-
-/// 404 for the resource type itself: no object name in the answer.
-fn resource_type_not_found() -> Value {
-    json!({
-        "kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
-        "message": "the server could not find the requested resource",
-        "reason": "NotFound",
-        "details": {"group": "k8s.cni.cncf.io", "kind": "network-attachment-definitions"},
-        "code": 404
-    })
-}
-
 struct Fixture {
     ctx: Arc<Context>,
     networks: Writer<Network>,
@@ -152,17 +121,22 @@ impl Fixture {
     }
 }
 
-fn fixture(
-    client: Client,
-    backend: Arc<dyn Backend>,
+/// A controller context whose every request goes to the returned scripted API server, with
+/// the backend `backend` makes and the caches listing `networks` and `pods`. The test keeps
+/// no Client of its own: once the fixture is dropped, the server can tell that no further
+/// request was made.
+fn scripted(
+    backend: impl FnOnce(&Client) -> Arc<dyn Backend>,
     networks: &[&Network],
     pods: &[PartialObjectMeta<Pod>],
-) -> Fixture {
+) -> (Fixture, ApiServer) {
+    let (client, server) = mock_api::mock_client(NS);
+    let backend = backend(&client);
     let (network_store, network_writer) = reflector::store::<Network>();
     let ctx = Context::new(
         client.clone(),
         backend,
-        Arc::new(Publisher::new(client.clone(), "controller-test")),
+        Arc::new(Publisher::new(client, "controller-test")),
         network_store,
         Indexes::default(),
         Metrics::unregistered(),
@@ -183,7 +157,7 @@ fn fixture(
         fx.pod_event(watcher::Event::InitApply(p.clone()));
     }
     fx.pod_event(watcher::Event::InitDone);
-    fx
+    (fx, server)
 }
 
 /// A Multus backend whose NAD index has listed `nads` (as the controller's watch would).
@@ -227,6 +201,10 @@ fn multus(client: &Client) -> Arc<dyn Backend> {
     Arc::new(MultusBackend::new(client.clone()))
 }
 
+fn no_backend(_: &Client) -> Arc<dyn Backend> {
+    Arc::new(NoBackend)
+}
+
 fn count(ctx: &Context, result: ReconcileResult) -> u64 {
     ctx.metrics.reconciles.get_or_create(&ReconcileLabels { result }).get()
 }
@@ -255,17 +233,6 @@ fn ready_of(status_patch: &Value) -> &Value {
         .expect("a Ready condition")
 }
 
-async fn expect_event(server: &mut ApiServer, type_: &str, reason: &str) -> Value {
-    let call = server.expect(Method::POST, EVENTS).await;
-    let body = call.body.clone();
-    assert_eq!(body["type"], type_, "{body}");
-    assert_eq!(body["reason"], reason, "{body}");
-    assert_eq!(body["regarding"]["kind"], "Network", "{body}");
-    assert_eq!(body["reportingController"], "envoy-injector", "{body}");
-    call.echo(201);
-    body
-}
-
 // ---------------------------------------------------------------- scenarios
 
 /// (1) create: the finalizer comes first (server-side apply), then in the same pass NAD
@@ -273,7 +240,6 @@ async fn expect_event(server: &mut ApiServer, type_: &str, reason: &str) -> Valu
 /// backendRef → Event `Ready`.
 #[tokio::test]
 async fn create_adds_finalizer_then_nad_then_ready_status_and_event() {
-    let (client, mut server) = mock_client();
     let mut fresh = example();
     fresh.metadata.finalizers = None;
     let pods = [
@@ -281,14 +247,10 @@ async fn create_adds_finalizer_then_nad_then_ready_status_and_event() {
         member_pod(NS, "p2", "other-network"),
         member_pod("elsewhere", "p3", NAME),
     ];
-    let fx = fixture(client.clone(), multus(&client), &[&fresh], &pods);
-    drop(client);
+    let (fx, mut server) = scripted(multus, &[&fresh], &pods);
 
     let action = exchange(&fresh, &fx.ctx, async {
-        let call = server.expect(Method::PATCH, &format!("{NETWORKS}/{NAME}")).await;
-        assert_eq!(call.content_type, "application/apply-patch+yaml");
-        assert!(call.query.contains("fieldManager=envoy-injector"), "{}", call.query);
-        assert!(!call.query.contains("force"), "not forced: {}", call.query);
+        let call = server.expect_finalizer_apply(NS, NAME).await;
         assert_eq!(
             call.body,
             json!({
@@ -300,12 +262,9 @@ async fn create_adds_finalizer_then_nad_then_ready_status_and_event() {
         applied["metadata"]["resourceVersion"] = json!("101");
         call.reply(200, &applied);
 
-        server
-            .expect(Method::GET, &format!("{NADS}/{NAME}"))
-            .await
-            .reply(404, &object_not_found(NAME));
+        server.expect_nad_get(NS, NAME).await.reply_not_found();
 
-        let create = server.expect(Method::POST, NADS).await;
+        let create = server.expect_nad_create(NS).await;
         let nad = create.body.clone();
         assert_eq!(nad["kind"], "NetworkAttachmentDefinition");
         assert_eq!(nad["metadata"]["name"], NAME);
@@ -317,8 +276,7 @@ async fn create_adds_finalizer_then_nad_then_ready_status_and_event() {
         assert_eq!(config["ipam"]["ranges"][0][0]["gateway"], "192.168.0.1");
         create.echo(201);
 
-        let patch = server.expect(Method::PATCH, &format!("{NETWORKS}/{NAME}/status")).await;
-        assert_eq!(patch.content_type, "application/merge-patch+json");
+        let patch = server.expect_status_patch(NS, NAME).await;
         let ready = ready_of(&patch.body);
         assert_eq!(ready["status"], "True");
         assert_eq!(ready["reason"], "Ready");
@@ -327,12 +285,9 @@ async fn create_adds_finalizer_then_nad_then_ready_status_and_event() {
         assert_eq!(patch.body["status"]["observedGeneration"], 2);
         assert_eq!(patch.body["status"]["attachedPods"], 1, "only p1 is a member");
         assert_eq!(patch.body["status"]["backendRef"], NAD_REF);
-        let mut stored = serde_json::to_value(example()).unwrap();
-        stored["status"] = patch.body["status"].clone();
-        stored["metadata"]["resourceVersion"] = json!("102");
-        patch.reply(200, &stored);
+        patch.reply_merged(&example(), Some("102"));
 
-        let event = expect_event(&mut server, "Normal", "Ready").await;
+        let event = server.expect_network_event(NS, "Normal", "Ready").await;
         assert_eq!(event["regarding"]["name"], NAME);
     })
     .await
@@ -344,10 +299,7 @@ async fn create_adds_finalizer_then_nad_then_ready_status_and_event() {
     // The store still holds the copy without finalizer (the watch lags): the next pass
     // works on what the API server returned and writes nothing.
     exchange(&fresh, &fx.ctx, async {
-        server
-            .expect(Method::GET, &format!("{NADS}/{NAME}"))
-            .await
-            .reply(200, &live_nad(&example()));
+        server.expect_nad_get(NS, NAME).await.reply(200, &live_nad(&example()));
     })
     .await
     .expect("a stale store copy is not drift");
@@ -361,29 +313,26 @@ async fn create_adds_finalizer_then_nad_then_ready_status_and_event() {
 /// name) is a conflict retried shortly, not a failure.
 #[tokio::test]
 async fn stale_copy_on_finalizer_writes_is_a_conflict_not_a_failure() {
-    let (client, mut server) = mock_client();
     let mut fresh = example();
     fresh.metadata.finalizers = None;
     let mut deleting = example();
     deleting.metadata.deletion_timestamp = Some(at(100));
-    let fx = fixture(client.clone(), Arc::new(NoBackend), &[&fresh], &[]);
-    drop(client);
+    let (fx, mut server) = scripted(no_backend, &[&fresh], &[]);
 
     let action = exchange(&fresh, &fx.ctx, async {
         server
-            .expect(Method::PATCH, &format!("{NETWORKS}/{NAME}"))
+            .expect_finalizer_apply(NS, NAME)
             .await
-            .reply(409, &mock_api::status(409, "Conflict", "uid mismatch"));
+            .reply_status(409, "Conflict", "uid mismatch");
     })
     .await
     .expect("a conflict is not an error");
     assert!(jittered(&action, Duration::from_secs(1)), "{action:?}");
 
     exchange(&deleting, &fx.ctx, async {
-        server.expect(Method::POST, EVENTS).await.echo(201);
-        let patch = server.expect(Method::PATCH, &format!("{NETWORKS}/{NAME}")).await;
-        assert_eq!(patch.content_type, "application/json-patch+json");
-        patch.reply(422, &mock_api::status(422, "Invalid", "test operation failed"));
+        server.expect_network_event(NS, "Normal", "Cleanup").await;
+        let patch = server.expect_finalizer_removal(NS, NAME).await;
+        patch.reply_status(422, "Invalid", "test operation failed");
     })
     .await
     .expect("a failed test op is a conflict too");
@@ -399,11 +348,12 @@ async fn stale_copy_on_finalizer_writes_is_a_conflict_not_a_failure() {
 /// what the controller would write: no request at all (no read either).
 #[tokio::test]
 async fn converged_network_makes_no_request() {
-    let (client, server) = mock_client();
     let current = with_status(example(), ready_status(1));
-    let backend = multus_listed(&client, &[live_nad(&current)]);
-    let fx = fixture(client.clone(), backend, &[&current], &[member_pod(NS, "p1", NAME)]);
-    drop(client);
+    let (fx, server) = scripted(
+        |client| multus_listed(client, &[live_nad(&current)]),
+        &[&current],
+        &[member_pod(NS, "p1", NAME)],
+    );
 
     let action = exchange(&current, &fx.ctx, async {}).await.expect("nothing to do");
     assert_eq!(action, Action::requeue(controller::RESYNC));
@@ -416,14 +366,11 @@ async fn converged_network_makes_no_request() {
 /// A NAD the listed index does not have is created at once, without a GET first.
 #[tokio::test]
 async fn nad_absent_from_the_index_is_created_without_a_read() {
-    let (client, mut server) = mock_client();
     let current = with_status(example(), ready_status(0));
-    let backend = multus_listed(&client, &[]);
-    let fx = fixture(client.clone(), backend, &[&current], &[]);
-    drop(client);
+    let (fx, mut server) = scripted(|client| multus_listed(client, &[]), &[&current], &[]);
 
     exchange(&current, &fx.ctx, async {
-        let create = server.expect(Method::POST, NADS).await;
+        let create = server.expect_nad_create(NS).await;
         let mut stored = create.body.clone();
         stored["metadata"]["uid"] = json!("nad-uid");
         stored["metadata"]["resourceVersion"] = json!("7");
@@ -441,17 +388,12 @@ async fn nad_absent_from_the_index_is_created_without_a_read() {
 /// (2) a resync that changes nothing: status and NAD already match → one GET, no write.
 #[tokio::test]
 async fn noop_resync_only_reads() {
-    let (client, mut server) = mock_client();
     let current = with_status(example(), ready_status(1));
     let pods = [member_pod(NS, "p1", NAME)];
-    let fx = fixture(client.clone(), multus(&client), &[&current], &pods);
-    drop(client);
+    let (fx, mut server) = scripted(multus, &[&current], &pods);
 
     let action = exchange(&current, &fx.ctx, async {
-        server
-            .expect(Method::GET, &format!("{NADS}/{NAME}"))
-            .await
-            .reply(200, &live_nad(&current));
+        server.expect_nad_get(NS, NAME).await.reply(200, &live_nad(&current));
     })
     .await
     .expect("no-op reconcile succeeds");
@@ -467,22 +409,20 @@ async fn noop_resync_only_reads() {
 /// (3) gateway outside the cidr: Ready=False InvalidSpec, Warning Event, no NAD request.
 #[tokio::test]
 async fn invalid_spec_reports_condition_and_never_calls_the_backend() {
-    let (client, mut server) = mock_client();
     let bad = network(NAME, "10.0.0.0/24", "10.0.1.1");
-    let fx = fixture(client.clone(), multus(&client), &[&bad], &[]);
-    drop(client);
+    let (fx, mut server) = scripted(multus, &[&bad], &[]);
 
     let action = exchange(&bad, &fx.ctx, async {
-        let patch = server.expect(Method::PATCH, &format!("{NETWORKS}/{NAME}/status")).await;
+        let patch = server.expect_status_patch(NS, NAME).await;
         let ready = ready_of(&patch.body).clone();
         assert_eq!(ready["status"], "False");
         assert_eq!(ready["reason"], "InvalidSpec");
         assert_eq!(ready["message"], "gateway 10.0.1.1 is not inside cidr 10.0.0.0/24");
         assert_eq!(patch.body["status"]["backendRef"], Value::Null);
         assert_eq!(patch.body["status"]["observedGeneration"], 2);
-        patch.reply(200, &serde_json::to_value(&bad).unwrap());
+        patch.reply_ok(&bad);
 
-        let event = expect_event(&mut server, "Warning", "InvalidSpec").await;
+        let event = server.expect_network_event(NS, "Warning", "InvalidSpec").await;
         assert_eq!(event["note"], "gateway 10.0.1.1 is not inside cidr 10.0.0.0/24");
     })
     .await
@@ -498,19 +438,17 @@ async fn invalid_spec_reports_condition_and_never_calls_the_backend() {
 /// writes; when the CRD appears the NAD is created and the Network turns Ready.
 #[tokio::test]
 async fn backend_missing_reports_unavailable_and_backs_off() {
-    let (client, mut server) = mock_client();
     let n = example();
-    let fx = fixture(client.clone(), multus(&client), &[&n], &[]);
-    drop(client);
+    let (fx, mut server) = scripted(multus, &[&n], &[]);
     let object = ObjectRef::from_obj(&n);
 
     let mut reported = None;
     let result = exchange(&n, &fx.ctx, async {
         server
-            .expect(Method::GET, &format!("{NADS}/{NAME}"))
+            .expect_nad_get(NS, NAME)
             .await
-            .reply(404, &resource_type_not_found());
-        let patch = server.expect(Method::PATCH, &format!("{NETWORKS}/{NAME}/status")).await;
+            .reply_unknown_resource();
+        let patch = server.expect_status_patch(NS, NAME).await;
         let ready = ready_of(&patch.body).clone();
         assert_eq!(ready["status"], "False");
         assert_eq!(ready["reason"], "BackendUnavailable");
@@ -520,8 +458,8 @@ async fn backend_missing_reports_unavailable_and_backs_off() {
         );
         assert_eq!(patch.body["status"]["backendRef"], Value::Null);
         reported = Some(patch.body["status"].clone());
-        patch.reply(200, &serde_json::to_value(&n).unwrap());
-        expect_event(&mut server, "Warning", "BackendUnavailable").await;
+        patch.reply_ok(&n);
+        server.expect_network_event(NS, "Warning", "BackendUnavailable").await;
     })
     .await;
     let error = result.expect_err("an unavailable backend is retried");
@@ -536,7 +474,7 @@ async fn backend_missing_reports_unavailable_and_backs_off() {
     let retried = with_status(n.clone(), reported);
     let error = exchange(&retried, &fx.ctx, async {
         server
-            .expect(Method::GET, &format!("{NADS}/{NAME}"))
+            .expect_nad_get(NS, NAME)
             .await
             .reply_text(404, "404 page not found");
     })
@@ -550,16 +488,13 @@ async fn backend_missing_reports_unavailable_and_backs_off() {
 
     // Multus gets installed: the NAD is created, Ready flips, the backoff resets.
     let action = exchange(&retried, &fx.ctx, async {
-        server
-            .expect(Method::GET, &format!("{NADS}/{NAME}"))
-            .await
-            .reply(404, &object_not_found(NAME));
-        server.expect(Method::POST, NADS).await.echo(201);
-        let patch = server.expect(Method::PATCH, &format!("{NETWORKS}/{NAME}/status")).await;
+        server.expect_nad_get(NS, NAME).await.reply_not_found();
+        server.expect_nad_create(NS).await.echo(201);
+        let patch = server.expect_status_patch(NS, NAME).await;
         assert_eq!(ready_of(&patch.body)["status"], "True");
         assert_eq!(patch.body["status"]["backendRef"], NAD_REF);
-        patch.reply(200, &serde_json::to_value(&retried).unwrap());
-        expect_event(&mut server, "Normal", "Ready").await;
+        patch.reply_ok(&retried);
+        server.expect_network_event(NS, "Normal", "Ready").await;
     })
     .await
     .expect("ready once the CRD exists");
@@ -574,20 +509,15 @@ async fn backend_missing_reports_unavailable_and_backs_off() {
 /// already says Ready, so no status write and no Event.
 #[tokio::test]
 async fn drifted_nad_is_replaced() {
-    let (client, mut server) = mock_client();
     let current = with_status(example(), ready_status(0));
-    let fx = fixture(client.clone(), multus(&client), &[&current], &[]);
-    drop(client);
+    let (fx, mut server) = scripted(multus, &[&current], &[]);
     let mut edited = live_nad(&current);
     edited["spec"]["config"] = json!("{\"cniVersion\":\"0.3.1\",\"type\":\"macvlan\"}");
     edited["metadata"]["annotations"] = json!({"note": "hand edited"});
 
     let action = exchange(&current, &fx.ctx, async {
-        server
-            .expect(Method::GET, &format!("{NADS}/{NAME}"))
-            .await
-            .reply(200, &edited);
-        let put = server.expect(Method::PUT, &format!("{NADS}/{NAME}")).await;
+        server.expect_nad_get(NS, NAME).await.reply(200, &edited);
+        let put = server.expect_nad_replace(NS, NAME).await;
         let body = put.body.clone();
         assert!(
             !nad::drifted(&body, &live_nad(&current)),
@@ -612,10 +542,8 @@ async fn drifted_nad_is_replaced() {
 /// A NAD of the same name that is not ours is never overwritten: BackendConflict.
 #[tokio::test]
 async fn foreign_nad_is_left_alone() {
-    let (client, mut server) = mock_client();
     let n = example();
-    let fx = fixture(client.clone(), multus(&client), &[&n], &[]);
-    drop(client);
+    let (fx, mut server) = scripted(multus, &[&n], &[]);
     let foreign = json!({
         "apiVersion": "k8s.cni.cncf.io/v1", "kind": "NetworkAttachmentDefinition",
         "metadata": {"name": NAME, "namespace": NS, "uid": "theirs", "resourceVersion": "1"},
@@ -623,11 +551,8 @@ async fn foreign_nad_is_left_alone() {
     });
 
     let error = exchange(&n, &fx.ctx, async {
-        server
-            .expect(Method::GET, &format!("{NADS}/{NAME}"))
-            .await
-            .reply(200, &foreign);
-        let patch = server.expect(Method::PATCH, &format!("{NETWORKS}/{NAME}/status")).await;
+        server.expect_nad_get(NS, NAME).await.reply(200, &foreign);
+        let patch = server.expect_status_patch(NS, NAME).await;
         let ready = ready_of(&patch.body).clone();
         assert_eq!(ready["reason"], "BackendConflict");
         assert!(
@@ -636,8 +561,8 @@ async fn foreign_nad_is_left_alone() {
                 .unwrap()
                 .contains("not managed by envoy-injector")
         );
-        patch.reply(200, &serde_json::to_value(&n).unwrap());
-        expect_event(&mut server, "Warning", "BackendConflict").await;
+        patch.reply_ok(&n);
+        server.expect_network_event(NS, "Warning", "BackendConflict").await;
     })
     .await
     .expect_err("retried with backoff");
@@ -651,26 +576,20 @@ async fn foreign_nad_is_left_alone() {
 /// finalizer removed by JSON patch.
 #[tokio::test]
 async fn delete_removes_nad_then_finalizer() {
-    let (client, mut server) = mock_client();
     let mut deleting = with_status(example(), ready_status(0));
     deleting.metadata.deletion_timestamp = Some(at(100));
-    let fx = fixture(client.clone(), multus(&client), &[&deleting], &[]);
-    drop(client);
+    let (fx, mut server) = scripted(multus, &[&deleting], &[]);
 
     let action = exchange(&deleting, &fx.ctx, async {
-        server
-            .expect(Method::GET, &format!("{NADS}/{NAME}"))
-            .await
-            .reply(200, &live_nad(&deleting));
-        let delete = server.expect(Method::DELETE, &format!("{NADS}/{NAME}")).await;
+        server.expect_nad_get(NS, NAME).await.reply(200, &live_nad(&deleting));
+        let delete = server.expect_nad_delete(NS, NAME).await;
         assert_eq!(delete.body["preconditions"]["uid"], "nad-uid", "{}", delete.body);
         delete.reply(200, &live_nad(&deleting));
 
-        let event = expect_event(&mut server, "Normal", "Cleanup").await;
+        let event = server.expect_network_event(NS, "Normal", "Cleanup").await;
         assert!(event["note"].as_str().unwrap().contains(NAD_REF), "{event}");
 
-        let patch = server.expect(Method::PATCH, &format!("{NETWORKS}/{NAME}")).await;
-        assert_eq!(patch.content_type, "application/json-patch+json");
+        let patch = server.expect_finalizer_removal(NS, NAME).await;
         assert_eq!(
             patch.body,
             json!([
@@ -680,7 +599,7 @@ async fn delete_removes_nad_then_finalizer() {
         );
         let mut gone = deleting.clone();
         gone.metadata.finalizers = None;
-        patch.reply(200, &serde_json::to_value(&gone).unwrap());
+        patch.reply_ok(&gone);
     })
     .await
     .expect("cleanup succeeds");
@@ -694,22 +613,20 @@ async fn delete_removes_nad_then_finalizer() {
 /// With the NAD index listed, deletion needs no read: DELETE with the listed uid.
 #[tokio::test]
 async fn delete_with_a_listed_nad_deletes_without_a_read() {
-    let (client, mut server) = mock_client();
     let mut deleting = with_status(example(), ready_status(0));
     deleting.metadata.deletion_timestamp = Some(at(100));
-    let backend = multus_listed(&client, &[live_nad(&deleting)]);
-    let fx = fixture(client.clone(), backend, &[&deleting], &[]);
-    drop(client);
+    let (fx, mut server) = scripted(
+        |client| multus_listed(client, &[live_nad(&deleting)]),
+        &[&deleting],
+        &[],
+    );
 
     exchange(&deleting, &fx.ctx, async {
-        let delete = server.expect(Method::DELETE, &format!("{NADS}/{NAME}")).await;
+        let delete = server.expect_nad_delete(NS, NAME).await;
         assert_eq!(delete.body["preconditions"]["uid"], "nad-uid", "{}", delete.body);
         delete.reply(200, &live_nad(&deleting));
-        expect_event(&mut server, "Normal", "Cleanup").await;
-        server
-            .expect(Method::PATCH, &format!("{NETWORKS}/{NAME}"))
-            .await
-            .reply(200, &serde_json::to_value(&deleting).unwrap());
+        server.expect_network_event(NS, "Normal", "Cleanup").await;
+        server.expect_finalizer_removal(NS, NAME).await.reply_ok(&deleting);
     })
     .await
     .expect("cleanup succeeds");
@@ -721,22 +638,17 @@ async fn delete_with_a_listed_nad_deletes_without_a_read() {
 /// Deleting while the NAD CRD is missing must not get stuck: nothing to remove.
 #[tokio::test]
 async fn delete_without_nad_crd_still_releases_the_finalizer() {
-    let (client, mut server) = mock_client();
     let mut deleting = example();
     deleting.metadata.deletion_timestamp = Some(at(100));
-    let fx = fixture(client.clone(), multus(&client), &[&deleting], &[]);
-    drop(client);
+    let (fx, mut server) = scripted(multus, &[&deleting], &[]);
 
     exchange(&deleting, &fx.ctx, async {
-        server
-            .expect(Method::GET, &format!("{NADS}/{NAME}"))
-            .await
-            .reply(404, &resource_type_not_found());
-        let event = expect_event(&mut server, "Normal", "Cleanup").await;
+        server.expect_nad_get(NS, NAME).await.reply_unknown_resource();
+        let event = server.expect_network_event(NS, "Normal", "Cleanup").await;
         assert!(event["note"].as_str().unwrap().contains("nothing to remove"), "{event}");
-        let patch = server.expect(Method::PATCH, &format!("{NETWORKS}/{NAME}")).await;
+        let patch = server.expect_finalizer_removal(NS, NAME).await;
         assert_eq!(patch.body[1], json!({"op": "remove", "path": "/metadata/finalizers/0"}));
-        patch.reply(200, &serde_json::to_value(&deleting).unwrap());
+        patch.reply_ok(&deleting);
     })
     .await
     .expect("cleanup succeeds");
@@ -749,7 +661,6 @@ async fn delete_without_nad_crd_still_releases_the_finalizer() {
 /// other and both cidrs (and no backend call); the earlier one stays Ready untouched.
 #[tokio::test]
 async fn overlap_goes_to_the_later_network() {
-    let (client, mut server) = mock_client();
     let mut first = with_status(
         network("a", "10.0.0.0/16", "10.0.0.1"),
         NetworkStatus {
@@ -764,11 +675,10 @@ async fn overlap_goes_to_the_later_network() {
     first.metadata.creation_timestamp = Some(at(0));
     let mut later = network("b", "10.0.5.0/24", "10.0.5.1");
     later.metadata.creation_timestamp = Some(at(60));
-    let fx = fixture(client.clone(), multus(&client), &[&first, &later], &[]);
-    drop(client);
+    let (fx, mut server) = scripted(multus, &[&first, &later], &[]);
 
     exchange(&later, &fx.ctx, async {
-        let patch = server.expect(Method::PATCH, &format!("{NETWORKS}/b/status")).await;
+        let patch = server.expect_status_patch(NS, "b").await;
         let ready = ready_of(&patch.body).clone();
         assert_eq!(ready["status"], "False");
         assert_eq!(ready["reason"], "Overlaps");
@@ -776,18 +686,15 @@ async fn overlap_goes_to_the_later_network() {
         for part in ["\"a\"", "10.0.0.0/16", "10.0.5.0/24"] {
             assert!(message.contains(part), "{part} missing from {message}");
         }
-        patch.reply(200, &serde_json::to_value(&later).unwrap());
-        expect_event(&mut server, "Warning", "Overlaps").await;
+        patch.reply_ok(&later);
+        server.expect_network_event(NS, "Warning", "Overlaps").await;
     })
     .await
     .expect("overlap is a condition, not an error");
 
     // The earlier Network: its NAD is checked, nothing is written.
     exchange(&first, &fx.ctx, async {
-        server
-            .expect(Method::GET, &format!("{NADS}/a"))
-            .await
-            .reply(200, &live_nad(&first));
+        server.expect_nad_get(NS, "a").await.reply(200, &live_nad(&first));
     })
     .await
     .expect("earlier network stays ready");
@@ -803,26 +710,20 @@ async fn overlap_goes_to_the_later_network() {
 /// (attachedPods); shutdown ends `run`.
 #[tokio::test]
 async fn run_reconciles_triggers_and_stops_on_shutdown() {
-    let (client, mut server) = mock_client();
     let n = example();
-    let mut fx = fixture(client.clone(), Arc::new(NoBackend), &[&n], &[]);
-    drop(client);
+    let (mut fx, mut server) = scripted(no_backend, &[&n], &[]);
     let (network_tx, network_rx) = futures::channel::mpsc::unbounded::<Arc<Network>>();
     let stop = CancellationToken::new();
     let running = tokio::spawn(controller::run(fx.ctx.clone(), network_rx, stop.clone()));
 
     timeout(PATIENCE, async {
         network_tx.unbounded_send(Arc::new(n.clone())).unwrap();
-        let patch = server.expect(Method::PATCH, &format!("{NETWORKS}/{NAME}/status")).await;
+        let patch = server.expect_status_patch(NS, NAME).await;
         assert_eq!(ready_of(&patch.body)["status"], "True");
         assert_eq!(patch.body["status"]["backendRef"], "none");
         assert_eq!(patch.body["status"]["attachedPods"], 0);
-        let status = patch.body["status"].clone();
-        let mut stored = n.clone();
-        stored.status = Some(serde_json::from_value(status).unwrap());
-        stored.metadata.resource_version = Some("101".into());
-        patch.reply(200, &serde_json::to_value(&stored).unwrap());
-        expect_event(&mut server, "Normal", "Ready").await;
+        let stored = patch.reply_merged(&n, Some("101"));
+        server.expect_network_event(NS, "Normal", "Ready").await;
 
         // The watch now delivers the patched Network: our own echo, no reconcile (a
         // reconcile here would make no request either; the metric tells).
@@ -830,11 +731,10 @@ async fn run_reconciles_triggers_and_stops_on_shutdown() {
         network_tx.unbounded_send(Arc::new(stored.clone())).unwrap();
         // Then a Pod joins: the member index requeues the Network.
         fx.pod_event(watcher::Event::Apply(member_pod(NS, "p1", NAME)));
-        let patch = server.expect(Method::PATCH, &format!("{NETWORKS}/{NAME}/status")).await;
+        let patch = server.expect_status_patch(NS, NAME).await;
         assert_eq!(patch.body["status"]["attachedPods"], 1);
         assert_eq!(ready_of(&patch.body)["status"], "True");
-        stored.metadata.resource_version = Some("102".into());
-        patch.reply(200, &serde_json::to_value(&stored).unwrap());
+        patch.reply_merged(&stored, Some("102"));
         // Ready did not change: no Event follows (checked by assert_no_more_requests).
 
         stop.cancel();
@@ -861,10 +761,8 @@ async fn run_reconciles_triggers_and_stops_on_shutdown() {
 /// shutdown still ends `run`.
 #[tokio::test(start_paused = true)]
 async fn missing_nad_crd_watch_backs_off_and_never_stops_the_controller() {
-    let (client, mut server) = mock_client();
     let n = example();
-    let mut fx = fixture(client.clone(), multus(&client), &[&n], &[]);
-    drop(client);
+    let (mut fx, mut server) = scripted(multus, &[&n], &[]);
     let (network_tx, network_rx) = futures::channel::mpsc::unbounded::<Arc<Network>>();
     let stop = CancellationToken::new();
     let running = tokio::spawn(controller::run(fx.ctx.clone(), network_rx, stop.clone()));
@@ -879,22 +777,21 @@ async fn missing_nad_crd_watch_backs_off_and_never_stops_the_controller() {
             match (call.method.clone(), call.path.as_str()) {
                 (Method::GET, path) if path == cluster_wide => {
                     watch_attempts.push(tokio::time::Instant::now());
-                    call.reply(404, &resource_type_not_found());
+                    call.reply_unknown_resource();
                 }
-                (Method::GET, path) if path == format!("{NADS}/{NAME}") => {
+                (Method::GET, path) if path == mock_api::nad(NS, NAME) => {
                     nad_gets += 1;
-                    call.reply(404, &resource_type_not_found());
+                    call.reply_unknown_resource();
                 }
-                (Method::PATCH, path) if path == format!("{NETWORKS}/{NAME}/status") => {
+                (Method::PATCH, path) if path == format!("{}/status", mock_api::network(NS, NAME)) => {
                     status_patches += 1;
                     assert_eq!(ready_of(&call.body)["reason"], "BackendUnavailable");
-                    let mut stored = n.clone();
-                    stored.status = Some(serde_json::from_value(call.body["status"].clone()).unwrap());
+                    let stored = call.merged(&n, None);
                     // As the Network watch would deliver the patched object.
                     fx.network_event(watcher::Event::Apply(stored.clone()));
-                    call.reply(200, &serde_json::to_value(&stored).unwrap());
+                    call.reply_ok(&stored);
                 }
-                (Method::POST, EVENTS) => {
+                (Method::POST, path) if path == mock_api::events(NS) => {
                     events += 1;
                     call.echo(201);
                 }
@@ -924,7 +821,7 @@ async fn missing_nad_crd_watch_backs_off_and_never_stops_the_controller() {
                 finished = &mut running => break finished.unwrap(),
                 call = server.next() => {
                     assert_eq!(call.method, Method::GET, "only reads may be in flight: {}", call.path);
-                    call.reply(404, &resource_type_not_found());
+                    call.reply_unknown_resource();
                 }
             }
         }

@@ -6,6 +6,10 @@ use std::process::{Command, Output, Stdio};
 
 use serde_json::Value;
 
+#[path = "common/kubectl.rs"]
+#[allow(dead_code)]
+mod kubectl;
+
 const BIN: &str = env!("CARGO_BIN_EXE_envoy-injector");
 
 fn fixtures() -> PathBuf {
@@ -370,8 +374,7 @@ fn config_flag_takes_a_configmap_manifest_and_the_seed_one_is_refused() {
 /// JSON Patch applied).
 #[test]
 fn strategic_patch_applied_by_kubectl_equals_json_patch_result() {
-    if Command::new("kubectl").arg("version").arg("--client").output().is_err() {
-        eprintln!("SKIPPED strategic_patch_applied_by_kubectl_equals_json_patch_result: kubectl is not installed");
+    if !kubectl::present_or_skip("strategic_patch_applied_by_kubectl_equals_json_patch_result") {
         return;
     }
     // A second template: a native sidecar, an init container, a volume, a mount, a pull secret.

@@ -17,7 +17,6 @@ use envoy_injector::tls::{self, CertPair, CertStore};
 use http::Method;
 use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::Secret;
-use kube::Client;
 use kube::core::ObjectMeta;
 use prometheus_client::registry::Registry;
 use rustls::client::WebPkiServerVerifier;
@@ -29,29 +28,21 @@ use time::OffsetDateTime;
 use tokio::time::timeout;
 
 mod mock_api;
-use mock_api::{ApiServer, Call, PATIENCE, status};
+use mock_api::{ApiServer, Call, PATIENCE, WebhookConfig, secret, secrets};
 
 const NS: &str = "mesh";
 const SERVICE: &str = "injector";
 const SECRET: &str = "injector-tls";
 const WEBHOOK_CONFIG: &str = "injector";
-const SECRETS: &str = "/api/v1/namespaces/mesh/secrets";
-const SECRET_PATH: &str = "/api/v1/namespaces/mesh/secrets/injector-tls";
-const MWC_PATH: &str = "/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations/injector";
 const VALIDATING_CONFIG: &str = "injector-templates";
-const VWC_PATH: &str = "/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations/injector-templates";
+const MUTATING: WebhookConfig<'static> = WebhookConfig::Mutating(WEBHOOK_CONFIG);
+const VALIDATING: WebhookConfig<'static> = WebhookConfig::Validating(VALIDATING_CONFIG);
 const NAMES: [&str; 4] = [
     "injector",
     "injector.mesh",
     "injector.mesh.svc",
     "injector.mesh.svc.cluster.local",
 ];
-
-// ---------------------------------------------------------------- fake API server
-
-fn mock_client() -> (Client, ApiServer) {
-    mock_api::mock_client("default")
-}
 
 // ---------------------------------------------------------------- fixtures
 
@@ -141,6 +132,32 @@ fn webhook_config(bundles: [Option<&Vec<u8>>; 2], resource_version: &str) -> Val
     })
 }
 
+/// The ValidatingWebhookConfiguration (`--validating-webhook-config`) with one webhook.
+fn validating_config(bundle: Option<&Vec<u8>>, resource_version: &str) -> Value {
+    let mut client_config = json!({ "service": { "name": SERVICE, "namespace": NS, "path": "/validate" } });
+    if let Some(bundle) = bundle {
+        client_config["caBundle"] = json!(b64(bundle));
+    }
+    json!({
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "ValidatingWebhookConfiguration",
+        "metadata": { "name": VALIDATING_CONFIG, "resourceVersion": resource_version },
+        "webhooks": [{
+            "name": "templates.sidecar.samplecrd.k8s.io",
+            "clientConfig": client_config,
+            "admissionReviewVersions": ["v1"],
+            "sideEffects": "None",
+        }],
+    })
+}
+
+fn config_with_validating() -> BootstrapConfig {
+    BootstrapConfig {
+        validating_webhook_config: Some(VALIDATING_CONFIG.into()),
+        ..config()
+    }
+}
+
 /// A key of a Secret in a request body, decoded.
 fn data(body: &Value, key: &str) -> Vec<u8> {
     let encoded = body["data"][key]
@@ -185,21 +202,17 @@ fn assert_serves_service(ca_pem: &[u8], cert_pem: &[u8]) {
 
 type Bootstrapped = (TlsBootstrap, Arc<CertStore>);
 
-/// Runs `bootstrap()` in a task while the test scripts the API server.
-fn spawn_bootstrap(client: Client, metrics: Metrics) -> tokio::task::JoinHandle<Bootstrapped> {
-    spawn_bootstrap_with(client, config(), metrics)
-}
+type Bootstrapping = tokio::task::JoinHandle<Bootstrapped>;
 
-fn spawn_bootstrap_with(
-    client: Client,
-    config: BootstrapConfig,
-    metrics: Metrics,
-) -> tokio::task::JoinHandle<Bootstrapped> {
-    tokio::spawn(async move {
+/// Runs `bootstrap()` in a task against a scripted API server, which the test drives.
+fn bootstrapping(config: BootstrapConfig, metrics: Metrics) -> (Bootstrapping, ApiServer) {
+    let (client, api) = mock_api::mock_client("default");
+    let task = tokio::spawn(async move {
         let mut bootstrap = TlsBootstrap::new(client, config, metrics).unwrap();
         let store = bootstrap.bootstrap().await.expect("bootstrap should succeed");
         (bootstrap, store)
-    })
+    });
+    (task, api)
 }
 
 async fn finished<T>(task: tokio::task::JoinHandle<T>) -> T {
@@ -209,22 +222,51 @@ async fn finished<T>(task: tokio::task::JoinHandle<T>) -> T {
         .unwrap()
 }
 
+/// A CA and a serving certificate issued now, the certificate valid for a year.
+fn current_material() -> TlsMaterial {
+    let t = now();
+    let ca = ca_issued(t);
+    TlsMaterial::issued_by(&ca, &leaf_issued(&ca, t, 365))
+}
+
+// ---------------------------------------------------------------- scripted steps
+
+/// The Secret read, answered with `material` stored at `resource_version`.
+async fn secret_holds(api: &mut ApiServer, material: &TlsMaterial, resource_version: &str) {
+    api.expect_secret_get(NS, SECRET)
+        .await
+        .reply(200, &secret_json(material, resource_version));
+}
+
+/// The mutating configuration read, answered with both webhooks already publishing
+/// `bundle`: nothing to patch.
+async fn mutating_publishes(api: &mut ApiServer, bundle: &Vec<u8>, resource_version: &str) {
+    api.expect_webhook_config_get(MUTATING)
+        .await
+        .reply(200, &webhook_config([Some(bundle), Some(bundle)], resource_version));
+}
+
+/// The bootstrap finishes serving `tls_crt`; once it is gone, it has made no other request.
+async fn assert_serves_then_rests(task: Bootstrapping, api: ApiServer, tls_crt: &[u8]) -> Arc<CertStore> {
+    let (bootstrap, store) = finished(task).await;
+    assert_eq!(served(&store), leaf_der(tls_crt), "serves the certificate it stored");
+    drop(bootstrap);
+    api.assert_no_more_requests().await;
+    store
+}
+
 // ---------------------------------------------------------------- scenarios
 
 /// (a) No Secret: a CA and certificate are generated and POSTed, then every webhook's
 /// caBundle is PATCHed to the new ca.crt.
 #[tokio::test]
 async fn no_secret_generates_posts_and_publishes_the_ca_bundle() {
-    let (client, mut api) = mock_client();
     let metrics = metrics();
-    let task = spawn_bootstrap(client, metrics.clone());
+    let (task, mut api) = bootstrapping(config(), metrics.clone());
 
-    api.expect(Method::GET, SECRET_PATH)
-        .await
-        .reply(404, &status(404, "NotFound", "secrets \"injector-tls\" not found"));
+    api.expect_secret_get(NS, SECRET).await.reply_not_found();
 
-    let post = api.expect(Method::POST, SECRETS).await;
-    assert!(post.query.contains("fieldManager=envoy-injector"), "{}", post.query);
+    let post = api.expect_secret_create(NS).await;
     assert_eq!(post.body["type"], SECRET_TYPE);
     assert_eq!(post.body["metadata"]["name"], SECRET);
     assert_eq!(post.body["metadata"]["namespace"], NS);
@@ -242,11 +284,10 @@ async fn no_secret_generates_posts_and_publishes_the_ca_bundle() {
     tls::load_pem(&tls_crt, &tls_key, "tls.crt", "tls.key").expect("tls.key matches tls.crt");
     post.echo_at(201, "1");
 
-    api.expect(Method::GET, MWC_PATH)
+    api.expect_webhook_config_get(MUTATING)
         .await
         .reply(200, &webhook_config([None, Some(&b"stale".to_vec())], "7"));
-    let patch = api.expect(Method::PATCH, MWC_PATH).await;
-    assert_eq!(patch.content_type, "application/strategic-merge-patch+json");
+    let patch = api.expect_webhook_config_patch(MUTATING).await;
     assert_eq!(
         patch.body["metadata"]["resourceVersion"], "7",
         "guarded by resourceVersion"
@@ -262,74 +303,45 @@ async fn no_secret_generates_posts_and_publishes_the_ca_bundle() {
     }
     patch.reply(200, &webhook_config([Some(&ca_crt), Some(&ca_crt)], "8"));
 
-    let (bootstrap, store) = finished(task).await;
-    assert_eq!(served(&store), leaf_der(&tls_crt), "serves the certificate it stored");
+    assert_serves_then_rests(task, api, &tls_crt).await;
     assert_eq!(reloads(&metrics, LoadResult::Error), 0);
-    drop(bootstrap);
-    api.assert_no_more_requests().await;
 }
 
 /// (b) Two replicas start together: this one's POST loses (409 AlreadyExists), it
 /// re-reads and serves the winner's certificate, byte for byte.
 #[tokio::test]
 async fn losing_the_create_race_serves_the_winners_certificate() {
-    let t = now();
-    let winner_ca = ca_issued(t);
-    let winner = TlsMaterial::issued_by(&winner_ca, &leaf_issued(&winner_ca, t, 365));
-    let (client, mut api) = mock_client();
-    let task = spawn_bootstrap(client, metrics());
+    let winner = current_material();
+    let (task, mut api) = bootstrapping(config(), metrics());
 
-    api.expect(Method::GET, SECRET_PATH)
-        .await
-        .reply(404, &status(404, "NotFound", "not found"));
-    let post = api.expect(Method::POST, SECRETS).await;
+    api.expect_secret_get(NS, SECRET).await.reply_not_found();
+    let post = api.expect_secret_create(NS).await;
     let ours = data(&post.body, TLS_CRT);
     assert_ne!(ours, winner.tls_crt);
-    post.reply(
-        409,
-        &status(409, "AlreadyExists", "secrets \"injector-tls\" already exists"),
-    );
-    api.expect(Method::GET, SECRET_PATH)
-        .await
-        .reply(200, &secret_json(&winner, "3"));
+    post.reply_already_exists();
+    secret_holds(&mut api, &winner, "3").await;
     // The winner already published its CA: nothing to patch.
-    api.expect(Method::GET, MWC_PATH)
-        .await
-        .reply(200, &webhook_config([Some(&winner.ca_crt), Some(&winner.ca_crt)], "9"));
+    mutating_publishes(&mut api, &winner.ca_crt, "9").await;
 
-    let (bootstrap, store) = finished(task).await;
-    assert_eq!(served(&store), leaf_der(&winner.tls_crt));
+    let store = assert_serves_then_rests(task, api, &winner.tls_crt).await;
     assert_ne!(served(&store), leaf_der(&ours));
-    drop(bootstrap);
-    api.assert_no_more_requests().await;
 }
 
 /// (c) A valid Secret and an up-to-date caBundle: two reads, no write.
 #[tokio::test]
 async fn valid_secret_and_current_ca_bundle_only_read() {
-    let t = now();
-    let ca = ca_issued(t);
-    let current = TlsMaterial::issued_by(&ca, &leaf_issued(&ca, t, 365));
-    let (client, mut api) = mock_client();
+    let current = current_material();
     let metrics = metrics();
-    let task = spawn_bootstrap(client, metrics.clone());
+    let (task, mut api) = bootstrapping(config(), metrics.clone());
 
-    api.expect(Method::GET, SECRET_PATH)
-        .await
-        .reply(200, &secret_json(&current, "11"));
-    api.expect(Method::GET, MWC_PATH).await.reply(
-        200,
-        &webhook_config([Some(&current.ca_crt), Some(&current.ca_crt)], "4"),
-    );
+    secret_holds(&mut api, &current, "11").await;
+    mutating_publishes(&mut api, &current.ca_crt, "4").await;
 
-    let (bootstrap, store) = finished(task).await;
-    assert_eq!(served(&store), leaf_der(&current.tls_crt));
+    assert_serves_then_rests(task, api, &current.tls_crt).await;
     assert_eq!(
         reloads(&metrics, LoadResult::Success) + reloads(&metrics, LoadResult::Error),
         0
     );
-    drop(bootstrap);
-    api.assert_no_more_requests().await;
 }
 
 /// (d) A certificate within the renewal period is renewed with the same CA (the new one
@@ -340,13 +352,10 @@ async fn near_expiry_is_renewed_with_the_same_ca_under_optimistic_concurrency() 
     let issued = now() - time::Duration::days(340);
     let ca = ca_issued(issued);
     let old = TlsMaterial::issued_by(&ca, &leaf_issued(&ca, issued, 365));
-    let (client, mut api) = mock_client();
-    let task = spawn_bootstrap(client, metrics());
+    let (task, mut api) = bootstrapping(config(), metrics());
 
-    api.expect(Method::GET, SECRET_PATH)
-        .await
-        .reply(200, &secret_json(&old, "42"));
-    let put = api.expect(Method::PUT, SECRET_PATH).await;
+    secret_holds(&mut api, &old, "42").await;
+    let put = api.expect_secret_replace(NS, SECRET).await;
     assert_eq!(put.body["metadata"]["resourceVersion"], "42");
     assert_eq!(put.body["type"], SECRET_TYPE);
     assert_eq!(data(&put.body, "extra"), b"kept", "unrelated keys are kept");
@@ -363,14 +372,9 @@ async fn near_expiry_is_renewed_with_the_same_ca_under_optimistic_concurrency() 
     );
     put.echo_at(200, "43");
     // Same CA: the caBundle is checked, not patched.
-    api.expect(Method::GET, MWC_PATH)
-        .await
-        .reply(200, &webhook_config([Some(&old.ca_crt), Some(&old.ca_crt)], "5"));
+    mutating_publishes(&mut api, &old.ca_crt, "5").await;
 
-    let (bootstrap, store) = finished(task).await;
-    assert_eq!(served(&store), leaf_der(&renewed));
-    drop(bootstrap);
-    api.assert_no_more_requests().await;
+    assert_serves_then_rests(task, api, &renewed).await;
 }
 
 /// (d, continued) The renewal PUT loses to another replica (409 Conflict): re-read, and
@@ -381,76 +385,29 @@ async fn renewal_conflict_rereads_and_uses_the_other_replicas_renewal() {
     let ca = ca_issued(issued);
     let old = TlsMaterial::issued_by(&ca, &leaf_issued(&ca, issued, 365));
     let theirs = TlsMaterial::issued_by(&ca, &leaf_issued(&ca, now(), 365));
-    let (client, mut api) = mock_client();
-    let task = spawn_bootstrap(client, metrics());
+    let (task, mut api) = bootstrapping(config(), metrics());
 
-    api.expect(Method::GET, SECRET_PATH)
-        .await
-        .reply(200, &secret_json(&old, "42"));
-    let put = api.expect(Method::PUT, SECRET_PATH).await;
+    secret_holds(&mut api, &old, "42").await;
+    let put = api.expect_secret_replace(NS, SECRET).await;
     assert_eq!(put.body["metadata"]["resourceVersion"], "42");
-    put.reply(409, &status(409, "Conflict", "the object has been modified"));
-    api.expect(Method::GET, SECRET_PATH)
-        .await
-        .reply(200, &secret_json(&theirs, "44"));
-    api.expect(Method::GET, MWC_PATH)
-        .await
-        .reply(200, &webhook_config([Some(&theirs.ca_crt), Some(&theirs.ca_crt)], "5"));
+    put.reply_status(409, "Conflict", "the object has been modified");
+    secret_holds(&mut api, &theirs, "44").await;
+    mutating_publishes(&mut api, &theirs.ca_crt, "5").await;
 
-    let (bootstrap, store) = finished(task).await;
-    assert_eq!(served(&store), leaf_der(&theirs.tls_crt));
-    drop(bootstrap);
-    api.assert_no_more_requests().await;
+    assert_serves_then_rests(task, api, &theirs.tls_crt).await;
 }
 
 /// A missing MutatingWebhookConfiguration is not fatal: the bootstrap serves, and the
 /// sync is retried later.
 #[tokio::test]
 async fn missing_webhook_configuration_does_not_fail_the_bootstrap() {
-    let t = now();
-    let ca = ca_issued(t);
-    let current = TlsMaterial::issued_by(&ca, &leaf_issued(&ca, t, 365));
-    let (client, mut api) = mock_client();
-    let task = spawn_bootstrap(client, metrics());
+    let current = current_material();
+    let (task, mut api) = bootstrapping(config(), metrics());
 
-    api.expect(Method::GET, SECRET_PATH)
-        .await
-        .reply(200, &secret_json(&current, "11"));
-    api.expect(Method::GET, MWC_PATH).await.reply(
-        404,
-        &status(404, "NotFound", "mutatingwebhookconfigurations \"injector\" not found"),
-    );
+    secret_holds(&mut api, &current, "11").await;
+    api.expect_webhook_config_get(MUTATING).await.reply_not_found();
 
-    let (bootstrap, store) = finished(task).await;
-    assert_eq!(served(&store), leaf_der(&current.tls_crt));
-    drop(bootstrap);
-    api.assert_no_more_requests().await;
-}
-
-/// The ValidatingWebhookConfiguration (`--validating-webhook-config`) with one webhook.
-fn validating_config(bundle: Option<&Vec<u8>>, resource_version: &str) -> Value {
-    let mut client_config = json!({ "service": { "name": SERVICE, "namespace": NS, "path": "/validate" } });
-    if let Some(bundle) = bundle {
-        client_config["caBundle"] = json!(b64(bundle));
-    }
-    json!({
-        "apiVersion": "admissionregistration.k8s.io/v1",
-        "kind": "ValidatingWebhookConfiguration",
-        "metadata": { "name": VALIDATING_CONFIG, "resourceVersion": resource_version },
-        "webhooks": [{
-            "name": "templates.sidecar.samplecrd.k8s.io",
-            "clientConfig": client_config,
-            "admissionReviewVersions": ["v1"],
-            "sideEffects": "None",
-        }],
-    })
-}
-
-fn config_with_validating() -> BootstrapConfig {
-    BootstrapConfig {
-        validating_webhook_config: Some(VALIDATING_CONFIG.into()),
-        ..config()
-    }
+    assert_serves_then_rests(task, api, &current.tls_crt).await;
 }
 
 /// With `--validating-webhook-config`, the ValidatingWebhookConfiguration's caBundle is
@@ -458,25 +415,15 @@ fn config_with_validating() -> BootstrapConfig {
 /// resourceVersion.
 #[tokio::test]
 async fn the_validating_configuration_gets_the_ca_bundle_too() {
-    let t = now();
-    let ca = ca_issued(t);
-    let current = TlsMaterial::issued_by(&ca, &leaf_issued(&ca, t, 365));
-    let (client, mut api) = mock_client();
-    let task = spawn_bootstrap_with(client, config_with_validating(), metrics());
+    let current = current_material();
+    let (task, mut api) = bootstrapping(config_with_validating(), metrics());
 
-    api.expect(Method::GET, SECRET_PATH)
-        .await
-        .reply(200, &secret_json(&current, "11"));
-    api.expect(Method::GET, MWC_PATH).await.reply(
-        200,
-        &webhook_config([Some(&current.ca_crt), Some(&current.ca_crt)], "4"),
-    );
-    api.expect(Method::GET, VWC_PATH)
+    secret_holds(&mut api, &current, "11").await;
+    mutating_publishes(&mut api, &current.ca_crt, "4").await;
+    api.expect_webhook_config_get(VALIDATING)
         .await
         .reply(200, &validating_config(None, "6"));
-    let patch = api.expect(Method::PATCH, VWC_PATH).await;
-    assert_eq!(patch.content_type, "application/strategic-merge-patch+json");
-    assert!(patch.query.contains("fieldManager=envoy-injector"), "{}", patch.query);
+    let patch = api.expect_webhook_config_patch(VALIDATING).await;
     assert_eq!(
         patch.body["metadata"]["resourceVersion"], "6",
         "guarded by resourceVersion"
@@ -487,47 +434,29 @@ async fn the_validating_configuration_gets_the_ca_bundle_too() {
     assert_eq!(webhooks[0]["clientConfig"]["caBundle"], b64(&current.ca_crt));
     patch.reply(200, &validating_config(Some(&current.ca_crt), "7"));
 
-    let (bootstrap, store) = finished(task).await;
-    assert_eq!(served(&store), leaf_der(&current.tls_crt));
-    drop(bootstrap);
-    api.assert_no_more_requests().await;
+    assert_serves_then_rests(task, api, &current.tls_crt).await;
 }
 
 /// A missing ValidatingWebhookConfiguration (an install without it) is not fatal either:
 /// the mutating one is still synced and the bootstrap serves.
 #[tokio::test]
 async fn missing_validating_configuration_does_not_fail_the_bootstrap() {
-    let t = now();
-    let ca = ca_issued(t);
-    let current = TlsMaterial::issued_by(&ca, &leaf_issued(&ca, t, 365));
-    let (client, mut api) = mock_client();
-    let task = spawn_bootstrap_with(client, config_with_validating(), metrics());
+    let current = current_material();
+    let (task, mut api) = bootstrapping(config_with_validating(), metrics());
 
-    api.expect(Method::GET, SECRET_PATH)
-        .await
-        .reply(200, &secret_json(&current, "11"));
-    api.expect(Method::GET, MWC_PATH)
+    secret_holds(&mut api, &current, "11").await;
+    api.expect_webhook_config_get(MUTATING)
         .await
         .reply(200, &webhook_config([None, Some(&current.ca_crt)], "4"));
-    let patch = api.expect(Method::PATCH, MWC_PATH).await;
+    let patch = api.expect_webhook_config_patch(MUTATING).await;
     assert_eq!(patch.body["webhooks"].as_array().unwrap().len(), 1, "{}", patch.body);
     patch.reply(
         200,
         &webhook_config([Some(&current.ca_crt), Some(&current.ca_crt)], "5"),
     );
-    api.expect(Method::GET, VWC_PATH).await.reply(
-        404,
-        &status(
-            404,
-            "NotFound",
-            "validatingwebhookconfigurations \"injector-templates\" not found",
-        ),
-    );
+    api.expect_webhook_config_get(VALIDATING).await.reply_not_found();
 
-    let (bootstrap, store) = finished(task).await;
-    assert_eq!(served(&store), leaf_der(&current.tls_crt));
-    drop(bootstrap);
-    api.assert_no_more_requests().await;
+    assert_serves_then_rests(task, api, &current.tls_crt).await;
 }
 
 /// (e) The reload loop: a Secret renewed by another replica is served without restart;
@@ -544,18 +473,13 @@ async fn reload_loop_serves_changed_secrets_and_keeps_the_old_one_on_garbage() {
         ..second.clone()
     };
     let bundle = first.ca_crt.clone();
-    let (client, mut api) = mock_client();
     let metrics = metrics();
     let mut config = config();
     // Poll quickly; full checks stay an hour away.
     config.poll_interval = Duration::from_millis(20);
-    let task = spawn_bootstrap_with(client, config, metrics.clone());
-    api.expect(Method::GET, SECRET_PATH)
-        .await
-        .reply(200, &secret_json(&first, "1"));
-    api.expect(Method::GET, MWC_PATH)
-        .await
-        .reply(200, &webhook_config([Some(&bundle), Some(&bundle)], "5"));
+    let (task, mut api) = bootstrapping(config, metrics.clone());
+    secret_holds(&mut api, &first, "1").await;
+    mutating_publishes(&mut api, &bundle, "5").await;
     let (bootstrap, store) = finished(task).await;
     assert_eq!(served(&store), leaf_der(&first.tls_crt));
 
@@ -563,11 +487,9 @@ async fn reload_loop_serves_changed_secrets_and_keeps_the_old_one_on_garbage() {
     let running = tokio::spawn(bootstrap.run(store.clone(), stop.clone()));
 
     // Another replica renewed the certificate.
-    api.expect(Method::GET, SECRET_PATH)
-        .await
-        .reply(200, &secret_json(&second, "2"));
+    secret_holds(&mut api, &second, "2").await;
     // The next poll means the previous answer has been handled.
-    let poll = api.expect(Method::GET, SECRET_PATH).await;
+    let poll = api.expect_secret_get(NS, SECRET).await;
     assert_eq!(served(&store), leaf_der(&second.tls_crt), "reloaded without restart");
     assert_eq!(reloads(&metrics, LoadResult::Success), 1);
     assert_eq!(reloads(&metrics, LoadResult::Error), 0);
@@ -575,7 +497,7 @@ async fn reload_loop_serves_changed_secrets_and_keeps_the_old_one_on_garbage() {
     // Garbage: the store keeps the current certificate, the error is counted, and the
     // Secret is repaired from the same CA (PUT at the garbage's resourceVersion).
     poll.reply(200, &secret_json(&garbage, "3"));
-    let put = api.expect(Method::PUT, SECRET_PATH).await;
+    let put = api.expect_secret_replace(NS, SECRET).await;
     assert_eq!(
         served(&store),
         leaf_der(&second.tls_crt),
@@ -594,7 +516,7 @@ async fn reload_loop_serves_changed_secrets_and_keeps_the_old_one_on_garbage() {
     put.echo_at(200, "4");
 
     // The repair is served (its caBundle did not change: no webhook call).
-    let poll = api.expect(Method::GET, SECRET_PATH).await;
+    let poll = api.expect_secret_get(NS, SECRET).await;
     assert_eq!(served(&store), leaf_der(&repaired));
     assert_eq!(reloads(&metrics, LoadResult::Success), 2);
     assert_eq!(reloads(&metrics, LoadResult::Error), 1);
@@ -630,7 +552,7 @@ impl WebhookConfigs {
 
     fn current(&self, path: &str) -> Value {
         let version = self.version.to_string();
-        if path == MWC_PATH {
+        if path == MUTATING.path() {
             webhook_config([Some(&self.mutating[0]), Some(&self.mutating[1])], &version)
         } else {
             validating_config(Some(&self.validating), &version)
@@ -640,7 +562,7 @@ impl WebhookConfigs {
     /// Answers `call` when it reads or patches a managed webhook configuration; hands any
     /// other request back.
     fn answer(&mut self, call: Call) -> Option<Call> {
-        if call.path != MWC_PATH && call.path != VWC_PATH {
+        if call.path != MUTATING.path() && call.path != VALIDATING.path() {
             return Some(call);
         }
         if call.method == Method::PATCH {
@@ -691,19 +613,16 @@ async fn ca_switch_due_while_the_secret_is_deleted_never_empties_the_ca_bundle()
     // introduces the next CA (phase 1).
     let ca = ca_issued(now() - time::Duration::days(3300));
     let old = TlsMaterial::issued_by(&ca, &leaf_issued(&ca, now(), 300));
-    let (client, mut api) = mock_client();
     let metrics = metrics();
     let overlap = Duration::from_secs(2);
     let mut config = config_with_validating();
     config.poll_interval = Duration::from_millis(20);
     config.ca_overlap = overlap;
-    let task = spawn_bootstrap_with(client, config, metrics.clone());
+    let (task, mut api) = bootstrapping(config, metrics.clone());
     let mut configs = WebhookConfigs::publishing(&old.ca_crt);
 
-    api.expect(Method::GET, SECRET_PATH)
-        .await
-        .reply(200, &secret_json(&old, "1"));
-    let put = api.expect(Method::PUT, SECRET_PATH).await;
+    secret_holds(&mut api, &old, "1").await;
+    let put = api.expect_secret_replace(NS, SECRET).await;
     assert_eq!(data(&put.body, TLS_CRT), old.tls_crt, "phase 1 keeps the certificate");
     let published = data(&put.body, CA_CRT);
     let next_ca_key = String::from_utf8(data(&put.body, NEXT_CA_KEY)).unwrap();
@@ -728,17 +647,17 @@ async fn ca_switch_due_while_the_secret_is_deleted_never_empties_the_ca_bundle()
 
     let stop = CancellationToken::new();
     let running = tokio::spawn(bootstrap.run(store.clone(), stop.clone()));
-    let poll = api.expect(Method::GET, SECRET_PATH).await;
+    let poll = api.expect_secret_get(NS, SECRET).await;
     // Waiting, not a timing assertion: the loop decides after this read is answered.
     while now() < switch_at {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     // The Secret was deleted just as the switch fell due.
-    poll.reply(404, &status(404, "NotFound", "secrets \"injector-tls\" not found"));
+    poll.reply_not_found();
     let post = configs.until_other(&mut api).await;
     assert_eq!(
         (&post.method, post.path.as_str()),
-        (&Method::POST, SECRETS),
+        (&Method::POST, secrets(NS).as_str()),
         "{}",
         post.body
     );
@@ -754,7 +673,10 @@ async fn ca_switch_due_while_the_secret_is_deleted_never_empties_the_ca_bundle()
 
     // The next poll: the recreated Secret's certificate is served, trusted by every caBundle.
     let poll = configs.until_other(&mut api).await;
-    assert_eq!((&poll.method, poll.path.as_str()), (&Method::GET, SECRET_PATH));
+    assert_eq!(
+        (&poll.method, poll.path.as_str()),
+        (&Method::GET, secret(NS, SECRET).as_str())
+    );
     assert_eq!(served(&store), leaf_der(&switched));
     for bundle in configs.bundles() {
         assert_serves_service(bundle, &switched);
@@ -763,7 +685,7 @@ async fn ca_switch_due_while_the_secret_is_deleted_never_empties_the_ca_bundle()
 
     stop.cancel();
     finished(running).await;
-    poll.reply(404, &status(404, "NotFound", "not found"));
+    poll.reply_not_found();
     api.assert_no_more_requests().await;
 }
 

@@ -1,5 +1,5 @@
-//! kubectl, run from the tests: whether it is there, `kubectl kustomize`, and commands run
-//! to their end off the async workers.
+//! kubectl, run from the tests: whether it is there (and the one rule for when it is not),
+//! `kubectl kustomize`, and commands run to their end off the async workers.
 
 use std::io::Write;
 use std::path::Path;
@@ -13,6 +13,46 @@ pub fn client_found() -> bool {
         .args(["version", "--client"])
         .output()
         .is_ok_and(|o| o.status.success())
+}
+
+/// Where to get kubectl, named in the failure.
+const INSTALL_KUBECTL: &str = "install kubectl (https://kubernetes.io/docs/tasks/tools/, or the `kubectl` \
+     package of the Kubernetes apt repository pkgs.k8s.io) and put it on PATH";
+
+/// `CI` is set to anything but empty, `false` or `0`.
+pub fn in_ci() -> bool {
+    std::env::var("CI").is_ok_and(|value| ci_value_means_ci(&value))
+}
+
+/// How CI systems spell "this is CI": anything but empty, `false` or `0`.
+pub fn ci_value_means_ci(value: &str) -> bool {
+    let value = value.trim();
+    !(value.is_empty() || value == "0" || value.eq_ignore_ascii_case("false"))
+}
+
+/// The one rule for tests that drive kubectl: installed → `what` runs; missing under CI
+/// (`CI` set, as CI systems do) → panics, so a CI run cannot pass by skipping it; missing
+/// elsewhere → a loud `SKIPPED {what}: kubectl is not installed` and no. Tests that need a
+/// cluster keep their own rule for `KUBECONFIG`: CI starts the cluster for them.
+pub fn present_or_skip(what: &str) -> bool {
+    if client_found() {
+        return true;
+    }
+    refuse_to_skip_in_ci(what);
+    // Straight to stderr, past the test harness's capture: a skip is seen without --nocapture.
+    let _ = writeln!(std::io::stderr().lock(), "SKIPPED {what}: kubectl is not installed");
+    false
+}
+
+/// Under CI, panics saying that `what` needs kubectl and how to get it; elsewhere returns,
+/// and the caller skips loudly.
+pub fn refuse_to_skip_in_ci(what: &str) {
+    if in_ci() {
+        panic!(
+            "{what} needs kubectl, which is required when CI is set (CI={:?}), but it is not on PATH: {INSTALL_KUBECTL}",
+            std::env::var("CI").unwrap_or_default()
+        );
+    }
 }
 
 /// `kubectl kustomize DIR`: the rendered YAML stream; `Err` when kubectl cannot run.

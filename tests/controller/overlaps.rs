@@ -27,15 +27,11 @@ async fn settle(fx: &mut Fixture, server: &mut ApiServer, name: &str) -> Vec<Str
                 break;
             }
             call = server.next() => match (call.method.clone(), call.path.as_str()) {
-                (Method::PATCH, path) if path == format!("{NETWORKS}/{name}/status") => {
-                    let mut updated = (*network).clone();
-                    updated.status = Some(serde_json::from_value(call.body["status"].clone()).unwrap());
+                (Method::PATCH, path) if path == format!("{}/status", mock_api::network(NS, name)) => {
                     let version: u64 = network.metadata.resource_version.as_deref().unwrap().parse().unwrap();
-                    updated.metadata.resource_version = Some((version + 1).to_string());
-                    call.reply(200, &serde_json::to_value(&updated).unwrap());
-                    stored = Some(updated);
+                    stored = Some(call.reply_merged(&*network, Some(&(version + 1).to_string())));
                 }
-                (Method::POST, EVENTS) => {
+                (Method::POST, path) if path == mock_api::events(NS) => {
                     events.push(call.body["reason"].as_str().unwrap().to_string());
                     call.echo(201);
                 }
@@ -97,13 +93,11 @@ fn requeued(requests: &mut (impl futures::Stream<Item = ObjectRef<Network>> + Un
 /// it is itself not Ready); D over all of them names the senior-most, A.
 #[tokio::test]
 async fn chains_name_the_senior_most_overlap() {
-    let (client, mut server) = mock_client();
     let a = created("a", "10.0.0.0/24", "10.0.0.1", 0);
     let b = created("b", "10.0.0.0/16", "10.0.0.1", 60);
     let c = created("c", "10.0.128.0/24", "10.0.128.1", 120);
     let d = created("d", "10.0.0.0/8", "10.0.0.1", 180);
-    let mut fx = fixture(client.clone(), Arc::new(NoBackend), &[&a, &b, &c, &d], &[]);
-    drop(client);
+    let (mut fx, mut server) = scripted(no_backend, &[&a, &b, &c, &d], &[]);
 
     for name in ["a", "b", "c", "d"] {
         settle(&mut fx, &mut server, name).await;
@@ -121,13 +115,11 @@ async fn chains_name_the_senior_most_overlap() {
 /// senior-most wins, the others now name it.
 #[tokio::test]
 async fn deleting_the_winner_promotes_the_next() {
-    let (client, mut server) = mock_client();
     let a = created("a", "10.1.0.0/16", "10.1.0.1", 0);
     let b = created("b", "10.1.0.0/24", "10.1.0.1", 60);
     let c = created("c", "10.1.0.0/25", "10.1.0.1", 120);
     let elsewhere = created("e", "10.9.0.0/16", "10.9.0.1", 30);
-    let mut fx = fixture(client.clone(), Arc::new(NoBackend), &[&a, &b, &c, &elsewhere], &[]);
-    drop(client);
+    let (mut fx, mut server) = scripted(no_backend, &[&a, &b, &c, &elsewhere], &[]);
     let mut requests = Box::pin(fx.ctx.indexes.pending.start());
 
     for name in ["a", "b", "c", "e"] {
@@ -171,11 +163,9 @@ async fn deleting_the_winner_promotes_the_next() {
 /// requeues the junior, whose message then quotes the new CIDR.
 #[tokio::test]
 async fn editing_a_cidr_moves_networks_in_and_out_of_conflict() {
-    let (client, mut server) = mock_client();
     let a = created("a", "10.2.0.0/16", "10.2.0.1", 0);
     let b = created("b", "10.3.0.0/16", "10.3.0.1", 60);
-    let mut fx = fixture(client.clone(), Arc::new(NoBackend), &[&a, &b], &[]);
-    drop(client);
+    let (mut fx, mut server) = scripted(no_backend, &[&a, &b], &[]);
     let mut requests = Box::pin(fx.ctx.indexes.pending.start());
     settle(&mut fx, &mut server, "a").await;
     settle(&mut fx, &mut server, "b").await;

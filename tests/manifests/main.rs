@@ -1,6 +1,7 @@
 //! The install manifests, checked everywhere (`make test`; no cluster needed):
 //!
-//! - `kubectl kustomize manifests/` renders (skipped, loudly, without kubectl);
+//! - `kubectl kustomize manifests/` renders (skipped, loudly, without kubectl; a failure
+//!   under CI, see `tests/common/kubectl.rs`);
 //! - every rendered document, and every example, parses into its k8s-openapi type and
 //!   re-serialises to the same JSON: a misspelt or misplaced field is dropped by the typed
 //!   parse and fails here, naming the document and the field path;

@@ -80,21 +80,13 @@ pub(crate) fn rendered() -> Option<&'static [Doc]> {
     static RENDERED: OnceLock<Option<Vec<Doc>>> = OnceLock::new();
     RENDERED
         .get_or_init(|| {
-            if !have_kubectl() {
+            if !kubectl::present_or_skip("manifests (`kubectl kustomize manifests/`)") {
                 return None;
             }
             let text = kubectl::kustomize(&repo("manifests")).unwrap_or_else(|e| panic!("{e}"));
             Some(parse_stream("kubectl kustomize manifests/", &text))
         })
         .as_deref()
-}
-
-pub(crate) fn have_kubectl() -> bool {
-    let found = kubectl::client_found();
-    if !found {
-        shout("SKIPPED manifests: kubectl is not installed, so `kubectl kustomize manifests/` cannot be checked");
-    }
-    found
 }
 
 /// Exactly one rendered document of `kind`.

@@ -6,15 +6,16 @@ use k8s_openapi::api::admissionregistration::v1::MutatingWebhookConfiguration;
 use kube::core::ApiResource;
 
 use super::{Scope, Skip, shipped_webhooks_at};
-use crate::common::kubectl::{client_found, kubectl_apply};
+use crate::common::kubectl::{client_found, kubectl_apply, refuse_to_skip_in_ci};
 
-/// `Ok` when a kubectl client is installed; tiers that drive it skip, loudly, without.
+/// `Ok` when a kubectl client is installed; tiers that drive it skip, loudly, without (and
+/// fail under CI, `common::kubectl::present_or_skip`'s rule).
 pub fn require_kubectl() -> Result<(), Skip> {
     if client_found() {
-        Ok(())
-    } else {
-        Err(Skip("kubectl is not installed, and this tier drives it".into()))
+        return Ok(());
     }
+    refuse_to_skip_in_ci("this tier");
+    Err(Skip("kubectl is not installed, and this tier drives it".into()))
 }
 
 /// Registers the shipped MutatingWebhookConfiguration (`manifests/webhook.yaml`) as `name`,
