@@ -55,6 +55,53 @@ pub struct ReconcileLabels {
     pub result: ReconcileResult,
 }
 
+/// Why a reconcile of a Network failed: one per variant of
+/// `network::controller::Error`, a fixed set so the label's cardinality is too.
+#[derive(Clone, Copy, Debug, Hash, PartialEq, Eq)]
+pub enum ReconcileErrorReason {
+    /// `no_namespace`: the Network came without `metadata.namespace`.
+    NoNamespace,
+    /// `finalizer`: adding or removing the finalizer failed (an API error).
+    Finalizer,
+    /// `backend_unavailable`: the backend is missing from the cluster (the NAD CRD).
+    BackendUnavailable,
+    /// `backend_conflict`: the backend object belongs to someone else.
+    BackendConflict,
+    /// `backend`: an API call of the backend failed (transient or permission error).
+    Backend,
+    /// `status`: patching the Network's status failed (an API error).
+    Status,
+}
+
+impl ReconcileErrorReason {
+    /// Every reason, each shown (at 0) from the start.
+    pub const ALL: [ReconcileErrorReason; 6] = [
+        ReconcileErrorReason::NoNamespace,
+        ReconcileErrorReason::Finalizer,
+        ReconcileErrorReason::BackendUnavailable,
+        ReconcileErrorReason::BackendConflict,
+        ReconcileErrorReason::Backend,
+        ReconcileErrorReason::Status,
+    ];
+
+    /// The label value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ReconcileErrorReason::NoNamespace => "no_namespace",
+            ReconcileErrorReason::Finalizer => "finalizer",
+            ReconcileErrorReason::BackendUnavailable => "backend_unavailable",
+            ReconcileErrorReason::BackendConflict => "backend_conflict",
+            ReconcileErrorReason::Backend => "backend",
+            ReconcileErrorReason::Status => "status",
+        }
+    }
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ReconcileErrorLabels {
+    pub reason: ReconcileErrorReason,
+}
+
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct StoreLabels {
     /// `configmap`, `namespaces`, `networks`, `member_pods`.
@@ -117,6 +164,12 @@ impl EncodeLabelValue for ReconcileResult {
     }
 }
 
+impl EncodeLabelValue for ReconcileErrorReason {
+    fn encode(&self, encoder: &mut LabelValueEncoder) -> Result<(), std::fmt::Error> {
+        EncodeLabelValue::encode(&self.as_str(), encoder)
+    }
+}
+
 impl EncodeLabelValue for LoadResult {
     fn encode(&self, encoder: &mut LabelValueEncoder) -> Result<(), std::fmt::Error> {
         let value = match self {
@@ -142,6 +195,8 @@ pub struct Metrics {
     pub templates_loaded: Gauge,
     pub tls_reloads: Family<LoadLabels, Counter>,
     pub reconciles: Family<ReconcileLabels, Counter>,
+    /// Failed reconciles by reason (each also counted as `reconciles{result="error"}`).
+    pub reconcile_errors: Family<ReconcileErrorLabels, Counter>,
     pub reconcile_duration: Histogram,
     /// 1 while this replica holds the controller Lease (or leader election is off).
     pub leader: Gauge,
@@ -181,6 +236,7 @@ impl Metrics {
             templates_loaded: Gauge::default(),
             tls_reloads: Family::default(),
             reconciles: Family::default(),
+            reconcile_errors: Family::default(),
             // 1 ms .. ~16 s: a reconcile makes a few API calls.
             reconcile_duration: Histogram::new(prometheus_client::metrics::histogram::exponential_buckets(
                 0.001, 2.0, 15,
@@ -232,6 +288,14 @@ impl Metrics {
             "reconciles",
             "Network reconciles by result (changed, unchanged, conflict, error)",
             metrics.reconciles.clone(),
+        );
+        for reason in ReconcileErrorReason::ALL {
+            let _ = metrics.reconcile_errors.get_or_create(&ReconcileErrorLabels { reason });
+        }
+        registry.register(
+            "reconcile_errors",
+            "Failed Network reconciles by reason (no_namespace, finalizer, backend_unavailable, backend_conflict, backend, status)",
+            metrics.reconcile_errors.clone(),
         );
         registry.register(
             "reconcile_duration_seconds",
