@@ -1,5 +1,7 @@
 //! Prometheus metrics, served as text on the admin listener's `/metrics`.
 
+use std::collections::{BTreeMap, HashSet};
+
 use prometheus_client::encoding::{EncodeLabelSet, EncodeLabelValue, LabelValueEncoder};
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
@@ -183,6 +185,76 @@ impl EncodeLabelValue for LoadResult {
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct LoadLabels {
     pub result: LoadResult,
+}
+
+/// A label set of one name (`template`, `namespace`), for [`ShownSeries`].
+pub trait NameLabel: Clone + std::hash::Hash + Eq {
+    fn named(name: &str) -> Self;
+}
+
+impl NameLabel for TemplateLabels {
+    fn named(name: &str) -> Self {
+        TemplateLabels {
+            template: name.to_string(),
+        }
+    }
+}
+
+impl NameLabel for NamespaceLabels {
+    fn named(name: &str) -> Self {
+        NamespaceLabels {
+            namespace: name.to_string(),
+        }
+    }
+}
+
+/// A gauge family whose series follow values computed elsewhere, by name (`pods_stale` by
+/// template, `pods_uninjected` by namespace): set whole, when a name no longer has a value
+/// its series is removed (a deleted template or an empty namespace does not linger), or
+/// one name at a time, exactly as setting the whole would.
+pub struct ShownSeries<L> {
+    family: Family<L, Gauge>,
+    shown: HashSet<String>,
+}
+
+impl<L: NameLabel> ShownSeries<L> {
+    pub fn new(family: Family<L, Gauge>) -> ShownSeries<L> {
+        ShownSeries {
+            family,
+            shown: HashSet::new(),
+        }
+    }
+
+    /// Sets the family to `values`; the names shown before and absent now lose their series.
+    pub fn show_all(&mut self, values: &BTreeMap<String, i64>) {
+        for name in self.shown.iter().filter(|n| !values.contains_key(*n)) {
+            self.family.remove(&L::named(name));
+        }
+        for (name, value) in values {
+            self.family.get_or_create(&L::named(name)).set(*value);
+        }
+        self.shown = values.keys().cloned().collect();
+    }
+
+    /// Sets one name's series (`None`: removes it), as [`ShownSeries::show_all`] would.
+    pub fn show_one(&mut self, name: &str, value: Option<i64>) {
+        match value {
+            Some(value) => {
+                self.family.get_or_create(&L::named(name)).set(value);
+                self.shown.insert(name.to_string());
+            }
+            None => {
+                if self.shown.remove(name) {
+                    self.family.remove(&L::named(name));
+                }
+            }
+        }
+    }
+
+    /// The names that have a series now.
+    pub fn shown(&self) -> &HashSet<String> {
+        &self.shown
+    }
 }
 
 /// All metrics of the process. Cheap to clone: every field is an `Arc` inside.

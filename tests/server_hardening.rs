@@ -155,16 +155,22 @@ async fn an_idle_connection_flood_is_capped_and_the_server_stays_reachable() {
     check_review("dry-run.json", &body, &response.bytes().await.unwrap());
 }
 
+/// A server whose `--max-body-bytes` is `limit`, and its certificates.
+async fn start_with_body_limit(limit: usize) -> (envoy_injector::tls::ServiceCerts, TestServer) {
+    let certs = service_certs();
+    let mut config = test_config();
+    config.max_body_bytes = limit;
+    let server = start(config, pem_source(&certs)).await;
+    (certs, server)
+}
+
 /// A body far over `--max-body-bytes`, written by a client that keeps sending while it
 /// reads: it must read the 413, not a reset.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_oversized_body_gets_a_readable_413_while_the_client_is_still_sending() {
     const LIMIT: usize = 64 * 1024;
     const SENT: usize = 12 * 1024 * 1024;
-    let certs = service_certs();
-    let mut config = test_config();
-    config.max_body_bytes = LIMIT;
-    let server = start(config, pem_source(&certs)).await;
+    let (certs, server) = start_with_body_limit(LIMIT).await;
     let addr = server.server.webhook_addr();
     let ca = certs.ca.cert_pem.as_str();
 
@@ -232,10 +238,7 @@ async fn an_oversized_body_gets_a_readable_413_while_the_client_is_still_sending
 /// request without reading the answer.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_early_http2_answer_resets_the_stream_with_no_error() {
-    let certs = service_certs();
-    let mut config = test_config();
-    config.max_body_bytes = 64 * 1024;
-    let server = start(config, pem_source(&certs)).await;
+    let (certs, server) = start_with_body_limit(64 * 1024).await;
     let addr = server.server.webhook_addr();
     let tls = tls_connect(addr, &certs.ca.cert_pem, &[b"h2"]).await;
     let (mut h2, connection) = h2::client::handshake(tls).await.expect("HTTP/2 handshake");
@@ -272,10 +275,7 @@ async fn an_early_http2_answer_resets_the_stream_with_no_error() {
 async fn an_http2_client_sending_its_whole_oversized_body_reads_the_413() {
     const LIMIT: usize = 64 * 1024;
     const SENT: usize = 12 * 1024 * 1024;
-    let certs = service_certs();
-    let mut config = test_config();
-    config.max_body_bytes = LIMIT;
-    let server = start(config, pem_source(&certs)).await;
+    let (certs, server) = start_with_body_limit(LIMIT).await;
     let addr = server.server.webhook_addr();
     let tls = tls_connect(addr, &certs.ca.cert_pem, &[b"h2"]).await;
     let (mut h2, connection) = h2::client::handshake(tls).await.expect("HTTP/2 handshake");

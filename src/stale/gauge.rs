@@ -1,13 +1,13 @@
 //! `envoy_injector_pods_stale` as shown, from a [`Tracker`].
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 
 use super::tracker::{Moved, Tracker};
-use crate::metrics::TemplateLabels;
+use crate::metrics::{ShownSeries, TemplateLabels};
 use crate::template::TemplateSet;
 
 /// `envoy_injector_pods_stale` as shown. An event sets again only the templates whose
@@ -15,8 +15,7 @@ use crate::template::TemplateSet;
 /// everything is set again after a relist, on each tick, and when the live templates are
 /// another set (an edit changes what is stale without any Pod event).
 pub(super) struct StaleGauge {
-    family: Family<TemplateLabels, Gauge>,
-    shown: HashSet<String>,
+    series: ShownSeries<TemplateLabels>,
     /// The template set the shown values were computed against.
     against: Option<Arc<TemplateSet>>,
 }
@@ -24,8 +23,7 @@ pub(super) struct StaleGauge {
 impl StaleGauge {
     pub(super) fn new(family: Family<TemplateLabels, Gauge>) -> StaleGauge {
         StaleGauge {
-            family,
-            shown: HashSet::new(),
+            series: ShownSeries::new(family),
             against: None,
         }
     }
@@ -35,7 +33,7 @@ impl StaleGauge {
         match moved {
             Moved::Templates(before, after) if same_templates => {
                 for name in [before, after].into_iter().flatten() {
-                    self.show_one(name, tracker.stale_count(name, &live));
+                    self.series.show_one(name, tracker.stale_count(name, &live));
                 }
             }
             Moved::Nothing if same_templates => {}
@@ -48,39 +46,13 @@ impl StaleGauge {
     /// Sets the gauge to `counts`; template names it held before and no longer counts are
     /// removed, so a deleted template does not linger.
     pub(super) fn show_all(&mut self, counts: &BTreeMap<String, i64>) {
-        for name in self.shown.iter().filter(|n| !counts.contains_key(*n)) {
-            self.family.remove(&TemplateLabels { template: name.clone() });
-        }
-        for (name, count) in counts {
-            self.family
-                .get_or_create(&TemplateLabels { template: name.clone() })
-                .set(*count);
-        }
-        self.shown = counts.keys().cloned().collect();
-    }
-
-    /// Sets one template's series (`None`: removes it), as [`StaleGauge::show_all`] would.
-    fn show_one(&mut self, name: &str, count: Option<i64>) {
-        let labels = TemplateLabels {
-            template: name.to_string(),
-        };
-        match count {
-            Some(count) => {
-                self.family.get_or_create(&labels).set(count);
-                self.shown.insert(labels.template);
-            }
-            None => {
-                if self.shown.remove(name) {
-                    self.family.remove(&labels);
-                }
-            }
-        }
+        self.series.show_all(counts);
     }
 }
 
 #[cfg(test)]
 mod tests {
-    use std::collections::BTreeMap as Map;
+    use std::collections::{BTreeMap as Map, HashSet};
 
     use k8s_openapi::api::core::v1::Pod;
     use kube::core::PartialObjectMeta;
@@ -97,7 +69,7 @@ mod tests {
         let value = |name: &str| gauge.get_or_create(&TemplateLabels { template: name.into() }).get();
         assert_eq!((value("a"), value("b")), (2, 0));
         shown.show_all(&Map::from([("b".into(), 1)]));
-        assert_eq!(shown.shown, HashSet::from(["b".to_string()]));
+        assert_eq!(shown.series.shown(), &HashSet::from(["b".to_string()]));
         let mut registry = prometheus_client::registry::Registry::default();
         registry.register("pods_stale", "stale", gauge.clone());
         let text = crate::metrics::encode(&registry);

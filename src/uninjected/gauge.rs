@@ -1,27 +1,25 @@
 //! `envoy_injector_pods_uninjected` as shown, from a [`Tracker`].
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::BTreeMap;
 
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 
 use super::namespaces::Namespaces;
 use super::tracker::{Moved, Tracker};
-use crate::metrics::NamespaceLabels;
+use crate::metrics::{NamespaceLabels, ShownSeries};
 
 /// `envoy_injector_pods_uninjected` as shown: an event sets its namespace's series alone,
 /// everything is set again after a relist, a Namespace change and on each tick; a
 /// namespace that no longer has a value loses its series.
 pub(super) struct UninjectedGauge {
-    family: Family<NamespaceLabels, Gauge>,
-    shown: HashSet<String>,
+    series: ShownSeries<NamespaceLabels>,
 }
 
 impl UninjectedGauge {
     pub(super) fn new(family: Family<NamespaceLabels, Gauge>) -> UninjectedGauge {
         UninjectedGauge {
-            family,
-            shown: HashSet::new(),
+            series: ShownSeries::new(family),
         }
     }
 
@@ -31,42 +29,13 @@ impl UninjectedGauge {
         }
         match moved {
             Moved::Nothing => {}
-            Moved::Namespace(name) => self.show_one(name, tracker.uninjected(name, namespaces)),
+            Moved::Namespace(name) => self.series.show_one(name, tracker.uninjected(name, namespaces)),
             Moved::Everything => self.show_all(&tracker.all_uninjected(namespaces)),
         }
     }
 
     pub(super) fn show_all(&mut self, values: &BTreeMap<String, i64>) {
-        for name in self.shown.iter().filter(|n| !values.contains_key(*n)) {
-            self.family.remove(&NamespaceLabels {
-                namespace: name.clone(),
-            });
-        }
-        for (name, value) in values {
-            self.family
-                .get_or_create(&NamespaceLabels {
-                    namespace: name.clone(),
-                })
-                .set(*value);
-        }
-        self.shown = values.keys().cloned().collect();
-    }
-
-    fn show_one(&mut self, name: &str, value: Option<i64>) {
-        let labels = NamespaceLabels {
-            namespace: name.to_string(),
-        };
-        match value {
-            Some(value) => {
-                self.family.get_or_create(&labels).set(value);
-                self.shown.insert(labels.namespace);
-            }
-            None => {
-                if self.shown.remove(name) {
-                    self.family.remove(&labels);
-                }
-            }
-        }
+        self.series.show_all(values);
     }
 }
 
