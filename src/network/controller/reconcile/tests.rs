@@ -113,6 +113,10 @@ fn failing_api() -> (Client, Arc<Mutex<Vec<String>>>) {
     (Client::new(service, "default"), seen)
 }
 
+/// A Network to reconcile, its backend, the reason its failure counts under, and the
+/// request that failed (none: it fails before any).
+type Case = (Network, Arc<dyn Backend>, &'static str, Option<String>);
+
 fn network(namespace: Option<&str>, finalized: bool) -> Network {
     let mut network = Network::new(
         "net",
@@ -155,7 +159,7 @@ async fn an_api_failure_during_reconcile_is_counted_by_reason() {
     }
 
     let networks = "/apis/samplecrd.k8s.io/v1/namespaces/default/networks/net";
-    let cases: [(Network, Arc<dyn Backend>, &str, Option<String>); 4] = [
+    let cases: [Case; 4] = [
         (
             network(Some("default"), false),
             Arc::new(NoBackend),
