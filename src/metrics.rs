@@ -1,5 +1,7 @@
 //! Prometheus metrics, served as text on the admin listener's `/metrics`.
 
+use std::collections::{BTreeMap, HashSet};
+
 use prometheus_client::encoding::{EncodeLabelSet, EncodeLabelValue, LabelValueEncoder};
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
@@ -53,6 +55,53 @@ pub enum ReconcileResult {
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct ReconcileLabels {
     pub result: ReconcileResult,
+}
+
+/// Why a reconcile of a Network failed: one per variant of
+/// `network::controller::Error`, a fixed set so the label's cardinality is too.
+#[derive(Clone, Copy, Debug, Hash, PartialEq, Eq)]
+pub enum ReconcileErrorReason {
+    /// `no_namespace`: the Network came without `metadata.namespace`.
+    NoNamespace,
+    /// `finalizer`: adding or removing the finalizer failed (an API error).
+    Finalizer,
+    /// `backend_unavailable`: the backend is missing from the cluster (the NAD CRD).
+    BackendUnavailable,
+    /// `backend_conflict`: the backend object belongs to someone else.
+    BackendConflict,
+    /// `backend`: an API call of the backend failed (transient or permission error).
+    Backend,
+    /// `status`: patching the Network's status failed (an API error).
+    Status,
+}
+
+impl ReconcileErrorReason {
+    /// Every reason, each shown (at 0) from the start.
+    pub const ALL: [ReconcileErrorReason; 6] = [
+        ReconcileErrorReason::NoNamespace,
+        ReconcileErrorReason::Finalizer,
+        ReconcileErrorReason::BackendUnavailable,
+        ReconcileErrorReason::BackendConflict,
+        ReconcileErrorReason::Backend,
+        ReconcileErrorReason::Status,
+    ];
+
+    /// The label value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ReconcileErrorReason::NoNamespace => "no_namespace",
+            ReconcileErrorReason::Finalizer => "finalizer",
+            ReconcileErrorReason::BackendUnavailable => "backend_unavailable",
+            ReconcileErrorReason::BackendConflict => "backend_conflict",
+            ReconcileErrorReason::Backend => "backend",
+            ReconcileErrorReason::Status => "status",
+        }
+    }
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ReconcileErrorLabels {
+    pub reason: ReconcileErrorReason,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -117,6 +166,12 @@ impl EncodeLabelValue for ReconcileResult {
     }
 }
 
+impl EncodeLabelValue for ReconcileErrorReason {
+    fn encode(&self, encoder: &mut LabelValueEncoder) -> Result<(), std::fmt::Error> {
+        EncodeLabelValue::encode(&self.as_str(), encoder)
+    }
+}
+
 impl EncodeLabelValue for LoadResult {
     fn encode(&self, encoder: &mut LabelValueEncoder) -> Result<(), std::fmt::Error> {
         let value = match self {
@@ -132,6 +187,76 @@ pub struct LoadLabels {
     pub result: LoadResult,
 }
 
+/// A label set of one name (`template`, `namespace`), for [`ShownSeries`].
+pub trait NameLabel: Clone + std::hash::Hash + Eq {
+    fn named(name: &str) -> Self;
+}
+
+impl NameLabel for TemplateLabels {
+    fn named(name: &str) -> Self {
+        TemplateLabels {
+            template: name.to_string(),
+        }
+    }
+}
+
+impl NameLabel for NamespaceLabels {
+    fn named(name: &str) -> Self {
+        NamespaceLabels {
+            namespace: name.to_string(),
+        }
+    }
+}
+
+/// A gauge family whose series follow values computed elsewhere, by name (`pods_stale` by
+/// template, `pods_uninjected` by namespace): set whole, when a name no longer has a value
+/// its series is removed (a deleted template or an empty namespace does not linger), or
+/// one name at a time, exactly as setting the whole would.
+pub struct ShownSeries<L> {
+    family: Family<L, Gauge>,
+    shown: HashSet<String>,
+}
+
+impl<L: NameLabel> ShownSeries<L> {
+    pub fn new(family: Family<L, Gauge>) -> ShownSeries<L> {
+        ShownSeries {
+            family,
+            shown: HashSet::new(),
+        }
+    }
+
+    /// Sets the family to `values`; the names shown before and absent now lose their series.
+    pub fn show_all(&mut self, values: &BTreeMap<String, i64>) {
+        for name in self.shown.iter().filter(|n| !values.contains_key(*n)) {
+            self.family.remove(&L::named(name));
+        }
+        for (name, value) in values {
+            self.family.get_or_create(&L::named(name)).set(*value);
+        }
+        self.shown = values.keys().cloned().collect();
+    }
+
+    /// Sets one name's series (`None`: removes it), as [`ShownSeries::show_all`] would.
+    pub fn show_one(&mut self, name: &str, value: Option<i64>) {
+        match value {
+            Some(value) => {
+                self.family.get_or_create(&L::named(name)).set(value);
+                self.shown.insert(name.to_string());
+            }
+            None => {
+                if self.shown.remove(name) {
+                    self.family.remove(&L::named(name));
+                }
+            }
+        }
+    }
+
+    /// The names that have a series now.
+    pub fn shown(&self) -> &HashSet<String> {
+        &self.shown
+    }
+}
+
 /// All metrics of the process. Cheap to clone: every field is an `Arc` inside.
 #[derive(Clone)]
 pub struct Metrics {
@@ -142,6 +267,8 @@ pub struct Metrics {
     pub templates_loaded: Gauge,
     pub tls_reloads: Family<LoadLabels, Counter>,
     pub reconciles: Family<ReconcileLabels, Counter>,
+    /// Failed reconciles by reason (each also counted as `reconciles{result="error"}`).
+    pub reconcile_errors: Family<ReconcileErrorLabels, Counter>,
     pub reconcile_duration: Histogram,
     /// 1 while this replica holds the controller Lease (or leader election is off).
     pub leader: Gauge,
@@ -181,6 +308,7 @@ impl Metrics {
             templates_loaded: Gauge::default(),
             tls_reloads: Family::default(),
             reconciles: Family::default(),
+            reconcile_errors: Family::default(),
             // 1 ms .. ~16 s: a reconcile makes a few API calls.
             reconcile_duration: Histogram::new(prometheus_client::metrics::histogram::exponential_buckets(
                 0.001, 2.0, 15,
@@ -232,6 +360,14 @@ impl Metrics {
             "reconciles",
             "Network reconciles by result (changed, unchanged, conflict, error)",
             metrics.reconciles.clone(),
+        );
+        for reason in ReconcileErrorReason::ALL {
+            let _ = metrics.reconcile_errors.get_or_create(&ReconcileErrorLabels { reason });
+        }
+        registry.register(
+            "reconcile_errors",
+            "Failed Network reconciles by reason (no_namespace, finalizer, backend_unavailable, backend_conflict, backend, status)",
+            metrics.reconcile_errors.clone(),
         );
         registry.register(
             "reconcile_duration_seconds",

@@ -155,16 +155,22 @@ async fn an_idle_connection_flood_is_capped_and_the_server_stays_reachable() {
     check_review("dry-run.json", &body, &response.bytes().await.unwrap());
 }
 
+/// A server whose `--max-body-bytes` is `limit`, and its certificates.
+async fn start_with_body_limit(limit: usize) -> (envoy_injector::tls::ServiceCerts, TestServer) {
+    let certs = service_certs();
+    let mut config = test_config();
+    config.max_body_bytes = limit;
+    let server = start(config, pem_source(&certs)).await;
+    (certs, server)
+}
+
 /// A body far over `--max-body-bytes`, written by a client that keeps sending while it
 /// reads: it must read the 413, not a reset.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_oversized_body_gets_a_readable_413_while_the_client_is_still_sending() {
     const LIMIT: usize = 64 * 1024;
     const SENT: usize = 12 * 1024 * 1024;
-    let certs = service_certs();
-    let mut config = test_config();
-    config.max_body_bytes = LIMIT;
-    let server = start(config, pem_source(&certs)).await;
+    let (certs, server) = start_with_body_limit(LIMIT).await;
     let addr = server.server.webhook_addr();
     let ca = certs.ca.cert_pem.as_str();
 
@@ -226,16 +232,13 @@ async fn an_oversized_body_gets_a_readable_413_while_the_client_is_still_sending
     check_review("dry-run.json", &body, &response.bytes().await.unwrap());
 }
 
-/// HTTP/2 by hand: the early answer is followed by RST_STREAM(NO_ERROR) — "stop sending,
-/// the answer is complete" (RFC 9113 §8.1) — not CANCEL, which clients report as a failed
-/// request without reading the answer. (curl 7.88 reports even NO_ERROR as a failure:
-/// bench/memory.sh posts with --http1.1.)
+/// HTTP/2 by hand: a client that stops sending after the early answer has its stream
+/// reset with RST_STREAM(NO_ERROR) once the stream has lingered — "stop sending, the
+/// answer is complete" (RFC 9113 §8.1) — not CANCEL, which clients report as a failed
+/// request without reading the answer.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_early_http2_answer_resets_the_stream_with_no_error() {
-    let certs = service_certs();
-    let mut config = test_config();
-    config.max_body_bytes = 64 * 1024;
-    let server = start(config, pem_source(&certs)).await;
+    let (certs, server) = start_with_body_limit(64 * 1024).await;
     let addr = server.server.webhook_addr();
     let tls = tls_connect(addr, &certs.ca.cert_pem, &[b"h2"]).await;
     let (mut h2, connection) = h2::client::handshake(tls).await.expect("HTTP/2 handshake");
@@ -262,6 +265,84 @@ async fn an_early_http2_answer_resets_the_stream_with_no_error() {
             .unwrap();
         assert_eq!(reason, h2::Reason::NO_ERROR, "declared {declared:?}");
     }
+}
+
+/// HTTP/2 by hand, a client that sends its whole body before it reads the answer (as curl
+/// does; curl 7.88 drops an answer whose stream is reset, even with NO_ERROR): every byte
+/// of 12 MiB goes out on a stream that stays open, the client then reads the 413 and its
+/// message, and the connection serves the next review.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_http2_client_sending_its_whole_oversized_body_reads_the_413() {
+    const LIMIT: usize = 64 * 1024;
+    const SENT: usize = 12 * 1024 * 1024;
+    let (certs, server) = start_with_body_limit(LIMIT).await;
+    let addr = server.server.webhook_addr();
+    let tls = tls_connect(addr, &certs.ca.cert_pem, &[b"h2"]).await;
+    let (mut h2, connection) = h2::client::handshake(tls).await.expect("HTTP/2 handshake");
+    tokio::spawn(connection);
+    for declared in [true, false] {
+        let mut request =
+            http::Request::post(format!("https://{HOST}/mutate")).header("content-type", "application/json");
+        if declared {
+            request = request.header("content-length", SENT);
+        }
+        h2 = h2.ready().await.unwrap();
+        let (response, mut upload) = h2.send_request(request.body(()).unwrap(), false).unwrap();
+        let mut left = SENT;
+        while left > 0 {
+            upload.reserve_capacity(left.min(1024 * 1024));
+            let capacity = tokio::time::timeout(PATIENCE, futures_util::future::poll_fn(|cx| upload.poll_capacity(cx)))
+                .await
+                .expect("flow-control capacity within the test's patience")
+                .expect("the stream stays open")
+                .unwrap_or_else(|err| {
+                    panic!(
+                        "declared {declared}: the stream was closed after {} bytes: {err}",
+                        SENT - left
+                    )
+                });
+            let chunk = capacity.min(left);
+            left -= chunk;
+            upload
+                .send_data(vec![b' '; chunk].into(), left == 0)
+                .unwrap_or_else(|err| panic!("declared {declared}: sending failed after {} bytes: {err}", SENT - left));
+        }
+        let response = tokio::time::timeout(PATIENCE, response)
+            .await
+            .unwrap()
+            .expect("an answer");
+        assert_eq!(response.status(), 413, "declared {declared}");
+        let text = String::from_utf8(h2_body(response.into_body()).await).unwrap();
+        assert!(text.contains(&LIMIT.to_string()), "declared {declared}: {text}");
+    }
+    let body = fixture("dry-run.json");
+    let mut request = http::Request::post(format!("https://{HOST}{}", apiserver_path()));
+    for (name, value) in &apiserver_headers() {
+        request = request.header(name, value);
+    }
+    h2 = h2.ready().await.unwrap();
+    let (response, mut upload) = h2.send_request(request.body(()).unwrap(), false).unwrap();
+    upload.send_data(body.clone().into(), true).unwrap();
+    let response = tokio::time::timeout(PATIENCE, response)
+        .await
+        .unwrap()
+        .expect("an answer");
+    assert_eq!(response.status(), 200, "the HTTP/2 connection still serves");
+    check_review("dry-run.json", &body, &h2_body(response.into_body()).await);
+}
+
+/// An HTTP/2 response body read to its end.
+async fn h2_body(mut body: h2::RecvStream) -> Vec<u8> {
+    let mut read = Vec::new();
+    while let Some(data) = tokio::time::timeout(PATIENCE, body.data())
+        .await
+        .expect("the body within the test's patience")
+    {
+        let data = data.expect("a body, not a reset");
+        let _ = body.flow_control().release_capacity(data.len());
+        read.extend_from_slice(&data);
+    }
+    read
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -1,6 +1,6 @@
 //! One connection from accept to close: the TLS handshake, HTTP/1.1 or HTTP/2 serving,
-//! a deadline on every phase, the shutdown policy, and a lingering close after answering
-//! a request whose body was left unread.
+//! a deadline on every phase, the shutdown policy, and a lingering close (HTTP/1.1) or a
+//! lingering stream (HTTP/2) after answering a request whose body was left unread.
 //!
 //! Phases and what bounds them (each a `serve` flag):
 //! - accept → TLS handshake done: `--tls-handshake-timeout`;
@@ -17,7 +17,9 @@ use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll, ready};
 use std::time::Duration;
 
+use axum::body::Body;
 use axum::http::{HeaderValue, Version, header};
+use http_body_util::BodyExt;
 use hyper::Request;
 use hyper::body::Incoming;
 use hyper_util::rt::TokioIo;
@@ -27,7 +29,7 @@ use tokio::net::TcpStream;
 use tokio::sync::watch;
 use tokio::time::Instant;
 use tower::ServiceExt;
-use tracing::debug;
+use tracing::{Instrument, debug};
 
 use super::listener::{Listener, SpanExecutor};
 use crate::metrics::TimeoutLabels;
@@ -311,6 +313,35 @@ async fn linger<I: AsyncRead + AsyncWrite + Unpin>(mut io: I) {
         Ok(bytes) => debug!(bytes, "lingering close done"),
         Err(_) => debug!("lingering close timed out"),
     }
+}
+
+/// HTTP/2: keeps reading (and dropping) the rest of a request body answered early, as
+/// [`linger`] does for an HTTP/1.1 connection, for at most [`LINGER_TIME`] and
+/// [`LINGER_BYTES`]. A client still sending then ends its stream and reads the answer as
+/// usual; some clients (curl 7.88 with nghttp2) drop an answer whose stream is reset, even
+/// with NO_ERROR. Past the bound the body is dropped, and since the answer is sent by then,
+/// h2 resets the stream with NO_ERROR ("stop sending, the answer is complete").
+pub(crate) fn linger_on_stream(mut body: Body) {
+    let drain = async move {
+        let drained = tokio::time::timeout(LINGER_TIME, async {
+            let mut total = 0u64;
+            // `None`: the client ended the stream; an error: it reset it, or the connection is gone.
+            while let Some(Ok(frame)) = body.frame().await {
+                total += frame.data_ref().map_or(0, |data| data.len() as u64);
+                if total >= LINGER_BYTES {
+                    return (total, false);
+                }
+            }
+            (total, true)
+        })
+        .await;
+        match drained {
+            Ok((bytes, true)) => debug!(bytes, "lingering stream done: the client ended or reset it"),
+            Ok((bytes, false)) => debug!(bytes, "lingering stream read its limit; resetting it"),
+            Err(_) => debug!("lingering stream timed out; resetting it"),
+        }
+    };
+    tokio::spawn(drain.in_current_span());
 }
 
 /// The connection's I/O, counting bytes for the quiet check, and handing itself over

@@ -8,14 +8,15 @@ use std::time::Duration;
 use axum::Router;
 use axum::body::Body;
 use axum::extract::{Request, State};
-use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::http::request::Parts;
+use axum::http::{HeaderMap, HeaderValue, StatusCode, Version, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 use http_body_util::BodyExt;
 use tracing::{Instrument, debug, debug_span, error, info};
 
 use super::budget::{BUDGET_WAIT, BodyBudget, Reservation};
-use super::connection::ConnectionHandle;
+use super::connection::{ConnectionHandle, linger_on_stream};
 use crate::admission::{Admission, RequestError, TemplateValidation};
 use crate::duration as go_duration;
 use crate::metrics::{Metrics, Outcome, OutcomeLabels};
@@ -77,18 +78,17 @@ async fn review(
     let span = debug_span!("review", route, version = ?request.version(), timeout_ms = timeout.as_millis() as u64);
     async move {
         let (parts, mut body) = request.into_parts();
-        let connection = parts.extensions.get::<ConnectionHandle>();
         let read = tokio::time::timeout(timeout, read_body(&mut body, &parts.headers, &state));
         let (body, _reservation) = match read.await {
             Ok(Ok(read)) => read,
-            Ok(Err(rejection)) => return reject(&state.metrics, connection, rejection),
+            Ok(Err(rejection)) => return reject(&state.metrics, &parts, body, rejection),
             Err(_) => {
                 let message = format!(
                     "expected the request body within {} ms (request timeout), found it still arriving",
                     timeout.as_millis()
                 );
                 let rejection = Rejection::new(StatusCode::REQUEST_TIMEOUT, message);
-                return reject(&state.metrics, connection, rejection);
+                return reject(&state.metrics, &parts, body, rejection);
             }
         };
         // A panic here is a bug in the engine; answering 500 keeps this connection and the
@@ -215,9 +215,10 @@ async fn read_body(
 /// Answers a request whose body was not read to its end. HTTP/1.1: the connection cannot
 /// carry another request, so the answer says `Connection: close`, and the connection
 /// lingers on close so the client reads the answer even while it is still sending.
-/// HTTP/2: once the answer is sent, the stream is reset with NO_ERROR (RFC 9113 §8.1:
-/// "stop sending, the answer is complete"); the connection goes on.
-fn reject(metrics: &Metrics, connection: Option<&ConnectionHandle>, rejection: Rejection) -> Response {
+/// HTTP/2: the stream lingers the same way (the rest of `body` is read and dropped, within
+/// the same bounds), then, if the client is still sending, it is reset with NO_ERROR (RFC
+/// 9113 §8.1: "stop sending, the answer is complete"); the connection goes on.
+fn reject(metrics: &Metrics, request: &Parts, body: Body, rejection: Rejection) -> Response {
     info!(status = rejection.status.as_u16(), reason = %rejection.message, "rejecting admission request");
     metrics
         .admission_requests
@@ -232,11 +233,13 @@ fn reject(metrics: &Metrics, connection: Option<&ConnectionHandle>, rejection: R
             .headers_mut()
             .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
     }
-    if let Some(connection) = connection {
+    if let Some(connection) = request.extensions.get::<ConnectionHandle>() {
         connection.linger_on_close();
         response
             .headers_mut()
             .insert(header::CONNECTION, HeaderValue::from_static("close"));
+    } else if request.version == Version::HTTP_2 {
+        linger_on_stream(body);
     }
     response
 }

@@ -13,7 +13,7 @@ use super::finalizer::{self, Outcome};
 use super::status::*;
 use super::{BACKOFF, CONTROLLER_NAME, Context, RESYNC};
 use crate::events;
-use crate::metrics::{ReconcileLabels, ReconcileResult};
+use crate::metrics::{ReconcileErrorLabels, ReconcileErrorReason, ReconcileLabels, ReconcileResult};
 use crate::network::backend::BackendError;
 use crate::network::crd::{FINALIZER, Network, READY};
 
@@ -54,6 +54,20 @@ pub enum Error {
         #[source]
         source: kube::Error,
     },
+}
+
+impl Error {
+    /// The `reason` label of `envoy_injector_reconcile_errors_total`.
+    pub fn reason(&self) -> ReconcileErrorReason {
+        match self {
+            Error::NoNamespace { .. } => ReconcileErrorReason::NoNamespace,
+            Error::PatchStatus { .. } => ReconcileErrorReason::Status,
+            Error::BackendUnavailable { .. } => ReconcileErrorReason::BackendUnavailable,
+            Error::BackendConflict { .. } => ReconcileErrorReason::BackendConflict,
+            Error::Backend { .. } => ReconcileErrorReason::Backend,
+            Error::Finalizer { .. } => ReconcileErrorReason::Finalizer,
+        }
+    }
 }
 
 /// How a reconcile that did not fail ended.
@@ -119,7 +133,14 @@ pub async fn reconcile(network: Arc<Network>, ctx: Arc<Context>) -> Result<Actio
         Ok(pass) if pass.conflict => ReconcileResult::Conflict,
         Ok(pass) if pass.wrote => ReconcileResult::Changed,
         Ok(_) => ReconcileResult::Unchanged,
-        Err(_) => ReconcileResult::Error,
+        Err(error) => {
+            let reason = error.reason();
+            ctx.metrics
+                .reconcile_errors
+                .get_or_create(&ReconcileErrorLabels { reason })
+                .inc();
+            ReconcileResult::Error
+        }
     };
     ctx.metrics.reconciles.get_or_create(&ReconcileLabels { result }).inc();
     if outcome.is_ok() {
@@ -297,3 +318,6 @@ pub fn error_policy(network: Arc<Network>, _error: &Error, ctx: Arc<Context>) ->
     let failures = ctx.record_failure(ObjectRef::from_obj(&*network));
     Action::requeue(BACKOFF.jittered(failures))
 }
+
+#[cfg(test)]
+mod tests;
