@@ -155,15 +155,6 @@ async fn an_idle_connection_flood_is_capped_and_the_server_stays_reachable() {
     check_review("dry-run.json", &body, &response.bytes().await.unwrap());
 }
 
-/// A server whose `--max-body-bytes` is `limit`, and its certificates.
-async fn start_with_body_limit(limit: usize) -> (envoy_injector::tls::ServiceCerts, TestServer) {
-    let certs = service_certs();
-    let mut config = test_config();
-    config.max_body_bytes = limit;
-    let server = start(config, pem_source(&certs)).await;
-    (certs, server)
-}
-
 /// A body far over `--max-body-bytes`, written by a client that keeps sending while it
 /// reads: it must read the 413, not a reset.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -185,10 +185,7 @@ fn bad_requests() -> Vec<Case> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bad_requests_get_clear_http_errors_and_the_server_keeps_serving() {
-    let certs = service_certs();
-    let mut config = test_config();
-    config.max_body_bytes = LIMIT;
-    let server = start(config, pem_source(&certs)).await;
+    let (certs, server) = start_with_body_limit(LIMIT).await;
     let addr = server.server.webhook_addr();
     for protocol in [Protocol::Http1, Protocol::Alpn] {
         let client = client(addr, &[&certs.ca.cert_pem], protocol);
@@ -240,35 +237,31 @@ fn slow_body(chunks: Vec<Vec<u8>>, pause: Duration, then_stall: bool) -> reqwest
     reqwest::Body::wrap_stream(stream)
 }
 
+/// POSTs `chunks` to `/mutate` 10 ms apart, without a Content-Length.
+async fn post_slowly(client: &reqwest::Client, addr: std::net::SocketAddr, chunks: Vec<Vec<u8>>) -> reqwest::Response {
+    client
+        .post(mutate_url(addr))
+        .headers(apiserver_headers())
+        .body(slow_body(chunks, Duration::from_millis(10), false))
+        .send()
+        .await
+        .unwrap()
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn streamed_body_over_the_limit_is_refused_without_content_length() {
-    let certs = service_certs();
-    let mut config = test_config();
-    config.max_body_bytes = LIMIT;
-    let server = start(config, pem_source(&certs)).await;
+    let (certs, server) = start_with_body_limit(LIMIT).await;
     let addr = server.server.webhook_addr();
     for protocol in [Protocol::Http1, Protocol::Alpn] {
         let client = client(addr, &[&certs.ca.cert_pem], protocol);
         let chunks = vec![vec![b' '; 4096]; 4];
-        let response = client
-            .post(mutate_url(addr))
-            .headers(apiserver_headers())
-            .body(slow_body(chunks, Duration::from_millis(10), false))
-            .send()
-            .await
-            .unwrap();
+        let response = post_slowly(&client, addr, chunks).await;
         assert_eq!(response.status(), StatusCode::PAYLOAD_TOO_LARGE, "{protocol:?}");
         assert!(response.text().await.unwrap().contains("8192"));
         // A slowly streamed body within the limit is fine.
         let good = fixture("dry-run.json");
         let chunks = good.chunks(500).map(<[u8]>::to_vec).collect();
-        let response = client
-            .post(mutate_url(addr))
-            .headers(apiserver_headers())
-            .body(slow_body(chunks, Duration::from_millis(10), false))
-            .send()
-            .await
-            .unwrap();
+        let response = post_slowly(&client, addr, chunks).await;
         assert_eq!(response.status(), StatusCode::OK, "{protocol:?}");
         check_review("dry-run.json", &good, &response.bytes().await.unwrap());
     }

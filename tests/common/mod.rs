@@ -153,6 +153,15 @@ pub async fn start(config: ServerConfig, tls: TlsSource) -> TestServer {
     start_with(config, tls, app_state(None)).await
 }
 
+/// The in-process server with `--max-body-bytes` at `limit`, on certificates of its own.
+pub async fn start_with_body_limit(limit: usize) -> (ServiceCerts, TestServer) {
+    let certs = service_certs();
+    let mut config = test_config();
+    config.max_body_bytes = limit;
+    let server = start(config, pem_source(&certs)).await;
+    (certs, server)
+}
+
 pub async fn start_with(config: ServerConfig, tls: TlsSource, state: AppState) -> TestServer {
     let registry = state.registry.clone();
     let server = server::start(config, tls, state).await.expect("server starts");
