@@ -383,6 +383,23 @@ mod tests {
         Cli::command().debug_assert();
     }
 
+    /// Help is for users: every command says what it does, and no note meant for the code
+    /// (why a field is boxed) reaches it.
+    #[test]
+    fn help_is_written_for_users() {
+        let mut cli = Cli::command();
+        let top = cli.render_long_help().to_string();
+        assert!(top.contains("Examples:"), "{top}");
+        for sub in cli.get_subcommands_mut().filter(|s| s.get_name() != "help") {
+            let name = sub.get_name().to_string();
+            assert!(sub.get_about().is_some(), "`{name}` has no description");
+            let help = sub.render_long_help().to_string();
+            for internal in ["Boxed", "variant", "`Command`"] {
+                assert!(!help.contains(internal), "`{name} --help` shows {internal:?}:\n{help}");
+            }
+        }
+    }
+
     #[test]
     fn durations_parse() {
         assert_eq!(parse_duration("250ms"), Ok(Duration::from_millis(250)));
