@@ -387,15 +387,21 @@ mod tests {
     /// (why a field is boxed) reaches it.
     #[test]
     fn help_is_written_for_users() {
+        const INTERNAL: [&str; 3] = ["Boxed", "variant", "`Command`"];
         let mut cli = Cli::command();
+        // The command list shows each command's short description.
         let top = cli.render_long_help().to_string();
         assert!(top.contains("Examples:"), "{top}");
+        for internal in INTERNAL {
+            assert!(!top.contains(internal), "`--help` shows {internal:?}:\n{top}");
+        }
         for sub in cli.get_subcommands_mut().filter(|s| s.get_name() != "help") {
             let name = sub.get_name().to_string();
             assert!(sub.get_about().is_some(), "`{name}` has no description");
-            let help = sub.render_long_help().to_string();
-            for internal in ["Boxed", "variant", "`Command`"] {
-                assert!(!help.contains(internal), "`{name} --help` shows {internal:?}:\n{help}");
+            for help in [sub.render_help().to_string(), sub.render_long_help().to_string()] {
+                for internal in INTERNAL {
+                    assert!(!help.contains(internal), "`{name} --help` shows {internal:?}:\n{help}");
+                }
             }
         }
     }
