@@ -1,6 +1,7 @@
 //! Tier `network`: a Pod that joins a Network runs, with what the join adds visible inside
 //! it. The deployed controller uses the Multus backend: without the
-//! NetworkAttachmentDefinition CRD, a Network reports `BackendUnavailable`; once the CRD is
+//! NetworkAttachmentDefinition CRD, a Network reports `BackendUnavailable` (and the injector's
+//! Pods count it under `reconcile_errors_total{reason="backend_unavailable"}`); once the CRD is
 //! there (installed by the tier when the cluster has none, removed at the end) the Network
 //! becomes Ready, and an opted-in Pod naming it is admitted with the Multus annotation,
 //! runs, and `kubectl exec ... env` shows `NETWORK_CIDR` and `NETWORK_GATEWAY` in its
@@ -8,6 +9,8 @@
 
 
 use crate::common::crd::{self, NAD_CRD};
+use crate::common::metrics::metric_sum;
+use crate::common::process::Admin;
 use crate::node::*;
 use crate::support::*;
 
@@ -21,9 +24,11 @@ const NET: &str = "lan";
 /// In the benchmarking range of the node's own bridge; never put on an interface.
 const CIDR: &str = "198.18.128.0/24";
 const GATEWAY: &str = "198.18.128.1";
+/// The admin listener's port in `manifests/deployment.yaml`.
+const ADMIN_PORT: u16 = 9090;
 
 async fn run(suite: &Suite) -> TierResult {
-    let (_installation, images) = installation(suite).await?;
+    let (installation, images) = installation(suite).await?;
     let scope = Scope::new(suite.settings.mode);
     let ns = TestNs::create(&suite.client, &scope, "network", &[NAMESPACE_OPT_IN]).await;
     let had_crd = crd::installed(&suite.client, NAD_CRD)
@@ -45,6 +50,16 @@ async fn run(suite: &Suite) -> TierResult {
         })
         .await;
         step!("Network {NET} without the NAD CRD: Ready=False, BackendUnavailable: {reason}");
+        let errors = wait_for(
+            "the injector to count the reconcile error under reason backend_unavailable",
+            PATIENCE,
+            async || {
+                let errors = reconcile_errors(&installation, "backend_unavailable").await?;
+                if errors >= 1.0 { Ok(errors) } else { Err(format!("{errors} counted")) }
+            },
+        )
+        .await;
+        step!("envoy_injector_reconcile_errors_total{{reason=\"backend_unavailable\"}} {errors} across the injector's Pods");
         suite.install_nad_crd().await;
     }
     ns.network_ready(NET, RUN_PATIENCE).await;
@@ -74,4 +89,17 @@ async fn run(suite: &Suite) -> TierResult {
     step!("Pod joined runs; `kubectl exec joined -c {SIDECAR} -- env` shows {cidr}, {gateway}; {MULTUS}={multus}");
     ns.attached_pods(NET, 1).await;
     Ok(format!("{cidr} and {gateway} inside the running sidecar"))
+}
+
+/// `envoy_injector_reconcile_errors_total{reason}` summed over the injector's live Pods,
+/// read from their admin port on the node's Pod network (only the Lease holder reconciles).
+async fn reconcile_errors(installation: &Installation, reason: &str) -> Result<f64, String> {
+    let mut total = 0.0;
+    for pod in installation.live_pods().await {
+        let ip = pod.status.as_ref().and_then(|s| s.pod_ip.clone()).ok_or("a Pod without an IP")?;
+        let addr = format!("{ip}:{ADMIN_PORT}").parse().map_err(|e| format!("{ip}: {e}"))?;
+        let text = Admin::new(addr, PATIENCE).metrics().await?;
+        total += metric_sum(&text, "envoy_injector_reconcile_errors_total", &[("reason", reason)]);
+    }
+    Ok(total)
 }
