@@ -8,47 +8,40 @@ use k8s_openapi::api::core::v1::Pod;
 use kube::core::PartialObjectMeta;
 use kube::runtime::watcher::Event;
 
-use super::key::{Interner, uid_key};
+use super::by_uid::{self, ByUid, Change, Tally};
+use super::key::Interner;
 use super::rule::{injected, is_stale};
-use crate::relist::{Relisting, Step};
+use crate::relist::Relisting;
 use crate::template::TemplateSet;
 
 /// (template id, revision id).
 type Entry = (u32, u32);
 
-/// The injected Pods of one list: template and revision by uid, and how many Pods carry
-/// each, kept in step.
+/// Injected Pods per template, then per revision: what one template's gauge value is read
+/// from.
 #[derive(Debug, Default)]
-struct Pods {
-    by_uid: HashMap<u128, Entry>,
-    /// Pods per template, then per revision: what one template's gauge value is read from.
-    counts: HashMap<u32, HashMap<u32, usize>>,
-}
+struct Revisions(HashMap<u32, HashMap<u32, usize>>);
 
-impl Pods {
-    /// Sets one Pod's entry (`None`: gone, or no longer injected); returns the one it had.
-    fn set(&mut self, uid: u128, entry: Option<Entry>) -> Option<Entry> {
-        let previous = match entry {
-            Some(entry) => self.by_uid.insert(uid, entry),
-            None => self.by_uid.remove(&uid),
+impl Tally for Revisions {
+    type Entry = Entry;
+
+    fn add(&mut self, (template, revision): Entry) {
+        *self.0.entry(template).or_default().entry(revision).or_default() += 1;
+    }
+
+    fn remove(&mut self, (template, revision): Entry) {
+        let Some(revisions) = self.0.get_mut(&template) else {
+            return;
         };
-        if let Some((template, revision)) = previous
-            && let Some(revisions) = self.counts.get_mut(&template)
-        {
-            if let Some(count) = revisions.get_mut(&revision) {
-                *count -= 1;
-                if *count == 0 {
-                    revisions.remove(&revision);
-                }
-            }
-            if revisions.is_empty() {
-                self.counts.remove(&template);
+        if let Some(count) = revisions.get_mut(&revision) {
+            *count -= 1;
+            if *count == 0 {
+                revisions.remove(&revision);
             }
         }
-        if let Some((template, revision)) = entry {
-            *self.counts.entry(template).or_default().entry(revision).or_default() += 1;
+        if revisions.is_empty() {
+            self.0.remove(&template);
         }
-        previous
     }
 }
 
@@ -65,15 +58,14 @@ pub enum Moved {
 /// Injected Pods by uid: template and revision only. Fed with the watch's events.
 #[derive(Debug, Default)]
 pub struct Tracker {
-    pods: Relisting<Pods>,
+    pods: Relisting<ByUid<Revisions>>,
     strings: Interner,
 }
 
-/// A Pod's uid and entry; `None` without a uid or the revision label.
-fn entry_of(pod: &PartialObjectMeta<Pod>, strings: &mut Interner) -> Option<(u128, Entry)> {
-    let uid = uid_key(pod.metadata.uid.as_deref()?);
+/// A Pod's entry; `None` without the revision label.
+fn entry_of(pod: &PartialObjectMeta<Pod>, strings: &mut Interner) -> Option<Entry> {
     let (template, revision) = injected(&pod.metadata)?;
-    Some((uid, (strings.id(&template), strings.id(&revision))))
+    Some((strings.id(&template), strings.id(&revision)))
 }
 
 impl Tracker {
@@ -85,36 +77,16 @@ impl Tracker {
     /// label (or uid) are ignored.
     pub fn apply(&mut self, event: Event<PartialObjectMeta<Pod>>) -> Moved {
         let strings = &mut self.strings;
-        let (previous, now) = match self.pods.step(&event) {
-            Step::Listed(pod, fresh) => {
-                if let Some((uid, entry)) = entry_of(pod, strings) {
-                    fresh.set(uid, Some(entry));
-                }
-                return Moved::Nothing;
+        // Without the label it is no longer an injected Pod.
+        match by_uid::apply(&mut self.pods, &event, |pod| entry_of(pod, strings)) {
+            Change::Nothing => Moved::Nothing,
+            Change::Swapped => Moved::Everything,
+            Change::Pod { before, after } => {
+                let (before, after) = (before.map(|(t, _)| t), after.map(|(t, _)| t));
+                let after = if after == before { None } else { after };
+                Moved::Templates(before.map(|t| strings.shared(t)), after.map(|t| strings.shared(t)))
             }
-            Step::Apply(pod, live) => {
-                let Some(uid) = pod.metadata.uid.as_deref().map(uid_key) else {
-                    return Moved::Nothing;
-                };
-                // Without the label it is no longer an injected Pod.
-                let now = entry_of(pod, strings).map(|(_, entry)| entry);
-                (live.set(uid, now), now)
-            }
-            Step::Delete(pod, live) => {
-                let Some(uid) = pod.metadata.uid.as_deref().map(uid_key) else {
-                    return Moved::Nothing;
-                };
-                (live.set(uid, None), None)
-            }
-            Step::Swapped { .. } => return Moved::Everything,
-            Step::Nothing => return Moved::Nothing,
-        };
-        if previous == now {
-            return Moved::Nothing;
         }
-        let (before, after) = (previous.map(|(t, _)| t), now.map(|(t, _)| t));
-        let after = if after == before { None } else { after };
-        Moved::Templates(before.map(|t| strings.shared(t)), after.map(|t| strings.shared(t)))
     }
 
     /// Injected Pods known.
@@ -132,7 +104,7 @@ impl Tracker {
         let revisions = self
             .strings
             .find(template)
-            .and_then(|id| self.pods.live().counts.get(&id));
+            .and_then(|id| self.pods.live().tally.0.get(&id));
         if revisions.is_none() && live.get(template).is_none() {
             return None;
         }
@@ -148,7 +120,7 @@ impl Tracker {
     /// Stale Pods per template name: every live template (0 when none is stale) and every
     /// template name stale Pods carry.
     pub fn stale_counts(&self, live: &TemplateSet) -> BTreeMap<String, i64> {
-        let counted = self.pods.live().counts.keys().map(|id| self.strings.name(*id));
+        let counted = self.pods.live().tally.0.keys().map(|id| self.strings.name(*id));
         live.names()
             .chain(counted)
             .filter_map(|name| Some((name.to_string(), self.stale_count(name, live)?)))
@@ -162,8 +134,8 @@ impl Tracker {
         let entry = std::mem::size_of::<(u128, Entry)>() + 1;
         let template = std::mem::size_of::<(u32, HashMap<u32, usize>)>() + 1;
         let revision = std::mem::size_of::<(u32, usize)>() + 1;
-        let revisions: usize = pods.counts.values().map(|r| r.capacity() * revision).sum();
-        pods.by_uid.capacity() * entry + pods.counts.capacity() * template + revisions
+        let revisions: usize = pods.tally.0.values().map(|r| r.capacity() * revision).sum();
+        pods.by_uid.capacity() * entry + pods.tally.0.capacity() * template + revisions
     }
 }
 

@@ -11,8 +11,8 @@ use kube::runtime::watcher::Event;
 use super::namespaces::Namespaces;
 use super::rule::{Standing, standing};
 use crate::inject::NamespaceOptIn;
-use crate::relist::{Relisting, Step};
-use crate::stale::{Interner, uid_key};
+use crate::relist::Relisting;
+use crate::stale::{ByUid, Change, Interner, Tally, by_uid};
 
 /// Pods that could count in one namespace, by standing.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
@@ -42,33 +42,26 @@ impl Counts {
 /// (namespace id, standing).
 type Entry = (u32, Standing);
 
-/// The Pods of one list that could count, and their counts per namespace, kept in step.
+/// Pods that could count, per namespace.
 #[derive(Debug, Default)]
-struct Pods {
-    by_uid: HashMap<u128, Entry>,
-    counts: HashMap<u32, Counts>,
-}
+struct PerNamespace(HashMap<u32, Counts>);
 
-impl Pods {
-    /// Sets one Pod's entry (`None`: gone, or it no longer counts); returns the one it had.
-    fn set(&mut self, uid: u128, entry: Option<Entry>) -> Option<Entry> {
-        let previous = match entry {
-            Some(entry) => self.by_uid.insert(uid, entry),
-            None => self.by_uid.remove(&uid),
+impl Tally for PerNamespace {
+    type Entry = Entry;
+
+    fn add(&mut self, (namespace, standing): Entry) {
+        *self.0.entry(namespace).or_default().slot(standing) += 1;
+    }
+
+    fn remove(&mut self, (namespace, standing): Entry) {
+        let Some(counts) = self.0.get_mut(&namespace) else {
+            return;
         };
-        if let Some((namespace, standing)) = previous
-            && let Some(counts) = self.counts.get_mut(&namespace)
-        {
-            let slot = counts.slot(standing);
-            *slot = slot.saturating_sub(1);
-            if *counts == Counts::default() {
-                self.counts.remove(&namespace);
-            }
+        let slot = counts.slot(standing);
+        *slot = slot.saturating_sub(1);
+        if *counts == Counts::default() {
+            self.0.remove(&namespace);
         }
-        if let Some((namespace, standing)) = entry {
-            *self.counts.entry(namespace).or_default().slot(standing) += 1;
-        }
-        previous
     }
 }
 
@@ -85,18 +78,17 @@ pub enum Moved {
 /// Pods that could count, by uid: namespace and standing only. Fed with the watch's events.
 #[derive(Debug, Default)]
 pub struct Tracker {
-    pods: Relisting<Pods>,
+    pods: Relisting<ByUid<PerNamespace>>,
     namespaces: Interner,
     /// The first list is done: before it, nothing is shown.
     listed: bool,
 }
 
-/// A Pod's uid and entry; `None` without a uid or namespace, or when it never counts.
-fn entry_of(pod: &PartialObjectMeta<Pod>, namespaces: &mut Interner) -> Option<(u128, Entry)> {
+/// A Pod's entry; `None` without a namespace, or when it never counts.
+fn entry_of(pod: &PartialObjectMeta<Pod>, namespaces: &mut Interner) -> Option<Entry> {
     let meta = &pod.metadata;
-    let uid = uid_key(meta.uid.as_deref()?);
     let standing = standing(meta)?;
-    Some((uid, (namespaces.id(meta.namespace.as_deref()?), standing)))
+    Some((namespaces.id(meta.namespace.as_deref()?), standing))
 }
 
 impl Tracker {
@@ -107,35 +99,16 @@ impl Tracker {
     /// Applies one watch event; says which namespace's value it moved.
     pub fn apply(&mut self, event: Event<PartialObjectMeta<Pod>>) -> Moved {
         let namespaces = &mut self.namespaces;
-        let (previous, now) = match self.pods.step(&event) {
-            Step::Listed(pod, fresh) => {
-                if let Some((uid, entry)) = entry_of(pod, namespaces) {
-                    fresh.set(uid, Some(entry));
-                }
-                return Moved::Nothing;
-            }
-            Step::Apply(pod, live) => {
-                let Some(uid) = pod.metadata.uid.as_deref().map(uid_key) else {
-                    return Moved::Nothing;
-                };
-                let now = entry_of(pod, namespaces).map(|(_, entry)| entry);
-                (live.set(uid, now), now)
-            }
-            Step::Delete(pod, live) => {
-                let Some(uid) = pod.metadata.uid.as_deref().map(uid_key) else {
-                    return Moved::Nothing;
-                };
-                (live.set(uid, None), None)
-            }
-            Step::Swapped { .. } => {
+        match by_uid::apply(&mut self.pods, &event, |pod| entry_of(pod, namespaces)) {
+            Change::Nothing => Moved::Nothing,
+            Change::Swapped => {
                 self.listed = true;
-                return Moved::Everything;
+                Moved::Everything
             }
-            Step::Nothing => return Moved::Nothing,
-        };
-        match previous.or(now) {
-            Some((namespace, _)) if previous != now => Moved::Namespace(namespaces.shared(namespace)),
-            _ => Moved::Nothing,
+            Change::Pod { before, after } => match before.or(after) {
+                Some((namespace, _)) => Moved::Namespace(namespaces.shared(namespace)),
+                None => Moved::Nothing,
+            },
         }
     }
 
@@ -160,7 +133,7 @@ impl Tracker {
         let counts = self
             .namespaces
             .find(namespace)
-            .and_then(|id| self.pods.live().counts.get(&id));
+            .and_then(|id| self.pods.live().tally.0.get(&id));
         match counts {
             Some(counts) => Some(counts.uninjected(opt_in)),
             None => (opt_in == NamespaceOptIn::Labeled).then_some(0),
@@ -173,7 +146,8 @@ impl Tracker {
         let held = self
             .pods
             .live()
-            .counts
+            .tally
+            .0
             .keys()
             .map(|id| self.namespaces.name(*id).to_string());
         held.chain(namespaces.labelled())
@@ -186,7 +160,7 @@ impl Tracker {
         let pods = self.pods.live();
         let entry = std::mem::size_of::<(u128, Entry)>() + 1;
         let counts = std::mem::size_of::<(u32, Counts)>() + 1;
-        pods.by_uid.capacity() * entry + pods.counts.capacity() * counts
+        pods.by_uid.capacity() * entry + pods.tally.0.capacity() * counts
     }
 }
 
