@@ -181,15 +181,9 @@ impl Admission {
         let Some(templates) = self.templates.current() else {
             return Answer::deny("no injection template is loaded yet; retry shortly".into());
         };
-        // Looked up only when the Pod names no template of its own, which wins.
-        let namespace_template = match inject::named_template(pod) {
-            Some(_) => None,
-            None => self.cluster.namespace_template(namespace),
-        };
-        let by_namespace = namespace_template
-            .as_deref()
-            .map(|name| inject::NamespaceTemplate { namespace, name });
-        let template = match inject::select_template_in(&templates, pod, by_namespace) {
+        // The namespace's label is looked up only when the Pod names no template of its own.
+        let by_namespace = || self.cluster.namespace_template(namespace);
+        let template = match inject::select_template_in(&templates, pod, namespace, by_namespace) {
             Ok(t) => t,
             Err(err) => return Answer::deny(err.to_string()),
         };

@@ -361,11 +361,8 @@ fn engine(
         Err(why) => return report(Verdict::Unknown, Rule::NoTemplates, format!("{opted}, but {why}")),
     };
     let view = PodView::read(pod);
-    let namespace_template = cluster.namespace_template(namespace);
-    let by_namespace = namespace_template
-        .as_deref()
-        .map(|name| inject::NamespaceTemplate { namespace, name });
-    let template = match inject::select_template_in(templates, &view, by_namespace) {
+    let by_namespace = || cluster.namespace_template(namespace);
+    let template = match inject::select_template_in(templates, &view, namespace, by_namespace) {
         Ok(template) => template,
         Err(err) => return report(Verdict::Deny, Rule::UnknownTemplate, err.to_string()),
     };

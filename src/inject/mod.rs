@@ -113,29 +113,25 @@ pub enum InjectError {
 
 /// Picks the template the Pod names with `sidecar.samplecrd.k8s.io/template`, or `config`.
 pub fn select_template(templates: &TemplateSet, pod: &PodView<'_>) -> Result<Arc<Template>, InjectError> {
-    select_template_in(templates, pod, None)
+    select_template_in(templates, pod, "", || None)
 }
 
 /// The template the Pod names with its own annotation, if it names one.
-pub fn named_template<'p>(pod: &'p PodView<'_>) -> Option<&'p str> {
+fn named_template<'p>(pod: &'p PodView<'_>) -> Option<&'p str> {
     pod.annotations()
         .and_then(|a| a.text(TEMPLATE_ANNOTATION))
         .map(str::trim)
         .filter(|n| !n.is_empty())
 }
 
-/// The template its namespace's [`NAMESPACE_TEMPLATE_LABEL`] names for a Pod.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct NamespaceTemplate<'a> {
-    pub namespace: &'a str,
-    pub name: &'a str,
-}
-
-/// Picks the template the Pod names, else the one its namespace names, else `config`.
+/// Picks the template the Pod names, else the one `namespace`'s
+/// [`NAMESPACE_TEMPLATE_LABEL`] names (`namespace_template`, asked only then: the Pod's
+/// own annotation wins), else `config`.
 pub fn select_template_in(
     templates: &TemplateSet,
     pod: &PodView<'_>,
-    namespace: Option<NamespaceTemplate<'_>>,
+    namespace: &str,
+    namespace_template: impl FnOnce() -> Option<String>,
 ) -> Result<Arc<Template>, InjectError> {
     let available = || {
         templates
@@ -144,32 +140,27 @@ pub fn select_template_in(
             .collect::<Vec<_>>()
             .join(", ")
     };
+    let unknown = |name: &str| InjectError::UnknownTemplate {
+        name: name.to_string(),
+        available: available(),
+    };
     if let Some(name) = named_template(pod) {
-        return templates
-            .get(name)
-            .cloned()
-            .ok_or_else(|| InjectError::UnknownTemplate {
-                name: name.to_string(),
-                available: available(),
-            });
+        return templates.get(name).cloned().ok_or_else(|| unknown(name));
     }
-    if let Some(NamespaceTemplate { namespace, name }) = namespace {
-        return templates
-            .get(name)
-            .cloned()
-            .ok_or_else(|| InjectError::UnknownNamespaceTemplate {
-                name: name.to_string(),
+    if let Some(name) = namespace_template() {
+        return match templates.get(&name) {
+            Some(template) => Ok(template.clone()),
+            None => Err(InjectError::UnknownNamespaceTemplate {
+                name,
                 namespace: namespace.to_string(),
                 available: available(),
-            });
+            }),
+        };
     }
     templates
         .get(DEFAULT_TEMPLATE)
         .cloned()
-        .ok_or_else(|| InjectError::UnknownTemplate {
-            name: DEFAULT_TEMPLATE.to_string(),
-            available: available(),
-        })
+        .ok_or_else(|| unknown(DEFAULT_TEMPLATE))
 }
 
 #[cfg(test)]

@@ -668,38 +668,32 @@ fn the_pod_s_template_annotation_wins_over_its_namespace_s_label() {
         "apiVersion: v1\nkind: ConfigMap\ndata:\n  config: |\n    containers: [{name: a}]\n  canary: |\n    containers: [{name: b}]\n",
     )
     .unwrap();
-    let by_namespace = Some(NamespaceTemplate {
-        namespace: "shop",
-        name: "canary",
-    });
+    let canary = || Some("canary".to_string());
     let plain = json!({});
     assert_eq!(
-        select_template_in(&set, &PodView::read(&plain), by_namespace)
+        select_template_in(&set, &PodView::read(&plain), "shop", canary)
             .unwrap()
             .name,
         "canary"
     );
     assert_eq!(
-        select_template_in(&set, &PodView::read(&plain), None).unwrap().name,
-        "config"
-    );
-    let named = json!({"metadata": {"annotations": {TEMPLATE_ANNOTATION: "config"}}});
-    assert_eq!(
-        select_template_in(&set, &PodView::read(&named), by_namespace)
+        select_template_in(&set, &PodView::read(&plain), "shop", || None)
             .unwrap()
             .name,
         "config"
     );
-    let err = select_template_in(
-        &set,
-        &PodView::read(&plain),
-        Some(NamespaceTemplate {
-            namespace: "shop",
-            name: "gone",
-        }),
-    )
-    .unwrap_err()
-    .to_string();
+    let named = json!({"metadata": {"annotations": {TEMPLATE_ANNOTATION: "config"}}});
+    assert_eq!(
+        select_template_in(&set, &PodView::read(&named), "shop", || -> Option<String> {
+            panic!("the namespace's label is not asked for when the Pod names a template")
+        })
+        .unwrap()
+        .name,
+        "config"
+    );
+    let err = select_template_in(&set, &PodView::read(&plain), "shop", || Some("gone".to_string()))
+        .unwrap_err()
+        .to_string();
     assert!(
         err.contains("`gone`") && err.contains("namespace `shop`") && err.contains("`canary`, `config`"),
         "{err}"
