@@ -102,14 +102,9 @@ pub(super) async fn subjects(client: &kube::Client, target: &Target) -> Result<V
     match target {
         Target::Installation => Ok(Vec::new()),
         Target::Namespace(namespace) => {
-            let pods = Api::<Pod>::namespaced(client.clone(), namespace)
-                .list(&ListParams::default())
-                .await
-                .map_err(|e| CheckError::Api {
-                    action: format!("list the Pods of namespace {namespace}"),
-                    message: api_error(&e),
-                })?;
-            let mut subjects: Vec<Subject> = pods.items.iter().map(pod_subject).collect();
+            let api = Api::<Pod>::namespaced(client.clone(), namespace);
+            let what = format!("the Pods of namespace {namespace}");
+            let mut subjects = list_paged(&api, ListParams::default(), &what, |pod| Some(pod_subject(&pod))).await?;
             subjects.sort_by(|a, b| a.what.cmp(&b.what));
             Ok(subjects)
         }
@@ -168,18 +163,12 @@ pub(super) async fn injected_pods(
     client: &kube::Client,
     namespace: Option<&str>,
 ) -> Result<(Vec<PartialObjectMeta<Pod>>, ReplicaSetOwners), CheckError> {
-    let api: Api<Pod> = match namespace {
+    let api: Api<PartialObjectMeta<Pod>> = match namespace {
         Some(namespace) => Api::namespaced(client.clone(), namespace),
         None => Api::all(client.clone()),
     };
-    let pods = api
-        .list_metadata(&ListParams::default().labels(REVISION_LABEL))
-        .await
-        .map_err(|e| CheckError::Api {
-            action: format!("list the Pods labelled {REVISION_LABEL}"),
-            message: api_error(&e),
-        })?
-        .items;
+    let labelled = ListParams::default().labels(REVISION_LABEL);
+    let pods = list_paged(&api, labelled, &format!("the Pods labelled {REVISION_LABEL}"), Some).await?;
     let owners = replica_set_owners(client, pods.iter().map(|p| &p.metadata)).await;
     Ok((pods, owners))
 }
@@ -213,14 +202,20 @@ pub(super) async fn replica_set_owners<'p>(
 /// Pages of at most this many objects: a cluster-wide list never arrives in one piece.
 const PAGE: u32 = 500;
 
-/// Every object of `api` (metadata only for an `Api<PartialObjectMeta<_>>`), page by page; `keep`
-/// drops what is not needed as each page arrives.
-async fn list_paged<K, T>(api: &Api<K>, what: &str, mut keep: impl FnMut(K) -> Option<T>) -> Result<Vec<T>, CheckError>
+/// Every object of `api` that `params` select (metadata only for an
+/// `Api<PartialObjectMeta<_>>`), page by page; `keep` drops what is not needed as each
+/// page arrives.
+async fn list_paged<K, T>(
+    api: &Api<K>,
+    params: ListParams,
+    what: &str,
+    mut keep: impl FnMut(K) -> Option<T>,
+) -> Result<Vec<T>, CheckError>
 where
     K: Clone + DeserializeOwned + std::fmt::Debug,
 {
     let mut out = Vec::new();
-    let mut params = ListParams::default().limit(PAGE);
+    let mut params = params.limit(PAGE);
     loop {
         let page = api.list(&params).await.map_err(|e| CheckError::Api {
             action: format!("list {what}"),
@@ -246,7 +241,7 @@ pub(super) async fn pod_metadata<T>(
         None => Api::all(client.clone()),
     };
     let what = namespace.map_or_else(|| String::from("the Pods"), |ns| format!("the Pods of namespace {ns}"));
-    list_paged(&api, &what, keep).await
+    list_paged(&api, ListParams::default(), &what, keep).await
 }
 
 /// Namespace metadata (labels, managedFields) of `namespace`, or of every Namespace.
@@ -266,7 +261,7 @@ pub(super) async fn namespace_metadata(
             .map(|ns| ns.metadata)
             .into_iter()
             .collect()),
-        None => list_paged(&api, "the Namespaces", |ns| Some(ns.metadata)).await,
+        None => list_paged(&api, ListParams::default(), "the Namespaces", |ns| Some(ns.metadata)).await,
     }
 }
 
@@ -279,7 +274,8 @@ pub(super) async fn pods_by_uid(
     let mut out = Vec::new();
     for (namespace, uids) in wanted {
         let api: Api<Pod> = Api::namespaced(client.clone(), namespace);
-        let found = list_paged(&api, &format!("the Pods of namespace {namespace}"), |pod: Pod| {
+        let what = format!("the Pods of namespace {namespace}");
+        let found = list_paged(&api, ListParams::default(), &what, |pod: Pod| {
             let uid = pod.metadata.uid.as_deref()?;
             uids.contains(uid).then(|| (pod.metadata.clone(), pod_subject(&pod)))
         })
