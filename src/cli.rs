@@ -84,6 +84,20 @@ pub enum Command {
     #[command(after_help = "Example:\n  \
         kubectl get deploy web -o yaml | envoy-injector uninject -f - | kubectl apply -f -")]
     Uninject(UninjectArgs),
+    /// Print the admission policies the templates compile to (MutatingAdmissionPolicy,
+    /// ValidatingAdmissionPolicy and their bindings).
+    #[command(
+        long_about = "Print the admission policies the templates compile to (MutatingAdmissionPolicy, \
+            ValidatingAdmissionPolicy and their bindings, admissionregistration.k8s.io/v1, Kubernetes \
+            1.36 or later).\n\n\
+            Applied to a cluster, they inject as the webhook does, run by the API server itself: \
+            Pods opted in are injected with no injector replica running. Reads only the file; \
+            a template that cannot be compiled is named on stderr and left to the webhook.",
+        after_help = "Examples:\n  \
+            envoy-injector policies -f manifests/configmap.yaml | kubectl apply --server-side -f -\n  \
+            envoy-injector policies -f my-template.yaml -o json"
+    )]
+    Policies(PoliciesArgs),
 }
 
 #[derive(Debug, Clone, Args)]
@@ -267,6 +281,26 @@ pub struct InjectArgs {
     pub config: Option<PathBuf>,
     #[arg(short = 'o', long = "output", value_enum, default_value_t = OutputFormat::Yaml)]
     pub output: OutputFormat,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct PoliciesArgs {
+    /// Template file: a bare template (compiled as `config`) or a whole ConfigMap manifest.
+    #[arg(short = 'f', long = "filename", value_name = "FILE")]
+    pub file: PathBuf,
+    /// The injector's namespace, which the policies leave alone as the webhook does.
+    #[arg(long, default_value = "envoy-injector")]
+    pub namespace: String,
+    #[arg(short = 'o', long = "output", value_enum, default_value_t = PoliciesFormat::Yaml)]
+    pub output: PoliciesFormat,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum PoliciesFormat {
+    /// Multi-document YAML, one object a document.
+    Yaml,
+    /// A `List` of the objects as JSON.
+    Json,
 }
 
 #[derive(Debug, Clone, Args)]

@@ -17,6 +17,7 @@ pub mod leader;
 pub mod metrics;
 pub mod network;
 pub mod offline;
+pub mod policies;
 pub mod relist;
 pub mod server;
 pub mod shutdown;

@@ -72,6 +72,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Uninject(args) => commands::inject::run_uninject(&args)?,
         Command::Certs(args) => commands::certs::run(&args)?,
         Command::Crd => commands::crd::run().context("cannot write the CRD to stdout")?,
+        Command::Policies(args) => commands::policies::run(&args)?,
         // Unhealthy is an answer, not an error: the report is printed, the exit code says it.
         Command::Check(args) => {
             if !runtime()?.block_on(commands::check::run(args))? {

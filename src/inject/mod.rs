@@ -15,7 +15,7 @@ use crate::template::{DEFAULT_TEMPLATE, Template, TemplateSet};
 
 pub use overrides::OVERRIDE_PREFIX;
 pub use plan::{
-    Added, AppMount, Decision, Extras, InjectionStatus, MountRecord, NativeRule, Plan, plan, revision_label_value,
+    Added, AppMount, Decision, Extras, describe_volume, InjectionStatus, MountRecord, NativeRule, Plan, plan, revision_label_value,
     runs_to_completion,
 };
 pub use pod::PodView;

@@ -180,7 +180,9 @@ fn wants_native(view: &Checked<'_, '_>, template: &Template) -> Result<(bool, Na
     })
 }
 
-fn describe(volume: &Map<String, Value>) -> String {
+/// A volume as a collision message names it: its first source (by key) as JSON, cut
+/// after 120 bytes. The compiled admission policies write the same words.
+pub fn describe_volume(volume: &Map<String, Value>) -> String {
     // A volume's one source key (configMap, emptyDir, ...) is what tells two apart.
     let source = volume
         .iter()
@@ -411,9 +413,9 @@ fn plan_volumes<'t>(view: &Checked<'_, '_>, template: &'t Template) -> Result<Ve
         if !is_subset_map(&wanted, &pod_volume) {
             return Err(InjectError::VolumeCollision {
                 name: volume.name.clone(),
-                pod: describe(&pod_volume),
+                pod: describe_volume(&pod_volume),
                 template: template.name.clone(),
-                wanted: describe(&wanted),
+                wanted: describe_volume(&wanted),
             });
         }
     }

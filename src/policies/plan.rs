@@ -1,0 +1,365 @@
+//! `inject::plan` asked in CEL: whether a template goes into the Pod the API server holds,
+//! and if not, the words the webhook denies it with. Each message is the webhook's own
+//! error type written with holes ([`cel::hole`]) where the Pod's values go, so the text
+//! cannot drift from the webhook's.
+
+use k8s_openapi::api::admissionregistration::v1::Variable;
+use serde_json::{Map, Value};
+
+use super::cel::{self, hole, words};
+use super::facts::{ANNOTATIONS, CONTAINERS, INIT_CONTAINERS, OPTED_IN, VOLUMES};
+use crate::inject::overrides::{Outside, Reason, Refused, target_name};
+use crate::inject::{InjectError, OVERRIDE_PREFIX, describe_volume};
+use crate::template::quantity::QuantityError;
+use crate::template::{Bound, OutOfBounds, Override, Template};
+
+/// Whether the policy injects: the Pod opted in, chose this template, has containers of
+/// its own, none of the template's yet, and nothing the webhook would deny.
+pub const INJECT: &str = "variables.inject";
+/// The webhook's words for this Pod, `""` when it would not deny it.
+pub const DENIAL: &str = "variables.denial";
+
+/// The sources a Volume may name, sorted as the webhook's JSON sorts them: the first one
+/// present is what a collision message describes.
+const VOLUME_SOURCES: &[&str] = &[
+    "awsElasticBlockStore",
+    "azureDisk",
+    "azureFile",
+    "cephfs",
+    "cinder",
+    "configMap",
+    "csi",
+    "downwardAPI",
+    "emptyDir",
+    "ephemeral",
+    "fc",
+    "flexVolume",
+    "flocker",
+    "gcePersistentDisk",
+    "gitRepo",
+    "glusterfs",
+    "hostPath",
+    "image",
+    "iscsi",
+    "nfs",
+    "persistentVolumeClaim",
+    "photonPersistentDisk",
+    "portworxVolume",
+    "projected",
+    "quobyte",
+    "rbd",
+    "scaleIO",
+    "secret",
+    "storageos",
+    "vsphereVolume",
+];
+
+/// The longest volume description the webhook writes before cutting it with `…`.
+const DESCRIPTION_LIMIT: usize = 120;
+
+fn variable(name: &str, expression: String) -> Variable {
+    Variable {
+        name: name.to_string(),
+        expression,
+    }
+}
+
+/// The variables after [`super::facts::template_variables`]: what the template finds in
+/// the Pod, each denial, and the verdict ([`INJECT`], [`DENIAL`]).
+pub fn variables(template: &Template) -> Vec<Variable> {
+    let names: Vec<&str> = template.container_names().collect();
+    let names = cel::strings(names);
+    vec![
+        variable(
+            "podContainerNames",
+            format!("({CONTAINERS} + {INIT_CONTAINERS}).map(c, c.name)"),
+        ),
+        variable(
+            "present",
+            format!("{names}.filter(n, n in variables.podContainerNames)"),
+        ),
+        variable(
+            "missing",
+            format!("{names}.filter(n, !(n in variables.podContainerNames))"),
+        ),
+        variable("overrideDenial", override_denial(template)),
+        variable("portDenials", port_denials(template)),
+        variable("volumeDenials", volume_denials(template)),
+        variable("mountDenials", mount_denials(template)),
+        variable("denial", denial(template)),
+        variable(
+            "inject",
+            format!(
+                "{OPTED_IN} && variables.choice == {} && size({CONTAINERS}) > 0 && size(variables.present) == 0 && {DENIAL} == \"\"",
+                cel::string(&template.name)
+            ),
+        ),
+    ]
+}
+
+/// The first of the webhook's refusals, in its order; none for a Pod without containers
+/// (the API server's own validation refuses it) or with all of the template's already.
+fn denial(template: &Template) -> String {
+    let partial = InjectError::PartiallyInjected {
+        template: template.name.clone(),
+        present: hole(0),
+        missing: hole(1),
+    }
+    .to_string();
+    let backticked = |list: &str| format!("{list}.map(n, \"`\" + n + \"`\").join(\", \")");
+    let partial = words(
+        &partial,
+        &[
+            (&hole(0), &backticked("variables.present")),
+            (&hole(1), &backticked("variables.missing")),
+        ],
+    );
+    format!(
+        "!{OPTED_IN} || variables.choice != {name} || size({CONTAINERS}) == 0 ? \"\" :
+size(variables.present) > 0 ? (size(variables.missing) > 0 ? {partial} : \"\") :
+variables.overrideDenial != \"\" ? variables.overrideDenial :
+size(variables.portDenials) > 0 ? variables.portDenials[0] :
+size(variables.volumeDenials) > 0 ? variables.volumeDenials[0] :
+size(variables.mountDenials) > 0 ? variables.mountDenials[0] : \"\"",
+        name = cel::string(&template.name)
+    )
+}
+
+/// The escaped inside of a JSON (or Rust debug) string of `expr`, for a message that
+/// quotes a value the Pod gave: the quotes are the message's, the escapes are these.
+fn escaped(expr: &str) -> String {
+    format!(
+        r#"{expr}.replace("\\", "\\\\").replace("\"", "\\\"").replace("\n", "\\n").replace("\r", "\\r").replace("\t", "\\t")"#
+    )
+}
+
+/// Every override annotation the template refuses, joined as the webhook joins them, in
+/// the order the API server sends annotations (sorted by key).
+fn override_denial(template: &Template) -> String {
+    let name_hole = hole(0);
+    let value_hole = hole(1);
+    let refused = |reason: Reason| {
+        Refused {
+            name: name_hole.clone(),
+            value: value_hole.clone(),
+            template: template.name.clone(),
+            reason,
+        }
+        .to_string()
+    };
+    let value = format!("{ANNOTATIONS}[k]");
+    let holes = |name: &str| -> [(String, String); 2] {
+        [
+            (name_hole.clone(), cel::string(name)),
+            (value_hole.clone(), escaped(&value)),
+        ]
+    };
+    let fill = |text: &str, holes: &[(String, String)]| {
+        let holes: Vec<(&str, &str)> = holes.iter().map(|(h, e)| (h.as_str(), e.as_str())).collect();
+        words(text, &holes)
+    };
+
+    let declared: Vec<String> = template.overrides.iter().map(|o| o.name.clone()).collect();
+    let undeclared = refused(Reason::Undeclared { declared });
+    let undeclared = fill(
+        &undeclared,
+        &[
+            (
+                name_hole.clone(),
+                format!("k.substring({})", OVERRIDE_PREFIX.chars().count()),
+            ),
+            (value_hole.clone(), escaped(&value)),
+        ],
+    );
+    let mut chain = String::new();
+    for decl in template.overrides.iter() {
+        let key = cel::string(&format!("{OVERRIDE_PREFIX}{}", decl.name));
+        let check = override_check(decl, &value, |why| {
+            let text = refused(Reason::OutOfBounds(Box::new(Outside {
+                why,
+                target: target_name(&decl.target),
+                container: decl.container.clone(),
+            })));
+            fill(&text, &holes(&decl.name))
+        });
+        chain.push_str(&format!("k == {key} ? {check} :\n"));
+    }
+    format!(
+        "{ANNOTATIONS}.filter(k, k.startsWith({prefix})).sort().map(k,\n{chain}{undeclared}).filter(m, m != \"\").join(\"; \")",
+        prefix = cel::string(OVERRIDE_PREFIX)
+    )
+}
+
+/// `""` when `value` is within `decl`'s bound, else its refusal (`message` writes one).
+fn override_check(decl: &Override, value: &str, message: impl Fn(OutOfBounds) -> String) -> String {
+    match &decl.bound {
+        Bound::OneOf(allowed) => format!(
+            "({value} in {} ? \"\" : {})",
+            cel::strings(allowed.iter().map(String::as_str)),
+            message(OutOfBounds::NotOneOf(allowed.clone()))
+        ),
+        Bound::Range { min, max } => {
+            let found = hole(1);
+            let not_a_quantity = |error: QuantityError| message(OutOfBounds::NotAQuantity(error.to_string()));
+            let empty = not_a_quantity(QuantityError::Empty);
+            let syntax = not_a_quantity(QuantityError::Syntax { found: found.clone() });
+            let too_large = not_a_quantity(QuantityError::TooLarge { found });
+            let mut checks = format!(
+                "{value} == \"\" ? {empty} :\n!isQuantity({value}) ? {syntax} :\nquantity({value}).isGreaterThan(quantity(\"1e29\")) || quantity({value}).isLessThan(quantity(\"-1e29\")) ? {too_large} :\n"
+            );
+            if let Some(max) = max {
+                checks.push_str(&format!(
+                    "quantity({value}).isGreaterThan(quantity({})) ? {} :\n",
+                    cel::string(max.as_str()),
+                    message(OutOfBounds::AboveMax(max.clone()))
+                ));
+            }
+            if let Some(min) = min {
+                checks.push_str(&format!(
+                    "quantity({value}).isLessThan(quantity({})) ? {} :\n",
+                    cel::string(min.as_str()),
+                    message(OutOfBounds::BelowMin(min.clone()))
+                ));
+            }
+            format!("({checks}\"\")")
+        }
+    }
+}
+
+/// For each port of the template's sidecars (in its order), the refusal naming the first
+/// Pod container (containers, then init containers) already using it.
+fn port_denials(template: &Template) -> String {
+    let mut checks = Vec::new();
+    for sidecar in &template.spec.containers {
+        for port in sidecar.ports.iter().flatten() {
+            let protocol = port.protocol.as_deref().unwrap_or("TCP");
+            let uses = format!(
+                "has(c.ports) && c.ports.exists(p, p.containerPort == {} && (has(p.protocol) ? p.protocol : \"TCP\") == {})",
+                port.container_port,
+                cel::string(protocol)
+            );
+            let text = InjectError::PortCollision {
+                template: template.name.clone(),
+                sidecar: sidecar.name.clone(),
+                port: port.container_port,
+                protocol: protocol.to_string(),
+                container: hole(0),
+            }
+            .to_string();
+            let all = format!("({CONTAINERS} + {INIT_CONTAINERS})");
+            let message = words(&text, &[(&hole(0), &format!("{all}.filter(c, {uses})[0].name"))]);
+            checks.push(format!("({all}.exists(c, {uses}) ? {message} : \"\")"));
+        }
+    }
+    filtered(checks)
+}
+
+/// `[a, b, ...].filter(m, m != "")`: the refusals that apply, first one first.
+fn filtered(checks: Vec<String>) -> String {
+    if checks.is_empty() {
+        return String::from("[\"\"].filter(m, m != \"\")");
+    }
+    format!("[{}].filter(m, m != \"\")", checks.join(",\n"))
+}
+
+/// For each template volume (in its order) that the Pod has by name with other content,
+/// the refusal describing both.
+fn volume_denials(template: &Template) -> String {
+    let mut checks = Vec::new();
+    for (volume, json) in template.spec.volumes.iter().zip(&template.prepared.volumes) {
+        let wanted: Map<String, Value> = serde_json::from_str(json.get()).unwrap_or_default();
+        let name = cel::string(&volume.name);
+        let text = InjectError::VolumeCollision {
+            name: volume.name.clone(),
+            pod: hole(0),
+            template: template.name.clone(),
+            wanted: describe_volume(&wanted),
+        }
+        .to_string();
+        // `[x].map(p, ...)[0]` names the Pod's volume once for every use.
+        let message = words(&text, &[(&hole(0), &describe("p"))]);
+        let same = subset_map("p", &wanted);
+        checks.push(format!(
+            "({VOLUMES}.exists(v, v.name == {name}) ? [{VOLUMES}.filter(v, v.name == {name})[0]].map(p, {same} ? \"\" : {message})[0] : \"\")"
+        ));
+    }
+    filtered(checks)
+}
+
+/// The webhook's description of the Pod volume `volume`: its first source as compact JSON with
+/// sorted keys, cut at [`DESCRIPTION_LIMIT`] characters.
+fn describe(volume: &str) -> String {
+    let mut chain = String::new();
+    for source in VOLUME_SOURCES {
+        let value = cel::field(volume, source);
+        // `%s` writes sorted keys and `", "` between members and list entries; inside a
+        // string a quote is escaped, so `, "` there is never the separator.
+        chain.push_str(&format!(
+            "{} ? {} + \"%s\".format([{value}]).replace(\", \\\"\", \",\\\"\").replace(\"}}, {{\", \"}},{{\") :\n",
+            cel::has(volume, source),
+            cel::string(&format!("{source}: "))
+        ));
+    }
+    let limit = DESCRIPTION_LIMIT;
+    format!("[{chain}\"no source\"].map(d, d.size() > {limit} ? d.substring(0, {limit}) + \"…\" : d)[0]")
+}
+
+/// CEL: every member of `wanted` is in the object `base` with the same value (arrays of
+/// the same length, entry by entry), as `inject::pod::is_subset_map` compares them.
+fn subset_map(base: &str, wanted: &Map<String, Value>) -> String {
+    let members: Vec<String> = wanted
+        .iter()
+        .map(|(key, value)| format!("{} && {}", cel::has(base, key), subset(&cel::field(base, key), value)))
+        .collect();
+    if members.is_empty() {
+        return String::from("true");
+    }
+    format!("({})", members.join(" && "))
+}
+
+fn subset(expr: &str, wanted: &Value) -> String {
+    match wanted {
+        Value::Object(map) => subset_map(expr, map),
+        Value::Array(items) => {
+            let mut checks = vec![format!("size({expr}) == {}", items.len())];
+            checks.extend(
+                items
+                    .iter()
+                    .enumerate()
+                    .map(|(i, item)| subset(&format!("{expr}[{i}]"), item)),
+            );
+            format!("({})", checks.join(" && "))
+        }
+        scalar => format!("{expr} == {}", cel::value(scalar)),
+    }
+}
+
+/// For each app container (in the Pod's order) and each template mount (in its order),
+/// the refusal where the container mounts another volume at the template's path.
+fn mount_denials(template: &Template) -> String {
+    if template.spec.volume_mounts.is_empty() {
+        return filtered(Vec::new());
+    }
+    let mut checks = Vec::new();
+    for mount in &template.spec.volume_mounts {
+        let path = cel::string(&mount.mount_path);
+        let at_path = format!("c.volumeMounts.filter(vm, vm.mountPath == {path})[0].name");
+        let text = InjectError::MountCollision {
+            container: hole(0),
+            existing: hole(1),
+            path: mount.mount_path.clone(),
+            template: template.name.clone(),
+            volume: mount.name.clone(),
+        }
+        .to_string();
+        let message = words(&text, &[(&hole(0), "c.name"), (&hole(1), &at_path)]);
+        checks.push(format!(
+            "(has(c.volumeMounts) && c.volumeMounts.exists(vm, vm.mountPath == {path}) && {at_path} != {} ? {message} : \"\")",
+            cel::string(&mount.name)
+        ));
+    }
+    format!(
+        "{CONTAINERS}.map(c, [{}].filter(m, m != \"\")).flatten()",
+        checks.join(",\n")
+    )
+}
