@@ -161,6 +161,9 @@ impl Admission {
         let namespace = request.namespace.as_deref().unwrap_or_default();
         let annotations = pod.annotations_for_policy();
         let mut warnings = inject::policy::unreadable_flags(annotations);
+        if let Some(answer) = self.join_after_policy(pod, annotations, namespace) {
+            return answer;
+        }
         if let Err(skip) = inject::policy::decide(annotations, self.cluster.namespace_opt_in(namespace)) {
             debug!(reason = %skip, "not injecting");
             return Answer::allow(warnings);
@@ -216,6 +219,42 @@ impl Admission {
             warnings,
             outcome: Outcome::Injected,
         }
+    }
+}
+
+impl Admission {
+    /// A Pod that a compiled admission policy injected (it carries the status annotation)
+    /// and that names a Network it has not joined: the policy cannot see Networks, so the
+    /// webhook adds the join alone. `None`: not such a Pod, nothing to do here.
+    fn join_after_policy(
+        &self,
+        pod: &PodView<'_>,
+        annotations: Option<&dyn inject::policy::Annotations>,
+        namespace: &str,
+    ) -> Option<Answer> {
+        annotations?.flag(inject::STATUS_ANNOTATION)?;
+        let name = join::network_name(annotations)?;
+        if inject::join::joined(pod, name) {
+            return None;
+        }
+        let extras = match join::extras(name, namespace, self.cluster.network(namespace, name), annotations) {
+            Ok(Some(extras)) => extras,
+            Ok(None) => return None,
+            Err(err) => return Some(Answer::deny(err.to_string())),
+        };
+        Some(match inject::join::render(pod, &extras) {
+            Ok(ops) => {
+                debug!(network = name, "joining a Network after the injection");
+                Answer {
+                    allowed: true,
+                    message: None,
+                    patch: Some(review::patch_base64(&ops)),
+                    warnings: Vec::new(),
+                    outcome: Outcome::Injected,
+                }
+            }
+            Err(err) => Answer::deny(err.to_string()),
+        })
     }
 }
 

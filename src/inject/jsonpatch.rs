@@ -12,7 +12,7 @@ use std::borrow::Cow;
 use std::collections::BTreeMap;
 
 use json_patch::jsonptr::{PointerBuf, Token};
-use json_patch::{AddOperation, Patch, PatchOperation};
+use json_patch::{AddOperation, Patch, PatchOperation, RemoveOperation};
 use serde::Serialize;
 use serde::ser::{SerializeMap, SerializeSeq, Serializer};
 use serde_json::value::RawValue;
@@ -28,7 +28,7 @@ fn all<T>(items: &[T]) -> Vec<&T> {
 
 /// The JSON Pointer text of `tokens`, each escaped as RFC 6901 says (`~0`, `~1`), built in
 /// one allocation: admission writes a few per request.
-fn pointer(tokens: &[&str]) -> String {
+pub(super) fn pointer(tokens: &[&str]) -> String {
     let mut path = String::with_capacity(tokens.iter().map(|t| t.len() + 1).sum::<usize>() + 4);
     for token in tokens {
         path.push('/');
@@ -77,20 +77,23 @@ impl OpValue<'_> {
     }
 }
 
-/// One `add` operation.
+/// One operation: an `add`, or (`value` none) a `remove`, which only the join of an
+/// already injected Pod writes (a var of the same name leaving its place).
 #[derive(Debug, Clone)]
 pub struct Op<'p> {
     /// A JSON Pointer, already escaped.
     pub path: String,
-    pub value: OpValue<'p>,
+    pub value: Option<OpValue<'p>>,
 }
 
 impl Serialize for Op<'_> {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         let mut map = serializer.serialize_map(Some(3))?;
-        map.serialize_entry("op", "add")?;
+        map.serialize_entry("op", if self.value.is_some() { "add" } else { "remove" })?;
         map.serialize_entry("path", &self.path)?;
-        map.serialize_entry("value", &self.value)?;
+        if let Some(value) = &self.value {
+            map.serialize_entry("value", value)?;
+        }
         map.end()
     }
 }
@@ -113,17 +116,27 @@ impl<'p> Ops<'p> {
             .into_iter()
             .map(|op| {
                 let path = PointerBuf::parse(op.path).map_err(|e| InjectError::Encode(e.to_string()))?;
-                Ok(PatchOperation::Add(AddOperation {
-                    path,
-                    value: op.value.into_value()?,
-                }))
+                Ok(match op.value {
+                    Some(value) => PatchOperation::Add(AddOperation {
+                        path,
+                        value: value.into_value()?,
+                    }),
+                    None => PatchOperation::Remove(RemoveOperation { path }),
+                })
             })
             .collect::<Result<_, InjectError>>()?;
         Ok(Patch(ops))
     }
 
-    fn add(&mut self, path: String, value: OpValue<'p>) {
-        self.0.push(Op { path, value });
+    pub(super) fn add(&mut self, path: String, value: OpValue<'p>) {
+        self.0.push(Op {
+            path,
+            value: Some(value),
+        });
+    }
+
+    pub(super) fn remove(&mut self, path: String) {
+        self.0.push(Op { path, value: None });
     }
 
     /// Appends entries to a list, creating it when the Pod has none.

@@ -1,6 +1,7 @@
 //! The injection engine: pure functions from (Pod JSON, template) to a patch. No I/O,
 //! no clock, no cluster: everything it needs comes in as plain data.
 
+pub mod join;
 pub mod jsonpatch;
 pub mod overrides;
 mod plan;
@@ -15,8 +16,8 @@ use crate::template::{DEFAULT_TEMPLATE, Template, TemplateSet};
 
 pub use overrides::OVERRIDE_PREFIX;
 pub use plan::{
-    Added, AppMount, Decision, Extras, describe_volume, InjectionStatus, MountRecord, NativeRule, Plan, plan, revision_label_value,
-    runs_to_completion,
+    Added, AppMount, Decision, Extras, InjectionStatus, MountRecord, NativeRule, Plan, describe_volume, plan,
+    revision_label_value, runs_to_completion,
 };
 pub use pod::PodView;
 pub use policy::{NamespaceOptIn, OptIn, Skip};

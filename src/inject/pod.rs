@@ -372,6 +372,18 @@ pub enum Whole<'a> {
 }
 
 impl Whole<'_> {
+    /// The whole Pod, parsed: for the rare path that reads what the view skips.
+    pub fn pod(&self) -> Option<Value> {
+        match self {
+            Whole::Unknown => None,
+            Whole::Value(pod) => Some((*pod).clone()),
+            Whole::Text { json, pointer } => {
+                let mut text: Value = serde_json::from_slice(json).ok()?;
+                text.pointer_mut(pointer).map(Value::take)
+            }
+        }
+    }
+
     /// Volume `index` of the Pod, read whole.
     fn volume(&self, index: usize) -> Option<Map<String, Value>> {
         let at = |pod: &Value| pod.pointer(&format!("/spec/volumes/{index}"))?.as_object().cloned();

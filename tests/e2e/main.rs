@@ -15,6 +15,7 @@
 //! | `check` | `envoy-injector check` on scenarios built in the cluster (every decision rule, injected Pods, a stale Deployment, a foreign `caBundle`, an expired certificate, a Service without endpoints) against `tests/golden/check/` |
 //! | `missing` | opted-in Pods created while no webhook configuration exists (and before their namespace's label): counted by `envoy_injector_pods_uninjected` of a running `serve`, listed by `check --missing` (JSON, text, exit 1) with the reason and the fix; the printed fixes run: the gauge drops to 0, exit 0; `--watch-uninjected=false`: no series |
 //! | `overrides` | `serve` here in cluster mode: a namespace's template label picks the template; a Deployment's `override.memory-limit` lands on each Pod and in the status; `override.cpu-request: "8"` denied with annotation, value, bound and template; a label naming no template denies |
+//! | `policies` | the compiled admission policies store the Pod the webhook stores and deny with its words: a corpus of Pod shapes, the captured fixtures and workloads' Pods, each created through both paths, compared |
 //! | `controller` | 300 Networks created in one burst: every verdict right, at most 3 reconciles each; a restart writes nothing |
 //! | `deployed` | `manifests/` applied, the binary run as its ServiceAccount behind the Service: RBAC sufficient (and what one missing rule breaks), self-managed TLS Secret and `caBundle`, the `matchConditions` |
 //! | `replicas` | two processes on one ClusterIP (`--reuse-port`): one Lease holder reconciles; SIGKILL of it: takeover within the bound, every opted-in Pod injected |
@@ -65,7 +66,7 @@ macro_rules! tiers {
 }
 
 tiers![
-    local, validate, check, missing, overrides, controller, deployed, replicas, upgrade, workloads, outage
+    local, validate, check, missing, overrides, policies, controller, deployed, replicas, upgrade, workloads, outage
 ];
 
 #[test]

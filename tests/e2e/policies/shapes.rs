@@ -1,0 +1,327 @@
+//! The corpus: Pod shapes created once through the policies and once through the webhook.
+//! Each names the namespace kind it goes to, and whether it is created as a dry run.
+
+use serde_json::{Value, json};
+
+pub const INJECT: &str = "sidecar.samplecrd.k8s.io/inject";
+pub const LEGACY: &str = "initializer.kubernetes.io/envoy";
+pub const TEMPLATE: &str = "sidecar.samplecrd.k8s.io/template";
+pub const NATIVE: &str = "sidecar.samplecrd.k8s.io/native-sidecar";
+pub const NETWORK: &str = "sidecar.samplecrd.k8s.io/network";
+pub const MULTUS: &str = "k8s.v1.cni.cncf.io/networks";
+const OVERRIDE: &str = "sidecar.samplecrd.k8s.io/override.";
+
+/// Which namespace pair a shape goes to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Place {
+    /// No labels: annotations opt in.
+    Plain,
+    /// `sidecar.samplecrd.k8s.io/inject=enabled` and template label `canary`.
+    Labelled,
+    /// Opt-in label and a template label naming no template.
+    MissingTemplate,
+}
+
+pub struct Shape {
+    pub name: &'static str,
+    pub place: Place,
+    pub dry_run: bool,
+    /// The Pod, without namespace.
+    pub pod: Value,
+}
+
+const IMAGE: &str = "registry.k8s.io/pause:3.10";
+
+fn app(name: &str) -> Value {
+    json!({"name": name, "image": IMAGE})
+}
+
+fn with_annotations(name: &str, annotations: &[(&str, &str)], spec: Value) -> Value {
+    let annotations: serde_json::Map<String, Value> =
+        annotations.iter().map(|(k, v)| (k.to_string(), json!(v))).collect();
+    let mut metadata = json!({"name": name});
+    if !annotations.is_empty() {
+        metadata["annotations"] = Value::Object(annotations);
+    }
+    json!({"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": spec})
+}
+
+fn containers(list: Value) -> Value {
+    json!({"containers": list})
+}
+
+fn shape(name: &'static str, annotations: &[(&str, &str)], spec: Value) -> Shape {
+    Shape {
+        name,
+        place: Place::Plain,
+        dry_run: false,
+        pod: with_annotations(name, annotations, spec),
+    }
+}
+
+fn opted(name: &'static str, more: &[(&str, &str)], spec: Value) -> Shape {
+    let mut annotations = vec![(INJECT, "true")];
+    annotations.extend_from_slice(more);
+    shape(name, &annotations, spec)
+}
+
+fn override_key(name: &str) -> String {
+    format!("{OVERRIDE}{name}")
+}
+
+/// Every shape of the corpus.
+pub fn corpus() -> Vec<Shape> {
+    let one = || containers(json!([app("app")]));
+    let ov = |n: &str| override_key(n);
+    let (cpu, mem, cpu_limit, storage, log, pod_ip, mode, init_mode, tag) = (
+        ov("cpu-request"),
+        ov("memory-limit"),
+        ov("cpu-limit"),
+        ov("init-storage"),
+        ov("log-level"),
+        ov("pod-ip"),
+        ov("mode"),
+        ov("init-mode"),
+        ov("tag"),
+    );
+    let mut all = vec![
+        // Who is injected.
+        opted("annotated", &[], one()),
+        shape("legacy", &[(LEGACY, "true")], one()),
+        shape("trimmed-true", &[(INJECT, " TRUE ")], one()),
+        shape("annotation-opted-out", &[(INJECT, "false")], one()),
+        shape("legacy-out-wins", &[(INJECT, "true"), (LEGACY, "False")], one()),
+        shape("not-opted-in", &[], one()),
+        shape("unreadable-flag", &[(INJECT, "yes")], one()),
+        // Which template.
+        opted("native-template", &[(TEMPLATE, "native")], one()),
+        opted("canary-template", &[(TEMPLATE, "canary")], one()),
+        opted("trimmed-template", &[(TEMPLATE, " native ")], one()),
+        opted("blank-template", &[(TEMPLATE, "  ")], one()),
+        opted("unknown-template", &[(TEMPLATE, "nope")], one()),
+        // Native sidecars.
+        opted("native-annotation", &[(NATIVE, "true")], one()),
+        opted("regular-annotation", &[(TEMPLATE, "native"), (NATIVE, "False")], one()),
+        opted(
+            "restart-never",
+            &[],
+            json!({"restartPolicy": "Never", "containers": [app("app")]}),
+        ),
+        opted(
+            "restart-on-failure",
+            &[],
+            json!({"restartPolicy": "OnFailure", "containers": [app("app")]}),
+        ),
+        opted(
+            "regular-template-job",
+            &[(TEMPLATE, "regular")],
+            json!({"restartPolicy": "Never", "containers": [app("app")]}),
+        ),
+        // Volumes and mounts.
+        opted(
+            "own-volumes-and-mounts",
+            &[],
+            json!({"containers": [{"name": "app", "image": IMAGE, "volumeMounts": [{"name": "cache", "mountPath": "/cache"}]}],
+                   "volumes": [{"name": "cache", "emptyDir": {}}]}),
+        ),
+        opted(
+            "same-volume-already",
+            &[],
+            json!({"containers": [app("app")], "volumes": [{"name": "envoy-data", "emptyDir": {}}]}),
+        ),
+        opted(
+            "same-volume-mounted-already",
+            &[],
+            json!({"containers": [{"name": "app", "image": IMAGE, "volumeMounts": [{"name": "envoy-data", "mountPath": "/var/run/envoy"}]}],
+                   "volumes": [{"name": "envoy-data", "emptyDir": {}}]}),
+        ),
+        opted(
+            "volume-collision-hostpath",
+            &[],
+            json!({"containers": [app("app")], "volumes": [{"name": "envoy-data", "hostPath": {"path": "/tmp/a, b", "type": "Directory"}}]}),
+        ),
+        opted(
+            "volume-collision-configmap",
+            &[],
+            json!({"containers": [app("app")], "volumes": [{"name": "envoy-conf", "configMap": {"name": "other", "items": [{"key": "a", "path": "b"}, {"key": "c", "path": "d"}]}}]}),
+        ),
+        opted(
+            "volume-collision-secret",
+            &[(TEMPLATE, "regular")],
+            json!({"containers": [app("app")], "volumes": [{"name": "creds", "secret": {"secretName": "other"}}]}),
+        ),
+        opted(
+            "mount-collision",
+            &[],
+            json!({"containers": [app("first"), {"name": "app", "image": IMAGE, "volumeMounts": [{"name": "cache", "mountPath": "/var/run/envoy"}]}],
+                   "volumes": [{"name": "cache", "emptyDir": {}}]}),
+        ),
+        opted(
+            "two-apps-and-an-init",
+            &[],
+            json!({"initContainers": [app("migrate")], "containers": [app("web"), app("worker")]}),
+        ),
+        opted(
+            "two-apps-native-template",
+            &[(TEMPLATE, "native")],
+            json!({"initContainers": [app("migrate")], "containers": [app("web"), {"name": "worker", "image": IMAGE, "volumeMounts": [{"name": "w", "mountPath": "/w"}]}],
+                   "volumes": [{"name": "w", "emptyDir": {}}]}),
+        ),
+        // Ports.
+        opted(
+            "port-collision",
+            &[],
+            json!({"containers": [{"name": "app", "image": IMAGE, "ports": [{"containerPort": 8080}, {"containerPort": 15000}]}]}),
+        ),
+        opted(
+            "port-other-protocol",
+            &[],
+            json!({"containers": [{"name": "app", "image": IMAGE, "ports": [{"containerPort": 15000, "protocol": "UDP"}]}]}),
+        ),
+        opted(
+            "port-collision-udp",
+            &[],
+            json!({"containers": [{"name": "app", "image": IMAGE, "ports": [{"containerPort": 15053, "protocol": "UDP"}]}]}),
+        ),
+        opted(
+            "port-collision-in-init",
+            &[],
+            json!({"initContainers": [{"name": "init", "image": IMAGE, "ports": [{"containerPort": 15090}]}], "containers": [app("app")]}),
+        ),
+        // Already there.
+        opted(
+            "all-containers-present",
+            &[],
+            json!({"initContainers": [app("envoy-init")], "containers": [app("app"), app("envoy")]}),
+        ),
+        opted(
+            "half-present",
+            &[],
+            json!({"containers": [app("app"), app("envoy")]}),
+        ),
+        opted(
+            "pull-secrets-present",
+            &[],
+            json!({"containers": [app("app")], "imagePullSecrets": [{"name": "mine"}, {"name": "registry-a"}]}),
+        ),
+        opted(
+            "own-init-containers",
+            &[],
+            json!({"initContainers": [app("one"), app("two")], "containers": [app("app")]}),
+        ),
+        // Metadata.
+        Shape {
+            name: "no-labels-slashed-keys",
+            place: Place::Plain,
+            dry_run: false,
+            pod: json!({"apiVersion": "v1", "kind": "Pod",
+                "metadata": {"name": "no-labels-slashed-keys", "annotations": {INJECT: "true", "example.com/a.b": "1", "x.io/y_z": "2"}},
+                "spec": one()}),
+        },
+        Shape {
+            name: "labelled-pod",
+            place: Place::Plain,
+            dry_run: false,
+            pod: json!({"apiVersion": "v1", "kind": "Pod",
+                "metadata": {"name": "labelled-pod", "labels": {"app": "web", "tier": "front"}, "annotations": {INJECT: "true"}},
+                "spec": one()}),
+        },
+        Shape {
+            name: "generate-name",
+            place: Place::Plain,
+            dry_run: false,
+            pod: json!({"apiVersion": "v1", "kind": "Pod",
+                "metadata": {"generateName": "generated-", "annotations": {INJECT: "true"}},
+                "spec": one()}),
+        },
+        Shape {
+            name: "dry-run",
+            place: Place::Plain,
+            dry_run: true,
+            pod: with_annotations("dry-run", &[(INJECT, "true"), (&cpu, "1")], one()),
+        },
+        // Overrides.
+        opted("cpu-request", &[(&cpu, "500m")], one()),
+        opted("cpu-request-decimal", &[(&cpu, "0.5")], one()),
+        opted("cpu-request-above-max", &[(&cpu, "3")], one()),
+        opted("memory-below-min", &[(&mem, "32Mi")], one()),
+        opted("memory-not-a-quantity", &[(&mem, "lots \"of\" memory")], one()),
+        opted("memory-empty", &[(&mem, "")], one()),
+        opted("memory-too-large", &[(&mem, "1e30")], one()),
+        opted("cpu-limit-added", &[(&cpu_limit, "2")], one()),
+        opted("cpu-limit-below-min", &[(&cpu_limit, "50m")], one()),
+        opted("init-storage", &[(&storage, "512Mi")], one()),
+        opted("log-level", &[(&log, "debug")], one()),
+        opted("log-level-not-allowed", &[(&log, "trace")], one()),
+        opted("pod-ip-replaces-value-from", &[(&pod_ip, "127.0.0.1")], one()),
+        opted("mode-added", &[(&mode, "slow \"and\" safe")], one()),
+        opted("init-mode-added", &[(&init_mode, "once")], one()),
+        opted("image-tag", &[(&tag, "v1.32.0")], one()),
+        opted("image-tag-not-allowed", &[(&tag, "latest")], one()),
+        opted("undeclared-override", &[(&ov("bogus"), "1")], one()),
+        opted(
+            "two-refusals",
+            &[(&ov("bogus"), "1"), (&cpu, "9"), (&log, "info")],
+            one(),
+        ),
+        opted(
+            "every-override",
+            &[
+                (&cpu, "1500m"),
+                (&mem, "512Mi"),
+                (&cpu_limit, "3"),
+                (&storage, "100Mi"),
+                (&log, "warn"),
+                (&pod_ip, "127.0.0.1"),
+                (&mode, "fast"),
+                (&init_mode, "once"),
+                (&tag, "v1.32.0"),
+            ],
+            one(),
+        ),
+        opted(
+            "override-on-template-without",
+            &[(TEMPLATE, "canary"), (&cpu, "1")],
+            one(),
+        ),
+        opted(
+            "overrides-native",
+            &[(NATIVE, "true"), (&cpu, "1"), (&log, "debug")],
+            one(),
+        ),
+        // Networks.
+        opted("network", &[(NETWORK, "blue")], one()),
+        opted(
+            "network-with-overrides",
+            &[(NETWORK, "blue"), (&log, "debug"), (&mode, "fast")],
+            one(),
+        ),
+        opted(
+            "network-multus-kept",
+            &[(NETWORK, "blue"), (MULTUS, "other")],
+            one(),
+        ),
+        opted("network-missing", &[(NETWORK, "nowhere")], one()),
+        // Namespace-wide opt-in and template.
+        in_place(Place::Labelled, shape("by-label", &[], one())),
+        in_place(Place::Labelled, opted("label-annotation-wins", &[(TEMPLATE, "native")], one())),
+        in_place(Place::Labelled, shape("label-opted-out", &[(INJECT, "false")], one())),
+        in_place(Place::Labelled, shape("label-override", &[(&cpu, "1")], one())),
+        in_place(Place::MissingTemplate, shape("label-names-no-template", &[], one())),
+        in_place(
+            Place::MissingTemplate,
+            opted("missing-label-annotation-wins", &[(TEMPLATE, "config")], one()),
+        ),
+    ];
+    for shape in &mut all {
+        if shape.pod["metadata"]["labels"].is_null() && shape.name != "no-labels-slashed-keys" {
+            shape.pod["metadata"]["labels"] = json!({"corpus": shape.name});
+        }
+    }
+    all
+}
+
+fn in_place(place: Place, mut shape: Shape) -> Shape {
+    shape.place = place;
+    shape
+}
