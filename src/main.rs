@@ -31,7 +31,7 @@ fn init_logging(format: LogFormat, filter: &str) -> anyhow::Result<()> {
 /// to 32 MiB). After one 8 MiB request body, later bodies then come from the heap arenas
 /// and stay there: 64 concurrent 8 MiB bodies left 731 MB resident after the load.
 /// Fixing the threshold keeps large bodies mmapped, so their memory goes back to the
-/// system when they are done (measured, with mimalloc for comparison: README, Benchmarks).
+/// system when they are done (measured, with mimalloc for comparison: docs/benchmarks.md).
 #[cfg(all(target_os = "linux", target_env = "gnu"))]
 fn fix_malloc_mmap_threshold() {
     const MMAP_THRESHOLD: libc::c_int = 256 * 1024;

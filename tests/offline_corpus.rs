@@ -470,7 +470,7 @@ impl Random {
     }
 }
 
-/// The README's way out of a port clash: a template whose sidecar uses another port.
+/// The way out of a port clash docs/commands.md gives: a template whose sidecar uses another port.
 #[test]
 fn a_port_clash_is_solved_by_a_template_on_another_port() {
     let dir = tempfile::tempdir().unwrap();
