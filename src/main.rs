@@ -8,7 +8,6 @@ use std::io::IsTerminal;
 use std::process::ExitCode;
 
 use anyhow::Context;
-use clap::Parser;
 use cli::{Cli, Command, LogFormat};
 use tracing_subscriber::EnvFilter;
 
@@ -47,7 +46,7 @@ fn fix_malloc_mmap_threshold() {}
 /// Each error's message already carries its causes, so print it once, on one line.
 fn main() -> ExitCode {
     fix_malloc_mmap_threshold();
-    let cli = Cli::parse();
+    let cli = cli::parse();
     match run(cli) {
         Ok(code) => code,
         Err(err) => {

@@ -5,4 +5,5 @@ pub mod check;
 pub mod crd;
 mod flags;
 pub mod inject;
+mod kubeconfig;
 pub mod serve;
