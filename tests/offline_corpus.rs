@@ -320,7 +320,10 @@ fn ci_is_any_value_but_empty_false_or_zero() {
 #[test]
 fn kubectl_create_dry_run_server_accepts_the_output() {
     if std::env::var_os("KUBECONFIG").is_none() {
-        eprintln!("SKIPPED kubectl_create_dry_run_server_accepts_the_output: KUBECONFIG is not set (no cluster)");
+        kubectl::skipped(
+            "kubectl_create_dry_run_server_accepts_the_output",
+            "KUBECONFIG is not set (no cluster)",
+        );
         return;
     }
     assert!(have_kubectl(), "KUBECONFIG is set but kubectl is not installed");
