@@ -177,5 +177,5 @@ bench-scale: ## Controller at scale on KUBECONFIG's cluster: BENCH_NETWORKS (100
 	$(CARGO) build --release --locked --bin envoy-injector --example bench_scale
 	target/release/examples/bench_scale
 
-clean:
+clean: ## cargo clean: remove target/ (every build, the image archive, criterion results)
 	$(CARGO) clean

@@ -57,6 +57,17 @@ fn run(url: &str, ca: &str, review_path: &str) -> Result<(), String> {
     let answer: Value = serde_json::from_str(&answer).map_err(|e| format!("answer is not JSON ({e}): {answer}"))?;
     let response = &answer["response"];
     println!("uid {} allowed={}", response["uid"], response["allowed"]);
+    // What kubectl shows the user: the warnings, and the reason of a denial.
+    let warnings = response["warnings"].as_array().map(Vec::as_slice).unwrap_or_default();
+    if warnings.is_empty() {
+        println!("warnings: none");
+    }
+    for warning in warnings {
+        println!("warning: {}", warning.as_str().unwrap_or_default());
+    }
+    if let Some(message) = response["status"]["message"].as_str() {
+        println!("denied: {message}");
+    }
     let Some(patch_b64) = response["patch"].as_str() else {
         println!("no patch: the Pod is admitted unchanged");
         return Ok(());

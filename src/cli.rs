@@ -4,7 +4,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use clap::{Args, Parser, Subcommand, ValueEnum};
+use clap::{Args, CommandFactory, Parser, Subcommand, ValueEnum};
 
 #[derive(Debug, Parser)]
 #[command(
@@ -70,13 +70,16 @@ pub enum Command {
     /// Explain why Pods would (not) be injected and check the installation (read-only).
     #[command(
         long_about = "Explain why Pods would (not) be injected and check the installation (read-only).\n\n\
-            Uses the current kubeconfig and only reads. Exit code 1 when a check fails, a Pod \
-            would be denied or --missing finds Pods; stale sidecars and a Pod that would \
+            Uses the current kubeconfig and only reads. With -f and no kubeconfig (or \
+            --offline) it needs no cluster: each Pod of the file is explained from the file and \
+            the template (--config, else the embedded default). Exit code 1 when a check fails, \
+            a Pod would be denied or --missing finds Pods; stale sidecars and a Pod that would \
             simply not be injected are not failures.",
         after_help = "Examples:\n  \
             envoy-injector check                      # the installation's health\n  \
             envoy-injector check my-pod -n shop       # why this Pod is (not) injected\n  \
             envoy-injector check -f deployment.yaml   # the Pods a manifest would make\n  \
+            envoy-injector check -f deployment.yaml --config cm.yaml --offline   # no cluster\n  \
             envoy-injector check --stale --missing    # Pods to restart, cluster-wide"
     )]
     Check(CheckArgs),
@@ -363,6 +366,13 @@ pub struct CheckArgs {
     /// Explain the Pods and Pod templates of a manifest file (`-` for stdin) instead.
     #[arg(short = 'f', long = "filename", value_name = "FILE")]
     pub file: Option<PathBuf>,
+    /// Template file (a bare template or a ConfigMap manifest) to explain the Pods of -f
+    /// against, instead of the live ConfigMap (or, offline, the embedded default).
+    #[arg(long, value_name = "FILE", requires = "file")]
+    pub config: Option<PathBuf>,
+    /// With -f: consult no cluster even when a kubeconfig is found.
+    #[arg(long, requires = "file", conflicts_with_all = ["stale", "missing"])]
+    pub offline: bool,
     /// Also list injected Pods running an older template revision, by workload, with the
     /// `kubectl rollout restart` that replaces them (within --namespace, else everywhere).
     #[arg(long)]
@@ -393,6 +403,39 @@ pub struct CheckArgs {
     pub lease_name: String,
 }
 
+/// Parses the command line as [`Cli::parse`] does, and says how to pass a file to a
+/// command that reads one with `-f` when it was given bare (`inject app.yaml`).
+pub fn parse() -> Cli {
+    Cli::try_parse().unwrap_or_else(|err| with_filename_hint(err, std::env::args_os().skip(1)).exit())
+}
+
+fn with_filename_hint(mut err: clap::Error, args: impl Iterator<Item = std::ffi::OsString>) -> clap::Error {
+    use clap::error::{ContextKind, ContextValue, ErrorKind};
+    let Some(ContextValue::String(stray)) = err.get(ContextKind::InvalidArg) else {
+        return err;
+    };
+    if err.kind() != ErrorKind::UnknownArgument || stray.starts_with('-') {
+        return err;
+    }
+    let cli = Cli::command();
+    let args: Vec<_> = args.collect();
+    let command = args
+        .iter()
+        .find_map(|arg| cli.get_subcommands().find(|sub| arg.to_str() == Some(sub.get_name())));
+    let reads_a_file = command.is_some_and(|sub| sub.get_arguments().any(|a| a.get_short() == Some('f')));
+    if !reads_a_file {
+        return err;
+    }
+    let hint = format!("to read the file '{stray}', use '-f {stray}'");
+    let mut suggestions = match err.get(ContextKind::Suggested) {
+        Some(ContextValue::StyledStrs(existing)) => existing.clone(),
+        _ => Vec::new(),
+    };
+    suggestions.insert(0, hint.into());
+    err.insert(ContextKind::Suggested, ContextValue::StyledStrs(suggestions));
+    err
+}
+
 /// Parses a duration flag: Go syntax (`250ms`, `10s`, `2m`, `1m30s`), or a bare number of
 /// seconds.
 pub fn parse_duration(text: &str) -> Result<Duration, String> {
@@ -411,6 +454,37 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
 mod tests {
     use super::*;
     use clap::CommandFactory;
+
+    /// `inject app.yaml` (no `-f`) says to use `-f`; an unknown flag gets no such hint.
+    #[test]
+    fn a_bare_file_is_answered_with_the_flag_that_reads_it() {
+        let hint = |argv: &[&str]| {
+            let err = Cli::try_parse_from(argv).unwrap_err();
+            let args = argv[1..].iter().map(std::ffi::OsString::from);
+            with_filename_hint(err, args).render().to_string()
+        };
+        for argv in [
+            &["envoy-injector", "inject", "app.yaml"][..],
+            &[
+                "envoy-injector",
+                "--log-level",
+                "warn",
+                "uninject",
+                "-o",
+                "json",
+                "app.yaml",
+            ],
+            &["envoy-injector", "check", "my-pod", "app.yaml"],
+        ] {
+            let shown = hint(argv);
+            assert!(shown.contains("use '-f app.yaml'"), "{argv:?}: {shown}");
+        }
+        assert!(!hint(&["envoy-injector", "inject", "--nope"]).contains("use '-f"));
+        assert!(
+            !hint(&["envoy-injector", "crd", "x.yaml"]).contains("use '-f"),
+            "crd reads no file"
+        );
+    }
 
     #[test]
     fn cli_definition_is_consistent() {

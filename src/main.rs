@@ -8,7 +8,6 @@ use std::io::IsTerminal;
 use std::process::ExitCode;
 
 use anyhow::Context;
-use clap::Parser;
 use cli::{Cli, Command, LogFormat};
 use tracing_subscriber::EnvFilter;
 
@@ -31,7 +30,7 @@ fn init_logging(format: LogFormat, filter: &str) -> anyhow::Result<()> {
 /// to 32 MiB). After one 8 MiB request body, later bodies then come from the heap arenas
 /// and stay there: 64 concurrent 8 MiB bodies left 731 MB resident after the load.
 /// Fixing the threshold keeps large bodies mmapped, so their memory goes back to the
-/// system when they are done (measured, with mimalloc for comparison: README, Benchmarks).
+/// system when they are done (measured, with mimalloc for comparison: docs/benchmarks.md).
 #[cfg(all(target_os = "linux", target_env = "gnu"))]
 fn fix_malloc_mmap_threshold() {
     const MMAP_THRESHOLD: libc::c_int = 256 * 1024;
@@ -47,7 +46,7 @@ fn fix_malloc_mmap_threshold() {}
 /// Each error's message already carries its causes, so print it once, on one line.
 fn main() -> ExitCode {
     fix_malloc_mmap_threshold();
-    let cli = Cli::parse();
+    let cli = cli::parse();
     match run(cli) {
         Ok(code) => code,
         Err(err) => {

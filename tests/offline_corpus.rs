@@ -320,7 +320,10 @@ fn ci_is_any_value_but_empty_false_or_zero() {
 #[test]
 fn kubectl_create_dry_run_server_accepts_the_output() {
     if std::env::var_os("KUBECONFIG").is_none() {
-        eprintln!("SKIPPED kubectl_create_dry_run_server_accepts_the_output: KUBECONFIG is not set (no cluster)");
+        kubectl::skipped(
+            "kubectl_create_dry_run_server_accepts_the_output",
+            "KUBECONFIG is not set (no cluster)",
+        );
         return;
     }
     assert!(have_kubectl(), "KUBECONFIG is set but kubectl is not installed");
@@ -470,7 +473,7 @@ impl Random {
     }
 }
 
-/// The README's way out of a port clash: a template whose sidecar uses another port.
+/// The way out of a port clash docs/commands.md gives: a template whose sidecar uses another port.
 #[test]
 fn a_port_clash_is_solved_by_a_template_on_another_port() {
     let dir = tempfile::tempdir().unwrap();

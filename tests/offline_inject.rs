@@ -355,7 +355,8 @@ fn config_flag_takes_a_configmap_manifest_and_the_seed_one_is_refused() {
     let out = run(&["inject", "-f", "-", "--config", seed.to_str().unwrap()], Some(pod));
     assert!(!out.status.success());
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(stderr.contains("unknown field `resources` at line 12"), "{stderr}");
+    // The file's line: `resources` is line 12 of the `config: |` block on line 9.
+    assert!(stderr.contains("unknown field `resources` at line 21"), "{stderr}");
 
     let dir = tempfile::tempdir().unwrap();
     let cm = dir.path().join("cm.yaml");

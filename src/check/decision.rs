@@ -80,13 +80,34 @@ impl Subject {
     }
 }
 
+/// What is known of the deployed MutatingWebhookConfiguration.
+#[derive(Debug, Clone, Copy)]
+pub enum Webhooks<'a> {
+    /// It exists, with these webhooks.
+    Deployed(&'a [MutatingWebhook]),
+    /// It does not exist: the API server sends no Pod to the injector.
+    Absent,
+    /// Not known: `check -f` without a cluster. A Pod that opted in is taken to reach the
+    /// injector, as the shipped configuration sends it; Networks are not known either.
+    Offline,
+}
+
+impl<'a> Webhooks<'a> {
+    /// The deployed webhooks, none when absent or not known.
+    pub fn deployed(self) -> &'a [MutatingWebhook] {
+        match self {
+            Webhooks::Deployed(hooks) => hooks,
+            Webhooks::Absent | Webhooks::Offline => &[],
+        }
+    }
+}
+
 /// What the cluster has besides Namespaces and Networks.
 #[derive(Debug, Clone, Copy)]
 pub struct Installed<'a> {
     /// The MutatingWebhookConfiguration's name, for messages.
     pub webhook_config: &'a str,
-    /// Its webhooks; `None` when it does not exist.
-    pub webhooks: Option<&'a [MutatingWebhook]>,
+    pub webhooks: Webhooks<'a>,
     /// The templates of the live ConfigMap, or why there are none.
     pub templates: Result<&'a TemplateSet, &'a str>,
 }
@@ -221,7 +242,7 @@ pub fn explain_all(subjects: &[Subject], installed: &Installed<'_>, cluster: &Sn
 fn compile(installed: &Installed<'_>) -> Vec<cel::Compiled> {
     installed
         .webhooks
-        .unwrap_or_default()
+        .deployed()
         .iter()
         .map(|hook| cel::Compiled::new(hook.match_conditions.as_deref().unwrap_or_default()))
         .collect()
@@ -243,7 +264,7 @@ fn explain_compiled(
     }
     let webhooks: Vec<WebhookMatch> = installed
         .webhooks
-        .unwrap_or_default()
+        .deployed()
         .iter()
         .zip(conditions)
         .map(|(hook, conditions)| match_webhook(hook, conditions, subject, cluster))
@@ -310,7 +331,8 @@ fn engine(
     report: impl Fn(Verdict, Rule, String) -> PodReport,
 ) -> PodReport {
     let (rule, opted) = opt_in_reason(opt_in, &subject.namespace);
-    let Some(_) = installed.webhooks else {
+    let offline = matches!(installed.webhooks, Webhooks::Offline);
+    if let Webhooks::Absent = installed.webhooks {
         return report(
             Verdict::Skip,
             Rule::WebhookAbsent,
@@ -319,8 +341,8 @@ fn engine(
                 installed.webhook_config
             ),
         );
-    };
-    if !webhooks.iter().any(|w| w.call == Call::Called) {
+    }
+    if !offline && !webhooks.iter().any(|w| w.call == Call::Called) {
         if let Some(failing) = webhooks.iter().find(|w| w.call == Call::Error) {
             let (verdict, policy) = if failing.fail_closed {
                 (Verdict::Deny, "its failurePolicy Fail refuses the Pod")
@@ -349,8 +371,15 @@ fn engine(
     }
     let pod = &subject.pod;
     let namespace = subject.namespace.as_str();
+    let mut offline_network = None;
     let extras = match subject.network() {
         None => Extras::default(),
+        Some(name) if offline => {
+            offline_network = Some(format!(
+                "joins Network `{name}`: whether it exists in namespace {namespace} and is Ready is not known offline (the injector denies the Pod if not)"
+            ));
+            Extras::default()
+        }
         Some(name) => match join::extras(name, namespace, cluster.network(namespace, name), pod_annotations(pod)) {
             Ok(extras) => extras.unwrap_or_default(),
             Err(err) => return report(Verdict::Deny, Rule::Network, err.to_string()),
@@ -408,6 +437,7 @@ fn engine(
         }
     };
     out.overrides = overrides;
+    out.warnings.extend(offline_network);
     out
 }
 

@@ -14,7 +14,7 @@ use serde::de::DeserializeOwned;
 use super::decision::{Snapshot, Subject};
 use super::health::{Facts, Fetched, ServiceFacts};
 use super::workload::{ReplicaSetOwners, controller};
-use super::{CheckError, CheckSettings, Target, document_subject};
+use super::{CheckError, CheckSettings, Target, document_subjects};
 use crate::inject::REVISION_LABEL;
 use crate::network::crd::Network;
 
@@ -122,11 +122,7 @@ pub(super) async fn subjects(client: &kube::Client, target: &Target) -> Result<V
                 })?;
             Ok(vec![pod_subject(&pod)])
         }
-        Target::Documents { namespace, documents } => Ok(documents
-            .iter()
-            .enumerate()
-            .filter_map(|(i, document)| document_subject(i + 1, document, namespace))
-            .collect()),
+        Target::Documents { namespace, documents } => Ok(document_subjects(documents, namespace)),
     }
 }
 

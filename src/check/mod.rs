@@ -7,10 +7,12 @@
 //! carry no sidecar, by workload, with why they were missed ([`missing`]). It makes only
 //! GET and LIST requests.
 //!
-//! What it reads is always the cluster's: the deployed MutatingWebhookConfiguration (its
+//! What it reads is the cluster's: the deployed MutatingWebhookConfiguration (its
 //! selectors and CEL `matchConditions`, evaluated by [`cel`]), Namespace labels, Networks
-//! and the live ConfigMap. A manifest (`-f`) is explained against that cluster too: what
-//! the shipped `manifests/` would do is what the cluster does once they are applied.
+//! and the live ConfigMap (or templates given instead). A manifest (`-f`) is explained
+//! against that cluster too: what the shipped `manifests/` would do is what the cluster
+//! does once they are applied. Without a cluster, [`explain_offline`] explains a manifest
+//! from its documents and a template alone, and says what it cannot know.
 //!
 //! | module | does |
 //! |---|---|
@@ -39,12 +41,13 @@ use serde::Serialize;
 use serde_json::Value;
 use time::OffsetDateTime;
 
-use decision::{Installed, PodReport, Subject};
+use decision::{Installed, PodReport, Snapshot, Subject, Webhooks};
 use health::{Check, Status};
 use missing::{Escaped, Evidence, MissingGroup};
 use stale::StaleGroup;
 
 use crate::inject::OptIn;
+use crate::template::TemplateSet;
 use crate::uninjected::{self, Namespaces as _};
 
 /// What to explain besides the installation's health.
@@ -76,6 +79,9 @@ pub struct CheckSettings {
     pub validating_webhook_config: Option<String>,
     pub tls_secret: Option<String>,
     pub lease_name: Option<String>,
+    /// Templates to explain the Pods against instead of the live ConfigMap's
+    /// (`--config FILE`); the `templates` check still reads the live ones.
+    pub templates: Option<TemplateSet>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -100,6 +106,9 @@ pub struct Report {
     /// `--missing`: opted-in Pods without the sidecar, by workload.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub missing: Option<Vec<MissingGroup>>,
+    /// Set when no cluster was consulted: what the report could not know, said once.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub offline: Option<String>,
 }
 
 impl Report {
@@ -113,8 +122,65 @@ impl Report {
             pods,
             stale,
             missing: None,
+            offline: None,
         }
     }
+}
+
+/// What `check -f` cannot know without a cluster, said once in its report.
+pub const OFFLINE_UNKNOWN: &str = "no cluster consulted, so these are not known: the namespaces' labels \
+     (namespace-wide opt-in, the namespace's template), but for the Namespaces the file declares, the deployed \
+     webhook configuration (taken to send every Pod that opted in, as the shipped one does), Networks \
+     (whether one a Pod joins exists and is Ready) and the installation's health";
+
+/// `check -f` without a cluster: each Pod and Pod template of `documents` explained from
+/// the documents and `templates` alone. Namespaces declared among the documents give their
+/// labels; nothing else of a cluster is assumed. `healthy` follows the Pod decisions.
+pub fn explain_offline(documents: &[Value], namespace: &str, templates: &TemplateSet, templates_from: &str) -> Report {
+    let subjects = document_subjects(documents, namespace);
+    let mut snapshot = Snapshot::default();
+    declare_namespaces(&mut snapshot, documents);
+    let installed = Installed {
+        webhook_config: "",
+        webhooks: Webhooks::Offline,
+        templates: Ok(templates),
+    };
+    let pods = decision::explain_all(&subjects, &installed, &snapshot);
+    let mut report = Report::new(String::new(), Vec::new(), pods, None);
+    report.offline = Some(format!(
+        "explained from the file and {templates_from}; {OFFLINE_UNKNOWN}"
+    ));
+    report
+}
+
+/// The labels of the Namespaces a manifest declares, over what `snapshot` has of them:
+/// applying the manifest sets them.
+fn declare_namespaces(snapshot: &mut Snapshot, documents: &[Value]) {
+    for document in documents {
+        if document.get("kind").and_then(Value::as_str) != Some("Namespace") {
+            continue;
+        }
+        let Some(name) = document.pointer("/metadata/name").and_then(Value::as_str) else {
+            continue;
+        };
+        let declared = document.pointer("/metadata/labels").and_then(Value::as_object);
+        let mut labels = snapshot.namespace_labels(name);
+        for (key, value) in declared.into_iter().flatten() {
+            if let Some(value) = value.as_str() {
+                labels.insert(key.clone(), value.to_string());
+            }
+        }
+        snapshot.namespaces.insert(name.to_string(), labels);
+    }
+}
+
+/// The Pods and Pod templates among a manifest's documents, numbered from 1.
+fn document_subjects(documents: &[Value], namespace: &str) -> Vec<Subject> {
+    documents
+        .iter()
+        .enumerate()
+        .filter_map(|(i, document)| document_subject(i + 1, document, namespace))
+        .collect()
 }
 
 /// Runs every read and check. Read errors on the installation are failed checks; an error
@@ -125,16 +191,27 @@ pub async fn run(client: kube::Client, settings: &CheckSettings, now: OffsetDate
     let templates = health::live_templates(&facts.namespace, &facts.configmap);
     let mut checks = health::evaluate_with(&facts, &templates, now);
 
-    let subjects = fetch::subjects(&client, &settings.target).await?;
-    let snapshot = fetch::snapshot(&client, &subjects).await;
+    // With --stale or --missing a namespace only bounds those lists: its Pods are not
+    // each explained, so the report shows only the Pods the lists are about.
+    let subjects = match &settings.target {
+        Target::Namespace(_) if settings.stale || settings.missing => Vec::new(),
+        target => fetch::subjects(&client, target).await?,
+    };
+    let mut snapshot = fetch::snapshot(&client, &subjects).await;
+    if let Target::Documents { documents, .. } = &settings.target {
+        declare_namespaces(&mut snapshot, documents);
+    }
     let webhooks = match &facts.mutating {
         Some((_, Ok(Some(config)))) => Some(config.webhooks.clone().unwrap_or_default()),
         _ => None,
     };
     let installed = Installed {
         webhook_config: settings.webhook_config.as_deref().unwrap_or_default(),
-        webhooks: webhooks.as_deref(),
-        templates: templates.as_ref().map_err(String::as_str),
+        webhooks: webhooks.as_deref().map_or(Webhooks::Absent, Webhooks::Deployed),
+        templates: match &settings.templates {
+            Some(given) => Ok(given),
+            None => templates.as_ref().map_err(String::as_str),
+        },
     };
     let pods = decision::explain_all(&subjects, &installed, &snapshot);
 

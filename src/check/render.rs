@@ -66,9 +66,22 @@ fn pod(out: &mut String, report: &PodReport) {
 /// The whole report as text.
 pub fn text(report: &Report) -> String {
     let mut out = String::new();
-    let _ = writeln!(out, "Installation (namespace {})", report.namespace);
-    for check in &report.checks {
-        let _ = writeln!(out, "  {} {}: {}", status(check.status), check.check, check.message);
+    match &report.offline {
+        Some(unknown) => {
+            let _ = writeln!(out, "Offline: {unknown}.");
+        }
+        None => {
+            let _ = writeln!(out, "Installation (namespace {})", report.namespace);
+            for check in &report.checks {
+                let _ = writeln!(out, "  {} {}: {}", status(check.status), check.check, check.message);
+            }
+        }
+    }
+    if report.offline.is_some() && report.pods.is_empty() {
+        let _ = writeln!(
+            out,
+            "\nPods\n  none: the file holds no Pod and no workload with a Pod template"
+        );
     }
     if !report.pods.is_empty() {
         let _ = writeln!(out, "\nPods");
@@ -106,10 +119,14 @@ pub fn text(report: &Report) -> String {
     let failed = report.checks.iter().filter(|c| c.status == Status::Fail).count();
     let warned = report.checks.iter().filter(|c| c.status == Status::Warn).count();
     let denied = report.pods.iter().filter(|p| p.is_problem()).count();
-    let _ = writeln!(
-        out,
-        "\nResult: {} ({failed} check(s) failed, {warned} warning(s), {denied} Pod(s) would be denied)",
-        if report.healthy { "healthy" } else { "UNHEALTHY" }
-    );
+    let result = if report.healthy { "healthy" } else { "UNHEALTHY" };
+    let _ = if report.offline.is_some() {
+        writeln!(out, "\nResult: {result} ({denied} Pod(s) would be denied)")
+    } else {
+        writeln!(
+            out,
+            "\nResult: {result} ({failed} check(s) failed, {warned} warning(s), {denied} Pod(s) would be denied)"
+        )
+    };
     out
 }

@@ -1,21 +1,29 @@
 //! `envoy-injector check`: maps the flags onto [`CheckSettings`], runs the checks against
 //! the current kubeconfig's cluster and prints the report. Returns whether it is healthy.
+//! `-f FILE` without a kubeconfig (or with `--offline`) consults no cluster: the file is
+//! explained from itself and the template.
 
 use std::io::{Read, Write};
 
 use super::flags::{self, non_empty};
+use super::kubeconfig::{self, KubeconfigError};
 use crate::cli::{CheckArgs, CheckOutput};
-use envoy_injector::check::{self, CheckError, CheckSettings, Target};
+use envoy_injector::check::{self, CheckError, CheckSettings, Report, Target};
 use envoy_injector::offline::read::{self, ReadError};
+use envoy_injector::template::{ConfigError, TemplateSet};
 
 #[derive(Debug, thiserror::Error)]
 pub enum CheckCommandError {
-    #[error("cannot reach the cluster (KUBECONFIG or in-cluster config): {0}")]
+    #[error(transparent)]
+    NoKubeconfig(#[from] KubeconfigError),
+    #[error("cannot use the kubeconfig: {0}")]
     Client(#[from] kube::Error),
     #[error("cannot read manifests from {path}: {source}")]
     Read { path: String, source: std::io::Error },
-    #[error("expected YAML or JSON manifests that kubectl can read, found: {0}")]
-    Manifest(#[from] ReadError),
+    #[error("{path}: expected YAML or JSON manifests that kubectl can read, found: {source}")]
+    Manifest { path: String, source: ReadError },
+    #[error(transparent)]
+    Config(#[from] ConfigError),
     #[error(transparent)]
     Check(#[from] CheckError),
     #[error("cannot write the report: {0}")]
@@ -26,26 +34,32 @@ fn read_documents(path: &std::path::Path) -> Result<Vec<serde_json::Value>, Chec
     let shown = path.display().to_string();
     let mut text = String::new();
     let read = flags::open(path).and_then(|mut input| input.read_to_string(&mut text));
-    read.map_err(|source| CheckCommandError::Read { path: shown, source })?;
-    Ok(read::objects(&text)?)
+    read.map_err(|source| CheckCommandError::Read {
+        path: shown.clone(),
+        source,
+    })?;
+    read::objects(&text).map_err(|source| CheckCommandError::Manifest { path: shown, source })
 }
 
-/// The settings `args` ask for; `default_namespace` is the kubeconfig context's.
-pub fn settings(args: &CheckArgs, default_namespace: &str) -> Result<CheckSettings, CheckCommandError> {
+/// The settings `args` ask for; `default_namespace` is the kubeconfig context's, and
+/// `documents` those of `-f`, already read.
+pub fn settings(
+    args: &CheckArgs,
+    default_namespace: &str,
+    documents: Option<Vec<serde_json::Value>>,
+    templates: Option<TemplateSet>,
+) -> CheckSettings {
     let namespace = args.namespace.clone().unwrap_or_else(|| default_namespace.to_string());
-    let target = match (&args.pod, &args.file, &args.namespace) {
+    let target = match (&args.pod, documents, &args.namespace) {
         (Some(pod), _, _) => Target::Pod {
             namespace,
             name: pod.clone(),
         },
-        (None, Some(file), _) => Target::Documents {
-            namespace,
-            documents: read_documents(file)?,
-        },
+        (None, Some(documents), _) => Target::Documents { namespace, documents },
         (None, None, Some(namespace)) => Target::Namespace(namespace.clone()),
         (None, None, None) => Target::Installation,
     };
-    Ok(CheckSettings {
+    CheckSettings {
         target,
         stale: args.stale,
         missing: args.missing,
@@ -54,20 +68,60 @@ pub fn settings(args: &CheckArgs, default_namespace: &str) -> Result<CheckSettin
         validating_webhook_config: non_empty(&args.validating_webhook_config),
         tls_secret: non_empty(&args.tls_secret),
         lease_name: non_empty(&args.lease_name),
-    })
+        templates,
+    }
 }
 
+/// The namespace of documents that name none when no cluster says which: `-n`, else
+/// `default`, as kubectl without a context.
+const OFFLINE_NAMESPACE: &str = "default";
+
 pub async fn run(args: CheckArgs) -> Result<bool, CheckCommandError> {
-    let client = kube::Client::try_default().await?;
-    let settings = settings(&args, client.default_namespace())?;
-    let report = check::run(client, &settings, time::OffsetDateTime::now_utc()).await?;
-    let text = match args.output {
-        CheckOutput::Text => check::render::text(&report),
+    // The user's files first: a missing one is reported as that, whatever the cluster.
+    let documents = args.file.as_deref().map(read_documents).transpose()?;
+    let templates = args.config.as_deref().map(TemplateSet::from_file).transpose()?;
+    let needs_cluster = args.file.is_none() || args.stale || args.missing;
+    let cluster = if args.offline {
+        None
+    } else if needs_cluster {
+        Some(kubeconfig::find()?)
+    } else {
+        kubeconfig::find().ok()
+    };
+    let report = match (cluster, documents) {
+        (None, Some(documents)) => {
+            let (templates, from) = match templates {
+                Some(given) => (given, format!("template file {}", given_path(&args))),
+                None => (TemplateSet::embedded(), String::from("the embedded default template")),
+            };
+            let namespace = args.namespace.as_deref().unwrap_or(OFFLINE_NAMESPACE);
+            check::explain_offline(&documents, namespace, &templates, &from)
+        }
+        (_, documents) => {
+            let client = kube::Client::try_default().await?;
+            let settings = settings(&args, client.default_namespace(), documents, templates);
+            check::run(client, &settings, time::OffsetDateTime::now_utc()).await?
+        }
+    };
+    print(&report, args.output)?;
+    Ok(report.healthy)
+}
+
+fn given_path(args: &CheckArgs) -> String {
+    args.config
+        .as_deref()
+        .map(|p| p.display().to_string())
+        .unwrap_or_default()
+}
+
+fn print(report: &Report, output: CheckOutput) -> Result<(), CheckCommandError> {
+    let text = match output {
+        CheckOutput::Text => check::render::text(report),
         // Plain data of strings, numbers and bools: serialising cannot fail.
-        CheckOutput::Json => serde_json::to_string_pretty(&report).unwrap_or_default() + "\n",
+        CheckOutput::Json => serde_json::to_string_pretty(report).unwrap_or_default() + "\n",
     };
     let mut stdout = std::io::stdout().lock();
     stdout.write_all(text.as_bytes())?;
     stdout.flush()?;
-    Ok(report.healthy)
+    Ok(())
 }

@@ -5,5 +5,6 @@ pub mod check;
 pub mod crd;
 mod flags;
 pub mod inject;
+mod kubeconfig;
 pub mod policies;
 pub mod serve;

@@ -27,6 +27,8 @@ pub enum ServeError {
     TlsBootstrap(#[from] BootstrapError),
     #[error("--config is for --standalone; in cluster mode templates come from ConfigMap {namespace}/envoy-injector")]
     ConfigInClusterMode { namespace: String },
+    #[error("{0}; cluster mode needs one (or run `serve --standalone`)")]
+    NoKubeconfig(#[from] super::kubeconfig::KubeconfigError),
     #[error("cannot reach the cluster (KUBECONFIG or in-cluster config): {0}")]
     Client(#[from] kube::Error),
     #[error("cannot load the injection templates: {0}")]
@@ -62,6 +64,7 @@ async fn run_cluster(args: ServeArgs) -> Result<(), ServeError> {
         qps: args.api_qps,
         burst: args.api_burst,
     };
+    super::kubeconfig::find()?;
     let client = envoy_injector::client::connect(limits, &metrics).await?;
     // Without files, the certificate lives in a Secret this process manages; the
     // bootstrap keeps it current until shutdown.

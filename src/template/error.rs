@@ -1,6 +1,8 @@
 use std::fmt;
 use std::path::PathBuf;
 
+use super::yaml_locate::ConfigMapLines;
+
 /// A field serde did not recognise, with where it was found.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct UnknownField {
@@ -72,6 +74,42 @@ pub enum TemplateError {
         volume: String,
         defined: String,
     },
+}
+
+impl TemplateError {
+    /// The ConfigMap key (template name) the error is about.
+    pub fn template(&self) -> &str {
+        match self {
+            TemplateError::Syntax { template, .. }
+            | TemplateError::UnknownFields { template, .. }
+            | TemplateError::Empty { template }
+            | TemplateError::MissingName { template, .. }
+            | TemplateError::Duplicate { template, .. }
+            | TemplateError::Override { template, .. }
+            | TemplateError::UndefinedVolume { template, .. } => template,
+        }
+    }
+
+    /// The same error with its lines counted in the ConfigMap file the template came from
+    /// (`inject --config cm.yaml`) instead of from the template's first line. A line
+    /// the file does not map one for one (a quoted or folded value) stays the template's.
+    pub fn in_file(mut self, file: &ConfigMapLines) -> TemplateError {
+        let key = self.template().to_string();
+        let map = |line: &mut Option<usize>| {
+            if let Some(in_file) = line.and_then(|l| file.file_line(&key, l)) {
+                *line = Some(in_file);
+            }
+        };
+        match &mut self {
+            TemplateError::Syntax { line, .. } | TemplateError::Override { line, .. } => map(line),
+            TemplateError::UnknownFields { fields, .. } => fields.iter_mut().for_each(|f| map(&mut f.line)),
+            TemplateError::Empty { .. }
+            | TemplateError::MissingName { .. }
+            | TemplateError::Duplicate { .. }
+            | TemplateError::UndefinedVolume { .. } => {}
+        }
+        self
+    }
 }
 
 /// What is wrong with a whole configuration source (file or ConfigMap).

@@ -23,7 +23,8 @@ pub use prepared::Prepared;
 /// The ConfigMap key of the template used when a Pod names none.
 pub const DEFAULT_TEMPLATE: &str = "config";
 
-/// The seed's Envoy sidecar, with its fields put where Kubernetes expects them.
+/// The default template compiled into the binary (`serve --standalone`, `inject` and
+/// `check -f` without `--config`).
 pub const EMBEDDED_DEFAULT: &str = include_str!("default-template.yaml");
 
 /// Every template of one configuration, by name. Immutable: a reload builds a new set and
@@ -103,7 +104,17 @@ impl TemplateSet {
             }
             Some("ConfigMap") => {
                 let data = configmap_data(source_name, text, &value)?;
-                TemplateSet::from_data(source_name, &data)
+                // The user has this file open: its lines, not each template's own.
+                TemplateSet::from_data(source_name, &data).map_err(|err| match err {
+                    ConfigError::Templates { source_name, errors } => {
+                        let lines = yaml_locate::ConfigMapLines::build(text);
+                        ConfigError::Templates {
+                            source_name,
+                            errors: errors.into_iter().map(|e| e.in_file(&lines)).collect(),
+                        }
+                    }
+                    other => other,
+                })
             }
             Some(other) => Err(ConfigError::WrongKind {
                 source_name: source_name.to_string(),

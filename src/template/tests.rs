@@ -47,13 +47,55 @@ fn seed_configmap_is_refused_naming_misplaced_fields_and_lines() {
     // Top-level volumeMounts is a valid field, but mounts a volume the template lacks.
     assert!(!err.contains("unknown field `volumeMounts`"), "{err}");
 
+    // From the file, the line is the file's: `config: |` is its line 9.
     let from_file = TemplateSet::from_text("seed-configmap.yaml", seed)
         .unwrap_err()
         .to_string();
     assert!(
-        from_file.contains("unknown field `resources` at line 12"),
+        from_file.contains("unknown field `resources` at line 21"),
         "{from_file}"
     );
+}
+
+/// `inject --config cm.yaml` with a typo: the error names the line the user sees in the
+/// file, for every error that has a line; the cluster's path (`from_data`) keeps the line
+/// within the key.
+#[test]
+fn a_configmap_file_error_names_the_line_of_the_file() {
+    let manifest = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: envoy-injector\n  namespace: envoy-injector\ndata:\n  config: |\n    containers:\n    - name: envoy\n      image: envoyproxy/envoy:v1.31.2\n      imagePullPolicyy: IfNotPresent\n  broken: |\n    containers: [\n  typed: |\n    containers:\n    - name: x\n      image: y\n      ports:\n      - containerPort: eighty\n";
+    let err = TemplateSet::from_text("cm.yaml", manifest).unwrap_err().to_string();
+    assert!(
+        err.contains("template `config`: unknown field `containers[0].imagePullPolicyy` at line 11"),
+        "{err}"
+    );
+    assert!(err.contains("template `typed`"), "{err}");
+    assert!(err.contains("at line 19"), "a type error names the file's line: {err}");
+    assert!(err.contains("template `broken`"), "{err}");
+    let broken = err.split("; ").find(|e| e.contains("`broken`")).unwrap();
+    assert!(
+        ["at line 13", "at line 14"].iter().any(|l| broken.contains(l)),
+        "a syntax error names the file's line: {broken}"
+    );
+
+    let data = BTreeMap::from([(
+        "config".to_string(),
+        "containers:\n- name: envoy\n  image: e\n  imagePullPolicyy: IfNotPresent\n".to_string(),
+    )]);
+    let in_cluster = TemplateSet::from_data("envoy-injector/envoy-injector", &data)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        in_cluster.contains("template `config`: unknown field `containers[0].imagePullPolicyy` at line 4"),
+        "{in_cluster}"
+    );
+}
+
+/// An override's error line is mapped too.
+#[test]
+fn an_override_error_in_a_configmap_file_names_the_line_of_the_file() {
+    let manifest = "kind: ConfigMap\napiVersion: v1\ndata:\n  config: |\n    containers:\n    - name: envoy\n      image: e:1\n      resources:\n        requests: {cpu: 100m}\n    overrides:\n      cpu-request: {container: envoy, field: resources.requests.cpu, max: 50m}\n";
+    let err = TemplateSet::from_text("cm.yaml", manifest).unwrap_err().to_string();
+    assert!(err.contains("field `overrides.cpu-request` at line 11"), "{err}");
 }
 
 #[test]

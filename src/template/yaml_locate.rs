@@ -5,7 +5,7 @@
 
 use std::collections::HashMap;
 
-use granit_parser::{Event, Parser};
+use granit_parser::{Event, Parser, ScalarStyle};
 
 /// One step of a path into a YAML document.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -40,10 +40,12 @@ enum Frame {
     Sequence { next_index: usize },
 }
 
-/// Line (1-based) of every mapping key in the first document of `text`, by path.
+/// Line (1-based) of every mapping key in the first document of `text`, by path, and for
+/// every literal block scalar (`key: |`) value the line before its first line.
 #[derive(Default)]
 pub struct LineIndex {
     lines: HashMap<Vec<Segment>, usize>,
+    literal_blocks: HashMap<Vec<Segment>, usize>,
 }
 
 impl LineIndex {
@@ -59,11 +61,48 @@ impl LineIndex {
             }
             collector.on_event(event, span.start.line());
         }
-        LineIndex { lines: collector.lines }
+        LineIndex {
+            lines: collector.lines,
+            literal_blocks: collector.literal_blocks,
+        }
     }
 
     pub fn line_of(&self, path: &[Segment]) -> Option<usize> {
         self.lines.get(path).copied()
+    }
+}
+
+/// Where the templates of a ConfigMap manifest sit in its file, so that an error found in a
+/// template (whose lines count from the template's own first line) can name the file's
+/// line. A key holding a literal block (`config: |`, the form kubectl and editors write)
+/// keeps the template's lines one for one: its line N is the file's line `before + N`,
+/// `before` being the line of the `|` indicator.
+/// Other forms (quoted, folded) join or escape lines and have no such mapping.
+#[derive(Debug, Default, Clone)]
+pub struct ConfigMapLines {
+    /// Per `data` key: the line before its block's first line.
+    before: HashMap<String, usize>,
+}
+
+impl ConfigMapLines {
+    /// Reads the first document of a ConfigMap manifest's text.
+    pub fn build(manifest: &str) -> ConfigMapLines {
+        let index = LineIndex::build(manifest);
+        let before = index
+            .literal_blocks
+            .into_iter()
+            .filter_map(|(path, line)| match path.as_slice() {
+                [Segment::Key(data), Segment::Key(key)] if data == "data" => Some((key.clone(), line)),
+                _ => None,
+            })
+            .collect();
+        ConfigMapLines { before }
+    }
+
+    /// The file's line of line `template_line` (1-based) of the template under `key`, when
+    /// the key holds a literal block.
+    pub fn file_line(&self, key: &str, template_line: usize) -> Option<usize> {
+        self.before.get(key).map(|before| before + template_line)
     }
 }
 
@@ -72,6 +111,7 @@ struct Collector {
     stack: Vec<Frame>,
     path: Vec<Segment>,
     lines: HashMap<Vec<Segment>, usize>,
+    literal_blocks: HashMap<Vec<Segment>, usize>,
 }
 
 impl Collector {
@@ -106,7 +146,7 @@ impl Collector {
     /// One parser event that starts on `line` (1-based).
     fn on_event(&mut self, event: Event<'_>, line: usize) {
         match event {
-            Event::Scalar(value, ..) => {
+            Event::Scalar(value, style, ..) => {
                 if self.is_key_position() {
                     let value = value.into_owned();
                     let mut key_path = self.path.clone();
@@ -118,6 +158,13 @@ impl Collector {
                     }
                 } else {
                     self.enter_value();
+                    if style == ScalarStyle::Literal {
+                        // The event starts on the block's first line that is not blank;
+                        // the value keeps the blank ones before it as newlines.
+                        let blank = value.bytes().take_while(|&b| b == b'\n').count();
+                        let before_first = line.saturating_sub(blank + 1);
+                        self.literal_blocks.entry(self.path.clone()).or_insert(before_first);
+                    }
                     self.leave_value();
                 }
             }
@@ -175,6 +222,20 @@ mod tests {
         );
         assert_eq!(index.line_of(&[key("volumes")]), Some(7));
         assert_eq!(index.line_of(&[key("nope")]), None);
+    }
+
+    #[test]
+    fn a_literal_block_keeps_its_lines_one_for_one() {
+        let manifest = "apiVersion: v1\nkind: ConfigMap\ndata:\n  config: |\n    containers:\n    - name: a\n  \"quoted\": \"x: 1\\ny: 2\"\n  other: |-  # a comment\n\n    volumes: []\n";
+        let lines = ConfigMapLines::build(manifest);
+        // `config: |` is line 4; the template's line 2 (`- name: a`) is the file's line 6.
+        assert_eq!(lines.file_line("config", 2), Some(6));
+        assert_eq!(lines.file_line("config", 1), Some(5));
+        // A blank first line is kept too: `volumes` is the template's line 2.
+        assert_eq!(lines.file_line("other", 2), Some(10));
+        // A quoted string has no line-for-line mapping; an absent key none at all.
+        assert_eq!(lines.file_line("quoted", 1), None);
+        assert_eq!(lines.file_line("nope", 1), None);
     }
 
     #[test]

@@ -39,9 +39,16 @@ pub fn present_or_skip(what: &str) -> bool {
         return true;
     }
     refuse_to_skip_in_ci(what);
-    // Straight to stderr, past the test harness's capture: a skip is seen without --nocapture.
-    let _ = writeln!(std::io::stderr().lock(), "SKIPPED {what}: kubectl is not installed");
+    skipped(what, "kubectl is not installed");
     false
+}
+
+/// Says `SKIPPED {what}: {why}` straight to stderr, past the test harness's capture
+/// (`eprintln!` of a passing test is swallowed): a skip is seen without `--nocapture`.
+pub fn skipped(what: &str, why: &str) {
+    let mut stderr = std::io::stderr().lock();
+    let _ = writeln!(stderr, "SKIPPED {what}: {why}");
+    let _ = stderr.flush();
 }
 
 /// Under CI, panics saying that `what` needs kubectl and how to get it; elsewhere returns,

@@ -226,6 +226,8 @@ async fn run(suite: &Suite) -> TierResult {
     assert_eq!(found[0].3, restart);
     let run = check(&with(&[], &late.name)).await;
     assert_eq!(run.code, 1, "{}", run.stdout);
+    // `-n` only bounds the list: the namespace's Pods are not each explained besides.
+    assert!(!run.stdout.contains("\nPods\n"), "{}", run.stdout);
     for expected in [
         format!("Pod {}/early: 1 Pod(s)", late.name),
         format!(

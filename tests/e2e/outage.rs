@@ -1,6 +1,6 @@
 //! Tier `outage` (last: it takes the API server away from everyone): `$CONTROLPLANE_SH
 //! restart-apiserver` with `DOWN_S=15` while an as-deployed process serves. Proves that the
-//! process stays alive, `/healthz` and `/readyz` stay 200 as the README says (its caches
+//! process stays alive, `/healthz` and `/readyz` stay 200 as docs/operations.md says (its caches
 //! synced once; admission needs no API call), the webhook keeps answering reviews from its
 //! cache meanwhile, and once the API server is back its watches resume: a ConfigMap edit and
 //! a Network created after the outage are both picked up.

@@ -56,11 +56,7 @@ fn app() -> Value {
     json!({"containers": [{"name": "app", "image": "app"}]})
 }
 
-fn explain_with(
-    subject: &Subject,
-    webhooks: Option<&[MutatingWebhook]>,
-    templates: Result<&TemplateSet, &str>,
-) -> PodReport {
+fn explain_with(subject: &Subject, webhooks: Webhooks<'_>, templates: Result<&TemplateSet, &str>) -> PodReport {
     explain(
         subject,
         &Installed {
@@ -75,7 +71,7 @@ fn explain_with(
 fn explain_shipped(subject: &Subject) -> PodReport {
     let hooks = shipped();
     let set = templates();
-    explain_with(subject, Some(&hooks), Ok(&set))
+    explain_with(subject, Webhooks::Deployed(&hooks), Ok(&set))
 }
 
 fn calls(report: &PodReport) -> Vec<(&str, Call)> {
@@ -186,7 +182,7 @@ fn an_opted_in_pod_the_webhook_never_sees_is_not_injected() {
     let set = templates();
     let report = explain_with(
         &subject("plain", json!({INJECT_ANNOTATION: "true"}), app()),
-        None,
+        Webhooks::Absent,
         Ok(&set),
     );
     assert_eq!(
@@ -241,7 +237,7 @@ fn unreadable_templates_leave_the_answer_open() {
     let hooks = shipped();
     let report = explain_with(
         &subject("labelled", json!({}), app()),
-        Some(&hooks),
+        Webhooks::Deployed(&hooks),
         Err("config envoy-injector/envoy-injector: template `config`: unknown field `imag` at line 3"),
     );
     assert_eq!(
@@ -269,7 +265,11 @@ fn a_condition_that_cannot_be_evaluated_applies_the_failure_policy() {
         expression: "object.metadata.labels['team'] == 'a'".into(),
     }]);
     let set = templates();
-    let report = explain_with(&subject("labelled", json!({}), app()), Some(&hooks), Ok(&set));
+    let report = explain_with(
+        &subject("labelled", json!({}), app()),
+        Webhooks::Deployed(&hooks),
+        Ok(&set),
+    );
     assert_eq!(
         (report.verdict, report.rule),
         (Verdict::Deny, Rule::WebhookError),
@@ -277,7 +277,11 @@ fn a_condition_that_cannot_be_evaluated_applies_the_failure_policy() {
     );
     assert!(report.reason.contains("failurePolicy Fail"), "{}", report.reason);
     hooks[0].failure_policy = Some("Ignore".into());
-    let report = explain_with(&subject("labelled", json!({}), app()), Some(&hooks), Ok(&set));
+    let report = explain_with(
+        &subject("labelled", json!({}), app()),
+        Webhooks::Deployed(&hooks),
+        Ok(&set),
+    );
     assert_eq!(
         (report.verdict, report.rule),
         (Verdict::Skip, Rule::WebhookError),
@@ -349,7 +353,7 @@ fn a_regular_sidecar_in_a_pod_that_runs_to_completion_is_a_warning_with_the_fix(
     let explain_regular = |annotations: Value| {
         explain_with(
             &subject("labelled", annotations, with_restart_policy("OnFailure")),
-            Some(&hooks),
+            Webhooks::Deployed(&hooks),
             Ok(&regular),
         )
     };
@@ -405,7 +409,11 @@ fn each_override_is_shown_applied_or_refused_with_the_reason() {
         for (name, value) in overrides {
             annotations[format!("{}{name}", crate::inject::OVERRIDE_PREFIX)] = json!(value);
         }
-        explain_with(&subject("plain", annotations, app()), Some(&hooks), Ok(&set))
+        explain_with(
+            &subject("plain", annotations, app()),
+            Webhooks::Deployed(&hooks),
+            Ok(&set),
+        )
     };
     let report = asked(&[("cpu-request", "500m"), ("log-level", "debug")]);
     assert_eq!(report.verdict, Verdict::Inject, "{report:?}");
@@ -443,6 +451,7 @@ fn each_override_is_shown_applied_or_refused_with_the_reason() {
         pods: vec![report],
         stale: None,
         missing: None,
+        offline: None,
     });
     assert!(
         text.contains(r#"override cpu-request="8": REFUSED: override.cpu-request: "8" exceeds max "2""#),
@@ -459,7 +468,7 @@ fn each_override_is_shown_applied_or_refused_with_the_reason() {
                         "overrides": {"memory-limit": "256Mi"}});
     let report = explain_with(
         &subject("plain", json!({STATUS_ANNOTATION: status.to_string()}), app()),
-        Some(&hooks),
+        Webhooks::Deployed(&hooks),
         Ok(&set),
     );
     assert_eq!(report.rule, Rule::AlreadyInjected);
@@ -491,11 +500,62 @@ fn a_namespace_s_template_label_is_the_template_check_reports() {
     let hooks = shipped();
     let installed = Installed {
         webhook_config: "envoy-injector",
-        webhooks: Some(&hooks),
+        webhooks: Webhooks::Deployed(&hooks),
         templates: Ok(&set),
     };
     let report = explain(&subject("labelled", json!({}), app()), &installed, &cluster);
     assert_eq!(report.verdict, Verdict::Inject, "{report:?}");
     assert_eq!(report.template.unwrap().name, "canary");
     assert_eq!(report.adds, ["container canary"]);
+}
+
+/// `check -f` without a cluster: the webhook configuration and Networks are not known. An
+/// opted-in Pod is explained from its template (injected, or denied for a collision), and
+/// a Network it joins is named as not known instead of denying it.
+#[test]
+fn offline_decides_from_the_pod_and_the_template_alone() {
+    let set = templates();
+    let offline = |annotations, spec| {
+        explain(
+            &subject("plain", annotations, spec),
+            &Installed {
+                webhook_config: "",
+                webhooks: Webhooks::Offline,
+                templates: Ok(&set),
+            },
+            &Snapshot::default(),
+        )
+    };
+    let report = offline(json!({INJECT_ANNOTATION: "true"}), app());
+    assert_eq!(
+        (report.verdict, report.rule),
+        (Verdict::Inject, Rule::Annotation),
+        "{report:#?}"
+    );
+    assert!(report.webhooks.is_empty(), "{report:#?}");
+
+    let joins = offline(json!({INJECT_ANNOTATION: "true", NETWORK_ANNOTATION: "blue"}), app());
+    assert_eq!(joins.verdict, Verdict::Inject, "{joins:#?}");
+    assert!(
+        joins
+            .warnings
+            .iter()
+            .any(|w| w.contains("Network `blue`") && w.contains("not known offline")),
+        "{joins:#?}"
+    );
+
+    let clash = json!({"containers": [{"name": "app", "image": "app", "ports": [{"containerPort": 15001}]}]});
+    let denied = offline(json!({INJECT_ANNOTATION: "true"}), clash);
+    assert_eq!(
+        (denied.verdict, denied.rule),
+        (Verdict::Deny, Rule::Collision),
+        "{denied:#?}"
+    );
+
+    let plain = offline(json!({}), app());
+    assert_eq!(
+        (plain.verdict, plain.rule),
+        (Verdict::Skip, Rule::NotOptedIn),
+        "{plain:#?}"
+    );
 }

@@ -8,7 +8,7 @@ use super::super::{FIELD_MANAGER, PATIENCE, Suite, api_error, network_resource, 
 use crate::common::crd::{self, NAD_CRD_FILE};
 
 impl Suite {
-    /// Applies `manifests/crd.yaml` (server-side; it stays installed, as the README says of
+    /// Applies `manifests/crd.yaml` (server-side; it stays installed, as docs/testing.md says of
     /// every run) and waits until the Network resource is served.
     pub async fn install_network_crd(&self) {
         let definition = read_manifest("manifests/crd.yaml");

@@ -1,0 +1,233 @@
+//! `envoy-injector check` as a newcomer meets it, through the real binary and with no
+//! cluster: `-f FILE` explained from the file and the template alone (exit code from the
+//! Pod decisions), the one line when a cluster form has no kubeconfig, a missing file
+//! named as that, and a template error pointing at the line of the user's file.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+const BIN: &str = env!("CARGO_BIN_EXE_envoy-injector");
+
+/// Runs the binary with no cluster to find: no `KUBECONFIG`, a `HOME` without
+/// `.kube/config`, no in-cluster environment.
+fn without_cluster(home: &Path, args: &[&str]) -> Output {
+    Command::new(BIN)
+        .args(args)
+        .current_dir(home)
+        .env_remove("KUBECONFIG")
+        .env_remove("KUBERNETES_SERVICE_HOST")
+        .env_remove("KUBERNETES_SERVICE_PORT")
+        .env("HOME", home)
+        .output()
+        .expect("the binary runs")
+}
+
+fn write(dir: &Path, name: &str, text: &str) -> PathBuf {
+    let path = dir.join(name);
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+const MANIFEST: &str = "\
+apiVersion: v1
+kind: Namespace
+metadata:
+  name: shop
+  labels:
+    sidecar.samplecrd.k8s.io/inject: enabled
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: web
+  namespace: apps
+spec:
+  selector: {matchLabels: {app: web}}
+  template:
+    metadata:
+      labels: {app: web}
+      annotations:
+        sidecar.samplecrd.k8s.io/inject: \"true\"
+        sidecar.samplecrd.k8s.io/network: blue
+    spec:
+      containers:
+      - name: web
+        image: web
+---
+apiVersion: batch/v1
+kind: Job
+metadata:
+  name: once
+  namespace: shop
+spec:
+  template:
+    spec:
+      restartPolicy: Never
+      containers:
+      - name: job
+        image: job
+---
+apiVersion: v1
+kind: Pod
+metadata:
+  name: plain
+  namespace: apps
+spec:
+  containers:
+  - name: app
+    image: app
+";
+
+#[test]
+fn check_f_explains_a_file_without_a_cluster() {
+    let home = tempfile::tempdir().unwrap();
+    let file = write(home.path(), "app.yaml", MANIFEST);
+    let out = without_cluster(home.path(), &["check", "-f", file.to_str().unwrap()]);
+    let stdout = text(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{stdout}\n{}", text(&out.stderr));
+    // Said once, not per Pod.
+    assert_eq!(stdout.matches("not known").count(), 2, "{stdout}");
+    assert!(
+        stdout.starts_with("Offline: explained from the file and the embedded default template"),
+        "{stdout}"
+    );
+    for expected in [
+        "Deployment apps/web (document 2, Pod template): would be injected [rule: annotation]",
+        "adds: container envoy, volume envoy-conf",
+        "warning: joins Network `blue`: whether it exists in namespace apps and is Ready is not known offline",
+        // The Namespace declared in the file opts its Job in; a Job gets a native sidecar.
+        "Job shop/once (document 3, Pod template): would be injected [rule: namespace-label]",
+        "adds: init container envoy",
+        "Pod apps/plain (document 4): would not be injected [rule: not-opted-in]",
+        "Result: healthy (0 Pod(s) would be denied)",
+    ] {
+        assert!(stdout.contains(expected), "expected {expected:?} in:\n{stdout}");
+    }
+    assert!(
+        !stdout.contains("Installation"),
+        "no health is claimed offline:\n{stdout}"
+    );
+
+    let out = without_cluster(home.path(), &["check", "-f", "app.yaml", "-o", "json"]);
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).expect("-o json prints JSON");
+    assert_eq!(report["healthy"], true);
+    assert!(
+        report["offline"].as_str().unwrap().contains("installation's health"),
+        "{report}"
+    );
+    assert_eq!(report["pods"].as_array().unwrap().len(), 3, "{report}");
+}
+
+/// Exit code 1 when a Pod would be denied, from the template given with `--config`.
+#[test]
+fn check_f_exit_code_follows_the_pod_decisions() {
+    let home = tempfile::tempdir().unwrap();
+    let clash = "apiVersion: v1\nkind: Pod\nmetadata:\n  name: web\n  annotations:\n    sidecar.samplecrd.k8s.io/inject: \"true\"\nspec:\n  containers:\n  - name: web\n    image: web\n    ports:\n    - containerPort: 15001\n";
+    write(home.path(), "pod.yaml", clash);
+    let template = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/offline/template-port-15001.yaml");
+    let out = without_cluster(
+        home.path(),
+        &["check", "-f", "pod.yaml", "--config", template.to_str().unwrap()],
+    );
+    let stdout = text(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{stdout}");
+    assert!(
+        stdout.contains("Pod default/web (document 1): would be DENIED [rule: collision]"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("port 15001/TCP"), "{stdout}");
+    assert!(stdout.contains("explained from the file and template file"), "{stdout}");
+    // The embedded default's sidecar uses port 80: no clash.
+    let out = without_cluster(home.path(), &["check", "-f", "pod.yaml"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stdout));
+}
+
+/// Every form that needs the cluster says so in one line when there is no kubeconfig.
+#[test]
+fn cluster_forms_without_a_kubeconfig_fail_with_one_line() {
+    let home = tempfile::tempdir().unwrap();
+    write(home.path(), "app.yaml", MANIFEST);
+    for args in [
+        &["check"][..],
+        &["check", "-n", "apps"],
+        &["check", "my-pod", "-n", "apps"],
+        &["check", "--stale"],
+        &["check", "--missing", "-n", "apps"],
+        &["check", "-f", "app.yaml", "--missing"],
+    ] {
+        let out = without_cluster(home.path(), args);
+        assert_eq!(out.status.code(), Some(1), "{args:?}");
+        assert_eq!(
+            text(&out.stderr),
+            "envoy-injector: no kubeconfig found (KUBECONFIG unset, ~/.kube/config missing)\n",
+            "{args:?}"
+        );
+        assert!(out.stdout.is_empty(), "{args:?}: {}", text(&out.stdout));
+    }
+}
+
+#[test]
+fn a_missing_file_is_reported_as_that() {
+    let home = tempfile::tempdir().unwrap();
+    for args in [&["check", "-f", "missing.yaml"][..], &["inject", "-f", "missing.yaml"]] {
+        let out = without_cluster(home.path(), args);
+        assert_eq!(out.status.code(), Some(1), "{args:?}");
+        let stderr = text(&out.stderr);
+        assert!(
+            stderr.starts_with("envoy-injector: cannot read manifests from missing.yaml: No such file"),
+            "{args:?}: {stderr}"
+        );
+    }
+}
+
+/// A typo on line 11 of a ConfigMap file is reported at line 11, by `inject` and `check`.
+#[test]
+fn a_template_error_names_the_line_of_the_users_file() {
+    let home = tempfile::tempdir().unwrap();
+    let configmap = "\
+apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: envoy-injector
+  namespace: envoy-injector
+data:
+  config: |
+    containers:
+    - name: envoy
+      image: envoyproxy/envoy:v1.31.2
+      imagePullPolicyy: IfNotPresent
+";
+    write(home.path(), "cm.yaml", configmap);
+    write(home.path(), "app.yaml", MANIFEST);
+    for args in [
+        &["inject", "-f", "app.yaml", "--config", "cm.yaml"][..],
+        &["check", "-f", "app.yaml", "--config", "cm.yaml"],
+    ] {
+        let out = without_cluster(home.path(), args);
+        assert_eq!(out.status.code(), Some(1), "{args:?}");
+        assert_eq!(
+            text(&out.stderr),
+            "envoy-injector: config cm.yaml: template `config`: unknown field `containers[0].imagePullPolicyy` \
+             at line 11 (not a field of the Kubernetes type at that place)\n",
+            "{args:?}"
+        );
+    }
+}
+
+/// `inject app.yaml` (no `-f`) says how to pass the file.
+#[test]
+fn a_bare_file_gets_the_hint_to_use_f() {
+    let home = tempfile::tempdir().unwrap();
+    let out = without_cluster(home.path(), &["inject", "app.yaml"]);
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = text(&out.stderr);
+    assert!(stderr.contains("unexpected argument 'app.yaml'"), "{stderr}");
+    assert!(
+        stderr.contains("tip: to read the file 'app.yaml', use '-f app.yaml'"),
+        "{stderr}"
+    );
+}
