@@ -11,9 +11,9 @@ ADMIN_PORT=${DEMO_ADMIN_PORT:-19090}
 BIN=target/debug/envoy-injector
 
 # Cargo's own progress stays visible: on a fresh clone the first build compiles every
-# dependency and takes minutes (about 9 on 2 cores); later runs take seconds.
+# dependency and takes minutes (about 7 on 2 shared cores); later runs take seconds.
 if [[ ! -x "$BIN" || ! -x target/debug/examples/demo_client ]]; then
-  echo "# first build: compiling envoy-injector and its dependencies takes a few minutes (about 9 on 2 cores)..." >&2
+  echo "# first build: compiling envoy-injector and its dependencies takes a few minutes (about 7 on 2 cores)..." >&2
 fi
 cargo build --locked --bin envoy-injector --example demo_client
 
