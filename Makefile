@@ -68,6 +68,9 @@ kind-down: ## Delete the kind cluster
 # deploy, undeploy and e2e-incluster act on the cluster of KUBECONFIG (or kubectl's
 # current context); `make e2e` points them at the kind cluster.
 IMAGE ?= envoy-injector:dev
+# `make deploy INJECTION=webhook` pins `serve --injection` (empty: the shipped args, auto).
+INJECTION ?=
+comma := ,
 # A second tag of the same image: tests/pods rolls the injector to it.
 IMAGE_NEXT ?= $(IMAGE)-next
 DOCKER ?= docker
@@ -113,17 +116,22 @@ kind-multus: ## Install Multus and the bridge/host-local CNI plugins on the kind
 # --validate=false: kubectl's own schema check downloads the server's OpenAPI, which an
 # older kubectl (1.32) cannot read from a newer server (1.36); a server-side apply is
 # validated by the API server against its schema either way.
-deploy: ## Install or upgrade everything in manifests/ (server-side apply; IMAGE=... to use another image) and wait for the rollout
+deploy: ## Install or upgrade everything in manifests/ (server-side apply; IMAGE=... another image, INJECTION=policy|webhook|auto to pin serve --injection) and wait for the rollout
 	@set -euo pipefail; \
 	existed=$$($(KUBECTL) -n $(INJECTOR_NAMESPACE) get deployment envoy-injector --ignore-not-found -o name); \
-	if [ '$(IMAGE)' = envoy-injector:dev ]; then \
+	if [ '$(IMAGE)' = envoy-injector:dev ] && [ -z '$(INJECTION)' ]; then \
 	  echo "$(KUBECTL) apply --server-side --force-conflicts --validate=false -k manifests/"; \
 	  $(KUBECTL) apply --server-side --force-conflicts --validate=false -k manifests/; \
 	else \
 	  rendered=$$($(KUBECTL) kustomize manifests/); \
 	  grep -q 'image: envoy-injector:dev$$' <<<"$$rendered" || { echo "deploy: manifests/ no longer render image envoy-injector:dev; cannot substitute $(IMAGE)" >&2; exit 1; }; \
-	  echo "$(KUBECTL) kustomize manifests/ | (image -> $(IMAGE)) | $(KUBECTL) apply --server-side --force-conflicts --validate=false -f -"; \
-	  sed 's|image: envoy-injector:dev$$|image: $(IMAGE)|' <<<"$$rendered" | $(KUBECTL) apply --server-side --force-conflicts --validate=false -f -; \
+	  rendered=$$(sed 's|image: envoy-injector:dev$$|image: $(IMAGE)|' <<<"$$rendered"); \
+	  if [ -n '$(INJECTION)' ]; then \
+	    rendered=$$(sed '/^        - --log-format$$/{n;s|^        - json$$|        - json\n        - --injection=$(INJECTION)|}' <<<"$$rendered"); \
+	    grep -q -- '- --injection=$(INJECTION)$$' <<<"$$rendered" || { echo "deploy: manifests/ no longer render the args [serve, --log-format, json]; cannot add --injection=$(INJECTION)" >&2; exit 1; }; \
+	  fi; \
+	  echo "$(KUBECTL) kustomize manifests/ | (image -> $(IMAGE)$(if $(INJECTION),$(comma) args + --injection=$(INJECTION))) | $(KUBECTL) apply --server-side --force-conflicts --validate=false -f -"; \
+	  $(KUBECTL) apply --server-side --force-conflicts --validate=false -f - <<<"$$rendered"; \
 	fi; \
 	if [ -n "$$existed" ] && [ '$(DEPLOY_RESTART)' = 1 ]; then \
 	  echo "restarting the running replicas to pick up the freshly loaded $(IMAGE)"; \

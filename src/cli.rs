@@ -115,6 +115,13 @@ pub struct ServeArgs {
     /// Namespace of the `envoy-injector` ConfigMap (cluster mode).
     #[arg(long, env = "POD_NAMESPACE", default_value = "envoy-injector")]
     pub namespace: String,
+    /// How opted-in Pods are injected (cluster mode): `policy`, the templates compiled into
+    /// admission policies the API server runs itself, kept in step by the Lease holder
+    /// (injection goes on while no replica runs); `webhook`, by this webhook alone (the
+    /// Lease holder deletes the policies it wrote before); `auto`, `policy` when the API
+    /// server serves MutatingAdmissionPolicy v1 (Kubernetes 1.36), else `webhook`.
+    #[arg(long, value_enum, default_value_t = InjectionMode::Auto, env = "INJECTION")]
+    pub injection: InjectionMode,
     /// HTTPS listener for `POST /mutate`.
     #[arg(long, default_value = "0.0.0.0:8443")]
     pub addr: SocketAddr,
@@ -284,6 +291,14 @@ pub struct InjectArgs {
     pub config: Option<PathBuf>,
     #[arg(short = 'o', long = "output", value_enum, default_value_t = OutputFormat::Yaml)]
     pub output: OutputFormat,
+}
+
+/// `serve --injection`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum InjectionMode {
+    Auto,
+    Policy,
+    Webhook,
 }
 
 #[derive(Debug, Clone, Args)]

@@ -33,6 +33,18 @@ pub struct TemplateLabels {
     pub template: String,
 }
 
+/// How Pods are injected (`serve --injection`): `policy` or `webhook`.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ModeLabels {
+    pub mode: String,
+}
+
+/// What the policy sync did to one compiled object: `apply` or `delete`.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct PolicyWriteLabels {
+    pub action: String,
+}
+
 /// A namespace, for the per-namespace gauges (`pods_uninjected`).
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct NamespaceLabels {
@@ -292,6 +304,14 @@ pub struct Metrics {
     /// Requests answered 503 because the body budget had no room within the wait.
     pub body_budget_rejections: Counter,
     pub api_requests: Family<ApiLabels, Counter>,
+    /// 1 for the injection mode this replica runs in, 0 for the other.
+    pub injection_mode: Family<ModeLabels, Gauge>,
+    /// Compiled admission policies written by the Lease holder (`policies::sync`).
+    pub policy_writes: Family<PolicyWriteLabels, Counter>,
+    /// Passes of the policy sync that failed (each retried with backoff).
+    pub policy_sync_errors: Counter,
+    /// 1 while the Lease holder's compiled policies match the live templates.
+    pub policies_in_step: Gauge,
 }
 
 impl Metrics {
@@ -324,6 +344,10 @@ impl Metrics {
             body_budget_bytes: Gauge::default(),
             body_budget_rejections: Counter::default(),
             api_requests: Family::default(),
+            injection_mode: Family::default(),
+            policy_writes: Family::default(),
+            policy_sync_errors: Counter::default(),
+            policies_in_step: Gauge::default(),
         };
         let registry = registry.sub_registry_with_prefix("envoy_injector");
         registry.register(
@@ -428,6 +452,26 @@ impl Metrics {
             "api_requests",
             "Requests sent to the Kubernetes API, by verb and resource (after the client-side rate limit)",
             metrics.api_requests.clone(),
+        );
+        registry.register(
+            "injection_mode",
+            "1 for the injection mode this replica runs in (policy: compiled admission policies; webhook), 0 for the other",
+            metrics.injection_mode.clone(),
+        );
+        registry.register(
+            "policy_writes",
+            "Compiled admission policies written by the Lease holder, by action (apply, delete)",
+            metrics.policy_writes.clone(),
+        );
+        registry.register(
+            "policy_sync_errors",
+            "Passes of the admission-policy sync that failed (each retried with backoff)",
+            metrics.policy_sync_errors.clone(),
+        );
+        registry.register(
+            "policies_in_step",
+            "1 while this replica holds the Lease in policy mode and the compiled admission policies match the live templates, else 0",
+            metrics.policies_in_step.clone(),
         );
         metrics
     }

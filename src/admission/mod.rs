@@ -237,6 +237,7 @@ impl Admission {
         if inject::join::joined(pod, name) {
             return None;
         }
+        inject::policy::opted_in(annotations, self.cluster.namespace_opt_in(namespace)).ok()?;
         let extras = match join::extras(name, namespace, self.cluster.network(namespace, name), annotations) {
             Ok(Some(extras)) => extras,
             Ok(None) => return None,

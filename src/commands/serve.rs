@@ -6,7 +6,7 @@ use prometheus_client::registry::Registry;
 use tracing::{info, warn};
 
 use super::flags::non_empty;
-use crate::cli::{NetworkBackendKind, ServeArgs};
+use crate::cli::{InjectionMode, NetworkBackendKind, ServeArgs};
 use envoy_injector::admission::{Admission, Standalone};
 use envoy_injector::events::{EventSink, Publisher};
 use envoy_injector::metrics::Metrics;
@@ -15,6 +15,7 @@ use envoy_injector::network::{
     backend::{Backend, MultusBackend, NoBackend},
     controller::Context,
 };
+use envoy_injector::policies::{self as compiled, sync::Injection};
 use envoy_injector::server::{self, AppState, ConnectionTimeouts, Readiness, ServerConfig, ServerError};
 use envoy_injector::shutdown::{CancellationToken, cancel_on_signals};
 use envoy_injector::template::{ConfigError, LiveTemplates, TemplateSet};
@@ -82,6 +83,16 @@ async fn run_cluster(args: ServeArgs) -> Result<(), ServeError> {
         .unwrap_or_else(envoy_injector::leader::default_identity);
     info!(namespace = %args.namespace, %identity, "starting in cluster mode");
 
+    // Every replica says its injection mode; the Lease holder acts on it.
+    let (mode, mode_feed) = tokio::sync::watch::channel(None);
+    tokio::spawn(compiled::sync::decide_mode(
+        client.clone(),
+        injection(args.injection),
+        metrics.clone(),
+        shutdown.clone(),
+        mode,
+    ));
+
     let (cache, configmap_feed) = envoy_injector::cache::start(client.clone(), &args.namespace, metrics.clone());
     let templates = Arc::new(LiveTemplates::new(None));
     let events: Arc<dyn EventSink> = Arc::new(Publisher::new(client.clone(), &identity));
@@ -127,7 +138,7 @@ async fn run_cluster(args: ServeArgs) -> Result<(), ServeError> {
     };
     let state = AppState {
         admission: Arc::new(Admission::new(
-            templates,
+            templates.clone(),
             Arc::new(cache.stores.clone()),
             metrics.clone(),
         )),
@@ -146,7 +157,14 @@ async fn run_cluster(args: ServeArgs) -> Result<(), ServeError> {
     });
     let controller = {
         let cache = Arc::new(cache);
-        let start = controller_starter(client, events, cache, metrics.clone(), args.network_backend);
+        let policies = PolicySync {
+            templates,
+            mode: mode_feed,
+            options: compiled::Options {
+                injector_namespace: args.namespace.clone(),
+            },
+        };
+        let start = controller_starter(client, events, cache, metrics.clone(), args.network_backend, policies);
         tokio::spawn(envoy_injector::leader::supervise(
             election,
             metrics,
@@ -255,17 +273,44 @@ fn tls_source(args: &ServeArgs) -> Result<TlsSource, ServeError> {
     Ok(TlsSource::Pem(pair))
 }
 
-/// Builds what `leader::supervise` calls each time this replica starts leading.
+fn injection(mode: InjectionMode) -> Injection {
+    match mode {
+        InjectionMode::Auto => Injection::Auto,
+        InjectionMode::Policy => Injection::Policy,
+        InjectionMode::Webhook => Injection::Webhook,
+    }
+}
+
+/// What the Lease holder needs to keep the compiled admission policies in step.
+#[derive(Clone)]
+struct PolicySync {
+    templates: Arc<LiveTemplates>,
+    mode: tokio::sync::watch::Receiver<Option<compiled::sync::Mode>>,
+    options: compiled::Options,
+}
+
+/// Builds what `leader::supervise` calls each time this replica starts leading: the
+/// Network controller and the admission-policy sync, stopped together.
 fn controller_starter(
     client: kube::Client,
     events: Arc<dyn EventSink>,
     cache: Arc<envoy_injector::cache::Cache>,
     metrics: Metrics,
     backend: NetworkBackendKind,
+    policies: PolicySync,
 ) -> impl Fn(CancellationToken) -> futures::future::BoxFuture<'static, ()> {
     move |stop| {
         let (client, events, cache, metrics) = (client.clone(), events.clone(), cache.clone(), metrics.clone());
+        let policies = policies.clone();
         Box::pin(async move {
+            let sync = tokio::spawn(compiled::sync::run(
+                client.clone(),
+                policies.templates,
+                policies.mode,
+                policies.options,
+                metrics.clone(),
+                stop.clone(),
+            ));
             let backend: Arc<dyn Backend> = match backend {
                 NetworkBackendKind::Multus => Arc::new(MultusBackend::new(client.clone())),
                 NetworkBackendKind::None => Arc::new(NoBackend),
@@ -279,6 +324,9 @@ fn controller_starter(
                 metrics,
             ));
             network::controller::run_on_cache(ctx, &cache, stop).await;
+            if let Err(err) = sync.await {
+                warn!(error = %err, "the admission-policy sync failed");
+            }
         })
     }
 }

@@ -109,6 +109,12 @@ pub fn decide(annotations: Option<&dyn Annotations>, namespace: NamespaceOptIn) 
             evidence: format!("annotation `{STATUS_ANNOTATION}` is present"),
         });
     }
+    opted_in(annotations, namespace)
+}
+
+/// Whether the Pod opted in and not out, whatever it already carries: for the join of a
+/// Pod a compiled admission policy injected.
+pub fn opted_in(annotations: Option<&dyn Annotations>, namespace: NamespaceOptIn) -> Result<OptIn, Skip> {
     if let Some(opt_out) = opted_out(annotations) {
         return Err(opt_out);
     }

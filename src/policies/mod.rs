@@ -2,7 +2,8 @@
 //! 1.36 `admissionregistration.k8s.io/v1`): for each template a MutatingAdmissionPolicy
 //! that stores the Pod the webhook would, and a ValidatingAdmissionPolicy that denies what
 //! the webhook denies, with its words; one more that denies a Pod naming a template the
-//! ConfigMap does not have. Pure: templates in, objects out.
+//! ConfigMap does not have. The compiler is pure: templates in, objects out; only `sync`
+//! (`serve` keeping them in step) does I/O.
 //!
 //! What needs the injector's cache (joining a Network) is not compiled: it stays with the
 //! webhook, which adds only the join to a Pod a policy injected.
@@ -12,6 +13,7 @@ mod facts;
 mod objects;
 mod patch;
 mod plan;
+pub mod sync;
 
 pub use objects::{MANAGED_BY_LABEL, PolicyObject, TEMPLATE_ANNOTATION_KEY, object_name};
 

@@ -6,16 +6,30 @@ use crate::template::TemplateSet;
 
 /// Holds the template set admission uses now. A reload replaces the `Arc` in one step,
 /// so a request sees either the old set or the new one, never a mix.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct LiveTemplates {
     current: RwLock<Option<Arc<TemplateSet>>>,
+    /// Counts the swaps, for whoever follows the live set (the policy sync).
+    swaps: tokio::sync::watch::Sender<u64>,
+}
+
+impl Default for LiveTemplates {
+    fn default() -> LiveTemplates {
+        LiveTemplates::new(None)
+    }
 }
 
 impl LiveTemplates {
     pub fn new(initial: Option<TemplateSet>) -> LiveTemplates {
         LiveTemplates {
             current: RwLock::new(initial.map(Arc::new)),
+            swaps: tokio::sync::watch::Sender::new(0),
         }
+    }
+
+    /// A receiver that sees each swap of the live set (marked seen when subscribed).
+    pub fn changes(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.swaps.subscribe()
     }
 
     /// The live set, or `None` before the first successful load.
@@ -27,6 +41,7 @@ impl LiveTemplates {
 
     pub fn replace(&self, set: TemplateSet) {
         *self.current.write().unwrap_or_else(|e| e.into_inner()) = Some(Arc::new(set));
+        self.swaps.send_modify(|n| *n += 1);
     }
 
     pub fn is_loaded(&self) -> bool {

@@ -16,6 +16,7 @@
 //! | `missing` | opted-in Pods created while no webhook configuration exists (and before their namespace's label): counted by `envoy_injector_pods_uninjected` of a running `serve`, listed by `check --missing` (JSON, text, exit 1) with the reason and the fix; the printed fixes run: the gauge drops to 0, exit 0; `--watch-uninjected=false`: no series |
 //! | `overrides` | `serve` here in cluster mode: a namespace's template label picks the template; a Deployment's `override.memory-limit` lands on each Pod and in the status; `override.cpu-request: "8"` denied with annotation, value, bound and template; a label naming no template denies |
 //! | `policies` | the compiled admission policies store the Pod the webhook stores and deny with its words: a corpus of Pod shapes, the captured fixtures and workloads' Pods, each created through both paths, compared |
+//! | `policy_mode` | `serve --injection=policy` keeps the compiled policies in step with the ConfigMap: Pods injected with the webhook not called, an edit to the next Pod under a Pod loop, a bad edit kept out, a deleted template's objects gone, a restart writes nothing, no replica: Pods still injected and an edit caught up later, `--injection=webhook` removes them |
 //! | `controller` | 300 Networks created in one burst: every verdict right, at most 3 reconciles each; a restart writes nothing |
 //! | `deployed` | `manifests/` applied, the binary run as its ServiceAccount behind the Service: RBAC sufficient (and what one missing rule breaks), self-managed TLS Secret and `caBundle`, the `matchConditions` |
 //! | `replicas` | two processes on one ClusterIP (`--reuse-port`): one Lease holder reconciles; SIGKILL of it: takeover within the bound, every opted-in Pod injected |
@@ -66,7 +67,19 @@ macro_rules! tiers {
 }
 
 tiers![
-    local, validate, check, missing, overrides, policies, controller, deployed, replicas, upgrade, workloads, outage
+    local,
+    validate,
+    check,
+    missing,
+    overrides,
+    policies,
+    policy_mode,
+    controller,
+    deployed,
+    replicas,
+    upgrade,
+    workloads,
+    outage
 ];
 
 #[test]

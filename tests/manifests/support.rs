@@ -17,6 +17,7 @@ pub(crate) const NAME: &str = "envoy-injector";
 pub(crate) const INJECT: &str = "sidecar.samplecrd.k8s.io/inject";
 pub(crate) const LEGACY: &str = "initializer.kubernetes.io/envoy";
 pub(crate) const STATUS: &str = "sidecar.samplecrd.k8s.io/status";
+pub(crate) const NETWORK: &str = "sidecar.samplecrd.k8s.io/network";
 
 /// One line on the real stderr: libtest captures `eprintln!` of passing tests, and a skip
 /// must be seen in a plain `cargo test` run.

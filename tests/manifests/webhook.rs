@@ -6,7 +6,9 @@
 use std::collections::BTreeMap;
 
 use envoy_injector::check::cel;
-use envoy_injector::inject::policy::{NamespaceOptIn, decide};
+use envoy_injector::inject::join::joined;
+use envoy_injector::inject::policy::{NamespaceOptIn, decide, opted_in};
+use envoy_injector::network::join::network_name;
 use k8s_openapi::api::admissionregistration::v1::{
     MutatingWebhook, MutatingWebhookConfiguration, ValidatingWebhookConfiguration,
 };
@@ -224,11 +226,25 @@ fn match_conditions_select_exactly_the_pods_the_injector_injects() {
         Some(json!({ INJECT: "yes", LEGACY: "true" })),
         Some(json!({ INJECT: "true", STATUS: "{\"template\":\"config\"}" })),
         Some(json!({ STATUS: "{}" })),
+        // Injected by a policy and naming a Network: sent until it is joined.
+        Some(json!({ INJECT: "true", STATUS: "{}", NETWORK: "blue" })),
+        Some(json!({ INJECT: "true", STATUS: "{}", NETWORK: " blue " })),
+        Some(json!({ INJECT: "true", STATUS: "{}", NETWORK: "  " })),
+        Some(json!({ INJECT: "false", STATUS: "{}", NETWORK: "blue" })),
+        Some(json!({ STATUS: "{}", NETWORK: "blue" })),
+        Some(json!({ INJECT: "true", NETWORK: "blue" })),
     ];
-    for annotations in cases {
+    let joined_labels = [None, Some(json!({ NETWORK: "blue" })), Some(json!({ NETWORK: "red" }))];
+    for (annotations, labels) in cases
+        .iter()
+        .flat_map(|a| joined_labels.iter().map(move |l| (a.clone(), l.clone())))
+    {
         let mut metadata = json!({ "name": "p", "namespace": "apps" });
         if let Some(a) = &annotations {
             metadata["annotations"] = a.clone();
+        }
+        if let Some(l) = &labels {
+            metadata["labels"] = l.clone();
         }
         let pod = json!({
             "apiVersion": "v1", "kind": "Pod", "metadata": metadata,
@@ -239,18 +255,21 @@ fn match_conditions_select_exactly_the_pods_the_injector_injects() {
             (&namespace_hook, NamespaceOptIn::Labeled),
             (&pod_hook, NamespaceOptIn::NotLabeled),
         ] {
-            let injects = decide(
-                map.as_ref()
-                    .map(|m| m as &dyn envoy_injector::inject::policy::Annotations),
-                namespace,
-            )
-            .is_ok();
+            let view = envoy_injector::inject::PodView::read(&pod);
+            let dyn_annotations = map
+                .as_ref()
+                .map(|m| m as &dyn envoy_injector::inject::policy::Annotations);
+            // Its work: an injection, or the join of a Pod a policy injected.
+            let joins = dyn_annotations.is_some_and(|a| a.flag(STATUS).is_some())
+                && opted_in(dyn_annotations, namespace).is_ok()
+                && network_name(dyn_annotations).is_some_and(|name| !joined(&view, name));
+            let injects = decide(dyn_annotations, namespace).is_ok() || joins;
             let conditions = match_conditions(hook, &pod);
             let called = conditions.iter().all(|(_, value)| *value);
             assert_eq!(
                 called,
                 injects,
-                "{}: the API server would {} the webhook for a Pod with annotations {annotations:?} (conditions \
+                "{}: the API server would {} the webhook for a Pod with annotations {annotations:?} and labels {labels:?} (conditions \
                  {conditions:?}), but the injector's policy ({namespace:?}) {} it",
                 hook.name,
                 if called { "call" } else { "not call" },

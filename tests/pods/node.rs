@@ -199,14 +199,20 @@ impl Installation {
         }
     }
 
-    /// `make deploy IMAGE=image`: `manifests/` applied as they are, then the rollout waited
-    /// for. Returns how long it took.
+    /// `make deploy IMAGE=image INJECTION=webhook`: `manifests/` applied as they are but
+    /// pinned to the webhook (the tiers before `independence` assert what the webhook
+    /// does), then the rollout waited for. Returns how long it took.
     pub async fn deploy(&self, image: &str) -> Duration {
+        self.deploy_with(image, WEBHOOK).await
+    }
+
+    /// `make deploy IMAGE=image INJECTION=injection`.
+    pub async fn deploy_with(&self, image: &str, injection: &str) -> Duration {
         let started = std::time::Instant::now();
-        let out = make(&["deploy", &format!("IMAGE={image}")]).await;
+        let out = make(&["deploy", &format!("IMAGE={image}"), &format!("INJECTION={injection}")]).await;
         assert!(
             out.status.success(),
-            "expected `make deploy IMAGE={image}` to install the injector and roll it out, found {}",
+            "expected `make deploy IMAGE={image} INJECTION={injection}` to install the injector and roll it out, found {}",
             describe_output(&out)
         );
         started.elapsed()
@@ -274,6 +280,22 @@ impl Installation {
     }
 }
 
+/// The mode the tiers run the injector in, but for `independence`.
+pub const WEBHOOK: &str = "webhook";
+
+fn injection_of(deployment: &Deployment) -> Option<String> {
+    deployment
+        .spec
+        .as_ref()
+        .and_then(|s| s.template.spec.as_ref())
+        .and_then(|s| s.containers.first())
+        .and_then(|c| c.args.as_ref())
+        .and_then(|args| {
+            args.iter()
+                .find_map(|a| a.strip_prefix("--injection=").map(String::from))
+        })
+}
+
 fn image_of(deployment: &Deployment) -> Option<String> {
     deployment
         .spec
@@ -290,12 +312,13 @@ pub async fn installation(suite: &Suite) -> Result<(Installation, Images), Skip>
     let images = Images::from_env();
     let installation = Installation::new(&suite.client);
     let current = installation.rolled_out().await;
-    let up = current
-        .as_ref()
-        .is_ok_and(|d| image_of(d).is_some_and(|i| i == images.injector || Some(&i) == images.injector_next.as_ref()));
+    let up = current.as_ref().is_ok_and(|d| {
+        image_of(d).is_some_and(|i| i == images.injector || Some(&i) == images.injector_next.as_ref())
+            && injection_of(d).as_deref() == Some(WEBHOOK)
+    });
     if !up {
         step!(
-            "injector not rolled out with {} ({:?}): make deploy",
+            "injector not rolled out with {} in webhook mode ({:?}): make deploy",
             images.injector,
             current.err()
         );

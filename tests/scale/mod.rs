@@ -71,7 +71,7 @@ pub struct Served {
 }
 
 impl Served {
-    /// `serve --leader-elect=false` with the Multus backend, its ConfigMap in `namespace`,
+    /// `serve --leader-elect=false --injection webhook` with the Multus backend, its ConfigMap in `namespace`,
     /// `certs` from [`certs`], logs (warn and up, and the listeners' addresses) to `log`.
     pub async fn start(bin: &Path, namespace: &str, certs: &Path, log: &Path, extra: &[&str]) -> Result<Served> {
         let mut args: Vec<OsString> = [
@@ -81,6 +81,9 @@ impl Served {
             "--leader-elect=false",
             "--network-backend",
             "multus",
+            // The controller is measured: no admission policies written beside it.
+            "--injection",
+            "webhook",
             "--namespace",
             namespace,
         ]

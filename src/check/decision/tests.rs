@@ -157,7 +157,10 @@ fn already_injected_pods_name_their_template_and_whether_it_is_stale() {
         (Verdict::Skip, Rule::AlreadyInjected),
         "{report:#?}"
     );
-    assert_eq!(report.webhooks[1].reason, "matchCondition `not-yet-injected` is false");
+    assert_eq!(
+        report.webhooks[1].reason,
+        "matchCondition `not-yet-injected-or-not-yet-joined` is false"
+    );
     let template = report.template.unwrap();
     assert!(template.stale);
     assert_eq!(template.revision, "000000000000");

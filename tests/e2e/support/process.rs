@@ -67,6 +67,13 @@ impl Injector {
         dir: tempfile::TempDir,
     ) -> Injector {
         let bin = Path::new(env!("CARGO_BIN_EXE_envoy-injector"));
+        // The tiers assert what the webhook does: in cluster mode each process is pinned to
+        // it unless the tier says otherwise (tiers `policies` and `policy_mode` do).
+        let mut args = args;
+        let cluster_mode = args.first().is_some_and(|a| a == "serve") && !args.iter().any(|a| a == "--standalone");
+        if cluster_mode && !args.iter().any(|a| a.to_string_lossy().starts_with("--injection")) {
+            args.extend(["--injection", "webhook"].map(OsString::from));
+        }
         let log = dir.path().join(format!("{name}.log"));
         let process = Process::spawn(bin, &args, &env, &log).unwrap_or_else(|e| panic!("{e}"));
         step!(

@@ -1,0 +1,397 @@
+//! `serve`'s side of the compiled policies (the only part of `policies` that does I/O):
+//! which injection mode runs, and, on the Lease holder, the compiled objects kept in step
+//! with the live templates by server-side apply.
+//!
+//! Write order keeps every Pod that both the old and the new templates allow injected:
+//! a template's objects are written policy before binding, the known-templates check
+//! after every template's objects (so a new template exists before Pods may name it) and
+//! before any deletion (so a removed template is unknown before its objects go), and
+//! bindings are deleted before their policies. Each object carries a hash of what was
+//! compiled: an object already as compiled is not written again, so a replica restarting
+//! over converged state writes nothing.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use k8s_openapi::api::admissionregistration::v1::{
+    MutatingAdmissionPolicy, MutatingAdmissionPolicyBinding, ValidatingAdmissionPolicy,
+    ValidatingAdmissionPolicyBinding,
+};
+use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, ListParams, Patch, PatchParams};
+use serde_json::Value;
+use tokio::sync::watch;
+use tracing::{debug, error, info, warn};
+
+use super::{MANAGED_BY_LABEL, Options, PolicyObject, compile};
+use crate::backoff::Exponential;
+use crate::metrics::{Metrics, ModeLabels, PolicyWriteLabels};
+use crate::shutdown::CancellationToken;
+use crate::template::{LiveTemplates, TemplateSet, content_revision};
+
+/// The annotation holding the hash of an object as compiled.
+pub const HASH_ANNOTATION: &str = "sidecar.samplecrd.k8s.io/policy-hash";
+/// The group and version whose MutatingAdmissionPolicy policy mode needs.
+const GROUP_VERSION: &str = "admissionregistration.k8s.io/v1";
+/// A pass also runs this often with no template change: an object deleted or edited by
+/// hand is put back.
+const RESYNC: Duration = Duration::from_secs(300);
+const RETRY: Exponential = Exponential::new(Duration::from_millis(500), Duration::from_secs(30));
+
+/// `serve --injection`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Injection {
+    /// Policies when the API server serves MutatingAdmissionPolicy v1, else the webhook.
+    Auto,
+    Policy,
+    Webhook,
+}
+
+/// The mode that runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    Policy,
+    Webhook,
+}
+
+impl Mode {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Mode::Policy => "policy",
+            Mode::Webhook => "webhook",
+        }
+    }
+}
+
+/// Whether the API server serves MutatingAdmissionPolicy in `admissionregistration.k8s.io/v1`.
+pub async fn serves_policies(client: &kube::Client) -> Result<bool, kube::Error> {
+    match client.list_api_group_resources(GROUP_VERSION).await {
+        Ok(list) => Ok(list.resources.iter().any(|r| r.name == "mutatingadmissionpolicies")),
+        Err(kube::Error::Api(status)) if status.code == 404 => Ok(false),
+        Err(err) => Err(err),
+    }
+}
+
+/// Decides the mode (asking the API server for `auto`, retried while it does not
+/// answer), says it in a log line and the `injection_mode` metric, and publishes it.
+/// `None` only when stopped first.
+pub async fn decide_mode(
+    client: kube::Client,
+    injection: Injection,
+    metrics: Metrics,
+    shutdown: CancellationToken,
+    publish: watch::Sender<Option<Mode>>,
+) {
+    let mut failures = 0;
+    let mode = loop {
+        let (mode, reason) = match injection {
+            Injection::Webhook => (Mode::Webhook, String::from("--injection=webhook")),
+            _ => match serves_policies(&client).await {
+                Ok(true) => (
+                    Mode::Policy,
+                    format!("the API server serves MutatingAdmissionPolicy {GROUP_VERSION}"),
+                ),
+                Ok(false) if injection == Injection::Policy => {
+                    error!(
+                        "--injection=policy, but the API server does not serve MutatingAdmissionPolicy {GROUP_VERSION} (Kubernetes 1.36 or later): injecting by the webhook"
+                    );
+                    (
+                        Mode::Webhook,
+                        format!("no MutatingAdmissionPolicy {GROUP_VERSION} served"),
+                    )
+                }
+                Ok(false) => (
+                    Mode::Webhook,
+                    format!("the API server does not serve MutatingAdmissionPolicy {GROUP_VERSION}"),
+                ),
+                Err(err) => {
+                    failures += 1;
+                    warn!(error = %err, "cannot ask the API server whether it serves MutatingAdmissionPolicy yet");
+                    tokio::select! {
+                        () = tokio::time::sleep(RETRY.delay(failures)) => continue,
+                        () = shutdown.cancelled() => return,
+                    }
+                }
+            },
+        };
+        info!(mode = mode.as_str(), %reason, "injection mode");
+        break mode;
+    };
+    for other in [Mode::Policy, Mode::Webhook] {
+        let value = i64::from(other == mode);
+        metrics
+            .injection_mode
+            .get_or_create(&ModeLabels {
+                mode: other.as_str().to_string(),
+            })
+            .set(value);
+    }
+    publish.send_replace(Some(mode));
+}
+
+/// The Lease holder's part, until `stop`: in policy mode the compiled objects follow the
+/// live templates; in webhook mode the objects this injector wrote are deleted once.
+pub async fn run(
+    client: kube::Client,
+    templates: Arc<LiveTemplates>,
+    mut mode: watch::Receiver<Option<Mode>>,
+    options: Options,
+    metrics: Metrics,
+    stop: CancellationToken,
+) {
+    let mode = tokio::select! {
+        decided = mode.wait_for(Option::is_some) => match decided {
+            Ok(decided) => decided.unwrap_or(Mode::Webhook),
+            Err(_) => return,
+        },
+        () = stop.cancelled() => return,
+    };
+    let sync = Sync {
+        client,
+        options,
+        metrics: metrics.clone(),
+    };
+    match mode {
+        Mode::Webhook => sync.remove_ours(&stop).await,
+        Mode::Policy => sync.follow(templates, &stop).await,
+    }
+    metrics.policies_in_step.set(0);
+}
+
+struct Sync {
+    client: kube::Client,
+    options: Options,
+    metrics: Metrics,
+}
+
+/// One compiled object as written: its kind's resource, its name, its JSON.
+struct Desired {
+    resource: ApiResource,
+    name: String,
+    body: Value,
+    hash: String,
+}
+
+/// An object of ours found in the cluster.
+struct Existing {
+    resource: ApiResource,
+    name: String,
+    hash: Option<String>,
+    written_by_us: bool,
+}
+
+fn resources() -> [ApiResource; 4] {
+    [
+        ApiResource::erase::<ValidatingAdmissionPolicyBinding>(&()),
+        ApiResource::erase::<MutatingAdmissionPolicyBinding>(&()),
+        ApiResource::erase::<ValidatingAdmissionPolicy>(&()),
+        ApiResource::erase::<MutatingAdmissionPolicy>(&()),
+    ]
+}
+
+fn resource_of(object: &PolicyObject) -> ApiResource {
+    match object {
+        PolicyObject::Mutating(_) => ApiResource::erase::<MutatingAdmissionPolicy>(&()),
+        PolicyObject::MutatingBinding(_) => ApiResource::erase::<MutatingAdmissionPolicyBinding>(&()),
+        PolicyObject::Validating(_) => ApiResource::erase::<ValidatingAdmissionPolicy>(&()),
+        PolicyObject::ValidatingBinding(_) => ApiResource::erase::<ValidatingAdmissionPolicyBinding>(&()),
+    }
+}
+
+/// The objects of `set` as they are written, each with the hash of its compiled JSON.
+fn desired(set: &TemplateSet, options: &Options) -> (Vec<Desired>, Vec<super::NotCompiled>) {
+    let compiled = compile(set, options);
+    let objects = compiled
+        .objects
+        .iter()
+        .filter_map(|object| {
+            let mut body = serde_json::to_value(object).ok()?;
+            let hash = content_revision(&body.to_string());
+            body["metadata"]["annotations"][HASH_ANNOTATION] = Value::String(hash.clone());
+            Some(Desired {
+                resource: resource_of(object),
+                name: object.name().to_string(),
+                body,
+                hash,
+            })
+        })
+        .collect();
+    (objects, compiled.not_compiled)
+}
+
+/// What one pass wrote.
+#[derive(Debug, Default)]
+struct Writes {
+    applied: Vec<String>,
+    deleted: Vec<String>,
+}
+
+impl Sync {
+    fn api(&self, resource: &ApiResource) -> Api<DynamicObject> {
+        Api::all_with(self.client.clone(), resource)
+    }
+
+    /// Every object labelled ours, of the four kinds (bindings first).
+    async fn ours(&self) -> Result<Vec<Existing>, kube::Error> {
+        let selector = ListParams::default().labels(&format!("{MANAGED_BY_LABEL}={}", crate::NAME));
+        let mut out = Vec::new();
+        for resource in resources() {
+            for item in self.api(&resource).list_metadata(&selector).await?.items {
+                let meta = item.metadata;
+                out.push(Existing {
+                    resource: resource.clone(),
+                    name: meta.name.unwrap_or_default(),
+                    hash: meta.annotations.and_then(|a| a.get(HASH_ANNOTATION).cloned()),
+                    written_by_us: meta
+                        .managed_fields
+                        .iter()
+                        .flatten()
+                        .any(|m| m.manager.as_deref() == Some(crate::NAME)),
+                });
+            }
+        }
+        Ok(out)
+    }
+
+    /// One pass: the compiled objects of `set` applied where they differ, ours that
+    /// `set` no longer has deleted.
+    async fn converge(&self, set: &TemplateSet) -> Result<Writes, kube::Error> {
+        let (desired, not_compiled) = desired(set, &self.options);
+        for left in &not_compiled {
+            debug!(template = %left.template, reason = %left.reason, "template left to the webhook");
+        }
+        let existing = self.ours().await?;
+        let found: BTreeMap<(String, String), Option<&String>> = existing
+            .iter()
+            .map(|e| ((e.resource.kind.clone(), e.name.clone()), e.hash.as_ref()))
+            .collect();
+        let mut writes = Writes::default();
+        let params = PatchParams::apply(crate::NAME).force();
+        for object in &desired {
+            let key = (object.resource.kind.clone(), object.name.clone());
+            if found.get(&key).copied().flatten() == Some(&object.hash) {
+                continue;
+            }
+            self.api(&object.resource)
+                .patch(&object.name, &params, &Patch::Apply(&object.body))
+                .await?;
+            self.count("apply");
+            writes.applied.push(format!("{} {}", object.resource.kind, object.name));
+        }
+        // `existing` lists bindings first: a policy goes after its binding.
+        for stale in existing.iter().filter(|e| {
+            e.written_by_us
+                && !desired
+                    .iter()
+                    .any(|d| d.resource.kind == e.resource.kind && d.name == e.name)
+        }) {
+            self.delete(stale).await?;
+            writes.deleted.push(format!("{} {}", stale.resource.kind, stale.name));
+        }
+        Ok(writes)
+    }
+
+    async fn delete(&self, object: &Existing) -> Result<(), kube::Error> {
+        match self
+            .api(&object.resource)
+            .delete(&object.name, &DeleteParams::default())
+            .await
+        {
+            Ok(_) => {}
+            Err(kube::Error::Api(status)) if status.code == 404 => {}
+            Err(err) => return Err(err),
+        }
+        self.count("delete");
+        Ok(())
+    }
+
+    fn count(&self, action: &str) {
+        self.metrics
+            .policy_writes
+            .get_or_create(&PolicyWriteLabels {
+                action: action.to_string(),
+            })
+            .inc();
+    }
+
+    /// Policy mode: a pass at each template change (and every [`RESYNC`]), retried with
+    /// backoff when it fails.
+    async fn follow(&self, templates: Arc<LiveTemplates>, stop: &CancellationToken) {
+        let mut changes = templates.changes();
+        let mut failures = 0;
+        loop {
+            let wait = match templates.current() {
+                None => RESYNC,
+                Some(set) => match self.converge(&set).await {
+                    Ok(writes) => {
+                        failures = 0;
+                        self.metrics.policies_in_step.set(1);
+                        if writes.applied.is_empty() && writes.deleted.is_empty() {
+                            debug!(source = %set.source, "admission policies in step with the templates");
+                        } else {
+                            info!(
+                                source = %set.source,
+                                applied = ?writes.applied,
+                                deleted = ?writes.deleted,
+                                "admission policies brought in step with the templates"
+                            );
+                        }
+                        RESYNC
+                    }
+                    Err(err) => {
+                        failures += 1;
+                        self.metrics.policy_sync_errors.inc();
+                        self.metrics.policies_in_step.set(0);
+                        let delay = RETRY.jittered(failures);
+                        warn!(error = %err, retry_in_ms = delay.as_millis() as u64, "cannot write the admission policies");
+                        delay
+                    }
+                },
+            };
+            tokio::select! {
+                changed = changes.changed() => if changed.is_err() { return },
+                () = tokio::time::sleep(wait) => {}
+                () = stop.cancelled() => return,
+            }
+        }
+    }
+
+    /// Webhook mode: the objects this injector wrote go (those applied by hand with
+    /// `policies -f` stay). Without the rights to list them there is nothing of ours.
+    async fn remove_ours(&self, stop: &CancellationToken) {
+        let mut failures = 0;
+        loop {
+            let result = async {
+                let ours: Vec<Existing> = self.ours().await?.into_iter().filter(|e| e.written_by_us).collect();
+                for object in &ours {
+                    self.delete(object).await?;
+                }
+                Ok::<usize, kube::Error>(ours.len())
+            }
+            .await;
+            match result {
+                Ok(0) => return,
+                Ok(count) => {
+                    info!(
+                        count,
+                        "webhook mode: deleted the admission policies this injector had written"
+                    );
+                    return;
+                }
+                Err(kube::Error::Api(status)) if status.code == 403 => {
+                    debug!(message = %status.message, "webhook mode: no rights on admission policies, so none of ours to remove");
+                    return;
+                }
+                Err(err) => {
+                    failures += 1;
+                    self.metrics.policy_sync_errors.inc();
+                    warn!(error = %err, "webhook mode: cannot remove the admission policies written before");
+                }
+            }
+            tokio::select! {
+                () = tokio::time::sleep(RETRY.jittered(failures)) => {}
+                () = stop.cancelled() => return,
+            }
+        }
+    }
+}
