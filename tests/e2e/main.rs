@@ -12,11 +12,11 @@
 //! |---|---|
 //! | `local` | `serve` here behind a `url:` webhook: controller and admission (see the file) |
 //! | `validate` | the shipped validating webhook at `kubectl apply` time: a broken template ConfigMap refused with the reload path's message, a good one admitted, the webhook down lets applies through |
-//! | `check` | `envoy-injector check` on scenarios built in the cluster (every decision rule, injected Pods, a stale Deployment, a foreign `caBundle`, an expired certificate, a Service without endpoints) against `tests/golden/check/` |
+//! | `check` | `envoy-injector check` on scenarios built in the cluster (every decision rule, injected Pods, the upgrade of the default template: new Pods get the new sidecar and `--stale` lists the Deployment on the old one, a foreign `caBundle`, an expired certificate, a Service without endpoints) against `tests/golden/check/` |
 //! | `missing` | opted-in Pods created while no webhook configuration exists (and before their namespace's label): counted by `envoy_injector_pods_uninjected` of a running `serve`, listed by `check --missing` (JSON, text, exit 1) with the reason and the fix; the printed fixes run: the gauge drops to 0, exit 0; `--watch-uninjected=false`: no series |
 //! | `overrides` | `serve` here in cluster mode: a namespace's template label picks the template; a Deployment's `override.memory-limit` lands on each Pod and in the status; `override.cpu-request: "8"` denied with annotation, value, bound and template; a label naming no template denies |
 //! | `controller` | 300 Networks created in one burst: every verdict right, at most 3 reconciles each; a restart writes nothing |
-//! | `deployed` | `manifests/` applied, the binary run as its ServiceAccount behind the Service: RBAC sufficient (and what one missing rule breaks), self-managed TLS Secret and `caBundle`, the `matchConditions` |
+//! | `deployed` | `manifests/` applied, the binary run as its ServiceAccount behind the Service: RBAC sufficient (and what one missing rule breaks), self-managed TLS Secret and `caBundle`, the `matchConditions`, the shipped templates (apps on 80/443/8080/9090 stored with the default sidecar, `classic` for a legacy Pod that asks, `classic` on port 80 denied) |
 //! | `replicas` | two processes on one ClusterIP (`--reuse-port`): one Lease holder reconciles; SIGKILL of it: takeover within the bound, every opted-in Pod injected |
 //! | `upgrade` | a rolling upgrade as the Deployment does it (`maxUnavailable: 0`) under a Pod loop: 0 failed, 0 uninjected; the Lease handed over within 5 s of its holder's SIGTERM |
 //! | `workloads` | a Deployment's Pods, namespace-label opt-in, opt-out, `dryRun=All`, template edit to next Pod latency |
