@@ -8,8 +8,9 @@
 //!   request counter moves) exactly for the Pods that opted in and were not injected yet;
 //! - the shipped templates as the API server stores their Pods: apps on ports 80, 443,
 //!   8080 and 9090 get the default sidecar (its probes, ports and securityContext pass the
-//!   API server's validation); `classic`, asked for by name, still gets a legacy Pod its
-//!   old sidecar and volume, and still denies an app on its port 80;
+//!   API server's validation, and Pod Security `restricted` in a namespace that enforces
+//!   it); `classic`, asked for by name, still gets a legacy Pod its old sidecar and volume,
+//!   and still denies an app on its port 80;
 //! - RBAC is sufficient (the controller realises a Network as a NetworkAttachmentDefinition,
 //!   counts its member Pods, removes it through the finalizer, and the log has no
 //!   `forbidden`) and each rule is there for a reason: without the `networks/status` rule
@@ -39,6 +40,8 @@ const NAD_GROUP: (&str, &str, &str, &str) = (
     "NetworkAttachmentDefinition",
     "network-attachment-definitions",
 );
+/// Namespace label: the API server refuses Pods that break Pod Security `restricted`.
+const RESTRICTED: (&str, &str) = ("pod-security.kubernetes.io/enforce", "restricted");
 /// The rule the RBAC step takes away.
 const TAKEN_RULE: &str = "networks/status";
 
@@ -47,12 +50,13 @@ async fn run(suite: &Suite) -> TierResult {
     let scope = Scope::new(suite.settings.mode);
     let plain = TestNs::create(&suite.client, &scope, "deployed", &[]).await;
     let labelled = TestNs::create(&suite.client, &scope, "deployed-label", &[NAMESPACE_OPT_IN]).await;
+    let restricted = TestNs::create(&suite.client, &scope, "deployed-restricted", &[RESTRICTED]).await;
     let injector = install.start("envoy-injector-e2e-0", false).await;
     injector.wait_ready().await;
 
     self_managed_tls(suite, &install).await;
     match_conditions(&install, &injector, &plain, &labelled).await;
-    shipped_templates(&install, &plain).await;
+    shipped_templates(&install, &plain, &restricted).await;
     network_realised(suite, &injector, &plain).await;
     let forbidden = rbac_denials(&injector);
     assert!(
@@ -218,9 +222,10 @@ fn with_ports(mut p: k8s_openapi::api::core::v1::Pod, ports: &[i32]) -> k8s_open
 }
 
 /// What the shipped ConfigMap's templates do to Pods the API server stores: the default
-/// sidecar beside apps on the ports apps use, `classic` for a legacy Pod that asks for it,
-/// and `classic`'s real port clash denied.
-async fn shipped_templates(install: &Install, ns: &TestNs) {
+/// sidecar beside apps on the ports apps use, and in a namespace enforcing Pod Security
+/// `restricted`; `classic` for a legacy Pod that asks for it, and `classic`'s real port
+/// clash denied.
+async fn shipped_templates(install: &Install, ns: &TestNs, restricted: &TestNs) {
     let embedded = TemplateSet::embedded();
     let image = |name: &str| embedded.get(name).unwrap().spec.containers[0].image.clone();
     let (default_image, classic_image) = (image(DEFAULT_TEMPLATE), image(CLASSIC_TEMPLATE));
@@ -246,6 +251,23 @@ async fn shipped_templates(install: &Install, ns: &TestNs) {
         );
     }
     step!("apps on ports 80, 443, 8080 and 9090: each stored with the default sidecar on 15006, 15021, 15090");
+
+    // Pod Security admission judges the Pod after the webhook: the sidecar must pass too.
+    let mut app = pod("e2e-restricted", &[(INJECT, "true")], DEFAULT_IMAGE);
+    app.spec.as_mut().expect("a spec").containers[0].security_context = Some(
+        serde_json::from_value(serde_json::json!({
+            "runAsNonRoot": true, "runAsUser": 65532, "allowPrivilegeEscalation": false,
+            "capabilities": {"drop": ["ALL"]}, "seccompProfile": {"type": "RuntimeDefault"},
+        }))
+        .expect("a securityContext"),
+    );
+    let stored = restricted.create_stored(&app).await;
+    assert!(
+        container(&stored, &install.sidecar).is_some_and(|s| s.image == default_image),
+        "expected the Pod in a `restricted` namespace stored with the default sidecar, found {}",
+        describe_pod(&stored)
+    );
+    step!("namespace enforcing Pod Security `restricted`: the injected Pod is admitted");
 
     let legacy = ns
         .create_stored(&pod(
