@@ -351,13 +351,7 @@ async fn run(suite: &Suite) -> TierResult {
     // The upgrade: a Pod created after it gets the new sidecar, and the Deployment's Pods,
     // injected before it, are stale.
     kubectl_apply(&[in_namespace(&configmap_object(INJECTOR_NAME, AFTER_UPGRADE), &injector)]).await;
-    let new_image = envoy_injector::template::Template::parse("config", AFTER_UPGRADE)
-        .expect("the default parses")
-        .spec
-        .containers[0]
-        .image
-        .clone()
-        .expect("an image");
+    let new_image = embedded_image(envoy_injector::template::DEFAULT_TEMPLATE);
     wait_for_dry_run_with(&pod_doc(&labelled, "after-upgrade", json!({}), app_spec()), &new_image).await;
     let run = check(&with(&["-n", &labelled, "--stale"])).await;
     golden("stale.txt", &normalise(&run.stdout, &id));

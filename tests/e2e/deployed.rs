@@ -19,7 +19,7 @@
 use std::collections::BTreeMap;
 
 use envoy_injector::inject::TEMPLATE_ANNOTATION as TEMPLATE;
-use envoy_injector::template::{CLASSIC_TEMPLATE, DEFAULT_TEMPLATE, TemplateSet};
+use envoy_injector::template::{CLASSIC_TEMPLATE, DEFAULT_TEMPLATE};
 use k8s_openapi::api::admissionregistration::v1::MutatingWebhookConfiguration;
 use k8s_openapi::api::core::v1::{ContainerPort, Secret};
 use kube::api::{Api, DeleteParams, DynamicObject};
@@ -226,9 +226,10 @@ fn with_ports(mut p: k8s_openapi::api::core::v1::Pod, ports: &[i32]) -> k8s_open
 /// `restricted`; `classic` for a legacy Pod that asks for it, and `classic`'s real port
 /// clash denied.
 async fn shipped_templates(install: &Install, ns: &TestNs, restricted: &TestNs) {
-    let embedded = TemplateSet::embedded();
-    let image = |name: &str| embedded.get(name).unwrap().spec.containers[0].image.clone();
-    let (default_image, classic_image) = (image(DEFAULT_TEMPLATE), image(CLASSIC_TEMPLATE));
+    let (default_image, classic_image) = (
+        Some(embedded_image(DEFAULT_TEMPLATE)),
+        Some(embedded_image(CLASSIC_TEMPLATE)),
+    );
     for port in [80, 443, 8080, 9090] {
         let stored = ns
             .create_stored(&with_ports(
