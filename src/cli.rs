@@ -47,8 +47,9 @@ pub enum Command {
             Cluster mode (the default, in a Pod): templates from the `envoy-injector` \
             ConfigMap in --namespace, a self-managed certificate in a Secret unless \
             --tls-cert/--tls-key are given, and the Network controller on the replica \
-            that holds the Lease. --standalone: no cluster, the embedded default template \
-            (or --config) and a self-signed certificate, for trying the webhook locally.",
+            that holds the Lease. --standalone: no cluster, the embedded templates (the \
+            default `config` and `classic`, as the shipped ConfigMap holds them; or \
+            --config) and a self-signed certificate, for trying the webhook locally.",
         after_help = "Examples:\n  \
             envoy-injector serve --standalone --addr 127.0.0.1:8443\n  \
             envoy-injector serve --namespace envoy-injector --network-backend none"
@@ -105,8 +106,8 @@ pub enum Command {
 
 #[derive(Debug, Clone, Args)]
 pub struct ServeArgs {
-    /// Webhook only, no cluster: embedded default template (or --config), self-signed TLS
-    /// unless --tls-cert/--tls-key are given.
+    /// Webhook only, no cluster: the embedded templates, `config` and `classic` (or
+    /// --config), self-signed TLS unless --tls-cert/--tls-key are given.
     #[arg(long)]
     pub standalone: bool,
     /// Template file (a bare template or a whole ConfigMap manifest); standalone only.
@@ -286,7 +287,8 @@ pub struct InjectArgs {
     /// of JSON objects, read the way kubectl reads them.
     #[arg(short = 'f', long = "filename", value_name = "FILE")]
     pub file: PathBuf,
-    /// Template file (a bare template or a ConfigMap manifest); default: embedded.
+    /// Template file (a bare template or a ConfigMap manifest); default: the embedded
+    /// templates, `config` and `classic`.
     #[arg(long, value_name = "FILE")]
     pub config: Option<PathBuf>,
     #[arg(short = 'o', long = "output", value_enum, default_value_t = OutputFormat::Yaml)]

@@ -93,7 +93,10 @@ fn updates_other_kinds_and_subresources_pass_through() {
 #[test]
 fn collisions_and_unknown_templates_deny_with_reasons() {
     let (admission, _) = admission_with(Some(TemplateSet::embedded()));
+    // `classic` mounts a volume `envoy-conf` from ConfigMap `envoy`: a Pod volume of that
+    // name from a Secret collides with it.
     let mut clash = fixture("seed-initializer-annotation.json");
+    clash["request"]["object"]["metadata"]["annotations"]["sidecar.samplecrd.k8s.io/template"] = json!("classic");
     clash["request"]["object"]["spec"]["volumes"]
         .as_array_mut()
         .unwrap()
@@ -102,7 +105,19 @@ fn collisions_and_unknown_templates_deny_with_reasons() {
     assert_eq!(response["allowed"], false);
     let message = response["status"]["message"].as_str().unwrap();
     assert!(
-        message.contains("envoy-conf") && message.contains("secret"),
+        message.contains("envoy-conf") && message.contains("secret") && message.contains("template `classic`"),
+        "{message}"
+    );
+
+    // An app on one of the default sidecar's own ports collides with it.
+    let mut port = fixture("seed-initializer-annotation.json");
+    port["request"]["object"]["spec"]["containers"][0]["ports"] = json!([{"containerPort": 15021}]);
+    let message = respond(&admission, &port)["status"]["message"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(
+        message.starts_with("port 15021/TCP of template `config` container `envoy` is already used by Pod container"),
         "{message}"
     );
 
@@ -113,7 +128,7 @@ fn collisions_and_unknown_templates_deny_with_reasons() {
         .unwrap()
         .to_string();
     assert!(
-        message.contains("`missing`") && message.contains("`config`"),
+        message.contains("`missing`") && message.contains("`classic`, `config`"),
         "{message}"
     );
 }
@@ -263,7 +278,9 @@ fn malformed_bodies_are_request_errors() {
 fn the_pod_read_from_text_gets_the_same_decision_and_patch_as_the_parsed_pod() {
     use envoy_injector::inject::pod::Whole;
     use envoy_injector::inject::{self, Decision, Extras, PodView};
-    let template = TemplateSet::embedded().get("config").unwrap().clone();
+    // The default refuses port collisions; `classic` volume and mount collisions too.
+    let embedded = TemplateSet::embedded();
+    let templates = [embedded.get("config").unwrap(), embedded.get("classic").unwrap()];
     let mut pods: Vec<Value> = common::fixtures()
         .iter()
         .map(|(_, body)| serde_json::from_slice::<Value>(body).unwrap()["request"]["object"].clone())
@@ -278,7 +295,7 @@ fn the_pod_read_from_text_gets_the_same_decision_and_patch_as_the_parsed_pod() {
         p["spec"]["volumes"] = json!([{"name": "envoy-conf", "emptyDir": {}}])
     }));
     pods.push(edit(&|p| {
-        p["spec"]["containers"][0]["ports"] = json!([{"containerPort": 15001}, {"containerPort": 9901}])
+        p["spec"]["containers"][0]["ports"] = json!([{"containerPort": 80}, {"containerPort": 15021}])
     }));
     pods.push(edit(&|p| {
         p["spec"]["containers"][0]["volumeMounts"] = json!([{"name": "x", "mountPath": "/etc/envoy"}])
@@ -294,13 +311,13 @@ fn the_pod_read_from_text_gets_the_same_decision_and_patch_as_the_parsed_pod() {
         p["metadata"]["annotations"]["escaped \"key\""] = json!("a\nb")
     }));
     pods.push(json!("not a Pod"));
-    for pod in &pods {
+    for (pod, template) in pods.iter().flat_map(|pod| templates.iter().map(move |t| (pod, t))) {
         let text = pod.to_string();
         let from_text = serde_json::from_str::<PodView<'_>>(&text).unwrap().within(Whole::Text {
             json: text.as_bytes(),
             pointer: "",
         });
-        let decide = |view: &PodView<'_>| match inject::plan(view, &template, &Extras::default()) {
+        let decide = |view: &PodView<'_>| match inject::plan(view, template, &Extras::default()) {
             Ok(Decision::Inject(plan)) => Ok(Some((
                 plan.clone(),
                 serde_json::to_value(inject::jsonpatch::render(&plan, view).unwrap()).unwrap(),
@@ -309,7 +326,7 @@ fn the_pod_read_from_text_gets_the_same_decision_and_patch_as_the_parsed_pod() {
             Err(err) => Err(err.to_string()),
         };
         let from_value = decide(&PodView::read(pod));
-        assert_eq!(from_value, decide(&from_text), "pod: {pod}");
+        assert_eq!(from_value, decide(&from_text), "template {}, pod: {pod}", template.name);
         if let Ok(Some((_, patch))) = &from_value {
             let mut patched = pod.clone();
             let patch: json_patch::Patch = serde_json::from_value(patch.clone()).unwrap();

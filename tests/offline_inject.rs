@@ -262,12 +262,16 @@ fn jsonpatch_output_applies_to_each_document() {
 
 #[test]
 fn errors_name_the_document_and_the_rest_is_still_written() {
-    let text = "apiVersion: v1\nkind: Pod\nmetadata: {name: fine}\nspec: {containers: [{name: a}]}\n---\napiVersion: v1\nkind: Pod\nmetadata: {name: clash}\nspec:\n  containers: [{name: a}]\n  volumes: [{name: envoy-conf, emptyDir: {}}]\n---\napiVersion: v1\nkind: Pod\nmetadata: {name: after}\nspec: {containers: [{name: b}]}\n";
+    let text = "apiVersion: v1\nkind: Pod\nmetadata: {name: fine}\nspec: {containers: [{name: a}]}\n---\napiVersion: v1\nkind: Pod\nmetadata: {name: clash, annotations: {sidecar.samplecrd.k8s.io/template: classic}}\nspec:\n  containers: [{name: a}]\n  volumes: [{name: envoy-conf, emptyDir: {}}]\n---\napiVersion: v1\nkind: Pod\nmetadata: {name: after}\nspec: {containers: [{name: b}]}\n";
     let out = run(&["inject", "-f", "-"], Some(text));
     assert_eq!(out.status.code(), Some(1));
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("document 2 (Pod clash) at line 6"), "{stderr}");
-    assert!(stderr.contains("envoy-conf"), "{stderr}");
+    // `classic`, embedded as in the shipped ConfigMap, mounts a volume `envoy-conf`.
+    assert!(
+        stderr.contains("envoy-conf") && stderr.contains("template `classic`"),
+        "{stderr}"
+    );
     let docs = read_documents(&String::from_utf8(out.stdout).unwrap()).unwrap();
     let written: Vec<&str> = docs.iter().map(|d| d["metadata"]["name"].as_str().unwrap()).collect();
     assert_eq!(

@@ -1,10 +1,15 @@
 use serde_json::{Value, json};
 
 use super::*;
-use crate::template::{Template, TemplateSet};
+use crate::template::{CLASSIC_TEMPLATE, Template, TemplateSet};
 
 fn default_template() -> Arc<Template> {
     TemplateSet::embedded().get(DEFAULT_TEMPLATE).unwrap().clone()
+}
+
+/// The previous default: a sidecar on port 80 with a volume from ConfigMap `envoy`.
+fn classic_template() -> Arc<Template> {
+    TemplateSet::embedded().get(CLASSIC_TEMPLATE).unwrap().clone()
 }
 
 fn template(text: &str) -> Template {
@@ -45,11 +50,12 @@ fn names(list: &Value) -> Vec<&str> {
 }
 
 #[test]
-fn seed_pod_gets_sidecar_volume_and_status() {
+fn seed_pod_gets_sidecar_and_status() {
     let pod = fixture_pod("seed-initializer-annotation.json");
     let out = inject_default(&pod);
     assert_eq!(names(&out["spec"]["containers"]), ["myapp-container", "envoy"]);
-    assert_eq!(names(&out["spec"]["volumes"]), ["kube-api-access-z5wjl", "envoy-conf"]);
+    // The default sidecar needs no volume: the Pod's own are left as they were.
+    assert_eq!(names(&out["spec"]["volumes"]), ["kube-api-access-z5wjl"]);
     let annotations = out["metadata"]["annotations"].as_object().unwrap();
     // Existing annotations are kept, one is added.
     assert_eq!(
@@ -61,6 +67,21 @@ fn seed_pod_gets_sidecar_volume_and_status() {
     assert_eq!(status.template, "config");
     assert_eq!(status.revision, default_template().revision);
     as_pod(&out);
+
+    // The legacy opt-in keeps its old sidecar when it asks for `classic`.
+    let (out, _) = inject_with(&pod, &classic_template());
+    assert_eq!(names(&out["spec"]["volumes"]), ["kube-api-access-z5wjl", "envoy-conf"]);
+    assert_eq!(
+        out["spec"]["containers"][1]["image"],
+        "lyft/envoy:845747db88f102c0fd262ab234308e9e22f693a1"
+    );
+    let status: InjectionStatus =
+        serde_json::from_str(out["metadata"]["annotations"][STATUS_ANNOTATION].as_str().unwrap()).unwrap();
+    assert_eq!(
+        (status.template.as_str(), status.volumes),
+        ("classic", vec!["envoy-conf".to_string()])
+    );
+    as_pod(&out);
 }
 
 #[test]
@@ -71,6 +92,12 @@ fn generate_name_pod_keeps_its_shape() {
     assert_eq!(out["metadata"]["generateName"], "web-7d9f8b6c5-");
     assert_eq!(names(&out["spec"]["initContainers"]), ["init-db"]);
     assert_eq!(names(&out["spec"]["containers"]), ["web", "metrics", "envoy"]);
+    assert_eq!(
+        names(&out["spec"]["volumes"]),
+        ["cache", "config", "kube-api-access-rxspb"]
+    );
+    as_pod(&out);
+    let (out, _) = inject_with(&pod, &classic_template());
     assert_eq!(
         names(&out["spec"]["volumes"]),
         ["cache", "config", "kube-api-access-rxspb", "envoy-conf"]
@@ -108,11 +135,17 @@ fn second_pass_adds_nothing() {
 #[test]
 fn absent_arrays_and_maps_are_created_not_replaced() {
     let pod = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "bare"}, "spec": {"containers": [{"name": "app"}]}});
-    let (out, patch) = inject_with(&pod, &default_template());
+    let (out, patch) = inject_with(&pod, &classic_template());
     let paths: Vec<String> = patch.0.iter().map(|op| op.path().to_string()).collect();
     assert!(paths.contains(&"/spec/volumes".to_string()), "{paths:?}");
     assert!(paths.contains(&"/metadata/annotations".to_string()), "{paths:?}");
     assert_eq!(names(&out["spec"]["containers"]), ["app", "envoy"]);
+    as_pod(&out);
+    // A list is created only for something to put in it: the default adds no volume.
+    let (out, patch) = inject_with(&pod, &default_template());
+    let paths: Vec<String> = patch.0.iter().map(|op| op.path().to_string()).collect();
+    assert!(!paths.iter().any(|p| p.starts_with("/spec/volumes")), "{paths:?}");
+    assert!(out["spec"].get("volumes").is_none(), "{out:#}");
     as_pod(&out);
 }
 
@@ -151,7 +184,7 @@ fn pods_without_containers_are_refused_naming_what_was_found() {
 #[test]
 fn empty_and_null_lists_are_appended_to() {
     let pod = json!({"metadata": {"annotations": {}}, "spec": {"containers": [{"name": "app"}], "initContainers": [], "volumes": null}});
-    let out = inject_default(&pod);
+    let (out, _) = inject_with(&pod, &classic_template());
     assert_eq!(names(&out["spec"]["containers"]), ["app", "envoy"]);
     assert_eq!(names(&out["spec"]["volumes"]), ["envoy-conf"]);
 }
@@ -188,11 +221,11 @@ fn only_add_operations_are_emitted() {
 #[test]
 fn volume_with_same_name_and_other_source_is_a_collision_naming_both() {
     let pod = json!({"spec": {"containers": [{"name": "app"}], "volumes": [{"name": "envoy-conf", "emptyDir": {}}]}});
-    let err = plan(&PodView::read(&pod), &default_template(), &Extras::default())
+    let err = plan(&PodView::read(&pod), &classic_template(), &Extras::default())
         .unwrap_err()
         .to_string();
     assert!(err.contains("Pod volume `envoy-conf` (emptyDir: {})"), "{err}");
-    assert!(err.contains("template `config`"), "{err}");
+    assert!(err.contains("template `classic`"), "{err}");
     assert!(err.contains("configMap"), "{err}");
 }
 
@@ -200,8 +233,9 @@ fn volume_with_same_name_and_other_source_is_a_collision_naming_both() {
 fn identical_volume_defaulted_by_the_server_is_reused() {
     let pod = json!({"spec": {"containers": [{"name": "app"}],
         "volumes": [{"name": "envoy-conf", "configMap": {"name": "envoy", "defaultMode": 420}}]}});
-    let out = inject_default(&pod);
+    let (out, _) = inject_with(&pod, &classic_template());
     assert_eq!(names(&out["spec"]["volumes"]), ["envoy-conf"]);
+    assert_eq!(names(&out["spec"]["containers"]), ["app", "envoy"]);
 }
 
 #[test]
@@ -216,19 +250,48 @@ fn partial_injection_is_refused() {
 
 #[test]
 fn port_collision_names_both_containers() {
+    // `classic` really collides with an app on port 80: its Envoy declares it.
     let pod = json!({"spec": {"containers": [{"name": "web", "ports": [{"containerPort": 80}]}]}});
-    let err = plan(&PodView::read(&pod), &default_template(), &Extras::default())
+    let err = plan(&PodView::read(&pod), &classic_template(), &Extras::default())
         .unwrap_err()
         .to_string();
     assert!(
         err.contains("port 80/TCP")
+            && err.contains("template `classic`")
             && err.contains("`envoy`")
             && err.contains("`web`")
             && err.contains(TEMPLATE_ANNOTATION),
         "{err}"
     );
     let udp = json!({"spec": {"containers": [{"name": "dns", "ports": [{"containerPort": 80, "protocol": "UDP"}]}]}});
-    assert!(plan(&PodView::read(&udp), &default_template(), &Extras::default()).is_ok());
+    assert!(plan(&PodView::read(&udp), &classic_template(), &Extras::default()).is_ok());
+    // So does the default, with an app on one of its own ports.
+    let pod = json!({"spec": {"containers": [{"name": "web", "ports": [{"containerPort": 15021}]}]}});
+    let err = plan(&PodView::read(&pod), &default_template(), &Extras::default())
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("port 15021/TCP of template `config` container `envoy` is already used by Pod container `web`"),
+        "{err}"
+    );
+}
+
+/// The ports apps commonly listen on are the app's: the default sidecar keeps to its own.
+#[test]
+fn the_default_injects_apps_on_the_common_ports() {
+    for port in [80, 443, 8080, 9090] {
+        let pod = json!({"spec": {"containers": [{"name": "web", "ports": [{"containerPort": port}]}]}});
+        let out = inject_default(&pod);
+        assert_eq!(names(&out["spec"]["containers"]), ["web", "envoy"], "port {port}");
+        let sidecar_ports: Vec<i64> = out["spec"]["containers"][1]["ports"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|p| p["containerPort"].as_i64().unwrap())
+            .collect();
+        assert_eq!(sidecar_ports, [15006, 15021, 15090], "port {port}");
+        as_pod(&out);
+    }
 }
 
 const WITH_MOUNTS: &str = "containers:\n- name: proxy\n  image: p\nvolumes:\n- name: certs\n  emptyDir: {}\nvolumeMounts:\n- name: certs\n  mountPath: /etc/certs\n";
@@ -442,7 +505,14 @@ fn extras_set_env_annotations_and_labels() {
     };
     let mut out = pod.clone();
     json_patch::patch(&mut out, &jsonpatch::render(&p, &PodView::read(&pod)).unwrap()).unwrap();
-    assert_eq!(out["spec"]["containers"][1]["env"][0]["name"], "NETWORK_CIDR");
+    // The template's own env first, the Network's after it.
+    let env: Vec<&str> = out["spec"]["containers"][1]["env"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(env, ["APP_PORT", "LOG_LEVEL", "NETWORK_CIDR"]);
     assert_eq!(out["metadata"]["labels"]["sidecar.samplecrd.k8s.io/network"], "net1");
 }
 
@@ -630,8 +700,9 @@ mod properties {
         #![proptest_config(ProptestConfig::with_cases(512))]
 
         #[test]
-        fn patch_applies_keeps_everything_and_is_idempotent(pod in arbitrary_pod()) {
-            let t = default_template();
+        fn patch_applies_keeps_everything_and_is_idempotent(pod in arbitrary_pod(), classic in any::<bool>()) {
+            // The default adds no volume; `classic` does, so both shapes of template are run.
+            let t = if classic { classic_template() } else { default_template() };
             let has_containers = pod.pointer("/spec/containers").and_then(Value::as_array).is_some_and(|c| !c.is_empty());
             if !has_containers {
                 let refused = matches!(plan(&PodView::read(&pod), &t, &Extras::default()), Err(InjectError::NoContainers { .. }));

@@ -141,16 +141,18 @@ mod tests {
         }
         objects.extend([
             root("kind: Deployment\nmetadata: {name: d}\nspec:\n  template: [1]\n"),
-            root("kind: Deployment\nspec: {template: {spec: {containers: [{name: a, ports: [{containerPort: 15001}]}]}}}\n"),
+            root("kind: Deployment\nspec: {template: {spec: {containers: [{name: a, ports: [{containerPort: 15021}]}]}}}\n"),
+            root("kind: Pod\nmetadata: {annotations: {sidecar.samplecrd.k8s.io/template: classic}}\nspec: {containers: [{name: a, ports: [{containerPort: 80}]}]}\n"),
             root("kind: Pod\nmetadata: {annotations: {sidecar.samplecrd.k8s.io/inject: maybe}}\nspec: {containers: [x]}\n"),
             root("kind: CronJob\nspec: {jobTemplate: {spec: {template: {spec: {containers: null}}}}}\n"),
-            root("kind: Pod\nspec: {containers: [{name: a}], volumes: [{name: envoy-conf, emptyDir: {}}]}\n"),
+            root("kind: Pod\nmetadata: {annotations: {sidecar.samplecrd.k8s.io/template: classic}}\nspec: {containers: [{name: a}], volumes: [{name: envoy-conf, emptyDir: {}}]}\n"),
             root("kind: 12\nspec: {}\n"),
             root("kind: Job\nspec: {template: {spec: {restartPolicy: Never, containers: [{name: a}]}}}\n"),
             root("kind: Job\nspec: {template: {spec: {restartPolicy: [Never], containers: [{name: a}]}}}\n"),
             root("kind: Pod\nspec: {restartPolicy: OnFailure, containers: [{name: a}]}\n"),
         ]);
         assert!(objects.len() > 20, "{}", objects.len());
+        let mut refused = 0;
         for object in &objects {
             let whole = object.to_json();
             let view = engine_view(object);
@@ -166,9 +168,12 @@ mod tests {
                     Err(e) => Err(e.to_string()),
                 };
                 assert_eq!(outcome(&view), outcome(&whole), "{whole}");
+                refused += usize::from(outcome(&whole).is_err());
             }
             assert_eq!(crate::offline::describe(&view), crate::offline::describe(&whole));
         }
+        // Refusals are compared too: port and volume collisions, wrong shapes.
+        assert!(refused >= 2 * 6, "only {refused} refusals");
     }
 
     #[test]

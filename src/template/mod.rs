@@ -24,8 +24,16 @@ pub use prepared::Prepared;
 pub const DEFAULT_TEMPLATE: &str = "config";
 
 /// The default template compiled into the binary (`serve --standalone`, `inject` and
-/// `check -f` without `--config`).
+/// `check -f` without `--config`): a current Envoy whose bootstrap is inline, on ports of
+/// its own.
 pub const EMBEDDED_DEFAULT: &str = include_str!("default-template.yaml");
+
+/// The name of the previous default template, kept for the Pods that ask for it.
+pub const CLASSIC_TEMPLATE: &str = "classic";
+
+/// The previous default: the seed's Envoy sidecar, with its fields put where Kubernetes
+/// expects them (it needs a ConfigMap `envoy` in the Pod's namespace and port 80).
+pub const EMBEDDED_CLASSIC: &str = include_str!("classic-template.yaml");
 
 /// Every template of one configuration, by name. Immutable: a reload builds a new set and
 /// swaps it in whole, so a Pod never sees half of an update.
@@ -37,12 +45,20 @@ pub struct TemplateSet {
 }
 
 impl TemplateSet {
-    /// The embedded default template under the key `config`.
+    /// The embedded templates, as the shipped ConfigMap holds them: the default under the
+    /// key `config`, the previous default under `classic`.
     pub fn embedded() -> TemplateSet {
-        // The embedded text is part of the binary and covered by a unit test.
-        let template = Template::parse(DEFAULT_TEMPLATE, EMBEDDED_DEFAULT)
-            .unwrap_or_else(|err| panic!("embedded default template is invalid: {err}"));
-        TemplateSet::from_templates("embedded", vec![template])
+        // The embedded texts are part of the binary and covered by unit tests.
+        let templates = [
+            (DEFAULT_TEMPLATE, EMBEDDED_DEFAULT),
+            (CLASSIC_TEMPLATE, EMBEDDED_CLASSIC),
+        ]
+        .into_iter()
+        .map(|(name, text)| {
+            Template::parse(name, text).unwrap_or_else(|err| panic!("embedded template `{name}` is invalid: {err}"))
+        })
+        .collect();
+        TemplateSet::from_templates("embedded", templates)
     }
 
     fn from_templates(source: &str, templates: Vec<Template>) -> TemplateSet {

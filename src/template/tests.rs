@@ -6,10 +6,30 @@ fn parse_err(text: &str) -> String {
         .to_string()
 }
 
+/// The embedded set is what the shipped ConfigMap holds: the default and `classic`. (The
+/// default's own promises are checked in tests/default_template.rs.)
 #[test]
-fn embedded_default_is_the_seed_sidecar_put_right() {
+fn embedded_set_is_the_default_and_classic() {
     let set = TemplateSet::embedded();
-    let template = set.get(DEFAULT_TEMPLATE).expect("default template");
+    assert_eq!(set.names().collect::<Vec<_>>(), [CLASSIC_TEMPLATE, DEFAULT_TEMPLATE]);
+    assert_eq!(set.source, "embedded");
+    let default = set.get(DEFAULT_TEMPLATE).unwrap();
+    assert_eq!(default.revision, content_revision(EMBEDDED_DEFAULT));
+    assert_eq!(
+        set.get(CLASSIC_TEMPLATE).unwrap().revision,
+        content_revision(EMBEDDED_CLASSIC)
+    );
+    assert_eq!(default.spec.containers[0].name, "envoy");
+    assert!(
+        default.spec.volumes.is_empty(),
+        "the default needs nothing in the Pod's namespace"
+    );
+}
+
+#[test]
+fn embedded_classic_is_the_seed_sidecar_put_right() {
+    let set = TemplateSet::embedded();
+    let template = set.get(CLASSIC_TEMPLATE).expect("classic template");
     let envoy = &template.spec.containers[0];
     assert_eq!(envoy.name, "envoy");
     assert_eq!(

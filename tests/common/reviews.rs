@@ -79,7 +79,8 @@ pub fn expects_injection(fixture: &str) -> bool {
 
 /// Checks one answered review against the request it answers: uid echoed, allowed, and
 /// — when injection is expected — a JSON Patch that applies to the Pod and yields a Pod
-/// with the sidecar, its volume and the status annotation, everything else kept.
+/// with the sidecar, the volumes its status records (the embedded default adds none) and
+/// the status annotation, everything else kept.
 pub fn check_review(fixture: &str, request: &[u8], response: &[u8]) {
     let request: Value = serde_json::from_slice(request).unwrap();
     let review: Value = serde_json::from_slice(response).unwrap_or_else(|e| {
@@ -116,6 +117,7 @@ pub fn check_review(fixture: &str, request: &[u8], response: &[u8]) {
     let patch: json_patch::Patch = serde_json::from_slice(&bytes).expect("patch is a JSON Patch");
     let mut object = original;
     json_patch::patch(&mut object, &patch.0).unwrap_or_else(|e| panic!("{fixture}: patch does not apply: {e}"));
+    let status = injection_status(&object);
     let pod: Pod = serde_json::from_value(object).unwrap_or_else(|e| panic!("{fixture}: patched Pod invalid: {e}"));
 
     let spec = pod.spec.as_ref().expect("spec");
@@ -149,17 +151,16 @@ pub fn check_review(fixture: &str, request: &[u8], response: &[u8]) {
             .map(|v| v.name.clone())
             .collect::<Vec<_>>()
     };
-    let after_volumes = volumes(&pod);
-    assert!(
-        after_volumes.contains(&"envoy-conf".to_string()),
-        "{fixture}: volumes {after_volumes:?}"
+    // The Pod's own volumes, in their order, then those the injection recorded adding.
+    let mut expected_volumes = volumes(&original_pod);
+    expected_volumes.extend(
+        status["volumes"]
+            .as_array()
+            .unwrap_or_else(|| panic!("{fixture}: status without `volumes`: {status}"))
+            .iter()
+            .map(|v| v.as_str().unwrap().to_string()),
     );
-    for name in volumes(&original_pod) {
-        assert!(
-            after_volumes.contains(&name),
-            "{fixture}: volume {name} lost: {after_volumes:?}"
-        );
-    }
+    assert_eq!(volumes(&pod), expected_volumes, "{fixture}: volumes");
     let annotations = pod.metadata.annotations.clone().unwrap_or_default();
     assert!(
         annotations.contains_key(STATUS_ANNOTATION),

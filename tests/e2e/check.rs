@@ -8,9 +8,11 @@
 //! to this tier's namespaces (`ei-check-<id>-labelled`, opted in by label, and
 //! `ei-check-<id>-plain`; the golden files name them). Checked: every decision rule from a
 //! manifest (nothing created), Pods the injector really injected (a Deployment's, through
-//! its ReplicaSet) and a healthy installation, a stale Deployment after a template edit,
-//! then a `caBundle` from another CA, an expired serving certificate and the webhooks behind
-//! a Service without endpoints.
+//! its ReplicaSet) and a healthy installation, then the upgrade of the default template
+//! (`config` goes from the previous default, shipped now as `classic`, to the current one):
+//! a Pod created after it gets the new sidecar and `check --stale` lists the Deployment
+//! whose Pods are on the old revision; then a `caBundle` from another CA, an expired
+//! serving certificate and the webhooks behind a Service without endpoints.
 
 use std::process::Command;
 
@@ -27,8 +29,11 @@ pub const TIER: Tier = Tier {
     run: |suite| Box::pin(run(suite)),
 };
 
-const GOOD: &str = "containers:\n- name: envoy\n  image: envoy:v1\n  ports:\n  - containerPort: 15001\nvolumes:\n- name: envoy-conf\n  emptyDir: {}\n";
-const EDITED: &str = "containers:\n- name: envoy\n  image: envoy:v2\n  ports:\n  - containerPort: 15001\nvolumes:\n- name: envoy-conf\n  emptyDir: {}\n";
+/// `config` before the upgrade: the previous default (its Envoy on port 80, a volume
+/// `envoy-conf`), which ships now as `classic`.
+const BEFORE_UPGRADE: &str = envoy_injector::template::EMBEDDED_CLASSIC;
+/// `config` after it: the current default.
+const AFTER_UPGRADE: &str = envoy_injector::template::EMBEDDED_DEFAULT;
 
 /// Replaces what changes from run to run (names, ports, times) so outputs compare.
 fn normalise(output: &str, id: &str) -> String {
@@ -95,8 +100,13 @@ pub(crate) async fn check(args: &[impl AsRef<std::ffi::OsStr>]) -> Run {
 /// Waits until a server-side dry run of `probe` (a Pod manifest) comes back injected: the
 /// API server calls the injector once it has the configuration (also for tier `missing`).
 pub(crate) async fn wait_for_dry_run_injection(probe: &Value) {
+    wait_for_dry_run_with(probe, STATUS).await;
+}
+
+/// Waits until a server-side dry run of `probe` comes back holding `text`.
+async fn wait_for_dry_run_with(probe: &Value, text: &str) {
     let probe = probe.to_string();
-    wait_for("the mutating webhook to inject (dry run)", PATIENCE * 2, async || {
+    wait_for(&format!("a dry run to come back with {text:?}"), PATIENCE * 2, async || {
         let out = kubectl(
             &[
                 "create",
@@ -110,7 +120,7 @@ pub(crate) async fn wait_for_dry_run_injection(probe: &Value) {
             Some(&probe),
         )
         .await;
-        if String::from_utf8_lossy(&out.stdout).contains(STATUS) {
+        if String::from_utf8_lossy(&out.stdout).contains(text) {
             Ok(())
         } else {
             Err(describe_output(&out))
@@ -159,7 +169,7 @@ async fn run(suite: &Suite) -> TierResult {
 
     let certs = tls::generate(INJECTOR_NAME, &injector, &["127.0.0.1".to_string()], 365).expect("test certificates");
     kubectl_apply(&[
-        in_namespace(&configmap_object(INJECTOR_NAME, GOOD), &injector),
+        in_namespace(&configmap_object(INJECTOR_NAME, BEFORE_UPGRADE), &injector),
         secret(&injector, &certs),
     ])
     .await;
@@ -250,7 +260,7 @@ async fn run(suite: &Suite) -> TierResult {
             &labelled,
             "port-clash",
             json!({}),
-            json!({ "containers": [{ "name": "app", "image": "app:1", "ports": [{ "containerPort": 15001 }] }] }),
+            json!({ "containers": [{ "name": "app", "image": "app:1", "ports": [{ "containerPort": 80 }] }] }),
         ),
         pod_doc(
             &labelled,
@@ -338,8 +348,11 @@ async fn run(suite: &Suite) -> TierResult {
     golden("namespace-healthy.txt", &normalise(&run.stdout, &id));
     assert_eq!(run.code, 0, "a healthy installation passes:\n{}", run.stdout);
 
-    // A template edit makes the Deployment's Pods stale.
-    kubectl_apply(&[in_namespace(&configmap_object(INJECTOR_NAME, EDITED), &injector)]).await;
+    // The upgrade: a Pod created after it gets the new sidecar, and the Deployment's Pods,
+    // injected before it, are stale.
+    kubectl_apply(&[in_namespace(&configmap_object(INJECTOR_NAME, AFTER_UPGRADE), &injector)]).await;
+    let new_image = embedded_image(envoy_injector::template::DEFAULT_TEMPLATE);
+    wait_for_dry_run_with(&pod_doc(&labelled, "after-upgrade", json!({}), app_spec()), &new_image).await;
     let run = check(&with(&["-n", &labelled, "--stale"])).await;
     golden("stale.txt", &normalise(&run.stdout, &id));
     assert_eq!(run.code, 0, "stale sidecars are a warning:\n{}", run.stdout);
@@ -353,7 +366,7 @@ async fn run(suite: &Suite) -> TierResult {
         ours[0]["fix"],
         format!("kubectl rollout restart deployment/web -n {labelled}")
     );
-    step!("check: a healthy installation, then a stale Deployment after a template edit");
+    step!("check: a healthy installation; after the upgrade new Pods get {new_image} and `check --stale` lists the Deployment");
 
     // A caBundle from another CA; then an expired serving certificate (same CA); then the
     // webhooks behind a Service without endpoints.

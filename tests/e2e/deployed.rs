@@ -6,6 +6,11 @@
 //!   `caBundle` with its CA, and the API server trusts the serving certificate;
 //! - the shipped `matchConditions` select the right Pods: the webhook is called (its own
 //!   request counter moves) exactly for the Pods that opted in and were not injected yet;
+//! - the shipped templates as the API server stores their Pods: apps on ports 80, 443,
+//!   8080 and 9090 get the default sidecar (its probes, ports and securityContext pass the
+//!   API server's validation, and Pod Security `restricted` in a namespace that enforces
+//!   it); `classic`, asked for by name, still gets a legacy Pod its old sidecar and volume,
+//!   and still denies an app on its port 80;
 //! - RBAC is sufficient (the controller realises a Network as a NetworkAttachmentDefinition,
 //!   counts its member Pods, removes it through the finalizer, and the log has no
 //!   `forbidden`) and each rule is there for a reason: without the `networks/status` rule
@@ -13,8 +18,10 @@
 
 use std::collections::BTreeMap;
 
+use envoy_injector::inject::TEMPLATE_ANNOTATION as TEMPLATE;
+use envoy_injector::template::{CLASSIC_TEMPLATE, DEFAULT_TEMPLATE};
 use k8s_openapi::api::admissionregistration::v1::MutatingWebhookConfiguration;
-use k8s_openapi::api::core::v1::Secret;
+use k8s_openapi::api::core::v1::{ContainerPort, Secret};
 use kube::api::{Api, DeleteParams, DynamicObject};
 use kube::core::{ApiResource, GroupVersionKind};
 
@@ -33,6 +40,8 @@ const NAD_GROUP: (&str, &str, &str, &str) = (
     "NetworkAttachmentDefinition",
     "network-attachment-definitions",
 );
+/// Namespace label: the API server refuses Pods that break Pod Security `restricted`.
+const RESTRICTED: (&str, &str) = ("pod-security.kubernetes.io/enforce", "restricted");
 /// The rule the RBAC step takes away.
 const TAKEN_RULE: &str = "networks/status";
 
@@ -41,11 +50,13 @@ async fn run(suite: &Suite) -> TierResult {
     let scope = Scope::new(suite.settings.mode);
     let plain = TestNs::create(&suite.client, &scope, "deployed", &[]).await;
     let labelled = TestNs::create(&suite.client, &scope, "deployed-label", &[NAMESPACE_OPT_IN]).await;
+    let restricted = TestNs::create(&suite.client, &scope, "deployed-restricted", &[RESTRICTED]).await;
     let injector = install.start("envoy-injector-e2e-0", false).await;
     injector.wait_ready().await;
 
     self_managed_tls(suite, &install).await;
     match_conditions(&install, &injector, &plain, &labelled).await;
+    shipped_templates(&install, &plain, &restricted).await;
     network_realised(suite, &injector, &plain).await;
     let forbidden = rbac_denials(&injector);
     assert!(
@@ -193,6 +204,109 @@ async fn match_conditions(install: &Install, injector: &Injector, plain: &TestNs
         "matchConditions: {} cases, the webhook called for exactly the opted-in Pods",
         CASES.len()
     );
+}
+
+/// The app's own container ports, TCP.
+fn with_ports(mut p: k8s_openapi::api::core::v1::Pod, ports: &[i32]) -> k8s_openapi::api::core::v1::Pod {
+    let spec = p.spec.as_mut().expect("a spec");
+    spec.containers[0].ports = Some(
+        ports
+            .iter()
+            .map(|&port| ContainerPort {
+                container_port: port,
+                ..ContainerPort::default()
+            })
+            .collect(),
+    );
+    p
+}
+
+/// What the shipped ConfigMap's templates do to Pods the API server stores: the default
+/// sidecar beside apps on the ports apps use, and in a namespace enforcing Pod Security
+/// `restricted`; `classic` for a legacy Pod that asks for it, and `classic`'s real port
+/// clash denied.
+async fn shipped_templates(install: &Install, ns: &TestNs, restricted: &TestNs) {
+    let (default_image, classic_image) = (
+        Some(embedded_image(DEFAULT_TEMPLATE)),
+        Some(embedded_image(CLASSIC_TEMPLATE)),
+    );
+    for port in [80, 443, 8080, 9090] {
+        let stored = ns
+            .create_stored(&with_ports(
+                pod(&format!("e2e-app-on-{port}"), &[(INJECT, "true")], DEFAULT_IMAGE),
+                &[port],
+            ))
+            .await;
+        let sidecar = container(&stored, &install.sidecar)
+            .unwrap_or_else(|| panic!("expected the app on port {port} injected, found {}", describe_pod(&stored)));
+        let sidecar_ports: Vec<i32> = sidecar.ports.iter().flatten().map(|p| p.container_port).collect();
+        assert!(
+            sidecar.image == default_image && sidecar_ports == [15006, 15021, 15090],
+            "expected the default sidecar ({default_image:?}, ports 15006, 15021, 15090) beside the app on {port}, found {}",
+            describe_pod(&stored)
+        );
+        assert!(
+            sidecar.startup_probe.is_some() && sidecar.readiness_probe.is_some() && sidecar.security_context.is_some(),
+            "expected the stored sidecar with its probes and securityContext, found {}",
+            describe_pod(&stored)
+        );
+    }
+    step!("apps on ports 80, 443, 8080 and 9090: each stored with the default sidecar on 15006, 15021, 15090");
+
+    // Pod Security admission judges the Pod after the webhook: the sidecar must pass too.
+    let mut app = pod("e2e-restricted", &[(INJECT, "true")], DEFAULT_IMAGE);
+    app.spec.as_mut().expect("a spec").containers[0].security_context = Some(
+        serde_json::from_value(serde_json::json!({
+            "runAsNonRoot": true, "runAsUser": 65532, "allowPrivilegeEscalation": false,
+            "capabilities": {"drop": ["ALL"]}, "seccompProfile": {"type": "RuntimeDefault"},
+        }))
+        .expect("a securityContext"),
+    );
+    let stored = restricted.create_stored(&app).await;
+    assert!(
+        container(&stored, &install.sidecar).is_some_and(|s| s.image == default_image),
+        "expected the Pod in a `restricted` namespace stored with the default sidecar, found {}",
+        describe_pod(&stored)
+    );
+    step!("namespace enforcing Pod Security `restricted`: the injected Pod is admitted");
+
+    let legacy = ns
+        .create_stored(&pod(
+            "e2e-legacy-classic",
+            &[(LEGACY, "true"), (TEMPLATE, CLASSIC_TEMPLATE)],
+            DEFAULT_IMAGE,
+        ))
+        .await;
+    let sidecar = container(&legacy, &install.sidecar);
+    let volumes: Vec<&str> = legacy
+        .spec
+        .iter()
+        .flat_map(|s| s.volumes.iter().flatten())
+        .map(|v| v.name.as_str())
+        .collect();
+    assert!(
+        sidecar.is_some_and(|s| s.image == classic_image) && volumes == ["envoy-conf"],
+        "expected the legacy Pod asking for `classic` to get its sidecar ({classic_image:?}) and volume `envoy-conf`, found {}",
+        describe_pod(&legacy)
+    );
+    step!("legacy opt-in with template `classic`: the previous sidecar and its volume, as before");
+
+    let clash = with_ports(
+        pod("e2e-classic-on-80", &[(INJECT, "true"), (TEMPLATE, CLASSIC_TEMPLATE)], DEFAULT_IMAGE),
+        &[80],
+    );
+    let refused = ns
+        .create_pod(&clash, false)
+        .await
+        .map(|p| describe_pod(&p))
+        .expect_err("an app on port 80 with `classic` is denied");
+    let message = api_error(&refused);
+    let expected = "port 80/TCP of template `classic` container `envoy` is already used by Pod container `app`";
+    assert!(
+        message.contains("denied the request") && message.contains(expected),
+        "expected the API server's refusal to carry `{expected}`, found: {message}"
+    );
+    step!("denied through the API server: {expected}");
 }
 
 /// A Network is realised as a NAD it owns, counts a member Pod, and goes through the

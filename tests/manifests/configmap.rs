@@ -1,13 +1,26 @@
-//! The ConfigMap's `config` is the embedded default template, byte for byte.
+//! The ConfigMap ships the embedded templates byte for byte: `config` (the default) and
+//! `classic` (the previous default), and nothing else.
 
 use k8s_openapi::api::core::v1::ConfigMap;
 
 use crate::support::*;
 
+/// Each key the ConfigMap ships, the file it must equal and the embedded text.
+const SHIPPED: [(&str, &str, &str); 2] = [
+    (
+        "config",
+        "src/template/default-template.yaml",
+        envoy_injector::template::EMBEDDED_DEFAULT,
+    ),
+    (
+        "classic",
+        "src/template/classic-template.yaml",
+        envoy_injector::template::EMBEDDED_CLASSIC,
+    ),
+];
+
 #[test]
-fn configmap_holds_the_default_template_verbatim() {
-    let path = repo("src/template/default-template.yaml");
-    let template = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display()));
+fn configmap_holds_the_embedded_templates_verbatim() {
     // Straight from the file too, so the check holds without kubectl.
     let text = std::fs::read_to_string(repo("manifests/configmap.yaml")).expect("read manifests/configmap.yaml");
     let docs = parse_stream("manifests/configmap.yaml", &text);
@@ -19,18 +32,25 @@ fn configmap_holds_the_default_template_verbatim() {
         let cm: ConfigMap = doc.typed();
         assert_eq!(cm.metadata.name.as_deref(), Some(NAME), "{}", doc.label());
         let data = cm.data.unwrap_or_default();
-        let config = data.get("config").map(String::as_str);
-        assert!(
-            config == Some(template.as_str()),
-            "{}: data.config must equal src/config/default-template.yaml byte for byte; found:\n{}",
-            doc.label(),
-            config.unwrap_or("<missing>")
+        for (key, file, embedded) in SHIPPED {
+            let path = repo(file);
+            let template =
+                std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display()));
+            let shipped = data.get(key).map(String::as_str);
+            assert!(
+                shipped == Some(template.as_str()),
+                "{}: data.{key} must equal {file} byte for byte; found:\n{}",
+                doc.label(),
+                shipped.unwrap_or("<missing>")
+            );
+            assert_eq!(template, embedded, "the embedded `{key}` is {file}");
+        }
+        let keys: Vec<&str> = data.keys().map(String::as_str).collect();
+        assert_eq!(
+            keys,
+            ["classic", "config"],
+            "{}: only the embedded templates ship",
+            doc.label()
         );
-        assert_eq!(data.len(), 1, "{}: only the default template ships", doc.label());
     }
-    assert_eq!(
-        template,
-        envoy_injector::template::EMBEDDED_DEFAULT,
-        "the embedded default is the file"
-    );
 }

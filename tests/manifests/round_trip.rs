@@ -194,7 +194,12 @@ fn examples_round_trip_through_their_types() {
         .iter()
         .map(|p| p.file_name().unwrap().to_string_lossy().into_owned())
         .collect();
-    for expected in ["example-network.yaml", "network-pod.yaml", "opted-in-deployment.yaml"] {
+    for expected in [
+        "classic-deployment.yaml",
+        "example-network.yaml",
+        "network-pod.yaml",
+        "opted-in-deployment.yaml",
+    ] {
         assert!(
             names.iter().any(|n| n == expected),
             "expected manifests/examples/{expected}, found {names:?}"
@@ -238,9 +243,17 @@ fn examples_round_trip_through_their_types() {
         Some("example-network"),
         "the example Pod joins the seed Network"
     );
-    // The default template mounts ConfigMap `envoy`: the examples bring one.
+    // Template `classic` mounts ConfigMap `envoy`: its example brings one, and only its.
+    let classic = std::fs::read_to_string(dir.join("classic-deployment.yaml")).expect("read the classic example");
+    let classic = parse_stream("manifests/examples/classic-deployment.yaml", &classic);
     assert!(
-        docs.iter().any(|d| d.kind() == "ConfigMap" && d.name() == "envoy"),
-        "expected the examples to include the `envoy` ConfigMap the default template mounts"
+        classic.iter().any(|d| d.kind() == "ConfigMap" && d.name() == "envoy"),
+        "expected the classic example to include the `envoy` ConfigMap template `classic` mounts"
+    );
+    let opted_in = std::fs::read_to_string(dir.join("opted-in-deployment.yaml")).expect("read the example");
+    let opted_in = parse_stream("manifests/examples/opted-in-deployment.yaml", &opted_in);
+    assert!(
+        opted_in.iter().all(|d| d.kind() == "Deployment"),
+        "the default template needs nothing in the Pod's namespace: the opted-in example is its Deployment alone"
     );
 }

@@ -9,17 +9,19 @@
 //! `E2E_NODE_KUBECONFIG` every tier is skipped with one loud line and the test passes.
 //!
 //! The tiers share one installation (the injector in namespace `envoy-injector`, with the
-//! stand-in template below, pinned to `--injection=webhook` but in tier `independence`) and
-//! run one at a time, in this order:
+//! stand-in template below, pinned to `--injection=webhook` but in tier `independence`;
+//! tier `envoy` makes the shipped default `config` while it runs) and run one at a time, in
+//! this order:
 //!
 //! | tier | proves |
 //! |---|---|
 //! | `installed` | `make deploy IMAGE=$E2E_IMAGE` applies `manifests/` as they are; both replicas Ready through their real probes with the shipped securityContext; the TLS Secret and both `caBundle`s written by the running Pods; the API server reaches the webhook through the Service: a Pod created afterwards is injected and its sidecar runs; `/validate` refuses a broken ConfigMap; `check` from outside reports the installation healthy |
 //! | `sidecars` | a Deployment of 2 opted-in replicas Available with the sidecar running in each; native sidecar with a startupProbe: the app starts only after the sidecar has started; the app sees the sidecar's shared volume; a sidecar that exits is restarted without restarting the app; deleting a Pod stops both well within its grace period |
 //! | `jobs` | an opted-in Job and a CronJob's Job reach `Complete` with the sidecar injected by default (native, as their `restartPolicy` is not `Always`) |
+//! | `envoy` | the default template's own sidecar (a stand-in image of the Envoy 1.40 release binary, `make envoy-image-local`): an opted-in app on port 80 injected by the deployed injector is Ready through Envoy's `/ready`; in the Pod, 15006 reaches the app through Envoy, metrics answer, admin on 127.0.0.1 only; a Job completes with Envoy as its native sidecar, which exits 0; deleting the Pod stops both well within the grace period. Skipped without `E2E_ENVOY_IMAGE_LOADED` |
 //! | `network` | without the NetworkAttachmentDefinition CRD a Network reports `BackendUnavailable` and the injector counts it in `envoy_injector_reconcile_errors_total{reason="backend_unavailable"}`; with it, a Pod joining the Network runs, and `kubectl exec ... env` shows `NETWORK_CIDR`/`NETWORK_GATEWAY` in its sidecar |
-//! | `independence` | policy mode as deployed (`make deploy INJECTION=policy`): with the injector's Deployment deleted, 150 opted-in Pods created one every ~50 ms: 0 failed creates, 0 without the sidecar, all Running; a template edit made meanwhile changes nothing until a replica is back, which catches up; the same loop in webhook mode, printed for contrast |
 //! | `rollouts` | while opted-in Pods are created every ~50 ms: `kubectl rollout restart` of the injector, deleting one injector Pod, a rolling update to `E2E_IMAGE_NEXT`: each with 0 failed creates and 0 Pods without the sidecar; the slowest create of each is printed |
+//! | `independence` | policy mode as deployed (`make deploy INJECTION=policy`): with the injector's Deployment deleted, 150 opted-in Pods created one every ~50 ms: 0 failed creates, 0 without the sidecar, all Running; a template edit made meanwhile changes nothing until a replica is back, which catches up; the same loop in webhook mode, printed for contrast |
 //!
 //! Environment (besides `E2E_TIERS`, as in `tests/e2e`):
 //!
@@ -28,6 +30,7 @@
 //! | `E2E_NODE_KUBECONFIG` | the cluster with a node; unset or empty: every tier is skipped (one loud line) |
 //! | `E2E_IMAGE` | the injector image, already on the node (required) |
 //! | `E2E_IMAGE_NEXT` | a second tag of an injector image on the node, for the rolling update of tier `rollouts`; unset: that step is skipped, loudly |
+//! | `E2E_ENVOY_IMAGE_LOADED` | set (to anything): the default template's Envoy image is on the node (`make envoy-image-local NODE_SH=...`); unset: tier `envoy` is skipped, loudly |
 //! | `E2E_SHELL_IMAGE` | a busybox image on the node (or pullable): the stand-in proxy and the apps; default `localhost/busybox:local` |
 //!
 //! The set leaves the injector installed (with the shipped template put back): `make
@@ -51,7 +54,7 @@ macro_rules! tiers {
     };
 }
 
-tiers![installed, sidecars, jobs, network, rollouts, independence];
+tiers![installed, sidecars, jobs, envoy, network, rollouts, independence];
 
 #[test]
 fn pod_tiers() {

@@ -3,12 +3,12 @@
 
 use std::process::{Command, Output};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{ConfigMap, ContainerStatus, Node, Pod};
 use kube::Client;
-use kube::api::{Api, ListParams, Patch, PatchParams};
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams};
 use serde_json::json;
 
 use crate::support::*;
@@ -25,6 +25,8 @@ pub const STARTUP_SECONDS: i64 = 2;
 pub const APP_COMMAND: [&str; 3] = ["sh", "-c", "trap 'exit 0' TERM; while true; do sleep 1; done"];
 /// Bound for Pods to start and rollouts to finish: a safety limit, not an expectation.
 pub const RUN_PATIENCE: Duration = Duration::from_secs(180);
+/// The grace period of the Pods whose deletion is timed.
+pub const GRACE_SECONDS: i64 = 30;
 
 /// The images of the set (`E2E_IMAGE`, `E2E_IMAGE_NEXT`, `E2E_SHELL_IMAGE`).
 #[derive(Debug, Clone)]
@@ -250,6 +252,13 @@ impl Installation {
     /// Makes the stand-in template live in the ConfigMap; the first time, registers the
     /// shipped one to be put back when the set ends.
     pub async fn use_stand_in(&self, suite: &Suite, images: &Images) {
+        self.use_config(suite, "the stand-in template", &stand_in_template(&images.shell))
+            .await;
+    }
+
+    /// Makes `wanted` the ConfigMap's `config` (`what` names it in the step); the first
+    /// time, registers the shipped one to be put back when the set ends.
+    pub async fn use_config(&self, suite: &Suite, what: &str, wanted: &str) {
         static TAKEN: AtomicBool = AtomicBool::new(false);
         let current = self.configmaps.get(INJECTOR_NAME).await.unwrap_or_else(|e| {
             panic!(
@@ -259,22 +268,21 @@ impl Installation {
             )
         });
         let config = current.data.unwrap_or_default().get("config").cloned();
-        let wanted = stand_in_template(&images.shell);
         if !TAKEN.swap(true, Ordering::SeqCst) {
             suite
                 .teardown
                 .restore_template(INJECTOR_NAMESPACE, INJECTOR_NAME, config.clone());
         }
-        if config.as_deref() == Some(wanted.as_str()) {
+        if config.as_deref() == Some(wanted) {
             return;
         }
         let patch = json!({ "data": { "config": wanted } });
         self.configmaps
             .patch(INJECTOR_NAME, &PatchParams::default(), &Patch::Merge(&patch))
             .await
-            .unwrap_or_else(|e| panic!("expected to set the stand-in template, found: {}", api_error(&e)));
+            .unwrap_or_else(|e| panic!("expected to set {what}, found: {}", api_error(&e)));
         step!(
-            "ConfigMap {}/{INJECTOR_NAME}: `config` is the stand-in template (the shipped one is put back at the end)",
+            "ConfigMap {}/{INJECTOR_NAME}: `config` is {what} (the shipped one is put back at the end)",
             INJECTOR_NAMESPACE
         );
     }
@@ -326,4 +334,38 @@ pub async fn installation(suite: &Suite) -> Result<(Installation, Images), Skip>
     }
     installation.use_stand_in(suite, &images).await;
     Ok((installation, images))
+}
+
+/// Deleting a Pod: both containers exit on SIGTERM, so the Pod is gone long before its
+/// grace period ends. Returns the seconds it took.
+pub async fn deletion_is_graceful(ns: &TestNs, pod: &Pod) -> f64 {
+    let name = pod.metadata.name.clone().unwrap_or_default();
+    let uid = pod.metadata.uid.clone();
+    let started = Instant::now();
+    ns.pods
+        .delete(&name, &DeleteParams::default())
+        .await
+        .unwrap_or_else(|e| panic!("expected to delete Pod {name}, found: {}", api_error(&e)));
+    let limit = Duration::from_secs(GRACE_SECONDS as u64);
+    wait_for(
+        "the deleted Pod to be gone",
+        limit + Duration::from_secs(30),
+        async || match ns.pods.get_opt(&name).await.map_err(|e| api_error(&e))? {
+            Some(p) if p.metadata.uid == uid => Err(format!("still there: {}", describe_pod(&p))),
+            _ => Ok(()),
+        },
+    )
+    .await;
+    let took = started.elapsed();
+    assert!(
+        took < limit,
+        "expected Pod {name} gone within its {GRACE_SECONDS} s grace period (both containers exit on SIGTERM), \
+         found {:.1} s: something waited for the SIGKILL",
+        took.as_secs_f64()
+    );
+    step!(
+        "Pod {name} deleted: gone in {:.1} s of its {GRACE_SECONDS} s grace period",
+        took.as_secs_f64()
+    );
+    took.as_secs_f64()
 }

@@ -6,11 +6,11 @@
 //! both containers well within its grace period (they exit on SIGTERM, nothing waits for
 //! the SIGKILL).
 
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::Pod;
-use kube::api::{Api, DeleteParams, ListParams, PostParams};
+use kube::api::{Api, ListParams, PostParams};
 
 use crate::node::*;
 use crate::support::*;
@@ -22,7 +22,6 @@ pub const TIER: Tier = Tier {
 
 const NATIVE: &str = "sidecar.samplecrd.k8s.io/native-sidecar";
 const APP: &str = "web";
-const GRACE_SECONDS: i64 = 30;
 
 async fn run(suite: &Suite) -> TierResult {
     let (_installation, images) = installation(suite).await?;
@@ -141,31 +140,3 @@ async fn sidecar_restarted_alone(ns: &TestNs, name: &str) -> f64 {
     took
 }
 
-/// Deleting a Pod: both containers exit on SIGTERM, so the Pod is gone long before its
-/// grace period ends. Returns the seconds it took.
-async fn deletion_is_graceful(ns: &TestNs, pod: &Pod) -> f64 {
-    let name = pod.metadata.name.clone().unwrap_or_default();
-    let uid = pod.metadata.uid.clone();
-    let started = Instant::now();
-    ns.pods
-        .delete(&name, &DeleteParams::default())
-        .await
-        .unwrap_or_else(|e| panic!("expected to delete Pod {name}, found: {}", api_error(&e)));
-    let limit = Duration::from_secs(GRACE_SECONDS as u64);
-    wait_for("the deleted Pod to be gone", limit + Duration::from_secs(30), async || {
-        match ns.pods.get_opt(&name).await.map_err(|e| api_error(&e))? {
-            Some(p) if p.metadata.uid == uid => Err(format!("still there: {}", describe_pod(&p))),
-            _ => Ok(()),
-        }
-    })
-    .await;
-    let took = started.elapsed();
-    assert!(
-        took < limit,
-        "expected Pod {name} gone within its {GRACE_SECONDS} s grace period (both containers exit on SIGTERM), \
-         found {:.1} s: something waited for the SIGKILL",
-        took.as_secs_f64()
-    );
-    step!("Pod {name} deleted: gone in {:.1} s of its {GRACE_SECONDS} s grace period", took.as_secs_f64());
-    took.as_secs_f64()
-}

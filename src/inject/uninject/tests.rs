@@ -20,6 +20,7 @@ fn templates() -> Vec<Template> {
         )
         .unwrap(),
         Template::parse("overrides", crate::template::overrides::tests::EXAMPLE).unwrap(),
+        TemplateSet::embedded().get("classic").unwrap().as_ref().clone(),
     ]
 }
 
@@ -221,7 +222,7 @@ proptest! {
 
     /// `inject | uninject` gives back the Pod, whatever it already had of its own.
     #[test]
-    fn uninject_undoes_inject(pod in pod(), which in 0usize..4) {
+    fn uninject_undoes_inject(pod in pod(), which in 0usize..5) {
         let template = &templates()[which];
         let injected = inject(&pod, template);
         prop_assert_eq!(uninject(&injected), pod);

@@ -22,6 +22,19 @@ pub const NAMESPACE_OPT_IN: (&str, &str) = ("sidecar.samplecrd.k8s.io/inject", "
 /// The Network finalizer.
 pub const FINALIZER: &str = "samplecrd.k8s.io/network-cleanup";
 
+/// The image of the first container of embedded template `name` (`config`, `classic`):
+/// what a Pod injected with the shipped ConfigMap's template of that name runs.
+pub fn embedded_image(name: &str) -> String {
+    envoy_injector::template::TemplateSet::embedded()
+        .get(name)
+        .unwrap_or_else(|| panic!("no embedded template `{name}`"))
+        .spec
+        .containers[0]
+        .image
+        .clone()
+        .unwrap_or_else(|| panic!("embedded template `{name}` names no image"))
+}
+
 /// A template as the `envoy-injector` ConfigMap holds it: one small sidecar.
 pub fn template(sidecar: &str, image: &str) -> String {
     format!(
