@@ -289,6 +289,32 @@ pub fn corpus() -> Vec<Shape> {
             &[(NATIVE, "true"), (&cpu, "1"), (&log, "debug")],
             one(),
         ),
+        // The shipped templates: the default on an app's usual ports, its overrides;
+        // `classic`, whose Envoy declares port 80.
+        opted(
+            "shipped-app-on-80",
+            &[(TEMPLATE, "shipped")],
+            json!({"containers": [{"name": "web", "image": IMAGE, "ports": [{"containerPort": 80}, {"containerPort": 443}]}]}),
+        ),
+        opted(
+            "shipped-every-override",
+            &[
+                (TEMPLATE, "shipped"),
+                (&ov("cpu-request"), "250m"),
+                (&ov("memory-limit"), "128Mi"),
+                (&ov("log-level"), "debug"),
+                (&ov("app-port"), "80"),
+                (&ov("image-tag"), "distroless-v1.40.0"),
+            ],
+            json!({"restartPolicy": "Never", "containers": [{"name": "web", "image": IMAGE, "ports": [{"containerPort": 80}]}]}),
+        ),
+        opted("shipped-app-port-refused", &[(TEMPLATE, "shipped"), (&ov("app-port"), "81")], one()),
+        opted("classic", &[(TEMPLATE, "classic")], one()),
+        opted(
+            "classic-on-80",
+            &[(TEMPLATE, "classic")],
+            json!({"containers": [{"name": "web", "image": IMAGE, "ports": [{"containerPort": 80}]}]}),
+        ),
         // Networks.
         opted("network", &[(NETWORK, "blue")], one()),
         opted(

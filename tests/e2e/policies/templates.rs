@@ -8,6 +8,9 @@ pub fn templates() -> Vec<(&'static str, String)> {
         ("native", String::from(NATIVE)),
         ("canary", String::from(CANARY)),
         ("regular", String::from(REGULAR)),
+        // The shipped ones, as the ConfigMap of manifests/ holds them.
+        ("shipped", String::from(envoy_injector::template::EMBEDDED_DEFAULT)),
+        ("classic", String::from(envoy_injector::template::EMBEDDED_CLASSIC)),
     ]
 }
 
