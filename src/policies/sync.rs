@@ -357,7 +357,8 @@ impl Sync {
     }
 
     /// Webhook mode: the objects this injector wrote go (those applied by hand with
-    /// `policies -f` stay). Without the rights to list them there is nothing of ours.
+    /// `policies -f` stay). Without the rights to list them, or on an API server that
+    /// does not serve them, there is nothing of ours.
     async fn remove_ours(&self, stop: &CancellationToken) {
         let mut failures = 0;
         loop {
@@ -378,8 +379,10 @@ impl Sync {
                     );
                     return;
                 }
-                Err(kube::Error::Api(status)) if status.code == 403 => {
-                    debug!(message = %status.message, "webhook mode: no rights on admission policies, so none of ours to remove");
+                // No rights on admission policies, or an API server that does not serve
+                // them: there is nothing of ours to remove.
+                Err(kube::Error::Api(status)) if status.code == 403 || status.code == 404 => {
+                    debug!(message = %status.message, "webhook mode: no admission policies of ours can exist here");
                     return;
                 }
                 Err(err) => {
