@@ -1,0 +1,275 @@
+//! The Lease holder's admission-policy sync (`policies::sync`) against a scripted API
+//! server: the mode an API server without MutatingAdmissionPolicy gets, the order of its
+//! writes (each policy before its binding, every template before the known-templates
+//! check, bindings deleted before their policies), and no write over converged state.
+//! Tier `policy_mode` proves the same against the real API server.
+
+mod mock_api;
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use envoy_injector::metrics::Metrics;
+use envoy_injector::policies::sync::{self, HASH_ANNOTATION, Injection, Mode};
+use envoy_injector::policies::{self, Options, PolicyObject};
+use envoy_injector::shutdown::CancellationToken;
+use envoy_injector::template::{LiveTemplates, TemplateSet};
+use http::Method;
+use mock_api::{ApiServer, Call};
+use serde_json::{Value, json};
+use tokio::sync::watch;
+
+const GROUP: &str = "/apis/admissionregistration.k8s.io/v1";
+const KINDS: [&str; 4] = [
+    "validatingadmissionpolicybindings",
+    "mutatingadmissionpolicybindings",
+    "validatingadmissionpolicies",
+    "mutatingadmissionpolicies",
+];
+
+fn discovery(with_policies: bool) -> Value {
+    let mut resources = vec![
+        json!({"name": "validatingadmissionpolicies", "singularName": "", "namespaced": false, "kind": "ValidatingAdmissionPolicy", "verbs": ["get"]}),
+    ];
+    if with_policies {
+        resources.push(json!({"name": "mutatingadmissionpolicies", "singularName": "", "namespaced": false, "kind": "MutatingAdmissionPolicy", "verbs": ["get"]}));
+    }
+    json!({"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": "admissionregistration.k8s.io/v1", "resources": resources})
+}
+
+fn templates(keys: &[&str]) -> TemplateSet {
+    let data: BTreeMap<String, String> = keys
+        .iter()
+        .map(|k| {
+            (
+                k.to_string(),
+                format!("containers: [{{name: side-{k}, image: busybox}}]\n"),
+            )
+        })
+        .collect();
+    TemplateSet::from_data("test", &data).unwrap()
+}
+
+fn list_reply(items: Vec<Value>) -> Value {
+    json!({"apiVersion": "meta.k8s.io/v1", "kind": "PartialObjectMetadataList", "metadata": {}, "items": items})
+}
+
+/// The lists of one pass, each answered with `existing` of its kind.
+async fn answer_lists(server: &mut ApiServer, existing: &BTreeMap<&str, Vec<Value>>) {
+    for kind in KINDS {
+        let call = server.expect(Method::GET, &format!("{GROUP}/{kind}")).await;
+        assert!(
+            call.query
+                .contains("labelSelector=app.kubernetes.io%2Fmanaged-by%3Denvoy-injector"),
+            "lists only ours: {}",
+            call.query
+        );
+        call.reply(200, &list_reply(existing.get(kind).cloned().unwrap_or_default()));
+    }
+}
+
+/// The path of a compiled object.
+fn path_of(object: &PolicyObject) -> String {
+    let kind = match object {
+        PolicyObject::Mutating(_) => "mutatingadmissionpolicies",
+        PolicyObject::MutatingBinding(_) => "mutatingadmissionpolicybindings",
+        PolicyObject::Validating(_) => "validatingadmissionpolicies",
+        PolicyObject::ValidatingBinding(_) => "validatingadmissionpolicybindings",
+    };
+    format!("{GROUP}/{kind}/{}", object.name())
+}
+
+/// Metadata of an object as the sync lists it: ours, at `hash`, written by `manager`.
+fn listed(name: &str, hash: &str, manager: &str) -> Value {
+    json!({"apiVersion": "meta.k8s.io/v1", "kind": "PartialObjectMetadata", "metadata": {
+        "name": name,
+        "labels": {"app.kubernetes.io/managed-by": "envoy-injector"},
+        "annotations": {HASH_ANNOTATION: hash},
+        "managedFields": [{"manager": manager, "operation": "Apply", "apiVersion": "admissionregistration.k8s.io/v1"}],
+    }})
+}
+
+fn applied(call: Call) -> Value {
+    assert!(
+        call.query.contains("fieldManager=envoy-injector") && call.query.contains("force=true"),
+        "server-side apply as envoy-injector: {}",
+        call.query
+    );
+    assert_eq!(call.content_type, "application/apply-patch+yaml");
+    let body = call.body.clone();
+    call.echo(200);
+    body
+}
+
+#[tokio::test]
+async fn an_api_server_without_mutating_admission_policy_gets_the_webhook_and_nothing_to_remove() {
+    let (client, mut server) = mock_api::mock_client("default");
+    let mut registry = prometheus_client::registry::Registry::default();
+    let metrics = Metrics::register(&mut registry);
+    let (publish, mut mode) = watch::channel(None);
+    let stop = CancellationToken::new();
+    let deciding = tokio::spawn(sync::decide_mode(
+        client.clone(),
+        Injection::Auto,
+        metrics.clone(),
+        stop.clone(),
+        publish,
+    ));
+    server.expect(Method::GET, GROUP).await.reply(200, &discovery(false));
+    deciding.await.unwrap();
+    assert_eq!(*mode.borrow_and_update(), Some(Mode::Webhook));
+    let text = envoy_injector::metrics::encode(&registry);
+    assert!(
+        text.contains("envoy_injector_injection_mode{mode=\"webhook\"} 1"),
+        "{text}"
+    );
+    assert!(
+        text.contains("envoy_injector_injection_mode{mode=\"policy\"} 0"),
+        "{text}"
+    );
+
+    // The Lease holder in webhook mode: the lists answer 404 (not served), and it stops.
+    let running = tokio::spawn(sync::run(
+        client,
+        Arc::new(LiveTemplates::new(Some(templates(&["config"])))),
+        mode,
+        Options::default(),
+        metrics,
+        stop,
+    ));
+    server
+        .expect(Method::GET, &format!("{GROUP}/{}", KINDS[0]))
+        .await
+        .reply_unknown_resource();
+    running.await.unwrap();
+    server.assert_no_more_requests().await;
+}
+
+#[tokio::test]
+async fn writes_go_in_a_safe_order_and_converged_state_is_left_alone() {
+    let (client, mut server) = mock_api::mock_client("default");
+    let metrics = Metrics::unregistered();
+    let live = Arc::new(LiveTemplates::new(Some(templates(&["canary", "config"]))));
+    let (_publish, mode) = watch::channel(Some(Mode::Policy));
+    let stop = CancellationToken::new();
+    let running = tokio::spawn(sync::run(
+        client,
+        live.clone(),
+        mode,
+        Options::default(),
+        metrics.clone(),
+        stop.clone(),
+    ));
+
+    // First pass over an empty cluster, with an object of a template gone (written by us)
+    // and one applied by hand (kubectl's): every compiled object in the compiler's order.
+    let expected = policies::compile(&templates(&["canary", "config"]), &Options::default());
+    let mut existing: BTreeMap<&str, Vec<Value>> = BTreeMap::new();
+    existing.insert(
+        KINDS[0],
+        vec![listed("envoy-injector-template-old", "x", "envoy-injector")],
+    );
+    existing.insert(
+        KINDS[2],
+        vec![listed("envoy-injector-template-old", "x", "envoy-injector")],
+    );
+    existing.insert(KINDS[3], vec![listed("envoy-injector-template-hand", "x", "kubectl")]);
+    answer_lists(&mut server, &existing).await;
+    let mut hashes = BTreeMap::new();
+    for object in &expected.objects {
+        let body = applied(server.expect(Method::PATCH, &path_of(object)).await);
+        let hash = body["metadata"]["annotations"][HASH_ANNOTATION]
+            .as_str()
+            .unwrap()
+            .to_string();
+        hashes.insert(path_of(object), hash);
+    }
+    // Then the stale ones of ours, binding before policy; the hand-applied one stays.
+    server
+        .expect(
+            Method::DELETE,
+            &format!("{GROUP}/{}/envoy-injector-template-old", KINDS[0]),
+        )
+        .await
+        .reply(200, &json!({"kind": "Status", "apiVersion": "v1", "status": "Success"}));
+    server
+        .expect(
+            Method::DELETE,
+            &format!("{GROUP}/{}/envoy-injector-template-old", KINDS[2]),
+        )
+        .await
+        .reply(200, &json!({"kind": "Status", "apiVersion": "v1", "status": "Success"}));
+
+    // A template removed: the next pass writes the known-templates check, then deletes the
+    // removed template's objects, bindings first; what is converged is not written.
+    live.replace(templates(&["config"]));
+    let converged: BTreeMap<&str, Vec<Value>> = KINDS
+        .iter()
+        .map(|kind| {
+            let items = expected
+                .objects
+                .iter()
+                .filter(|o| path_of(o).starts_with(&format!("{GROUP}/{kind}/")))
+                .map(|o| listed(o.name(), &hashes[&path_of(o)], "envoy-injector"))
+                .collect();
+            (*kind, items)
+        })
+        .collect();
+    answer_lists(&mut server, &converged).await;
+    let after = policies::compile(&templates(&["config"]), &Options::default());
+    let changed: Vec<String> = after
+        .objects
+        .iter()
+        .filter(|o| {
+            let body = serde_json::to_value(o).unwrap();
+            hashes.get(&path_of(o)).map(String::as_str)
+                != Some(envoy_injector::template::content_revision(&body.to_string()).as_str())
+        })
+        .map(path_of)
+        .collect();
+    assert_eq!(
+        changed,
+        [format!(
+            "{GROUP}/validatingadmissionpolicies/envoy-injector-known-templates"
+        )],
+        "only the known-templates check changes when a template goes"
+    );
+    for path in &changed {
+        applied(server.expect(Method::PATCH, path).await);
+    }
+    for kind in KINDS {
+        server
+            .expect(
+                Method::DELETE,
+                &format!("{GROUP}/{kind}/envoy-injector-template-canary"),
+            )
+            .await
+            .reply(200, &json!({"kind": "Status", "apiVersion": "v1", "status": "Success"}));
+    }
+
+    // Converged: a pass (here, the same set again) lists and writes nothing.
+    live.replace(templates(&["config"]));
+    let now: BTreeMap<&str, Vec<Value>> = KINDS
+        .iter()
+        .map(|kind| {
+            let items = after
+                .objects
+                .iter()
+                .filter(|o| path_of(o).starts_with(&format!("{GROUP}/{kind}/")))
+                .map(|o| {
+                    let body = serde_json::to_value(o).unwrap();
+                    listed(
+                        o.name(),
+                        &envoy_injector::template::content_revision(&body.to_string()),
+                        "envoy-injector",
+                    )
+                })
+                .collect();
+            (*kind, items)
+        })
+        .collect();
+    answer_lists(&mut server, &now).await;
+    stop.cancel();
+    running.await.unwrap();
+    server.assert_no_more_requests().await;
+}
