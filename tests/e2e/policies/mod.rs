@@ -188,7 +188,8 @@ async fn run(suite: &Suite) -> TierResult {
         ns.create_network(NETWORK_NAME, side.cidr, side.gateway).await;
         ns.network_ready(NETWORK_NAME, PATIENCE).await;
     }
-    wait_until_active(webhook_side, policy_side).await;
+    let names: Vec<&str> = all_templates.iter().map(|(name, _)| *name).collect();
+    wait_until_active(webhook_side, policy_side, &names).await;
 
     let started = Instant::now();
     let mut cases: Vec<(String, Outcome, Outcome)> = Vec::new();
@@ -321,13 +322,23 @@ fn resource_of(object: &Value) -> ApiResource {
     }
 }
 
-/// Until both paths answer: a Pod injected and one denied on each side (the API server
-/// picks up policies and webhook configurations a moment after they are written).
-async fn wait_until_active(webhook: &Side, policies: &Side) {
+/// Until both paths answer: a Pod injected with each template and one denied on each side
+/// (the API server picks up each policy, binding and webhook configuration a moment after
+/// it is written, each on its own).
+async fn wait_until_active(webhook: &Side, policies: &Side, templates: &[&str]) {
     let corpus = shapes::corpus();
     let probe = |name: &str| corpus.iter().find(|s| s.name == name).map(|s| s.pod.clone()).expect("a shape");
-    for (probe_name, injected) in [("annotated", true), ("port-collision", false), ("unknown-template", false)] {
-        let pod: Pod = serde_json::from_value(probe(probe_name)).expect("a Pod");
+    let mut probes: Vec<(String, Value, bool)> = vec![
+        (String::from("port-collision"), probe("port-collision"), false),
+        (String::from("unknown-template"), probe("unknown-template"), false),
+    ];
+    for template in templates {
+        let mut pod = probe("annotated");
+        pod["metadata"]["annotations"][shapes::TEMPLATE] = json!(template);
+        probes.push((format!("a Pod of template {template}"), pod, true));
+    }
+    for (probe_name, pod, injected) in probes {
+        let pod: Pod = serde_json::from_value(pod).expect("a Pod");
         for side in [webhook, policies] {
             let ns = side.ns(Place::Plain);
             wait_for(&format!("the {} path to act on {probe_name}", side.path), PATIENCE, async || {
@@ -341,7 +352,7 @@ async fn wait_until_active(webhook: &Side, policies: &Side) {
             .await;
         }
     }
-    step!("both paths active");
+    step!("both paths active, for every template");
 }
 
 async fn create(side: &Side, shape: &Shape) -> Outcome {
