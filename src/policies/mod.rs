@@ -13,7 +13,7 @@ mod objects;
 mod patch;
 mod plan;
 
-pub use objects::{MANAGED_BY_LABEL, PolicyObject, TEMPLATE_ANNOTATION_KEY, object_name};
+pub use objects::{MANAGED_BY_LABEL, PolicyObject, TEMPLATE_ANNOTATION_KEY, known_templates_name, object_name};
 
 use crate::template::{Template, TemplateSet};
 
