@@ -12,7 +12,7 @@
 //! |---|---|
 //! | `local` | `serve` here behind a `url:` webhook: controller and admission (see the file) |
 //! | `validate` | the shipped validating webhook at `kubectl apply` time: a broken template ConfigMap refused with the reload path's message, a good one admitted, the webhook down lets applies through |
-//! | `check` | `envoy-injector check` on scenarios built in the cluster (every decision rule, injected Pods, a stale Deployment, a foreign `caBundle`, an expired certificate, a Service without endpoints) against `tests/golden/check/` |
+//! | `check` | `envoy-injector check` on scenarios built in the cluster (every decision rule, injected Pods, a stale Deployment, a foreign `caBundle`, an expired certificate, a Service without endpoints; the compiled admission policies applied: the path of each Pod, `--missing`, a policy deleted or out of step) against `tests/golden/check/` |
 //! | `missing` | opted-in Pods created while no webhook configuration exists (and before their namespace's label): counted by `envoy_injector_pods_uninjected` of a running `serve`, listed by `check --missing` (JSON, text, exit 1) with the reason and the fix; the printed fixes run: the gauge drops to 0, exit 0; `--watch-uninjected=false`: no series |
 //! | `overrides` | `serve` here in cluster mode: a namespace's template label picks the template; a Deployment's `override.memory-limit` lands on each Pod and in the status; `override.cpu-request: "8"` denied with annotation, value, bound and template; a label naming no template denies |
 //! | `policies` | the compiled admission policies store the Pod the webhook stores and deny with its words: a corpus of Pod shapes, the captured fixtures and workloads' Pods, each created through both paths, compared |
