@@ -225,50 +225,6 @@ pub struct PodReport {
     pub warnings: Vec<String>,
 }
 
-/// The path that acts on a Pod.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Via {
-    /// A compiled admission policy, run by the API server itself.
-    Policy,
-    Webhook,
-}
-
-/// Which path acts on an opted-in Pod: the policy and its binding, or the webhook and why
-/// no policy acts.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct PathReport {
-    pub via: Via,
-    /// The policy's kind (`MutatingAdmissionPolicy` injects, `ValidatingAdmissionPolicy`
-    /// denies), its name and its binding's.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub kind: Option<&'static str>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub policy: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub binding: Option<String>,
-    /// Policy: what the webhook adds after it (the join of a Network), if anything;
-    /// webhook: why no policy acts.
-    #[serde(skip_serializing_if = "String::is_empty")]
-    pub reason: String,
-    /// When the policy or its binding, the later, was created (`--missing` reads it).
-    #[serde(skip)]
-    pub since: Option<(String, k8s_openapi::apimachinery::pkg::apis::meta::v1::Time)>,
-}
-
-impl PathReport {
-    pub fn webhook(why: String) -> PathReport {
-        PathReport {
-            via: Via::Webhook,
-            kind: None,
-            policy: None,
-            binding: None,
-            reason: why,
-            since: None,
-        }
-    }
-}
-
 impl PodReport {
     /// A Pod that would be refused is something wrong; one that is simply not injected is not.
     pub fn is_problem(&self) -> bool {
@@ -629,6 +585,7 @@ fn injected_template(
 
 mod path;
 mod webhook;
+pub use path::{PathReport, Via};
 pub use webhook::match_webhook;
 
 #[cfg(test)]

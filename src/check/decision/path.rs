@@ -9,17 +9,63 @@
 //! `policies` proves it), so the engine's dry run is their verdict; what `check` adds is
 //! whether the objects are there and bound to the Pod's namespace. Pure.
 
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use serde::Serialize;
 use serde_json::Value;
 
 use super::{
-    Call, Installed, PathReport, PodReport, Rule, Snapshot, Subject, Verdict, Via, WebhookMatch, asked_overrides,
-    denied, injected, match_webhook, pod_annotations,
+    Call, Installed, PodReport, Rule, Snapshot, Subject, Verdict, WebhookMatch, asked_overrides, denied, injected,
+    match_webhook, pod_annotations,
 };
 use crate::admission::ClusterView;
 use crate::check::cel;
 use crate::check::injection::{Need, Policies, Route};
 use crate::inject::{self, Decision, Extras, InjectError, Plan, PodView};
 use crate::network::join;
+
+/// The path that acts on a Pod.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Via {
+    /// A compiled admission policy, run by the API server itself.
+    Policy,
+    Webhook,
+}
+
+/// Which path acts on an opted-in Pod: the policy and its binding, or the webhook and why
+/// no policy acts.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct PathReport {
+    pub via: Via,
+    /// The policy's kind (`MutatingAdmissionPolicy` injects, `ValidatingAdmissionPolicy`
+    /// denies), its name and its binding's.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub kind: Option<&'static str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub policy: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub binding: Option<String>,
+    /// Policy: what the webhook adds after it (the join of a Network), if anything;
+    /// webhook: why no policy acts.
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub reason: String,
+    /// When the policy or its binding, the later, was created (`--missing` reads it).
+    #[serde(skip)]
+    pub since: Option<(String, Time)>,
+}
+
+impl PathReport {
+    pub fn webhook(why: String) -> PathReport {
+        PathReport {
+            via: Via::Webhook,
+            kind: None,
+            policy: None,
+            binding: None,
+            reason: why,
+            since: None,
+        }
+    }
+}
 
 /// Who acts on the Pod.
 pub(super) enum Acting {

@@ -2,10 +2,12 @@
 //! data: the objects found are those `policies::compile` makes, then one fault at a time.
 
 use k8s_openapi::api::apps::v1::DeploymentSpec;
-use k8s_openapi::api::core::v1::{EnvVar, EnvVarSource, ObjectFieldSelector, PodSpec, PodTemplateSpec};
+use k8s_openapi::api::core::v1::{Container, EnvVar, EnvVarSource, ObjectFieldSelector, PodSpec, PodTemplateSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelectorRequirement;
 
+use super::mode::expand;
 use super::*;
+use crate::check::health::Status;
 
 const NS: &str = "envoy-injector";
 const TEMPLATE: &str = "containers:\n- name: envoy\n  image: envoy\n";
