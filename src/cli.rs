@@ -418,6 +418,10 @@ pub struct CheckArgs {
     /// The controller Lease; empty: not checked (`serve --leader-elect=false`).
     #[arg(long, value_name = "NAME", default_value = "envoy-injector-controller")]
     pub lease_name: String,
+    /// The Deployment running `serve` (in --injector-namespace): its `--injection` says
+    /// which path injects; empty: serve's default (`auto`) is taken.
+    #[arg(long, value_name = "NAME", default_value = "envoy-injector")]
+    pub deployment: String,
 }
 
 /// Parses the command line as [`Cli::parse`] does, and says how to pass a file to a

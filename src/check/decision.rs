@@ -10,6 +10,7 @@ use serde::Serialize;
 use serde_json::Value;
 
 use super::cel;
+use super::injection::Policies;
 use crate::admission::{ClusterView, network_view};
 use crate::inject::PodView;
 use crate::inject::policy::{self, Annotations, OptIn, Skip};
@@ -78,6 +79,14 @@ impl Subject {
     pub fn network(&self) -> Option<&str> {
         join::network_name(pod_annotations(&self.pod))
     }
+
+    /// The Pod's labels, as object selectors see them.
+    pub fn labels(&self) -> BTreeMap<String, String> {
+        self.pod
+            .pointer("/metadata/labels")
+            .and_then(|l| serde_json::from_value(l.clone()).ok())
+            .unwrap_or_default()
+    }
 }
 
 /// What is known of the deployed MutatingWebhookConfiguration.
@@ -110,6 +119,8 @@ pub struct Installed<'a> {
     pub webhooks: Webhooks<'a>,
     /// The templates of the live ConfigMap, or why there are none.
     pub templates: Result<&'a TemplateSet, &'a str>,
+    /// The compiled admission policies in the cluster; `None` when not known (offline).
+    pub policies: Option<&'a Policies>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -207,6 +218,9 @@ pub struct PodReport {
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub overrides: Vec<OverrideReport>,
     pub webhooks: Vec<WebhookMatch>,
+    /// Which path acts on an opted-in Pod (none when not opted in, or not known).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub path: Option<PathReport>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub warnings: Vec<String>,
 }
@@ -278,6 +292,7 @@ fn explain_compiled(
         adds: Vec::new(),
         overrides: Vec::new(),
         webhooks: webhooks.clone(),
+        path: None,
         warnings: Vec::new(),
     };
     let mut out = match policy::decide(pod_annotations(pod), cluster.namespace_opt_in(&subject.namespace)) {
@@ -299,7 +314,7 @@ fn explain_compiled(
             }
             out
         }
-        Ok(opt_in) => engine(subject, installed, cluster, opt_in, &webhooks, report),
+        Ok(opt_in) => engine(subject, installed, cluster, opt_in, &webhooks, conditions, report),
     };
     out.warnings.extend(warnings);
     out
@@ -322,15 +337,44 @@ fn opt_in_reason(opt_in: OptIn, namespace: &str) -> (Rule, String) {
     }
 }
 
+/// An opted-in Pod: a compiled policy acts on it if one does, else the webhook (and why).
 fn engine(
     subject: &Subject,
     installed: &Installed<'_>,
     cluster: &Snapshot,
     opt_in: OptIn,
     webhooks: &[WebhookMatch],
+    conditions: &[cel::Compiled],
     report: impl Fn(Verdict, Rule, String) -> PodReport,
 ) -> PodReport {
-    let (rule, opted) = opt_in_reason(opt_in, &subject.namespace);
+    let opted = opt_in_reason(opt_in, &subject.namespace);
+    let why_not_policy = match installed.policies {
+        None => None,
+        Some(policies) => match path::acting(
+            subject, installed, policies, cluster, webhooks, conditions, &opted, &report,
+        ) {
+            path::Acting::Policy(out) => return *out,
+            path::Acting::Webhook(why) => why,
+        },
+    };
+    let mut out = webhook_engine(subject, installed, cluster, opted, webhooks, report);
+    if let Some(why) = why_not_policy
+        && out.rule != Rule::AlreadyInjected
+    {
+        out.path = Some(PathReport::webhook(why));
+    }
+    out
+}
+
+/// The webhook's path: the API server calls it (or not), then the engine's dry run.
+fn webhook_engine(
+    subject: &Subject,
+    installed: &Installed<'_>,
+    cluster: &Snapshot,
+    (rule, opted): (Rule, String),
+    webhooks: &[WebhookMatch],
+    report: impl Fn(Verdict, Rule, String) -> PodReport,
+) -> PodReport {
     let offline = matches!(installed.webhooks, Webhooks::Offline);
     if let Webhooks::Absent = installed.webhooks {
         return report(
@@ -395,49 +439,54 @@ fn engine(
         Ok(template) => template,
         Err(err) => return report(Verdict::Deny, Rule::UnknownTemplate, err.to_string()),
     };
-    let used = TemplateRef {
+    let mut out = match inject::plan(&view, &template, &extras) {
+        Ok(Decision::Inject(plan)) => injected(report(Verdict::Inject, rule, opted), &template, &plan, pod),
+        Ok(Decision::Skip(skip)) => {
+            let mut out = report(Verdict::Skip, Rule::AlreadyInjected, format!("{opted}, but {skip}"));
+            out.template = Some(template_ref(&template));
+            out
+        }
+        Err(err) => denied(&err, &template, &report),
+    };
+    out.overrides = asked_overrides(&view, &template);
+    out.warnings.extend(offline_network);
+    out
+}
+
+fn template_ref(template: &Template) -> TemplateRef {
+    TemplateRef {
         name: template.name.clone(),
         revision: template.revision.clone(),
         live_revision: None,
         stale: false,
+    }
+}
+
+/// `out` (an `Inject` verdict) with the template, what the plan adds and its warnings.
+fn injected(mut out: PodReport, template: &Template, plan: &Plan<'_>, pod: &Value) -> PodReport {
+    out.template = Some(template_ref(template));
+    let named = |kind: &str, names: &[String]| names.iter().map(|n| format!("{kind} {n}")).collect::<Vec<_>>();
+    out.adds = [
+        named("init container", &plan.status.init_containers),
+        named("container", &plan.status.containers),
+        named("volume", &plan.status.volumes),
+        named("image pull secret", &plan.status.image_pull_secrets),
+    ]
+    .concat();
+    out.warnings.extend(never_completes(pod, plan));
+    out
+}
+
+/// The `Deny` verdict for what the engine refuses with `template`.
+fn denied(err: &InjectError, template: &Template, report: &impl Fn(Verdict, Rule, String) -> PodReport) -> PodReport {
+    let rule = match err {
+        InjectError::InvalidPod { .. } | InjectError::Encode(_) => Rule::InvalidPod,
+        InjectError::UnknownTemplate { .. } | InjectError::UnknownNamespaceTemplate { .. } => Rule::UnknownTemplate,
+        InjectError::Override(_) => Rule::Override,
+        _ => Rule::Collision,
     };
-    let overrides = asked_overrides(&view, &template);
-    let mut out = match inject::plan(&view, &template, &extras) {
-        Ok(Decision::Inject(plan)) => {
-            let mut out = report(Verdict::Inject, rule, opted);
-            out.template = Some(used);
-            let named = |kind: &str, names: &[String]| names.iter().map(|n| format!("{kind} {n}")).collect::<Vec<_>>();
-            out.adds = [
-                named("init container", &plan.status.init_containers),
-                named("container", &plan.status.containers),
-                named("volume", &plan.status.volumes),
-                named("image pull secret", &plan.status.image_pull_secrets),
-            ]
-            .concat();
-            out.warnings.extend(never_completes(pod, &plan));
-            out
-        }
-        Ok(Decision::Skip(skip)) => {
-            let mut out = report(Verdict::Skip, Rule::AlreadyInjected, format!("{opted}, but {skip}"));
-            out.template = Some(used);
-            out
-        }
-        Err(err) => {
-            let rule = match err {
-                InjectError::InvalidPod { .. } | InjectError::Encode(_) => Rule::InvalidPod,
-                InjectError::UnknownTemplate { .. } | InjectError::UnknownNamespaceTemplate { .. } => {
-                    Rule::UnknownTemplate
-                }
-                InjectError::Override(_) => Rule::Override,
-                _ => Rule::Collision,
-            };
-            let mut out = report(Verdict::Deny, rule, err.to_string());
-            out.template = Some(used);
-            out
-        }
-    };
-    out.overrides = overrides;
-    out.warnings.extend(offline_network);
+    let mut out = report(Verdict::Deny, rule, err.to_string());
+    out.template = Some(template_ref(template));
     out
 }
 
@@ -534,7 +583,9 @@ fn injected_template(
     })
 }
 
+mod path;
 mod webhook;
+pub use path::{PathReport, Via};
 pub use webhook::match_webhook;
 
 #[cfg(test)]

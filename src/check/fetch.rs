@@ -3,7 +3,7 @@
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::admissionregistration::v1::{MutatingWebhookConfiguration, ValidatingWebhookConfiguration};
-use k8s_openapi::api::apps::v1::ReplicaSet;
+use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Pod, Secret, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
@@ -13,10 +13,12 @@ use serde::de::DeserializeOwned;
 
 use super::decision::{Snapshot, Subject};
 use super::health::{Facts, Fetched, ServiceFacts};
+use super::injection::{self, Object, PolicyFacts, Served};
 use super::workload::{ReplicaSetOwners, controller};
 use super::{CheckError, CheckSettings, Target, document_subjects};
 use crate::inject::REVISION_LABEL;
 use crate::network::crd::Network;
+use crate::policies::PolicyObject;
 
 /// One line for an API error: code, reason and the server's message.
 fn api_error(err: &kube::Error) -> String {
@@ -77,6 +79,77 @@ pub(super) async fn facts(client: &kube::Client, settings: &CheckSettings) -> Fa
         );
     }
     facts
+}
+
+/// The group version that serves the admission policies.
+const ADMISSION_POLICIES: &str = "admissionregistration.k8s.io/v1";
+
+/// Whether the API server serves MutatingAdmissionPolicy v1 (discovery).
+async fn served(client: &kube::Client) -> Served {
+    match client.list_api_group_resources(ADMISSION_POLICIES).await {
+        Ok(list) => {
+            if list.resources.iter().any(|r| r.name == "mutatingadmissionpolicies") {
+                Served::Yes
+            } else {
+                Served::No
+            }
+        }
+        Err(kube::Error::Api(status)) if status.code == 404 => Served::No,
+        Err(err) => Served::Unknown(api_error(&err)),
+    }
+}
+
+/// The injector's Deployment, whether the API server serves MutatingAdmissionPolicy v1,
+/// and the admission policies labelled as ours (the mutating kinds only when served).
+pub(super) async fn policy_facts(client: &kube::Client, settings: &CheckSettings) -> PolicyFacts {
+    let namespace = settings.injector_namespace.as_str();
+    let deployment = match &settings.deployment {
+        Some(name) => Some((
+            name.clone(),
+            get(Api::<Deployment>::namespaced(client.clone(), namespace), name).await,
+        )),
+        None => None,
+    };
+    let served = served(client).await;
+    let found = ours(client, served == Served::Yes).await.map_err(|err| err.to_string());
+    PolicyFacts {
+        deployment,
+        served,
+        found,
+    }
+}
+
+/// Every admission policy and binding labelled `app.kubernetes.io/managed-by=envoy-injector`.
+async fn ours(client: &kube::Client, mutating: bool) -> Result<Vec<Object>, CheckError> {
+    let mut out = Vec::new();
+    if mutating {
+        out.extend(ours_of(client, PolicyObject::Mutating).await?);
+        out.extend(ours_of(client, PolicyObject::MutatingBinding).await?);
+    }
+    out.extend(ours_of(client, PolicyObject::Validating).await?);
+    out.extend(ours_of(client, PolicyObject::ValidatingBinding).await?);
+    Ok(out)
+}
+
+/// The objects of kind `K` labelled as ours, `wrap` naming their kind.
+async fn ours_of<K>(client: &kube::Client, wrap: fn(Box<K>) -> PolicyObject) -> Result<Vec<Object>, CheckError>
+where
+    K: kube::Resource<Scope = kube::core::ClusterResourceScope, DynamicType = ()>
+        + Clone
+        + DeserializeOwned
+        + std::fmt::Debug,
+{
+    let labelled = ListParams::default().labels(&injection::labelled());
+    let what = format!(
+        "the objects of kind {} labelled {}",
+        K::kind(&()),
+        injection::labelled()
+    );
+    let api = Api::<K>::all(client.clone());
+    list_paged(&api, labelled, &what, |object| {
+        Some(Object::new(&wrap(Box::new(object))))
+    })
+    .await
 }
 
 fn pod_subject(pod: &Pod) -> Subject {

@@ -11,6 +11,10 @@
 //! time of the last change by the manager that owns the label: `kubectl label` owns that
 //! label alone, so it is when the label was set). An outage under `failurePolicy: Ignore`
 //! leaves no trace on the Pod: it is named as the likely cause when nothing else explains it.
+//! When a compiled admission policy injects such a Pod now (`decision`'s path), the
+//! webhook's evidence does not apply: the policy's and its binding's `creationTimestamp`
+//! do (a policy with `failurePolicy: Fail` does not let an opted-in Pod through
+//! uninjected while it is bound).
 
 use std::collections::BTreeMap;
 
@@ -19,7 +23,7 @@ use kube::api::ObjectMeta;
 use serde::Serialize;
 use serde_json::Value;
 
-use super::decision::{Call, PodReport, Rule, Verdict};
+use super::decision::{Call, PodReport, Rule, Verdict, Via};
 use super::workload::{ReplicaSetOwners, fix, owner};
 use crate::inject::{NAMESPACE_LABEL, NAMESPACE_OPT_IN, OptIn};
 
@@ -33,6 +37,10 @@ pub enum Reason {
     WouldBeDenied,
     /// Created before its Namespace's opt-in label was set.
     BeforeNamespaceLabel,
+    /// Created before the admission policy that injects it now, or its binding, existed.
+    BeforePolicies,
+    /// A policy injects it now and predates it: cannot be told why it was missed.
+    PolicyUnknown,
     /// Created before the MutatingWebhookConfiguration: the injector was not installed, or
     /// was being reinstalled.
     BeforeWebhookConfiguration,
@@ -165,6 +173,29 @@ pub fn why(pod: &Escaped, evidence: &Evidence<'_>) -> Option<(Reason, String)> {
                 written.at.0, written.manager
             ),
         ));
+    }
+    if let Some(path) = decision.path.as_ref().filter(|p| p.via == Via::Policy) {
+        let policy = format!(
+            "{} {} (binding {})",
+            path.kind.unwrap_or_default(),
+            path.policy.as_deref().unwrap_or_default(),
+            path.binding.as_deref().unwrap_or_default()
+        );
+        return Some(match &path.since {
+            Some((which, since)) if created.is_some_and(|created| created < since.0) => (
+                Reason::BeforePolicies,
+                format!(
+                    "created before {which} ({}): {policy} injects it now, but did not exist yet (in policy mode the Lease holder applies them)",
+                    since.0
+                ),
+            ),
+            _ => (
+                Reason::PolicyUnknown,
+                format!(
+                    "cannot be told: {policy} predates the Pod and injects it now; it may have been opted in (or its namespace labelled) after it was created, or the policy changed since"
+                ),
+            ),
+        });
     }
     if let Some(registered) = evidence.webhook_created
         && created.is_some_and(|created| created < registered.0)

@@ -19,6 +19,7 @@
 //! | `decision` | pure: one Pod → verdict, the rule that decided, template, collisions |
 //! | `cel`, `selector` | pure: a webhook's matchConditions and label selectors |
 //! | `health` | pure: the installation's facts → `ok`/`warn`/`fail` lines |
+//! | `injection` | pure: which path `serve` sets up (`--injection`, discovery), the compiled admission policies found against the live ConfigMap's, and the route of a Pod through them |
 //! | `stale` | pure: injected Pods → stale ones grouped by workload, with the fix |
 //! | `missing` | pure: opted-in Pods without the sidecar → grouped by workload, with the fix and the likely reason |
 //! | `workload` | pure: a Pod's owning workload and the command that replaces its Pods |
@@ -29,6 +30,7 @@ pub mod cel;
 pub mod decision;
 mod fetch;
 pub mod health;
+pub mod injection;
 pub mod missing;
 pub mod render;
 pub mod selector;
@@ -79,6 +81,9 @@ pub struct CheckSettings {
     pub validating_webhook_config: Option<String>,
     pub tls_secret: Option<String>,
     pub lease_name: Option<String>,
+    /// The Deployment running `serve`, whose `--injection` says which path it sets up;
+    /// `None`: `serve`'s default (`auto`) is taken.
+    pub deployment: Option<String>,
     /// Templates to explain the Pods against instead of the live ConfigMap's
     /// (`--config FILE`); the `templates` check still reads the live ones.
     pub templates: Option<TemplateSet>,
@@ -144,6 +149,7 @@ pub fn explain_offline(documents: &[Value], namespace: &str, templates: &Templat
         webhook_config: "",
         webhooks: Webhooks::Offline,
         templates: Ok(templates),
+        policies: None,
     };
     let pods = decision::explain_all(&subjects, &installed, &snapshot);
     let mut report = Report::new(String::new(), Vec::new(), pods, None);
@@ -190,6 +196,13 @@ pub async fn run(client: kube::Client, settings: &CheckSettings, now: OffsetDate
     // Parsed once: the `templates` check and every decision read the same set.
     let templates = health::live_templates(&facts.namespace, &facts.configmap);
     let mut checks = health::evaluate_with(&facts, &templates, now);
+    let policies = injection::Policies::new(
+        &fetch::policy_facts(&client, settings).await,
+        &templates,
+        &settings.injector_namespace,
+    );
+    checks.push(policies.expectation.check.clone());
+    checks.push(injection::health::admission_policies(&policies));
 
     // With --stale or --missing a namespace only bounds those lists: its Pods are not
     // each explained, so the report shows only the Pods the lists are about.
@@ -212,6 +225,7 @@ pub async fn run(client: kube::Client, settings: &CheckSettings, now: OffsetDate
             Some(given) => Ok(given),
             None => templates.as_ref().map_err(String::as_str),
         },
+        policies: Some(&policies),
     };
     let pods = decision::explain_all(&subjects, &installed, &snapshot);
 

@@ -4,8 +4,9 @@
 use std::fmt::Write as _;
 
 use super::Report;
-use super::decision::{Call, PodReport, Verdict};
+use super::decision::{Call, PathReport, PodReport, Verdict, Via};
 use super::health::Status;
+use super::injection::VALIDATING;
 
 fn status(status: Status) -> &'static str {
     match status {
@@ -50,6 +51,9 @@ fn pod(out: &mut String, report: &PodReport) {
             asked.name, asked.value, asked.detail
         );
     }
+    if let Some(path) = &report.path {
+        let _ = writeln!(out, "      path: {}", path_line(path));
+    }
     for hook in &report.webhooks {
         let call = match hook.call {
             Call::Called => "called",
@@ -60,6 +64,27 @@ fn pod(out: &mut String, report: &PodReport) {
     }
     for warning in &report.warnings {
         let _ = writeln!(out, "      warning: {warning}");
+    }
+}
+
+/// `policy NAME (binding NAME)`, `validating policy NAME (binding NAME) denies it`, or
+/// `webhook, since WHY`.
+fn path_line(path: &PathReport) -> String {
+    match path.via {
+        Via::Webhook => format!("webhook, since {}", path.reason),
+        Via::Policy => {
+            let policy = path.policy.as_deref().unwrap_or_default();
+            let binding = path.binding.as_deref().unwrap_or_default();
+            let mut line = if path.kind == Some(VALIDATING) {
+                format!("validating policy {policy} (binding {binding}) denies it")
+            } else {
+                format!("policy {policy} (binding {binding})")
+            };
+            if !path.reason.is_empty() {
+                let _ = write!(line, "; {}", path.reason);
+            }
+            line
+        }
     }
 }
 

@@ -68,6 +68,7 @@ pub fn settings(
         validating_webhook_config: non_empty(&args.validating_webhook_config),
         tls_secret: non_empty(&args.tls_secret),
         lease_name: non_empty(&args.lease_name),
+        deployment: non_empty(&args.deployment),
         templates,
     }
 }

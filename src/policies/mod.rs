@@ -15,7 +15,7 @@ mod patch;
 mod plan;
 pub mod sync;
 
-pub use objects::{MANAGED_BY_LABEL, PolicyObject, TEMPLATE_ANNOTATION_KEY, object_name};
+pub use objects::{MANAGED_BY_LABEL, PolicyObject, TEMPLATE_ANNOTATION_KEY, known_templates_name, object_name};
 
 use crate::template::{Template, TemplateSet};
 

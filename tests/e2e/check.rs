@@ -13,8 +13,20 @@
 //! a Pod created after it gets the new sidecar and `check --stale` lists the Deployment
 //! whose Pods are on the old revision; then a `caBundle` from another CA, an expired
 //! serving certificate and the webhooks behind a Service without endpoints.
+//!
+//! Which path injects: the injector's Deployment (no replica: `serve` runs here) says
+//! `--injection=webhook` first, so every Pod above is the webhook's. Then it says nothing
+//! (`auto`: this API server serves MutatingAdmissionPolicy v1, so policies are expected) and
+//! the policies `envoy-injector policies` compiles from the live ConfigMap are applied,
+//! bound to this tier's namespaces and to `ei-check-<id>-policies`, which only the policies
+//! reach, where a Pod was created before them. Checked: `check` names the policy and binding
+//! (or the validating policy that denies, or the webhook and why) for each Pod; `--missing`
+//! says that Pod was created before the policies; deleting one binding, then editing a
+//! policy's revision label, fail the check naming the object and both revisions;
+//! `--injection=webhook` with the policies still there is a warning.
 
 use std::process::Command;
+use std::time::Duration;
 
 use envoy_injector::tls;
 use k8s_openapi::api::admissionregistration::v1::{MutatingWebhookConfiguration, ValidatingWebhookConfiguration};
@@ -22,6 +34,7 @@ use kube::api::ListParams;
 use kube::core::ApiResource;
 use serde_json::{Value, json};
 
+use crate::policies::{compile, narrow, resource_of};
 use crate::support::*;
 
 pub const TIER: Tier = Tier {
@@ -98,7 +111,8 @@ pub(crate) async fn check(args: &[impl AsRef<std::ffi::OsStr>]) -> Run {
 }
 
 /// Waits until a server-side dry run of `probe` (a Pod manifest) comes back injected: the
-/// API server calls the injector once it has the configuration (also for tier `missing`).
+/// API server calls the injector once it has the configuration, or runs the compiled
+/// policies once it has them (also for tier `missing`).
 pub(crate) async fn wait_for_dry_run_injection(probe: &Value) {
     wait_for_dry_run_with(probe, STATUS).await;
 }
@@ -142,6 +156,36 @@ fn app_spec() -> Value {
     json!({ "containers": [{ "name": "app", "image": "app:1" }] })
 }
 
+/// The injector's Deployment as `check` reads it, its container's args saying which path
+/// `serve` sets up; no replica (`serve` runs beside the test).
+fn injector_deployment(namespace: &str, args: &[&str]) -> Value {
+    json!({
+        "apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": { "name": INJECTOR_NAME, "namespace": namespace },
+        "spec": {
+            "replicas": 0,
+            "selector": { "matchLabels": { "app": "envoy-injector-check" } },
+            "template": {
+                "metadata": { "labels": { "app": "envoy-injector-check" } },
+                "spec": { "containers": [{ "name": INJECTOR_NAME, "image": "envoy-injector:dev", "args": args }] },
+            },
+        },
+    })
+}
+
+/// Writes `documents` as a manifest file in `dir`, named `name`.
+fn manifest(dir: &tempfile::TempDir, name: &str, documents: &[Value]) -> String {
+    let path = dir.path().join(name);
+    // JSON documents in a YAML stream: every string stays quoted, so `"yes"` is read as
+    // the string kubectl reads, not YAML 1.1's boolean.
+    let yaml: Vec<String> = documents
+        .iter()
+        .map(|d| serde_json::to_string_pretty(d).expect("JSON"))
+        .collect();
+    std::fs::write(&path, yaml.join("\n---\n")).expect("write the manifest");
+    path.to_str().expect("a UTF-8 temporary path").to_string()
+}
+
 /// The injector's TLS Secret holding `certs`.
 fn secret(namespace: &str, certs: &tls::ServiceCerts) -> Value {
     json!({
@@ -171,6 +215,7 @@ async fn run(suite: &Suite) -> TierResult {
     kubectl_apply(&[
         in_namespace(&configmap_object(INJECTOR_NAME, BEFORE_UPGRADE), &injector),
         secret(&injector, &certs),
+        injector_deployment(&injector, &["serve", "--injection=webhook"]),
     ])
     .await;
     let (serve, webhook) = serve_on_loopback(
@@ -280,15 +325,8 @@ async fn run(suite: &Suite) -> TierResult {
         }),
     ];
     let dir = temp_dir("envoy-injector-e2e-check");
-    let scenarios_path = dir.path().join("scenarios.yaml");
-    // JSON documents in a YAML stream: every string stays quoted, so `"yes"` is read as
-    // the string kubectl reads, not YAML 1.1's boolean.
-    let yaml: Vec<String> = scenarios
-        .iter()
-        .map(|d| serde_json::to_string_pretty(d).expect("JSON"))
-        .collect();
-    std::fs::write(&scenarios_path, yaml.join("\n---\n")).expect("write the scenarios");
-    let scenarios_file = scenarios_path.to_str().expect("a UTF-8 temporary path");
+    let scenarios_file = manifest(&dir, "scenarios.yaml", &scenarios);
+    let scenarios_file = scenarios_file.as_str();
     let run = check(&with(&["-f", scenarios_file])).await;
     golden("decisions.txt", &normalise(&run.stdout, &id));
     assert_eq!(run.code, 1, "Pods that would be denied fail the check:\n{}", run.stdout);
@@ -416,7 +454,188 @@ async fn run(suite: &Suite) -> TierResult {
     golden("service-without-endpoints.txt", &normalise(&run.stdout, &id));
     assert_eq!(run.code, 1);
     step!("check fails a foreign caBundle, an expired certificate, a Service without endpoints");
+
+    policy_path(&scope, &id, &injector, &with, &dir, || mutating(&certs.ca.cert_pem, &app_namespaces)).await;
     Ok(String::new())
+}
+
+/// The compiled admission policies applied (as a GitOps user applies them: no `serve`
+/// holds the Lease here to do it), and what `check` says of them.
+async fn policy_path(
+    scope: &Scope,
+    id: &str,
+    injector: &str,
+    with: &dyn Fn(&[&str]) -> Vec<String>,
+    dir: &tempfile::TempDir,
+    webhook: impl Fn() -> Value,
+) {
+    let client = kube::Client::try_default().await.expect("a client");
+    let (labelled, plain) = (format!("ei-check-{id}-labelled"), format!("ei-check-{id}-plain"));
+    // The webhook back on 127.0.0.1 for this tier's namespaces, so nothing else fails.
+    kubectl_apply(&[webhook()]).await;
+    // A namespace only the policies reach, and a Pod created there before them.
+    let reached = format!("ei-check-{id}-policies");
+    TestNs::create_named(&client, scope, &reached, &[NAMESPACE_OPT_IN]).await;
+    kubectl_apply(&[pod_doc(&reached, "early", json!({}), app_spec())]).await;
+    // creationTimestamps are whole seconds: the policies come a second later.
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    // No `--injection`: `auto`, and this API server serves MutatingAdmissionPolicy v1.
+    kubectl_apply(&[injector_deployment(injector, &["serve", "--log-format", "json"])]).await;
+    let configmap = serde_json::to_value(configmap_object(INJECTOR_NAME, AFTER_UPGRADE)).expect("JSON");
+    let compiled = narrow(
+        &compile(&configmap, injector),
+        &[labelled.clone(), plain.clone(), reached.clone()],
+    );
+    for object in &compiled {
+        let name = object["metadata"]["name"].as_str().unwrap_or_default();
+        scope.delete_later(resource_of(object), None, name);
+    }
+    kubectl_apply(&compiled).await;
+    wait_for_dry_run_injection(&pod_doc(&reached, "probe", json!({}), app_spec())).await;
+
+    let clash = || json!({ "containers": [{ "name": "app", "image": "app:1", "ports": [{ "containerPort": 15006 }] }] });
+    let scenarios = [
+        pod_doc(&reached, "by-namespace-label", json!({}), app_spec()),
+        pod_doc(&plain, "by-annotation", json!({ INJECT: "true" }), app_spec()),
+        pod_doc(&reached, "port-clash", json!({}), clash()),
+        pod_doc(
+            &reached,
+            "unknown-template",
+            json!({ "sidecar.samplecrd.k8s.io/template": "nope" }),
+            app_spec(),
+        ),
+        // The webhook is called for it too, and refuses it before the validating policies.
+        pod_doc(&labelled, "port-clash", json!({}), clash()),
+        pod_doc("kube-system", "in-kube-system", json!({ INJECT: "true" }), app_spec()),
+    ];
+    let file = manifest(dir, "policies.yaml", &scenarios);
+    let run = check(&with(&["-f", &file])).await;
+    golden("policies.txt", &normalise(&run.stdout, id));
+    assert_eq!(run.code, 1, "Pods that would be denied fail the check:\n{}", run.stdout);
+    let run = check(&with(&["-f", &file, "-o", "json"])).await;
+    let report: Value = serde_json::from_str(&run.stdout).expect("-o json prints JSON");
+    let paths: Vec<Value> = report["pods"]
+        .as_array()
+        .expect("a list of Pods")
+        .iter()
+        .map(|p| json!([p["verdict"], p["path"]["via"], p["path"]["kind"], p["path"]["policy"], p["path"]["binding"]]))
+        .collect();
+    let policy = "envoy-injector-template-config";
+    let known = "envoy-injector-known-templates";
+    assert_eq!(
+        paths,
+        [
+            json!(["inject", "policy", "MutatingAdmissionPolicy", policy, policy]),
+            json!(["inject", "policy", "MutatingAdmissionPolicy", policy, policy]),
+            json!(["deny", "policy", "ValidatingAdmissionPolicy", policy, policy]),
+            json!(["deny", "policy", "ValidatingAdmissionPolicy", known, known]),
+            json!(["deny", "webhook", null, null, null]),
+            json!(["skip", "webhook", null, null, null]),
+        ],
+        "{}",
+        run.stdout
+    );
+    // The API server agrees on who refuses: the validating policy where no webhook is
+    // called, the webhook first where one is (it picks policies up a moment after they
+    // are written).
+    for (document, refused_by) in [
+        (&scenarios[2], format!("ValidatingAdmissionPolicy '{policy}' with binding '{policy}' denied request")),
+        (&scenarios[3], format!("ValidatingAdmissionPolicy '{known}' with binding '{known}' denied request")),
+        (&scenarios[4], String::from("admission webhook \"namespace.sidecar.samplecrd.k8s.io\" denied the request")),
+    ] {
+        let document = document.to_string();
+        wait_for(&format!("a refusal by {refused_by}"), PATIENCE, async || {
+            let out = kubectl(&["create", "--dry-run=server", "--validate=false", "-f", "-"], Some(&document)).await;
+            if !out.status.success() && String::from_utf8_lossy(&out.stderr).contains(&refused_by) {
+                Ok(())
+            } else {
+                Err(describe_output(&out))
+            }
+        })
+        .await;
+    }
+    let checks = |report: &Value| -> Vec<(String, String)> {
+        report["checks"]
+            .as_array()
+            .expect("checks")
+            .iter()
+            .filter(|c| c["check"] == "injection" || c["check"] == "admission-policies")
+            .map(|c| (c["check"].as_str().unwrap_or_default().to_string(), c["status"].as_str().unwrap_or_default().to_string()))
+            .collect()
+    };
+    let ok = |check: &str| (check.to_string(), String::from("ok"));
+    assert_eq!(checks(&report), [ok("injection"), ok("admission-policies")]);
+    step!("check names the policy and binding that inject or deny each Pod (golden policies.txt)");
+
+    // The Pod created before the policies: listed with the policy's creation as the reason.
+    let run = check(&with(&["-n", &reached, "--missing"])).await;
+    golden("policies-missing.txt", &normalise(&run.stdout, id));
+    assert_eq!(run.code, 1, "an opted-in Pod without the sidecar fails:\n{}", run.stdout);
+    let run = check(&with(&["-n", &reached, "--missing", "-o", "json"])).await;
+    let report: Value = serde_json::from_str(&run.stdout).expect("-o json prints JSON");
+    let reasons: Vec<&str> = report["missing"]
+        .as_array()
+        .expect("a `missing` list")
+        .iter()
+        .flat_map(|g| g["reasons"].as_array().into_iter().flatten())
+        .filter_map(|r| r["reason"].as_str())
+        .collect();
+    assert_eq!(reasons, ["before-policies"], "{}", run.stdout);
+    let run = check(&with(&["-n", &reached])).await;
+    assert_eq!(run.code, 0, "policies in step pass:\n{}", run.stdout);
+    step!("check --missing: the Pod created before the policies is named so (golden policies-missing.txt)");
+
+    // One binding deleted: the check fails, naming it; the Pod's path is the webhook's.
+    let deleted = kubectl(&["delete", "mutatingadmissionpolicybinding", policy], None).await;
+    assert!(deleted.status.success(), "{}", describe_output(&deleted));
+    let run = check(&with(&["-n", &reached])).await;
+    golden("policy-deleted.txt", &normalise(&run.stdout, id));
+    assert_eq!(run.code, 1, "a policy missing fails:\n{}", run.stdout);
+    assert!(
+        run.stdout.contains(&format!("MutatingAdmissionPolicyBinding {policy} (template `config`): expected it, found none")),
+        "{}",
+        run.stdout
+    );
+
+    // Put back, then its revision label edited: the check names both revisions.
+    kubectl_apply(&compiled).await;
+    let edited = kubectl(
+        &["label", "mutatingadmissionpolicy", policy, "sidecar.samplecrd.k8s.io/revision=0ld0ld0ld0ld", "--overwrite"],
+        None,
+    )
+    .await;
+    assert!(edited.status.success(), "{}", describe_output(&edited));
+    let run = check(&with(&["-n", &reached])).await;
+    golden("policy-out-of-step.txt", &normalise(&run.stdout, id));
+    assert_eq!(run.code, 1, "a policy out of step fails:\n{}", run.stdout);
+    let live = envoy_injector::template::TemplateSet::from_data(
+        "check",
+        &std::collections::BTreeMap::from([("config".to_string(), AFTER_UPGRADE.to_string())]),
+    )
+    .expect("the edited template")
+    .get("config")
+    .expect("config")
+    .revision
+    .clone();
+    assert!(
+        run.stdout.contains(&format!("MutatingAdmissionPolicy {policy}: labelled revision 0ld0ld0ld0ld, expected {live}")),
+        "{}",
+        run.stdout
+    );
+    step!("check fails a deleted policy binding and an edited revision label (golden policy-deleted.txt, policy-out-of-step.txt)");
+
+    // The webhook path configured with the policies still there: a warning.
+    kubectl_apply(&[injector_deployment(injector, &["serve", "--injection=webhook"])]).await;
+    let run = check(&with(&["-n", &reached, "-o", "json"])).await;
+    let report: Value = serde_json::from_str(&run.stdout).expect("-o json prints JSON");
+    assert_eq!(
+        checks(&report),
+        [ok("injection"), ("admission-policies".to_string(), "warn".to_string())],
+        "{}",
+        run.stdout
+    );
+    assert_eq!(run.code, 0, "policies left in webhook mode are a warning:\n{}", run.stdout);
+    step!("check warns of policies left while the webhook path is configured");
 }
 
 /// Runs everywhere: what `normalise` hides (the golden files are compared only against a

@@ -7,14 +7,14 @@ use super::*;
 use crate::inject::NETWORK_ANNOTATION;
 
 const SHIPPED: &str = include_str!("../../../manifests/webhook.yaml");
-const TEMPLATE: &str = "containers:\n- name: envoy\n  image: envoy\n  ports:\n  - containerPort: 15001\nvolumes:\n- name: envoy-conf\n  emptyDir: {}\n";
+pub(super) const TEMPLATE: &str = "containers:\n- name: envoy\n  image: envoy\n  ports:\n  - containerPort: 15001\nvolumes:\n- name: envoy-conf\n  emptyDir: {}\n";
 
-fn shipped() -> Vec<MutatingWebhook> {
+pub(super) fn shipped() -> Vec<MutatingWebhook> {
     let config: MutatingWebhookConfiguration = serde_yaml_ng::from_str(SHIPPED).unwrap();
     config.webhooks.unwrap()
 }
 
-fn templates() -> TemplateSet {
+pub(super) fn templates() -> TemplateSet {
     TemplateSet::from_data(
         "envoy-injector/envoy-injector",
         &BTreeMap::from([("config".to_string(), TEMPLATE.to_string())]),
@@ -22,7 +22,7 @@ fn templates() -> TemplateSet {
     .unwrap()
 }
 
-fn cluster() -> Snapshot {
+pub(super) fn cluster() -> Snapshot {
     let ns = |name: &str, label: Option<&str>| {
         let mut labels = BTreeMap::from([(NAMESPACE_NAME_LABEL.to_string(), name.to_string())]);
         if let Some(value) = label {
@@ -40,7 +40,7 @@ fn cluster() -> Snapshot {
     }
 }
 
-fn subject(namespace: &str, annotations: Value, spec: Value) -> Subject {
+pub(super) fn subject(namespace: &str, annotations: Value, spec: Value) -> Subject {
     Subject {
         what: format!("Pod {namespace}/p"),
         namespace: namespace.to_string(),
@@ -52,7 +52,7 @@ fn subject(namespace: &str, annotations: Value, spec: Value) -> Subject {
     }
 }
 
-fn app() -> Value {
+pub(super) fn app() -> Value {
     json!({"containers": [{"name": "app", "image": "app"}]})
 }
 
@@ -63,6 +63,7 @@ fn explain_with(subject: &Subject, webhooks: Webhooks<'_>, templates: Result<&Te
             webhook_config: "envoy-injector",
             webhooks,
             templates,
+            policies: None,
         },
         &cluster(),
     )
@@ -505,6 +506,7 @@ fn a_namespace_s_template_label_is_the_template_check_reports() {
         webhook_config: "envoy-injector",
         webhooks: Webhooks::Deployed(&hooks),
         templates: Ok(&set),
+        policies: None,
     };
     let report = explain(&subject("labelled", json!({}), app()), &installed, &cluster);
     assert_eq!(report.verdict, Verdict::Inject, "{report:?}");
@@ -525,6 +527,7 @@ fn offline_decides_from_the_pod_and_the_template_alone() {
                 webhook_config: "",
                 webhooks: Webhooks::Offline,
                 templates: Ok(&set),
+                policies: None,
             },
             &Snapshot::default(),
         )

@@ -2,8 +2,6 @@
 //! rules, `namespaceSelector`, `objectSelector` and CEL `matchConditions`, as the API
 //! server applies them. Pure: the cluster comes in as data.
 
-use std::collections::BTreeMap;
-
 use k8s_openapi::api::admissionregistration::v1::{MutatingWebhook, RuleWithOperations};
 use serde_json::Value;
 
@@ -58,12 +56,7 @@ pub fn match_webhook(
         }
     }
     if let Some(selector) = &hook.object_selector {
-        let labels: BTreeMap<String, String> = subject
-            .pod
-            .pointer("/metadata/labels")
-            .and_then(|l| serde_json::from_value(l.clone()).ok())
-            .unwrap_or_default();
-        match selector::unmet(selector, &labels) {
+        match selector::unmet(selector, &subject.labels()) {
             Ok(None) => {}
             Ok(Some(unmet)) => {
                 return answer(

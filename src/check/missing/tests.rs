@@ -66,6 +66,7 @@ fn decision(verdict: Verdict, rule: Rule, webhooks: &[(&str, Call, bool)]) -> Po
             .collect(),
         warnings: Vec::new(),
         overrides: Vec::new(),
+        path: None,
     }
 }
 
@@ -262,4 +263,68 @@ fn escaped_pods_are_grouped_by_workload_with_reasons_and_the_fix() {
     let json = serde_json::to_value(&groups[0]).unwrap();
     assert_eq!(json["reasons"][0]["reason"], "before-webhook-configuration");
     assert_eq!(json["fix"], "kubectl rollout restart deployment/web -n apps");
+}
+
+/// A Pod a compiled policy injects now: the webhook's evidence does not apply, the
+/// policy's and its binding's creation do (the later of the two).
+#[test]
+fn where_a_policy_injects_now_its_creation_is_the_evidence() {
+    use crate::check::decision::{PathReport, Via};
+    let labels_written = BTreeMap::new();
+    let registered = at(500);
+    let evidence = Evidence {
+        webhook_config: "envoy-injector",
+        webhook_created: Some(&registered),
+        labels_written: &labels_written,
+    };
+    let by_policy = || {
+        let mut decision = decision(Verdict::Inject, Rule::Annotation, &[]);
+        decision.path = Some(PathReport {
+            via: Via::Policy,
+            kind: Some("MutatingAdmissionPolicy"),
+            policy: Some("envoy-injector-template-config".into()),
+            binding: Some("envoy-injector-template-config".into()),
+            reason: String::new(),
+            since: Some((
+                "MutatingAdmissionPolicyBinding envoy-injector-template-config".into(),
+                at(100),
+            )),
+        });
+        decision
+    };
+    let (reason, detail) = why(&escaped("early", 40, OptIn::Annotation, None, by_policy()), &evidence).unwrap();
+    assert_eq!(reason, Reason::BeforePolicies);
+    assert_eq!(
+        detail,
+        format!(
+            "created before MutatingAdmissionPolicyBinding envoy-injector-template-config ({}): MutatingAdmissionPolicy envoy-injector-template-config (binding envoy-injector-template-config) injects it now, but did not exist yet (in policy mode the Lease holder applies them)",
+            at(100).0
+        )
+    );
+    // Created after them, and before the webhook configuration: the policy is what
+    // counts, and it cannot tell.
+    let (reason, detail) = why(&escaped("later", 200, OptIn::Annotation, None, by_policy()), &evidence).unwrap();
+    assert_eq!(reason, Reason::PolicyUnknown);
+    assert!(
+        detail.starts_with("cannot be told: MutatingAdmissionPolicy envoy-injector-template-config"),
+        "{detail}"
+    );
+    // A namespace label set after the Pod still explains it first.
+    let labels_written = BTreeMap::from([(
+        "apps".to_string(),
+        LabelWritten {
+            at: at(300),
+            manager: "kubectl-label".into(),
+        },
+    )]);
+    let evidence = Evidence {
+        labels_written: &labels_written,
+        ..evidence
+    };
+    let (reason, _) = why(
+        &escaped("labelled", 200, OptIn::NamespaceLabel, None, by_policy()),
+        &evidence,
+    )
+    .unwrap();
+    assert_eq!(reason, Reason::BeforeNamespaceLabel);
 }

@@ -1,0 +1,265 @@
+//! Whether a compiled admission policy acts on an opted-in Pod, as the API server runs
+//! them: mutating policies first (its template's MutatingAdmissionPolicy injects what the
+//! engine would), then the mutating webhooks with the Pod as the policy left it (the join
+//! of a Network stays with the webhook), then the validating policies (its template's
+//! ValidatingAdmissionPolicy denies what the engine denies; the known-templates one, a
+//! template the ConfigMap does not have) — unless a mutating webhook is called for the
+//! Pod, which then refuses it first, with the same words. The policies decide as the
+//! engine does (tier
+//! `policies` proves it), so the engine's dry run is their verdict; what `check` adds is
+//! whether the objects are there and bound to the Pod's namespace. Pure.
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use serde::Serialize;
+use serde_json::Value;
+
+use super::{
+    Call, Installed, PodReport, Rule, Snapshot, Subject, Verdict, WebhookMatch, asked_overrides, denied, injected,
+    match_webhook, pod_annotations,
+};
+use crate::admission::ClusterView;
+use crate::check::cel;
+use crate::check::injection::{Need, Policies, Route};
+use crate::inject::{self, Decision, Extras, InjectError, Plan, PodView};
+use crate::network::join;
+
+/// The path that acts on a Pod.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Via {
+    /// A compiled admission policy, run by the API server itself.
+    Policy,
+    Webhook,
+}
+
+/// Which path acts on an opted-in Pod: the policy and its binding, or the webhook and why
+/// no policy acts.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct PathReport {
+    pub via: Via,
+    /// The policy's kind (`MutatingAdmissionPolicy` injects, `ValidatingAdmissionPolicy`
+    /// denies), its name and its binding's.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub kind: Option<&'static str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub policy: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub binding: Option<String>,
+    /// Policy: what the webhook adds after it (the join of a Network), if anything;
+    /// webhook: why no policy acts.
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub reason: String,
+    /// When the policy or its binding, the later, was created (`--missing` reads it).
+    #[serde(skip)]
+    pub since: Option<(String, Time)>,
+}
+
+impl PathReport {
+    pub fn webhook(why: String) -> PathReport {
+        PathReport {
+            via: Via::Webhook,
+            kind: None,
+            policy: None,
+            binding: None,
+            reason: why,
+            since: None,
+        }
+    }
+}
+
+/// Who acts on the Pod.
+pub(super) enum Acting {
+    /// A policy: the whole report.
+    Policy(Box<PodReport>),
+    /// The webhook, and why no policy acts (`None`: the policies do not decide this Pod,
+    /// or it cannot be told).
+    Webhook(Option<String>),
+}
+
+fn policy_path(route: &Route, reason: String) -> PathReport {
+    PathReport {
+        via: Via::Policy,
+        kind: Some(route.kind),
+        policy: Some(route.policy.clone()),
+        binding: Some(route.binding.clone()),
+        reason,
+        since: route.since.clone(),
+    }
+}
+
+/// A Pod the policies refuse: the validating policy of `route` denies it, unless a mutating
+/// webhook is called for it (`webhooks`, for the Pod as created: no policy changed it),
+/// which runs first and refuses it with the same words.
+fn refused(route: &Route, webhooks: &[WebhookMatch], out: impl FnOnce() -> PodReport) -> Acting {
+    if let Some(hook) = webhooks.iter().find(|w| w.call == Call::Called) {
+        return Acting::Webhook(Some(format!(
+            "mutating webhooks run before validating policies: webhook {} is called and refuses it first ({} {} with binding {} would deny it with the same words)",
+            hook.name, route.kind, route.policy, route.binding
+        )));
+    }
+    let mut out = out();
+    out.path = Some(policy_path(route, String::new()));
+    Acting::Policy(Box::new(out))
+}
+
+/// The Pod, opted in (`opted`: the rule and its words), through the policies; `webhooks`:
+/// what the API server does with each webhook for the Pod as created.
+#[allow(clippy::too_many_arguments)]
+pub(super) fn acting(
+    subject: &Subject,
+    installed: &Installed<'_>,
+    policies: &Policies,
+    cluster: &Snapshot,
+    webhooks: &[WebhookMatch],
+    conditions: &[cel::Compiled],
+    (rule, opted): &(Rule, String),
+    report: &impl Fn(Verdict, Rule, String) -> PodReport,
+) -> Acting {
+    let Ok(templates) = installed.templates else {
+        return Acting::Webhook(None);
+    };
+    let pod = &subject.pod;
+    let namespace = subject.namespace.as_str();
+    let view = PodView::read(pod);
+    let namespace_labels = cluster.namespace_labels(namespace);
+    let pod_labels = subject.labels();
+    let route = |template: &str, need| policies.route(template, need, namespace, &namespace_labels, &pod_labels);
+    let template = match inject::select_template_in(templates, &view, namespace, || {
+        cluster.namespace_template(namespace)
+    }) {
+        Ok(template) => template,
+        Err(err) => {
+            let (InjectError::UnknownTemplate { name, .. } | InjectError::UnknownNamespaceTemplate { name, .. }) = &err
+            else {
+                return Acting::Webhook(None);
+            };
+            return match route(name, Need::UnknownTemplate) {
+                Err(why) => Acting::Webhook(Some(why)),
+                Ok(route) => refused(&route, webhooks, || {
+                    report(Verdict::Deny, Rule::UnknownTemplate, err.to_string())
+                }),
+            };
+        }
+    };
+    match inject::plan(&view, &template, &Extras::default()) {
+        // Already holds the sidecar: no policy and no webhook adds anything.
+        Ok(Decision::Skip(_)) => Acting::Webhook(None),
+        Err(err) => match route(&template.name, Need::Deny) {
+            Err(why) => Acting::Webhook(Some(why)),
+            Ok(route) => refused(&route, webhooks, || {
+                let mut out = denied(&err, &template, report);
+                out.overrides = asked_overrides(&view, &template);
+                out
+            }),
+        },
+        Ok(Decision::Inject(plan)) => match route(&template.name, Need::Inject) {
+            Err(why) => Acting::Webhook(Some(why)),
+            Ok(route) => {
+                let out = injected(report(Verdict::Inject, *rule, opted.clone()), &template, &plan, pod);
+                let by = (&*plan, &view);
+                let mut out = injected_by_policy(out, subject, installed, policies, cluster, conditions, &route, by);
+                out.overrides = asked_overrides(&view, &template);
+                Acting::Policy(Box::new(out))
+            }
+        },
+    }
+}
+
+/// `out`, injected by the policy of `route`: the webhooks as the API server calls them
+/// next (with the Pod the policy made), the join of a Network by one of them, and what is
+/// out of step.
+#[allow(clippy::too_many_arguments)]
+fn injected_by_policy(
+    mut out: PodReport,
+    subject: &Subject,
+    installed: &Installed<'_>,
+    policies: &Policies,
+    cluster: &Snapshot,
+    conditions: &[cel::Compiled],
+    route: &Route,
+    (plan, view): (&Plan<'_>, &PodView<'_>),
+) -> PodReport {
+    if let Some(after) = as_injected(&subject.pod, plan, view) {
+        let after = Subject {
+            pod: after,
+            ..subject.clone()
+        };
+        out.webhooks = installed
+            .webhooks
+            .deployed()
+            .iter()
+            .zip(conditions)
+            .map(|(hook, conditions)| match_webhook(hook, conditions, &after, cluster))
+            .collect();
+    }
+    if let Some((labelled, live)) = &route.out_of_step {
+        out.warnings.push(format!(
+            "{} {} is labelled revision {labelled}, the ConfigMap's template is revision {live}: until the Lease holder applies the new policies, the Pod gets the template the policy was compiled from",
+            route.kind, route.policy
+        ));
+    }
+    out.warnings.extend(policies.known_templates_out_of_step());
+    let mut reason = String::new();
+    if let Some(name) = subject.network() {
+        let namespace = subject.namespace.as_str();
+        let called: Option<WebhookMatch> = out.webhooks.iter().find(|w| w.call == Call::Called).cloned();
+        let broken = out
+            .webhooks
+            .iter()
+            .find(|w| w.call == Call::Error && w.fail_closed)
+            .cloned();
+        match (called, broken) {
+            (Some(hook), _) => {
+                let lookup = cluster.network(namespace, name);
+                match join::extras(name, namespace, lookup, pod_annotations(&subject.pod)) {
+                    Ok(_) => reason = format!("then webhook {} adds the join of Network `{name}`", hook.name),
+                    Err(err) => {
+                        let mut denied = PodReport {
+                            verdict: Verdict::Deny,
+                            rule: Rule::Network,
+                            reason: err.to_string(),
+                            adds: Vec::new(),
+                            ..out
+                        };
+                        denied.path = Some(policy_path(
+                            route,
+                            format!("then webhook {} refuses the join of Network `{name}`", hook.name),
+                        ));
+                        return denied;
+                    }
+                }
+            }
+            (None, Some(hook)) => {
+                let mut denied = PodReport {
+                    verdict: Verdict::Deny,
+                    rule: Rule::WebhookError,
+                    reason: format!(
+                        "webhook {}: {}; its failurePolicy Fail refuses the Pod the policy injected",
+                        hook.name, hook.reason
+                    ),
+                    adds: Vec::new(),
+                    ..out
+                };
+                denied.path = Some(policy_path(route, String::new()));
+                return denied;
+            }
+            (None, None) => out.warnings.push(format!(
+                "names Network `{name}`, but the API server calls no webhook of {} for the Pod the policy injected: it is created without joining the Network",
+                installed.webhook_config
+            )),
+        }
+    }
+    out.path = Some(policy_path(route, reason));
+    out
+}
+
+/// The Pod as the policy leaves it: the engine's patch applied (the policy's is the same).
+fn as_injected(pod: &Value, plan: &Plan<'_>, view: &PodView<'_>) -> Option<Value> {
+    let patch = inject::jsonpatch::render(plan, view).ok()?;
+    let mut after = pod.clone();
+    json_patch::patch(&mut after, &patch).ok()?;
+    Some(after)
+}
+
+#[cfg(test)]
+mod tests;

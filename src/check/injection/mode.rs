@@ -1,0 +1,274 @@
+//! The mode `serve` runs with and what it means on this API server. Pure.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::Container;
+
+use crate::check::health::{Check, Fetched, Status};
+
+/// `serve`'s flag choosing the path.
+pub const INJECTION_FLAG: &str = "--injection";
+/// The environment variable `serve` reads the same choice from when the flag is absent.
+pub const INJECTION_ENV: &str = "INJECTION";
+
+/// `serve --injection`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    /// Policies when the API server serves MutatingAdmissionPolicy v1, else the webhook.
+    Auto,
+    Policy,
+    Webhook,
+}
+
+impl Mode {
+    /// The flag's value as `serve` accepts it.
+    pub fn parse(value: &str) -> Option<Mode> {
+        match value {
+            "auto" => Some(Mode::Auto),
+            "policy" => Some(Mode::Policy),
+            "webhook" => Some(Mode::Webhook),
+            _ => None,
+        }
+    }
+}
+
+/// The mode `serve` runs with, and where that was read.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Configured {
+    /// `from` says where: `` `--injection=policy` in the args of Deployment ns/name ``.
+    Mode { mode: Mode, from: String },
+    /// A value `serve` refuses (it does not start).
+    Invalid { value: String, from: String },
+    /// Cannot be read; why.
+    Unknown(String),
+}
+
+/// The container that runs `serve`: the one named `envoy-injector`, else the first whose
+/// command or args say `serve`, else the first.
+fn serve_container(deployment: &Deployment) -> Option<&Container> {
+    let containers = &deployment.spec.as_ref()?.template.spec.as_ref()?.containers;
+    let says_serve = |c: &&Container| {
+        c.command
+            .iter()
+            .chain(c.args.iter())
+            .flatten()
+            .any(|word| word == "serve")
+    };
+    containers
+        .iter()
+        .find(|c| c.name == crate::NAME)
+        .or_else(|| containers.iter().find(says_serve))
+        .or_else(|| containers.first())
+}
+
+/// `$(NAME)` references replaced by the container's literal env values, as the kubelet
+/// expands args (`$$` escapes one `$`); an unknown name stays as written.
+pub(super) fn expand(word: &str, env: &BTreeMap<&str, &str>) -> String {
+    let mut out = String::new();
+    let mut rest = word;
+    while let Some(at) = rest.find('$') {
+        out.push_str(&rest[..at]);
+        let after = &rest[at + 1..];
+        if let Some(tail) = after.strip_prefix('$') {
+            out.push('$');
+            rest = tail;
+        } else if let Some(inner) = after.strip_prefix('(')
+            && let Some(end) = inner.find(')')
+            && let Some(value) = env.get(&inner[..end])
+        {
+            out.push_str(value);
+            rest = &inner[end + 1..];
+        } else {
+            out.push('$');
+            rest = after;
+        }
+    }
+    out.push_str(rest);
+    out
+}
+
+/// The mode of the `serve` the Deployment runs: `--injection` in its container's command
+/// and args (the last one given), else [`INJECTION_ENV`], else `auto`. `deployment` is
+/// `None` when none is to be read (`check --deployment ""`): `serve`'s default is taken.
+pub fn configured(namespace: &str, deployment: Option<(&str, &Fetched<Deployment>)>) -> Configured {
+    let Some((name, deployment)) = deployment else {
+        return Configured::Mode {
+            mode: Mode::Auto,
+            from: String::from("serve's default (no Deployment read: --deployment \"\")"),
+        };
+    };
+    let label = format!("Deployment {namespace}/{name}");
+    let deployment = match deployment {
+        Err(err) => return Configured::Unknown(format!("cannot read {label}: {err}")),
+        Ok(None) => {
+            return Configured::Unknown(format!(
+                "expected {label}, found none (name the injector's Deployment with --deployment, or pass --deployment \"\" when serve runs elsewhere with the default mode)"
+            ));
+        }
+        Ok(Some(deployment)) => deployment,
+    };
+    let Some(container) = serve_container(deployment) else {
+        return Configured::Unknown(format!("expected a container in {label}, found none"));
+    };
+    let env: BTreeMap<&str, &str> = container
+        .env
+        .iter()
+        .flatten()
+        .filter_map(|var| Some((var.name.as_str(), var.value.as_deref()?)))
+        .collect();
+    let words: Vec<String> = container
+        .command
+        .iter()
+        .chain(container.args.iter())
+        .flatten()
+        .map(|word| expand(word, &env))
+        .collect();
+    let mut given = None;
+    let mut words_iter = words.iter();
+    while let Some(word) = words_iter.next() {
+        if let Some(value) = word.strip_prefix(INJECTION_FLAG).and_then(|v| v.strip_prefix('=')) {
+            given = Some(value.to_string());
+        } else if word == INJECTION_FLAG {
+            given = words_iter.next().cloned();
+        }
+    }
+    let container_label = format!("container `{}` of {label}", container.name);
+    let (value, from) = match given {
+        Some(value) => {
+            let from = format!("`{INJECTION_FLAG}={value}` in the args of {container_label}");
+            (value, from)
+        }
+        None => match container.env.iter().flatten().find(|var| var.name == INJECTION_ENV) {
+            Some(var) => match &var.value {
+                Some(value) => (
+                    value.clone(),
+                    format!("env `{INJECTION_ENV}={value}` of {container_label}"),
+                ),
+                None => {
+                    return Configured::Unknown(format!(
+                        "env `{INJECTION_ENV}` of {container_label} comes from `valueFrom`, which check does not resolve"
+                    ));
+                }
+            },
+            None => {
+                return Configured::Mode {
+                    mode: Mode::Auto,
+                    from: format!("`{INJECTION_FLAG}=auto`, serve's default (not set in {container_label})"),
+                };
+            }
+        },
+    };
+    match Mode::parse(&value) {
+        Some(mode) => Configured::Mode { mode, from },
+        None => Configured::Invalid { value, from },
+    }
+}
+
+/// Whether the API server serves `admissionregistration.k8s.io/v1`
+/// `mutatingadmissionpolicies` (discovery).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Served {
+    Yes,
+    No,
+    Unknown(String),
+}
+
+/// Which path `serve` sets up.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Expected {
+    /// The Lease holder applies the compiled policies and keeps them in step.
+    Policy,
+    /// The webhook alone; no policy should exist.
+    Webhook,
+    /// Cannot be told: the policies found are checked as they are.
+    Unknown,
+}
+
+/// What the configured mode means on this API server: the path, and the `injection` line.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Expectation {
+    pub expected: Expected,
+    /// Where the mode was read, for messages (empty when it could not be).
+    pub from: String,
+    pub check: Check,
+}
+
+pub(super) const SERVED: &str = "MutatingAdmissionPolicy (admissionregistration.k8s.io/v1)";
+const POLICY_PATH: &str = "the Lease holder applies the compiled admission policies and keeps them in step with the ConfigMap; the webhook joins Networks and injects the templates left to it";
+const WEBHOOK_PATH: &str = "the webhook injects every template";
+
+/// The `injection` line: which path `serve` sets up, from its mode and discovery.
+pub fn expectation(configured: &Configured, served: &Served) -> Expectation {
+    let line = |expected, from: &str, status, message: String| Expectation {
+        expected,
+        from: from.to_string(),
+        check: Check::new("injection", status, message),
+    };
+    match configured {
+        Configured::Invalid { value, from } => line(
+            Expected::Unknown,
+            "",
+            Status::Fail,
+            format!(
+                "expected `{INJECTION_FLAG}` auto, policy or webhook, found `{value}` ({from}): serve refuses to start"
+            ),
+        ),
+        Configured::Unknown(why) => line(
+            Expected::Unknown,
+            "",
+            Status::Warn,
+            format!(
+                "cannot tell which path serve sets up: {why}; the admission policies found are checked as they are"
+            ),
+        ),
+        Configured::Mode { mode, from } => match (mode, served) {
+            (Mode::Webhook, _) => line(
+                Expected::Webhook,
+                from,
+                Status::Ok,
+                format!("webhook: {from}: {WEBHOOK_PATH}"),
+            ),
+            (Mode::Policy, Served::Yes) => line(
+                Expected::Policy,
+                from,
+                Status::Ok,
+                format!("policies: {from}: {POLICY_PATH}"),
+            ),
+            (Mode::Policy, Served::No) => line(
+                Expected::Policy,
+                from,
+                Status::Fail,
+                format!(
+                    "{from}, but the API server does not serve {SERVED} (Kubernetes 1.36 or later): no policy can be applied; use `{INJECTION_FLAG}=auto` or `webhook`"
+                ),
+            ),
+            (Mode::Policy, Served::Unknown(err)) => line(
+                Expected::Policy,
+                from,
+                Status::Warn,
+                format!("policies: {from}; cannot tell whether the API server serves {SERVED}: {err}"),
+            ),
+            (Mode::Auto, Served::Yes) => line(
+                Expected::Policy,
+                from,
+                Status::Ok,
+                format!("policies: {from}, and the API server serves {SERVED}: {POLICY_PATH}"),
+            ),
+            (Mode::Auto, Served::No) => line(
+                Expected::Webhook,
+                from,
+                Status::Ok,
+                format!("webhook: {from}, and the API server does not serve {SERVED}: {WEBHOOK_PATH}"),
+            ),
+            (Mode::Auto, Served::Unknown(err)) => line(
+                Expected::Unknown,
+                from,
+                Status::Warn,
+                format!(
+                    "cannot tell which path {from} sets up: whether the API server serves {SERVED} is not known: {err}"
+                ),
+            ),
+        },
+    }
+}

@@ -1,0 +1,486 @@
+//! The mode, the expectation, the `admission-policies` line and a Pod's route, on plain
+//! data: the objects found are those `policies::compile` makes, then one fault at a time.
+
+use k8s_openapi::api::apps::v1::DeploymentSpec;
+use k8s_openapi::api::core::v1::{Container, EnvVar, EnvVarSource, ObjectFieldSelector, PodSpec, PodTemplateSpec};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelectorRequirement;
+
+use super::mode::expand;
+use super::*;
+use crate::check::health::Status;
+
+const NS: &str = "envoy-injector";
+const TEMPLATE: &str = "containers:\n- name: envoy\n  image: envoy\n";
+const CANARY: &str = "containers:\n- name: canary\n  image: envoy\n";
+
+fn deployment(args: &[&str], env: &[(&str, &str)]) -> Deployment {
+    Deployment {
+        spec: Some(DeploymentSpec {
+            template: PodTemplateSpec {
+                metadata: None,
+                spec: Some(PodSpec {
+                    containers: vec![Container {
+                        name: crate::NAME.into(),
+                        args: Some(args.iter().map(|a| a.to_string()).collect()),
+                        env: Some(
+                            env.iter()
+                                .map(|(name, value)| EnvVar {
+                                    name: name.to_string(),
+                                    value: Some(value.to_string()),
+                                    value_from: None,
+                                })
+                                .collect(),
+                        ),
+                        ..Container::default()
+                    }],
+                    ..PodSpec::default()
+                }),
+            },
+            ..DeploymentSpec::default()
+        }),
+        ..Deployment::default()
+    }
+}
+
+fn mode_of(deployment: Deployment) -> Configured {
+    configured(NS, Some(("envoy-injector", &Ok(Some(deployment)))))
+}
+
+fn mode(mode: Mode) -> Option<Mode> {
+    Some(mode)
+}
+
+fn read_mode(configured: &Configured) -> Option<Mode> {
+    match configured {
+        Configured::Mode { mode, .. } => Some(*mode),
+        _ => None,
+    }
+}
+
+#[test]
+fn the_mode_is_read_as_serve_reads_it() {
+    type Case<'a> = (&'a [&'a str], &'a [(&'a str, &'a str)], Option<Mode>);
+    let cases: [Case; 7] = [
+        (&["serve", "--log-format", "json"], &[], mode(Mode::Auto)),
+        (&["serve", "--injection=policy"], &[], mode(Mode::Policy)),
+        (&["serve", "--injection", "webhook"], &[], mode(Mode::Webhook)),
+        // The last one given wins; the flag wins over the env.
+        (
+            &["serve", "--injection=policy", "--injection=webhook"],
+            &[(INJECTION_ENV, "policy")],
+            mode(Mode::Webhook),
+        ),
+        (&["serve"], &[(INJECTION_ENV, "webhook")], mode(Mode::Webhook)),
+        // `$(VAR)` is expanded from the container's env, as the kubelet does.
+        (
+            &["serve", "--injection=$(MODE)"],
+            &[("MODE", "policy")],
+            mode(Mode::Policy),
+        ),
+        (&["serve", "--injection=Policy"], &[], None),
+    ];
+    for (args, env, want) in cases {
+        let found = mode_of(deployment(args, env));
+        assert_eq!(read_mode(&found), want, "{args:?} {env:?}: {found:?}");
+    }
+    let Configured::Mode { from, .. } = mode_of(deployment(&["serve", "--injection=policy"], &[])) else {
+        panic!("a mode")
+    };
+    assert_eq!(
+        from,
+        "`--injection=policy` in the args of container `envoy-injector` of Deployment envoy-injector/envoy-injector"
+    );
+    assert_eq!(
+        mode_of(deployment(&["serve", "--injection=Policy"], &[])),
+        Configured::Invalid {
+            value: "Policy".into(),
+            from: "`--injection=Policy` in the args of container `envoy-injector` of Deployment envoy-injector/envoy-injector"
+                .into()
+        }
+    );
+    assert_eq!(expand("a$$(B)$(C)$(D)", &BTreeMap::from([("C", "c")])), "a$(B)c$(D)");
+}
+
+#[test]
+fn a_mode_that_cannot_be_read_is_unknown_and_none_asked_for_is_the_default() {
+    let missing = configured(NS, Some(("envoy-injector", &Ok(None))));
+    assert!(
+        matches!(&missing, Configured::Unknown(why) if why.starts_with("expected Deployment envoy-injector/envoy-injector, found none")),
+        "{missing:?}"
+    );
+    let unreadable = configured(NS, Some(("envoy-injector", &Err("HTTP 403 Forbidden: no".into()))));
+    assert_eq!(
+        unreadable,
+        Configured::Unknown("cannot read Deployment envoy-injector/envoy-injector: HTTP 403 Forbidden: no".into())
+    );
+    let mut from_elsewhere = deployment(&["serve"], &[]);
+    let container = &mut from_elsewhere
+        .spec
+        .as_mut()
+        .unwrap()
+        .template
+        .spec
+        .as_mut()
+        .unwrap()
+        .containers[0];
+    container.env = Some(vec![EnvVar {
+        name: INJECTION_ENV.into(),
+        value: None,
+        value_from: Some(EnvVarSource {
+            field_ref: Some(ObjectFieldSelector {
+                field_path: "metadata.annotations['mode']".into(),
+                api_version: None,
+            }),
+            ..EnvVarSource::default()
+        }),
+    }]);
+    assert!(matches!(mode_of(from_elsewhere), Configured::Unknown(why) if why.contains("valueFrom")));
+    assert_eq!(read_mode(&configured(NS, None)), Some(Mode::Auto));
+}
+
+#[test]
+fn the_expected_path_follows_the_mode_and_discovery() {
+    let set = |mode| Configured::Mode {
+        mode,
+        from: String::from("FROM"),
+    };
+    let unknown = Served::Unknown(String::from("timeout"));
+    let cases = [
+        (set(Mode::Auto), Served::Yes, Expected::Policy, Status::Ok),
+        (set(Mode::Auto), Served::No, Expected::Webhook, Status::Ok),
+        (set(Mode::Auto), unknown.clone(), Expected::Unknown, Status::Warn),
+        (set(Mode::Policy), Served::Yes, Expected::Policy, Status::Ok),
+        (set(Mode::Policy), Served::No, Expected::Policy, Status::Fail),
+        (set(Mode::Policy), unknown.clone(), Expected::Policy, Status::Warn),
+        (set(Mode::Webhook), Served::Yes, Expected::Webhook, Status::Ok),
+        (set(Mode::Webhook), Served::No, Expected::Webhook, Status::Ok),
+        (
+            Configured::Unknown("why".into()),
+            Served::Yes,
+            Expected::Unknown,
+            Status::Warn,
+        ),
+        (
+            Configured::Invalid {
+                value: "x".into(),
+                from: "FROM".into(),
+            },
+            Served::Yes,
+            Expected::Unknown,
+            Status::Fail,
+        ),
+    ];
+    for (configured, served, expected, status) in cases {
+        let found = expectation(&configured, &served);
+        assert_eq!(
+            (found.expected, found.check.status),
+            (expected, status),
+            "{configured:?} {served:?}: {found:?}"
+        );
+        assert_eq!(found.check.check, "injection");
+    }
+    let fail = expectation(&set(Mode::Policy), &Served::No);
+    assert_eq!(
+        fail.check.message,
+        "FROM, but the API server does not serve MutatingAdmissionPolicy (admissionregistration.k8s.io/v1) (Kubernetes 1.36 or later): no policy can be applied; use `--injection=auto` or `webhook`"
+    );
+}
+
+fn templates(data: &[(&str, &str)]) -> TemplateSet {
+    TemplateSet::from_data(
+        "envoy-injector/envoy-injector",
+        &data.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
+    )
+    .unwrap()
+}
+
+/// What `set` compiles to, as found in the cluster.
+fn compiled(set: &TemplateSet) -> Vec<Object> {
+    policies::compile(set, &policies::Options::default())
+        .objects
+        .iter()
+        .map(Object::new)
+        .collect()
+}
+
+fn policies_with(mode: &str, served: Served, found: Result<Vec<Object>, String>, set: &TemplateSet) -> Policies {
+    let facts = PolicyFacts {
+        deployment: Some((
+            "envoy-injector".into(),
+            Ok(Some(deployment(&["serve", &format!("--injection={mode}")], &[]))),
+        )),
+        served,
+        found,
+    };
+    Policies::new(&facts, &Ok(set.clone()), NS)
+}
+
+fn find<'a>(objects: &'a mut [Object], kind: &str, name: &str) -> &'a mut Object {
+    objects.iter_mut().find(|o| o.kind == kind && o.name == name).unwrap()
+}
+
+#[test]
+fn policies_in_step_pass_and_each_fault_is_named_with_the_fix() {
+    let set = templates(&[("config", TEMPLATE), ("canary", CANARY)]);
+    let live = set.get("config").unwrap().revision.clone();
+    let in_step = compiled(&set);
+    assert_eq!(
+        in_step.len(),
+        10,
+        "four objects per template and the known-templates pair"
+    );
+    let healthy = health::admission_policies(&policies_with("policy", Served::Yes, Ok(in_step.clone()), &set));
+    assert_eq!(healthy.status, Status::Ok, "{healthy:?}");
+    assert!(
+        healthy.message.starts_with(&format!(
+            "in step with ConfigMap envoy-injector/envoy-injector: template(s) `canary` revision {}, `config` revision {live} (10 object(s)",
+            set.get("canary").unwrap().revision
+        )),
+        "{}",
+        healthy.message
+    );
+
+    // One object deleted: named, with the fix.
+    let mut deleted = in_step.clone();
+    deleted.retain(|o| !(o.kind == MUTATING_BINDING && o.name == "envoy-injector-template-config"));
+    let check = health::admission_policies(&policies_with("policy", Served::Yes, Ok(deleted), &set));
+    assert_eq!(check.status, Status::Fail);
+    assert!(
+        check.message.contains(
+            "MutatingAdmissionPolicyBinding envoy-injector-template-config (template `config`): expected it, found none"
+        ),
+        "{}",
+        check.message
+    );
+    assert!(check.message.contains("wait for it (see `lease`)"), "{}", check.message);
+    assert!(
+        check.message.contains(
+            "`kubectl get configmap envoy-injector -n envoy-injector -o yaml | envoy-injector policies -f /dev/stdin --namespace envoy-injector | kubectl apply --server-side --field-manager=envoy-injector -f -`"
+        ),
+        "{}",
+        check.message
+    );
+
+    // A revision label out of step: both revisions named.
+    let mut edited = in_step.clone();
+    find(&mut edited, VALIDATING, "envoy-injector-template-config").revision = Some("0ld0ld0ld0ld".into());
+    let check = health::admission_policies(&policies_with("policy", Served::Yes, Ok(edited), &set));
+    assert_eq!(check.status, Status::Fail);
+    assert!(
+        check.message.contains(&format!(
+            "ValidatingAdmissionPolicy envoy-injector-template-config: labelled revision 0ld0ld0ld0ld, expected {live} (template `config` of ConfigMap envoy-injector/envoy-injector)"
+        )),
+        "{}",
+        check.message
+    );
+
+    // The known-templates policy of a ConfigMap without `canary`: it would deny `canary`.
+    let older = compiled(&templates(&[("config", TEMPLATE)]));
+    let mut stale_list = in_step.clone();
+    *find(&mut stale_list, VALIDATING, "envoy-injector-known-templates") = older
+        .iter()
+        .find(|o| o.name == "envoy-injector-known-templates" && o.kind == VALIDATING)
+        .unwrap()
+        .clone();
+    let check = health::admission_policies(&policies_with("policy", Served::Yes, Ok(stale_list), &set));
+    assert_eq!(check.status, Status::Fail);
+    assert!(
+        check.message.contains("ValidatingAdmissionPolicy envoy-injector-known-templates: its list of templates is not that of the ConfigMap"),
+        "{}",
+        check.message
+    );
+
+    // A binding pointing elsewhere.
+    let mut rebound = in_step.clone();
+    find(&mut rebound, MUTATING_BINDING, "envoy-injector-template-canary").policy_name = Some("other".into());
+    let check = health::admission_policies(&policies_with("policy", Served::Yes, Ok(rebound), &set));
+    assert!(
+        check.message.contains("MutatingAdmissionPolicyBinding envoy-injector-template-canary: binds `other`, expected `envoy-injector-template-canary`"),
+        "{}",
+        check.message
+    );
+
+    // A deleted template's objects left over: a warning.
+    let only_config = templates(&[("config", TEMPLATE)]);
+    let check = health::admission_policies(&policies_with("policy", Served::Yes, Ok(in_step.clone()), &only_config));
+    assert_eq!(
+        check.status,
+        Status::Fail,
+        "the known-templates list differs too: {check:?}"
+    );
+    let mut leftover = compiled(&only_config);
+    leftover.extend(
+        in_step
+            .iter()
+            .filter(|o| o.name == "envoy-injector-template-canary")
+            .cloned(),
+    );
+    let check = health::admission_policies(&policies_with("policy", Served::Yes, Ok(leftover), &only_config));
+    assert_eq!(check.status, Status::Warn, "{check:?}");
+    assert!(
+        check
+            .message
+            .contains("left over (their template is gone from the ConfigMap, or left to the webhook): ")
+            && check
+                .message
+                .contains("MutatingAdmissionPolicy envoy-injector-template-canary,"),
+        "{}",
+        check.message
+    );
+
+    // Not served although the mode asks for policies.
+    let check = health::admission_policies(&policies_with("policy", Served::No, Ok(Vec::new()), &set));
+    assert_eq!(check.status, Status::Fail, "{check:?}");
+    // Cannot be listed.
+    let denied = "cannot list the objects of kind ValidatingAdmissionPolicy labelled app.kubernetes.io/managed-by=envoy-injector: HTTP 403";
+    let check = health::admission_policies(&policies_with("policy", Served::Yes, Err(denied.into()), &set));
+    assert_eq!((check.status, check.message.as_str()), (Status::Fail, denied));
+    let check = health::admission_policies(&policies_with("webhook", Served::Yes, Err(denied.into()), &set));
+    assert_eq!(check.status, Status::Warn);
+}
+
+#[test]
+fn the_webhook_path_wants_none_and_warns_about_those_left() {
+    let set = templates(&[("config", TEMPLATE)]);
+    let none = health::admission_policies(&policies_with("webhook", Served::Yes, Ok(Vec::new()), &set));
+    assert_eq!(none.status, Status::Ok, "{none:?}");
+    let mut left = compiled(&set);
+    find(&mut left, MUTATING, "envoy-injector-template-config").revision = Some("0ld0ld0ld0ld".into());
+    let check = health::admission_policies(&policies_with("webhook", Served::Yes, Ok(left), &set));
+    assert_eq!(check.status, Status::Warn, "{check:?}");
+    assert!(
+        check.message.starts_with("the webhook path is configured, but 6 object(s) labelled app.kubernetes.io/managed-by=envoy-injector remain"),
+        "{}",
+        check.message
+    );
+    assert!(
+        check.message.contains("labelled revision 0ld0ld0ld0ld"),
+        "{}",
+        check.message
+    );
+    assert!(check.message.contains(&health::delete_command()), "{}", check.message);
+    // Not served: the mutating kinds cannot be there, and none is wanted.
+    let check = health::admission_policies(&policies_with("auto", Served::No, Ok(Vec::new()), &set));
+    assert_eq!(check.status, Status::Ok, "{check:?}");
+}
+
+fn labels(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+    pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+}
+
+#[test]
+fn a_pod_takes_the_policy_route_only_where_its_objects_are_bound() {
+    let set = templates(&[("config", TEMPLATE)]);
+    let live = set.get("config").unwrap().revision.clone();
+    let apps = labels(&[("kubernetes.io/metadata.name", "apps")]);
+    let pod = BTreeMap::new();
+    let policies = policies_with("policy", Served::Yes, Ok(compiled(&set)), &set);
+    let route = |p: &Policies, need| p.route("config", need, "apps", &apps, &pod);
+    assert_eq!(
+        route(&policies, Need::Inject),
+        Ok(Route {
+            kind: MUTATING,
+            policy: "envoy-injector-template-config".into(),
+            binding: "envoy-injector-template-config".into(),
+            out_of_step: None,
+            since: None,
+        })
+    );
+    assert_eq!(route(&policies, Need::Deny).unwrap().kind, VALIDATING);
+    assert_eq!(
+        route(&policies, Need::UnknownTemplate).unwrap().policy,
+        "envoy-injector-known-templates"
+    );
+
+    // The shipped bindings leave kube-system, the injector's namespace and those labelled
+    // `disabled` alone.
+    let system = labels(&[("kubernetes.io/metadata.name", "kube-system")]);
+    assert_eq!(
+        policies.route("config", Need::Inject, "kube-system", &system, &pod),
+        Err(String::from(
+            "MutatingAdmissionPolicyBinding envoy-injector-template-config's matchResources.namespaceSelector wants `kubernetes.io/metadata.name notin (kube-system,envoy-injector)`: namespace `kube-system` has `kubernetes.io/metadata.name=kube-system`"
+        ))
+    );
+
+    // A binding missing, a policy missing, a label out of step.
+    let mut found = compiled(&set);
+    found.retain(|o| o.kind != MUTATING_BINDING);
+    let unbound = policies_with("policy", Served::Yes, Ok(found), &set);
+    assert_eq!(
+        route(&unbound, Need::Inject),
+        Err(String::from(
+            "no MutatingAdmissionPolicyBinding binds MutatingAdmissionPolicy envoy-injector-template-config"
+        ))
+    );
+    let mut found = compiled(&set);
+    found.retain(|o| o.kind != MUTATING);
+    let missing = policies_with("policy", Served::Yes, Ok(found), &set);
+    assert_eq!(
+        route(&missing, Need::Inject),
+        Err(String::from(
+            "MutatingAdmissionPolicy envoy-injector-template-config does not exist (the Lease holder applies it in policy mode: see `admission-policies`)"
+        ))
+    );
+    let mut found = compiled(&set);
+    find(&mut found, MUTATING, "envoy-injector-template-config").revision = Some("0ld".into());
+    let edited = policies_with("policy", Served::Yes, Ok(found), &set);
+    assert_eq!(
+        route(&edited, Need::Inject).unwrap().out_of_step,
+        Some((String::from("0ld"), live))
+    );
+
+    // A validating binding that only warns denies nothing.
+    let mut found = compiled(&set);
+    find(&mut found, VALIDATING_BINDING, "envoy-injector-template-config").actions = vec!["Warn".into()];
+    let warns = policies_with("policy", Served::Yes, Ok(found), &set);
+    assert_eq!(
+        route(&warns, Need::Deny),
+        Err(String::from(
+            "no ValidatingAdmissionPolicyBinding binds ValidatingAdmissionPolicy envoy-injector-template-config with validationActions [Deny]"
+        ))
+    );
+
+    // An object selector on a binding is applied to the Pod's labels.
+    let mut found = compiled(&set);
+    find(&mut found, MUTATING_BINDING, "envoy-injector-template-config").object_selector = Some(LabelSelector {
+        match_expressions: Some(vec![LabelSelectorRequirement {
+            key: "tier".into(),
+            operator: "In".into(),
+            values: Some(vec!["web".into()]),
+        }]),
+        match_labels: None,
+    });
+    let selective = policies_with("policy", Served::Yes, Ok(found), &set);
+    assert!(
+        route(&selective, Need::Inject)
+            .unwrap_err()
+            .contains("objectSelector wants `tier in (web)`: the Pod has no label `tier`")
+    );
+    assert!(
+        selective
+            .route("config", Need::Inject, "apps", &apps, &labels(&[("tier", "web")]))
+            .is_ok()
+    );
+
+    // The webhook path, and why.
+    let webhook = policies_with("webhook", Served::Yes, Ok(Vec::new()), &set);
+    assert_eq!(
+        route(&webhook, Need::Inject),
+        Err(String::from(
+            "webhook mode is configured (`--injection=webhook` in the args of container `envoy-injector` of Deployment envoy-injector/envoy-injector)"
+        ))
+    );
+    let not_served = policies_with("auto", Served::No, Ok(Vec::new()), &set);
+    assert_eq!(
+        route(&not_served, Need::Inject),
+        Err(String::from(
+            "the API server does not serve MutatingAdmissionPolicy (admissionregistration.k8s.io/v1)"
+        ))
+    );
+    let mut left = policies_with("policy", Served::Yes, Ok(compiled(&set)), &set);
+    left.left_to_webhook.insert("config".into(), "too large".into());
+    assert_eq!(
+        route(&left, Need::Inject),
+        Err(String::from("template `config` is left to the webhook: too large"))
+    );
+}
