@@ -408,6 +408,18 @@ mod tests {
         );
     }
 
+    /// `--injection` takes exactly the values `check` reads from a Deployment, meaning the
+    /// same modes.
+    #[test]
+    fn injection_values_are_the_ones_check_reads() {
+        use clap::ValueEnum;
+        for value in InjectionMode::value_variants() {
+            let name = value.to_possible_value().unwrap().get_name().to_string();
+            assert_eq!(Injection::parse(&name), Some(injection(*value)), "{name}");
+        }
+        assert_eq!(Injection::parse("policies"), None);
+    }
+
     /// The connection flags reach the server's settings, with the documented defaults.
     #[test]
     fn connection_flags_map_onto_the_server_config() {

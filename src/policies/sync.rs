@@ -47,6 +47,18 @@ pub enum Injection {
     Webhook,
 }
 
+impl Injection {
+    /// The flag's value as `serve` accepts it (`check` reads it from a Deployment).
+    pub fn parse(value: &str) -> Option<Injection> {
+        match value {
+            "auto" => Some(Injection::Auto),
+            "policy" => Some(Injection::Policy),
+            "webhook" => Some(Injection::Webhook),
+            _ => None,
+        }
+    }
+}
+
 /// The mode that runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Mode {

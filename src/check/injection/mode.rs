@@ -12,26 +12,8 @@ pub const INJECTION_FLAG: &str = "--injection";
 /// The environment variable `serve` reads the same choice from when the flag is absent.
 pub const INJECTION_ENV: &str = "INJECTION";
 
-/// `serve --injection`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Mode {
-    /// Policies when the API server serves MutatingAdmissionPolicy v1, else the webhook.
-    Auto,
-    Policy,
-    Webhook,
-}
-
-impl Mode {
-    /// The flag's value as `serve` accepts it.
-    pub fn parse(value: &str) -> Option<Mode> {
-        match value {
-            "auto" => Some(Mode::Auto),
-            "policy" => Some(Mode::Policy),
-            "webhook" => Some(Mode::Webhook),
-            _ => None,
-        }
-    }
-}
+/// `serve --injection`: the flag's values, as `serve` reads them.
+pub use crate::policies::sync::Injection as Mode;
 
 /// The mode `serve` runs with, and where that was read.
 #[derive(Debug, Clone, PartialEq, Eq)]
