@@ -13,10 +13,22 @@ pub const MANAGER: &str = crate::NAME;
 /// Linux interface names hold at most 15 bytes (IFNAMSIZ 16 with the NUL).
 pub const MAX_BRIDGE_NAME: usize = 15;
 
-/// A bridge name unique per Network and stable across restarts: `ei-` + 12 hex digits
-/// of SHA-256("namespace/name"). Network names can be 253 bytes; bridges cannot.
-pub fn bridge_name(namespace: &str, name: &str) -> String {
-    let digest = ring::digest::digest(&ring::digest::SHA256, format!("{namespace}/{name}").as_bytes());
+/// The bridge of a Network, named after its gateway address: `ei-` + 12 hex digits of
+/// SHA-256 of the address as Rust prints it (so `198.18.064.1`-style spellings cannot
+/// differ). Stable across restarts and within Linux's 15 bytes.
+///
+/// Why the gateway and not the Network: the bridge CNI plugin never removes a bridge, so a
+/// node keeps a Network's bridge, with the gateway address on it, after the Network is gone.
+/// Only one live Network may hold a gateway (two that do overlap, and the junior gets no
+/// NAD), so a Network that takes the place of a deleted one with the same gateway gets that
+/// same bridge on each node, and `forceAddress` puts its own prefix on it: no second route
+/// into the range is left behind to steal its Pods' replies.
+pub fn bridge_name(gateway: &str) -> String {
+    let canonical = gateway
+        .trim()
+        .parse::<std::net::IpAddr>()
+        .map_or_else(|_| gateway.trim().to_string(), |ip| ip.to_string());
+    let digest = ring::digest::digest(&ring::digest::SHA256, canonical.as_bytes());
     let hex: String = digest.as_ref()[..6].iter().map(|b| format!("{b:02x}")).collect();
     format!("ei-{hex}")
 }
@@ -27,8 +39,9 @@ pub fn cni_config(namespace: &str, name: &str, cidr: &str, gateway: &str) -> Str
         "cniVersion": "0.3.1",
         "name": format!("{namespace}-{name}"),
         "type": "bridge",
-        "bridge": bridge_name(namespace, name),
+        "bridge": bridge_name(gateway),
         "isGateway": true,
+        "forceAddress": true,
         "ipMasq": false,
         "ipam": {
             "type": "host-local",
@@ -147,14 +160,34 @@ mod tests {
     }
 
     #[test]
-    fn bridge_names_fit_and_differ() {
-        let long = "n".repeat(253);
-        for (ns, name) in [("default", "example-network"), ("a", &long[..]), ("kube-system", "x")] {
-            let bridge = bridge_name(ns, name);
+    fn bridge_names_fit_and_follow_the_gateway() {
+        for gateway in [
+            "198.18.64.1",
+            "fd00:ffff:ffff:ffff:ffff:ffff:ffff:fffe",
+            "not an address",
+        ] {
+            let bridge = bridge_name(gateway);
             assert!(bridge.len() <= MAX_BRIDGE_NAME, "{bridge}");
         }
-        assert_ne!(bridge_name("a", "b"), bridge_name("b", "a"));
-        assert_eq!(bridge_name("a", "b"), bridge_name("a", "b"));
+        assert_ne!(bridge_name("198.18.64.1"), bridge_name("198.18.65.1"));
+        assert_eq!(bridge_name(" 198.18.64.1"), bridge_name("198.18.64.1"));
+        assert_eq!(
+            bridge_name("fd00::1"),
+            bridge_name("fd00:0::0:1"),
+            "one address, one bridge"
+        );
+        // Two Networks with one gateway, in any namespaces, share the bridge; their NADs
+        // differ in name only (host-local keeps its leases per name).
+        let config = |namespace: &str, name: &str, cidr: &str| -> Value {
+            serde_json::from_str(&cni_config(namespace, name, cidr, "198.18.64.1")).unwrap()
+        };
+        let (first, later) = (
+            config("a", "blue", "198.18.64.0/24"),
+            config("b", "wide", "198.18.64.0/23"),
+        );
+        assert_eq!(first["bridge"], later["bridge"]);
+        assert_eq!(later["forceAddress"], true, "the later prefix replaces the gone one's");
+        assert_ne!(first["name"], later["name"]);
     }
 
     #[test]
