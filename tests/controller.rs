@@ -789,8 +789,8 @@ async fn an_overlap_across_namespaces_holds_until_the_earlier_network_is_gone() 
         assert_eq!(config["ipam"]["ranges"][0][0]["subnet"], "198.18.64.0/23");
         assert_eq!(
             config["bridge"],
-            nad::bridge_name("198.18.64.1"),
-            "the gone one's bridge, same gateway"
+            nad::bridge_name("198.18.64.0/24"),
+            "the gone one's bridge: its range starts at the same address"
         );
         create.echo_at(201, "7");
         let patch = server.expect_status_patch(NS, "blue").await;
