@@ -5,6 +5,9 @@
 //! webhook registered) on loopback ports, applies the Network CRD and Multus' NAD CRD
 //! (`tests/fixtures/nad-crd.yaml`), then in one fresh namespace:
 //!
+//! Every Network takes a /30 (or /31) of 198.18.64.0 to 198.18.204.159 at N = 10,000
+//! (`tests/scale`'s plan): inside 198.18.0.0/16, never a private range.
+//!
 //! 1. creates N Networks in one burst (every tenth overlaps the one before it), and waits
 //!    until each has its verdict for its generation (Ready, or Overlaps naming its senior);
 //! 2. creates M member Pods (labelled directly), spread over the Ready Networks, and waits
@@ -12,7 +15,11 @@
 //! 3. restarts the controller (SIGTERM, start again) and measures its writes and its time
 //!    until every Network was reconciled;
 //! 4. creates one more Network and measures create → Ready;
-//! 5. restarts once more with `--watch-uninjected=false`: the steady RSS against step 3's
+//! 5. one change among them all: a newcomer with Network 0's cidr reports `Overlaps`;
+//!    Network 0 is deleted, waits for its member Pods (`InUse`), they are deleted, it goes,
+//!    and the newcomer turns Ready; the reconciles each change cost (an index lookup and
+//!    the Networks it concerns, never a pass over all);
+//! 6. restarts once more with `--watch-uninjected=false`: the steady RSS against step 3's
 //!    is what the uninjected-Pod watch holds for the M Pods (none injected, so all held).
 //!
 //! Reconciles and API writes come from the binary's `/metrics`, memory from
@@ -32,11 +39,13 @@ use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 use common::poll;
+use envoy_injector::network::crd::IN_USE;
 use envoy_injector::network::crd::Network;
+use envoy_injector::network::join::NETWORK_LABEL;
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Pod, ServiceAccount};
 use kube::Client;
-use kube::api::{Api, ListParams, PostParams};
+use kube::api::{Api, DeleteParams, ListParams, PostParams};
 use scale::{POLL, Result, Served, Tracker, reconciles, writes};
 use serde_json::json;
 
@@ -181,13 +190,13 @@ async fn measure(s: &Settings, client: &Client, namespace: &str) -> Result<()> {
 
     // 1. The Network burst.
     let first_create = Instant::now();
-    let last_create = scale::create_networks(client, namespace, 0..n, s.concurrency).await?;
+    let last_create = scale::create_networks(client, namespace, scale::BENCH_BASE, 0..n, s.concurrency).await?;
     let all_settled = tracker
         .until(PATIENCE, "every Network to have its verdict", |seen| {
             seen.len() >= n && seen.values().filter(|x| x.current).count() >= n
         })
         .await?;
-    let wrong = scale::wrong_verdicts(&tracker.snapshot(), n);
+    let wrong = scale::wrong_verdicts(&tracker.snapshot(), namespace, n);
     let metrics = served.metrics().await?;
     let (rss, peak) = steady_memory(&served).await?;
     let burst_reconciles = reconciles(&metrics);
@@ -224,7 +233,7 @@ async fn measure(s: &Settings, client: &Client, namespace: &str) -> Result<()> {
         let first_pod = Instant::now();
         let results: Vec<Result<()>> = futures::stream::iter(0..m)
             .map(|j| {
-                let network = scale::planned(ready[j % ready.len()]).0;
+                let network = scale::planned(scale::BENCH_BASE, ready[j % ready.len()]).0;
                 let pods = pods.clone();
                 async move {
                     let pod: Pod = serde_json::from_value(json!({
@@ -244,7 +253,9 @@ async fn measure(s: &Settings, client: &Client, namespace: &str) -> Result<()> {
         results.into_iter().collect::<Result<Vec<()>>>()?;
         let last_pod = Instant::now();
         for j in 0..m {
-            *expected.entry(scale::planned(ready[j % ready.len()]).0).or_insert(0) += 1;
+            *expected
+                .entry(scale::planned(scale::BENCH_BASE, ready[j % ready.len()]).0)
+                .or_insert(0) += 1;
         }
         let counted = tracker
             .until(PATIENCE, "every attachedPods to be right", |seen| {
@@ -319,7 +330,7 @@ async fn measure(s: &Settings, client: &Client, namespace: &str) -> Result<()> {
     println!("   RSS: steady {}, peak {}", mib(rss), mib(peak));
 
     // 4. One more Network.
-    let (name, spec, _) = scale::planned(if n % 10 == 9 { n + 1 } else { n });
+    let (name, spec, _) = scale::planned(scale::BENCH_BASE, if n % 10 == 9 { n + 1 } else { n });
     let api: Api<Network> = Api::namespaced(client.clone(), namespace);
     let created = Instant::now();
     api.create(&PostParams::default(), &Network::new(&name, spec))
@@ -337,9 +348,16 @@ async fn measure(s: &Settings, client: &Client, namespace: &str) -> Result<()> {
         "   create -> Ready: {:.0} ms",
         ready_at.saturating_duration_since(created).as_secs_f64() * 1e3
     );
+
+    // 5. One change among them all.
+    let users = expected
+        .get(&scale::planned(scale::BENCH_BASE, 0).0)
+        .copied()
+        .unwrap_or(0);
+    one_change(client, namespace, &served, &tracker, n, users).await?;
     served.stop().await?;
 
-    // 5. The same restart without the uninjected-Pod watch.
+    // 6. The same restart without the uninjected-Pod watch.
     let mut without: Vec<&str> = extra.clone();
     without.push("--watch-uninjected=false");
     let served = Served::start(&s.bin, namespace, &dir, &dir.join("serve-3.log"), &without).await?;
@@ -356,7 +374,7 @@ async fn measure(s: &Settings, client: &Client, namespace: &str) -> Result<()> {
     .await?;
     let (unwatched_rss, _) = steady_memory(&served).await?;
     served.stop().await?;
-    println!("\n5. The same restart with --watch-uninjected=false");
+    println!("\n6. The same restart with --watch-uninjected=false");
     println!(
         "   RSS steady {} (with the watch: {}): {} bytes per Pod for the watch of {m} Pods, none injected",
         mib(unwatched_rss),
@@ -366,6 +384,108 @@ async fn measure(s: &Settings, client: &Client, namespace: &str) -> Result<()> {
     if !wrong.is_empty() {
         return Err(format!("{} wrong verdicts", wrong.len()));
     }
+    Ok(())
+}
+
+/// Step 5: one change among `n` Networks costs an index lookup and the reconciles of the
+/// Networks it concerns, not a pass over all of them (the overlap index is one trie for
+/// every Network of the cluster). A newcomer takes the cidr of Network 0 and must report
+/// `Overlaps`; then Network 0 is deleted: it waits for
+/// its `users` member Pods (`InUse`), they are deleted, it goes, and the newcomer turns
+/// Ready. Reconciles are read from `/metrics` around each change.
+async fn one_change(
+    client: &Client,
+    namespace: &str,
+    served: &Served,
+    tracker: &Tracker,
+    n: usize,
+    users: i64,
+) -> Result<()> {
+    let api: Api<Network> = Api::namespaced(client.clone(), namespace);
+    let (senior, spec, _) = scale::planned(scale::BENCH_BASE, 0);
+    let newcomer = "late-00000";
+    // Let what came before finish (the controller debounces by 50 ms).
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let before = reconciles(&served.metrics().await?);
+    let created = Instant::now();
+    api.create(&PostParams::default(), &Network::new(newcomer, spec))
+        .await
+        .map_err(|e| format!("cannot create Network {newcomer}: {e}"))?;
+    tracker
+        .until(
+            Duration::from_secs(60),
+            "the overlapping newcomer to report Overlaps",
+            |seen| seen.get(newcomer).is_some_and(|x| x.current && x.reason == "Overlaps"),
+        )
+        .await?;
+    let overlapped = created.elapsed();
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let after_create = reconciles(&served.metrics().await?);
+
+    let deleted = Instant::now();
+    api.delete(&senior, &DeleteParams::default())
+        .await
+        .map_err(|e| format!("cannot delete Network {senior}: {e}"))?;
+    let in_use = if users > 0 {
+        poll::until_true(&format!("Network {senior} InUse"), PATIENCE, POLL, async || {
+            api.get_opt(&senior).await.ok().flatten().is_some_and(|network| {
+                network
+                    .status
+                    .is_some_and(|s| s.conditions.iter().any(|c| c.type_ == IN_USE && c.status == "True"))
+            })
+        })
+        .await?;
+        let waited = deleted.elapsed();
+        let pods: Api<Pod> = Api::namespaced(client.clone(), namespace);
+        pods.delete_collection(
+            &DeleteParams::default().grace_period(0),
+            &ListParams::default().labels(&format!("{NETWORK_LABEL}={senior}")),
+        )
+        .await
+        .map_err(|e| format!("cannot delete the Pods of {senior}: {e}"))?;
+        Some(waited)
+    } else {
+        None
+    };
+    let released = Instant::now();
+    poll::until_true(&format!("Network {senior} gone"), PATIENCE, POLL, async || {
+        api.get_opt(&senior).await.is_ok_and(|n| n.is_none())
+    })
+    .await?;
+    let gone = released.elapsed();
+    tracker
+        .until(Duration::from_secs(60), "the newcomer to turn Ready", |seen| {
+            seen.get(newcomer)
+                .is_some_and(|x| x.current && x.ready.as_deref() == Some("True"))
+        })
+        .await?;
+    let promoted = released.elapsed();
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let after_delete = reconciles(&served.metrics().await?);
+    println!("\n5. One change among {n} Networks: an overlapping newcomer, then its senior deleted");
+    println!(
+        "   newcomer ({}'s cidr) -> Overlaps: {:.0} ms, reconciles +{}",
+        senior,
+        overlapped.as_secs_f64() * 1e3,
+        after_create - before
+    );
+    match in_use {
+        Some(waited) => println!(
+            "   {senior} deleted -> InUse ({users} Pods): {:.0} ms; Pods deleted -> {senior} gone: {:.0} ms, newcomer Ready: {:.0} ms",
+            waited.as_secs_f64() * 1e3,
+            gone.as_secs_f64() * 1e3,
+            promoted.as_secs_f64() * 1e3
+        ),
+        None => println!(
+            "   {senior} deleted -> gone: {:.0} ms, newcomer Ready: {:.0} ms",
+            gone.as_secs_f64() * 1e3,
+            promoted.as_secs_f64() * 1e3
+        ),
+    }
+    println!(
+        "   reconciles for the deletion and the promotion: +{}",
+        after_delete - after_create
+    );
     Ok(())
 }
 

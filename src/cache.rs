@@ -9,7 +9,7 @@
 //! | ConfigMap `envoy-injector` | store (managedFields stripped) | — |
 //! | Namespaces, metadata only | store: name and labels | — |
 //! | Networks | store of [`slim_network`]s, shared | [`CidrIndex`] (overlaps) |
-//! | member Pods, metadata only, labelled | nothing but the index | [`MemberIndex`] (attachedPods) |
+//! | member Pods, metadata only, labelled, not Succeeded or Failed | nothing but the index | [`MemberIndex`] (attachedPods, Pods that keep a Network being deleted) |
 //!
 //! The controller gets the Network events through a [`Relay`], and the indexes' requests
 //! through [`Pending`], only while this replica leads.
@@ -32,7 +32,7 @@ use crate::network::controller::queue::Pending;
 use crate::network::crd::Network;
 use crate::network::index::CidrIndex;
 use crate::network::join::NETWORK_LABEL;
-use crate::network::members::MemberIndex;
+use crate::network::members::{self, MemberIndex};
 
 /// Name of the ConfigMap holding the templates.
 pub const CONFIGMAP_NAME: &str = crate::NAME;
@@ -309,12 +309,15 @@ pub fn start(client: Client, namespace: &str, metrics: Metrics) -> (Cache, Confi
     let network_events = Relay::new();
     tokio::spawn(network_events.clone().pump(network_subscription));
 
-    // Only Pods that joined a Network, metadata only (`PartialObjectMeta` requests), and
-    // nothing stored but their count:
-    // memory must not grow with the cluster.
+    // Only Pods that joined a Network and may still hold its interface (not Succeeded or
+    // Failed: one that completes leaves the watch as a Delete), metadata only
+    // (`PartialObjectMeta` requests), and nothing stored but the index: memory must not grow
+    // with the cluster.
     let pod_stream = watcher::watcher(
         Api::<PartialObjectMeta<Pod>>::all(client),
-        watcher::Config::default().labels(NETWORK_LABEL),
+        watcher::Config::default()
+            .labels(NETWORK_LABEL)
+            .fields(members::NOT_TERMINAL),
     )
     .default_backoff();
     let (members, pending) = (indexes.members.clone(), indexes.pending.clone());

@@ -85,17 +85,20 @@ pub enum ReconcileErrorReason {
     Backend,
     /// `status`: patching the Network's status failed (an API error).
     Status,
+    /// `pods`: listing the Pods that use a Network being deleted failed (an API error).
+    Pods,
 }
 
 impl ReconcileErrorReason {
     /// Every reason, each shown (at 0) from the start.
-    pub const ALL: [ReconcileErrorReason; 6] = [
+    pub const ALL: [ReconcileErrorReason; 7] = [
         ReconcileErrorReason::NoNamespace,
         ReconcileErrorReason::Finalizer,
         ReconcileErrorReason::BackendUnavailable,
         ReconcileErrorReason::BackendConflict,
         ReconcileErrorReason::Backend,
         ReconcileErrorReason::Status,
+        ReconcileErrorReason::Pods,
     ];
 
     /// The label value.
@@ -107,6 +110,7 @@ impl ReconcileErrorReason {
             ReconcileErrorReason::BackendConflict => "backend_conflict",
             ReconcileErrorReason::Backend => "backend",
             ReconcileErrorReason::Status => "status",
+            ReconcileErrorReason::Pods => "pods",
         }
     }
 }

@@ -180,6 +180,18 @@ fn missing_unready_or_stale_networks_are_denied_by_name() {
         .unwrap()
         .to_string();
     assert!(message.contains("not processed its latest spec"), "{message}");
+
+    // Ready, but being deleted: the Pods already there keep it, a new one may not join.
+    let mut going = network("example-network", true, 2);
+    going.metadata.deletion_timestamp = going.metadata.creation_timestamp.clone();
+    let (deleting, _) = admission(stores(vec![], vec![going]), SIDECAR);
+    let response = respond(&deleting, &review);
+    assert_eq!(response["allowed"], false, "{response}");
+    let message = response["status"]["message"].as_str().unwrap();
+    assert!(
+        message.contains("`example-network`") && message.contains("is being deleted"),
+        "{message}"
+    );
 }
 
 #[tokio::test]
@@ -267,6 +279,10 @@ async fn admission_makes_no_api_call_once_the_cache_has_synced() {
                 assert!(
                     uri.contains("labelSelector=sidecar.samplecrd.k8s.io"),
                     "member Pods only: {uri}"
+                );
+                assert!(
+                    uri.contains("fieldSelector=status.phase%21%3DSucceeded%2Cstatus.phase%21%3DFailed"),
+                    "only Pods that may still hold an interface: {uri}"
                 );
                 list("PartialObjectMetadataList", json!([]))
             } else {

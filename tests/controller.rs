@@ -330,6 +330,7 @@ async fn stale_copy_on_finalizer_writes_is_a_conflict_not_a_failure() {
     assert!(jittered(&action, Duration::from_secs(1)), "{action:?}");
 
     exchange(&deleting, &fx.ctx, async {
+        server.expect_network_pods(NS, NAME, &[]).await;
         server.expect_network_event(NS, "Normal", "Cleanup").await;
         let patch = server.expect_finalizer_removal(NS, NAME).await;
         patch.reply_status(422, "Invalid", "test operation failed");
@@ -406,11 +407,12 @@ async fn noop_resync_only_reads() {
     server.assert_no_more_requests().await;
 }
 
-/// (3) gateway outside the cidr: Ready=False InvalidSpec, Warning Event, no NAD request.
+/// (3) gateway outside the cidr: Ready=False InvalidSpec, Warning Event, no NAD (the listed
+/// index knows there is none: no request for it).
 #[tokio::test]
-async fn invalid_spec_reports_condition_and_never_calls_the_backend() {
+async fn invalid_spec_reports_condition_and_holds_no_nad() {
     let bad = network(NAME, "10.0.0.0/24", "10.0.1.1");
-    let (fx, mut server) = scripted(multus, &[&bad], &[]);
+    let (fx, mut server) = scripted(|client| multus_listed(client, &[]), &[&bad], &[]);
 
     let action = exchange(&bad, &fx.ctx, async {
         let patch = server.expect_status_patch(NS, NAME).await;
@@ -581,6 +583,7 @@ async fn delete_removes_nad_then_finalizer() {
     let (fx, mut server) = scripted(multus, &[&deleting], &[]);
 
     let action = exchange(&deleting, &fx.ctx, async {
+        server.expect_network_pods(NS, NAME, &[]).await;
         server.expect_nad_get(NS, NAME).await.reply(200, &live_nad(&deleting));
         let delete = server.expect_nad_delete(NS, NAME).await;
         assert_eq!(delete.body["preconditions"]["uid"], "nad-uid", "{}", delete.body);
@@ -622,6 +625,7 @@ async fn delete_with_a_listed_nad_deletes_without_a_read() {
     );
 
     exchange(&deleting, &fx.ctx, async {
+        server.expect_network_pods(NS, NAME, &[]).await;
         let delete = server.expect_nad_delete(NS, NAME).await;
         assert_eq!(delete.body["preconditions"]["uid"], "nad-uid", "{}", delete.body);
         delete.reply(200, &live_nad(&deleting));
@@ -643,6 +647,7 @@ async fn delete_without_nad_crd_still_releases_the_finalizer() {
     let (fx, mut server) = scripted(multus, &[&deleting], &[]);
 
     exchange(&deleting, &fx.ctx, async {
+        server.expect_network_pods(NS, NAME, &[]).await;
         server.expect_nad_get(NS, NAME).await.reply_unknown_resource();
         let event = server.expect_network_event(NS, "Normal", "Cleanup").await;
         assert!(event["note"].as_str().unwrap().contains("nothing to remove"), "{event}");
@@ -657,10 +662,11 @@ async fn delete_without_nad_crd_still_releases_the_finalizer() {
     server.assert_no_more_requests().await;
 }
 
-/// (7) two overlapping Networks in one namespace: the later one gets Overlaps naming the
-/// other and both cidrs (and no backend call); the earlier one stays Ready untouched.
+/// (7) two overlapping Networks: the later one gets Overlaps naming the other and both
+/// cidrs, and loses the NAD it held (one left from a version that judged overlaps per
+/// namespace); the earlier one stays Ready untouched.
 #[tokio::test]
-async fn overlap_goes_to_the_later_network() {
+async fn overlap_goes_to_the_later_network_which_holds_no_nad() {
     let mut first = with_status(
         network("a", "10.0.0.0/16", "10.0.0.1"),
         NetworkStatus {
@@ -675,30 +681,218 @@ async fn overlap_goes_to_the_later_network() {
     first.metadata.creation_timestamp = Some(at(0));
     let mut later = network("b", "10.0.5.0/24", "10.0.5.1");
     later.metadata.creation_timestamp = Some(at(60));
-    let (fx, mut server) = scripted(multus, &[&first, &later], &[]);
+    let (fx, mut server) = scripted(
+        |client| multus_listed(client, &[live_nad(&first), live_nad(&later)]),
+        &[&first, &later],
+        &[],
+    );
 
     exchange(&later, &fx.ctx, async {
+        let delete = server.expect_nad_delete(NS, "b").await;
+        assert_eq!(delete.body["preconditions"]["uid"], "nad-uid", "{}", delete.body);
+        delete.reply(200, &live_nad(&later));
         let patch = server.expect_status_patch(NS, "b").await;
         let ready = ready_of(&patch.body).clone();
         assert_eq!(ready["status"], "False");
         assert_eq!(ready["reason"], "Overlaps");
         let message = ready["message"].as_str().unwrap();
-        for part in ["\"a\"", "10.0.0.0/16", "10.0.5.0/24"] {
+        for part in ["Network default/a", "10.0.0.0/16", "10.0.5.0/24"] {
             assert!(message.contains(part), "{part} missing from {message}");
         }
+        assert_eq!(patch.body["status"]["backendRef"], Value::Null);
         patch.reply_ok(&later);
         server.expect_network_event(NS, "Warning", "Overlaps").await;
     })
     .await
     .expect("overlap is a condition, not an error");
 
-    // The earlier Network: its NAD is checked, nothing is written.
-    exchange(&first, &fx.ctx, async {
-        server.expect_nad_get(NS, "a").await.reply(200, &live_nad(&first));
+    // The earlier Network: its NAD is in place (the index says so), nothing is written.
+    exchange(&first, &fx.ctx, async {})
+        .await
+        .expect("earlier network stays ready");
+    assert_eq!(count(&fx.ctx, ReconcileResult::Unchanged), 1);
+
+    drop(fx);
+    server.assert_no_more_requests().await;
+}
+
+/// Overlaps are cluster-wide: a Network of another namespace with an overlapping cidr is
+/// `Overlaps` naming the earlier one by namespace and name; it stays so while the earlier
+/// one is being deleted, and turns Ready (its NAD created) once that one is gone.
+#[tokio::test]
+async fn an_overlap_across_namespaces_holds_until_the_earlier_network_is_gone() {
+    let mut first = NetworkBuilder::new("blue")
+        .namespace("team-a")
+        .cidr("198.18.64.0/24", "198.18.64.1")
+        .generation(2)
+        .created(0)
+        .finalized()
+        .build();
+    first.status = Some(NetworkStatus {
+        conditions: vec![ready_condition(
+            "multus backend: NetworkAttachmentDefinition/team-a/blue is in place",
+        )],
+        observed_generation: Some(2),
+        attached_pods: 1,
+        backend_ref: Some("NetworkAttachmentDefinition/team-a/blue".into()),
+    });
+    let mut later = network("blue", "198.18.64.0/23", "198.18.64.1");
+    later.metadata.creation_timestamp = Some(at(60));
+    let (mut fx, mut server) = scripted(|client| multus_listed(client, &[]), &[&first, &later], &[]);
+
+    let overlapping = |fx: &Fixture| {
+        let stored = fx.ctx.networks.get(&ObjectRef::from_obj(&later)).unwrap();
+        stored.ready_condition().map(|c| (c.reason.clone(), c.message.clone()))
+    };
+    let reconcile_later = async |fx: &mut Fixture, server: &mut ApiServer| {
+        let stored = (*fx.ctx.networks.get(&ObjectRef::from_obj(&later)).unwrap()).clone();
+        let mut patched = None;
+        exchange(&stored, &fx.ctx, async {
+            let patch = server.expect_status_patch(NS, "blue").await;
+            let ready = ready_of(&patch.body).clone();
+            patched = Some(patch.reply_merged(&stored, Some("101")));
+            let reason = ready["reason"].as_str().unwrap();
+            let warning = if reason == "Overlaps" { "Warning" } else { "Normal" };
+            server.expect_network_event(NS, warning, reason).await;
+        })
+        .await
+        .expect("a verdict, not an error");
+        fx.network_event(watcher::Event::Apply(patched.unwrap()));
+    };
+
+    reconcile_later(&mut fx, &mut server).await;
+    let (reason, message) = overlapping(&fx).unwrap();
+    assert_eq!(reason, "Overlaps");
+    assert!(
+        message.contains("cidr 198.18.64.0/24 of Network team-a/blue") && message.contains("any namespace"),
+        "{message}"
+    );
+
+    // The earlier one is being deleted: it still holds its range, nothing is requeued.
+    let mut going = first.clone();
+    going.metadata.deletion_timestamp = Some(at(120));
+    let requests = fx.ctx.indexes.pending.start();
+    fx.network_event(watcher::Event::Apply(going.clone()));
+    assert!(
+        fx.ctx.indexes.pending.is_empty(),
+        "a deletion that waits moves no verdict"
+    );
+    // Gone: the later one is requeued, and turns Ready with a NAD of its own.
+    fx.network_event(watcher::Event::Delete(going));
+    futures::pin_mut!(requests);
+    let requeued = futures::StreamExt::next(&mut requests).await.unwrap();
+    assert_eq!(requeued, ObjectRef::from_obj(&later));
+    let stored = (*fx.ctx.networks.get(&ObjectRef::from_obj(&later)).unwrap()).clone();
+    exchange(&stored, &fx.ctx, async {
+        let create = server.expect_nad_create(NS).await;
+        let config: Value = serde_json::from_str(create.body["spec"]["config"].as_str().unwrap()).unwrap();
+        assert_eq!(config["ipam"]["ranges"][0][0]["subnet"], "198.18.64.0/23");
+        assert_eq!(
+            config["bridge"],
+            nad::bridge_name("198.18.64.0/24"),
+            "the gone one's bridge: its range starts at the same address"
+        );
+        create.echo_at(201, "7");
+        let patch = server.expect_status_patch(NS, "blue").await;
+        assert_eq!(ready_of(&patch.body)["status"], "True");
+        patch.reply_merged(&stored, Some("102"));
+        server.expect_network_event(NS, "Normal", "Ready").await;
     })
     .await
-    .expect("earlier network stays ready");
-    assert_eq!(count(&fx.ctx, ReconcileResult::Unchanged), 1);
+    .expect("promoted");
+    fx.ctx.indexes.pending.stop();
+
+    drop(fx);
+    server.assert_no_more_requests().await;
+}
+
+/// A Network that Pods use is protected as `kubernetes.io/pvc-protection` protects a
+/// claim: deleted, it stays (NAD and finalizer in place) with an `InUse` condition counting
+/// the Pods that are not Succeeded or Failed (terminating ones too) and one Event naming
+/// the first ten and how many more; when the last one is gone, the API server is asked
+/// once more, then the NAD and the finalizer go.
+#[tokio::test]
+async fn a_network_in_use_waits_for_its_pods_before_it_goes() {
+    let mut deleting = with_status(example(), ready_status(12));
+    deleting.metadata.deletion_timestamp = Some(at(100));
+    let mut pods: Vec<_> = (1..=12).map(|i| member_pod(NS, &format!("pod-{i:02}"), NAME)).collect();
+    pods[11].metadata.deletion_timestamp = Some(at(101));
+    pods.push(member_pod(NS, "elsewhere", "other-network"));
+    let (fx, mut server) = scripted(
+        |client| multus_listed(client, &[live_nad(&deleting)]),
+        &[&deleting],
+        &pods,
+    );
+
+    let mut waiting = None;
+    let action = exchange(&deleting, &fx.ctx, async {
+        let patch = server.expect_status_patch(NS, NAME).await;
+        let conditions = patch.body["status"]["conditions"].as_array().unwrap().clone();
+        assert_eq!(conditions[0]["type"], READY, "Ready kept: {conditions:?}");
+        assert_eq!(conditions[0]["status"], "True");
+        let in_use = &conditions[1];
+        assert_eq!(
+            (in_use["type"].as_str(), in_use["status"].as_str()),
+            (Some("InUse"), Some("True"))
+        );
+        assert_eq!(in_use["reason"], "PodsAttached");
+        assert!(
+            in_use["message"].as_str().unwrap().contains("waits for 12 Pods"),
+            "{in_use}"
+        );
+        assert_eq!(
+            patch.body["status"]["attachedPods"], 11,
+            "the terminating one is no longer attached"
+        );
+        waiting = Some(patch.reply_merged(&deleting, Some("101")));
+        let event = server.expect_network_event(NS, "Normal", "InUse").await;
+        let note = event["note"].as_str().unwrap();
+        assert!(note.contains("12 Pods") && note.contains("pod-01, pod-02"), "{note}");
+        assert!(note.contains("pod-10 and 2 more") && !note.contains("pod-11"), "{note}");
+    })
+    .await
+    .expect("waiting is not an error");
+    assert_eq!(action, Action::requeue(controller::RESYNC));
+    let waiting = waiting.unwrap();
+
+    // Nothing moved: no write, no second Event.
+    exchange(&waiting, &fx.ctx, async {}).await.expect("still waiting");
+    // Eleven leave: the count follows, no second Event.
+    for i in 1..=11 {
+        fx.pod_event(watcher::Event::Delete(member_pod(NS, &format!("pod-{i:02}"), NAME)));
+    }
+    let mut last = None;
+    exchange(&waiting, &fx.ctx, async {
+        let patch = server.expect_status_patch(NS, NAME).await;
+        let in_use = &patch.body["status"]["conditions"][1];
+        assert!(
+            in_use["message"].as_str().unwrap().contains("waits for 1 Pod "),
+            "{in_use}"
+        );
+        last = Some(patch.reply_merged(&waiting, Some("102")));
+    })
+    .await
+    .expect("still waiting");
+    let last = last.unwrap();
+
+    // The last one goes, but the API server still lists one the watch has not shown yet:
+    // retried shortly, nothing removed.
+    fx.pod_event(watcher::Event::Delete(member_pod(NS, "pod-12", NAME)));
+    let action = exchange(&last, &fx.ctx, async {
+        server.expect_network_pods(NS, NAME, &["pod-13"]).await;
+    })
+    .await
+    .expect("waits for the watch");
+    assert!(jittered(&action, Duration::from_secs(1)), "{action:?}");
+    // None anywhere: the NAD goes, then the finalizer.
+    exchange(&last, &fx.ctx, async {
+        server.expect_network_pods(NS, NAME, &[]).await;
+        server.expect_nad_delete(NS, NAME).await.reply(200, &live_nad(&last));
+        server.expect_network_event(NS, "Normal", "Cleanup").await;
+        server.expect_finalizer_removal(NS, NAME).await.reply_ok(&last);
+    })
+    .await
+    .expect("released");
 
     drop(fx);
     server.assert_no_more_requests().await;

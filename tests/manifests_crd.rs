@@ -27,7 +27,7 @@ fn seed_example_network_parses_and_passes_the_crd_rules() {
     ))
     .unwrap();
     let network: Network = serde_yaml_ng::from_str(&text).unwrap();
-    assert_eq!(network.spec.cidr, "192.168.0.0/16");
+    assert_eq!(network.spec.cidr, "198.18.72.0/24");
     let spec = serde_json::to_value(&network.spec).unwrap();
     envoy_injector::network::crd::NetworkSpec::validate_cel(&spec, None).unwrap();
 }

@@ -55,8 +55,8 @@ impl ClusterView for Stores {
     }
 }
 
-/// What a Pod joining `network` needs to know of it: its addresses, and whether it is
-/// Ready for its current generation (else why not).
+/// What a Pod joining `network` needs to know of it: its addresses, whether it is Ready
+/// for its current generation (else why not), and whether it is being deleted.
 pub fn network_view(network: &Network) -> join::NetworkView {
     let ready = if network.is_ready() {
         Ok(())
@@ -73,5 +73,6 @@ pub fn network_view(network: &Network) -> join::NetworkView {
         cidr: network.spec.cidr.clone(),
         gateway: network.spec.gateway.clone(),
         ready,
+        deleting: network.metadata.deletion_timestamp.is_some(),
     }
 }

@@ -10,12 +10,20 @@ pub const VERSION: &str = "v1";
 pub const FINALIZER: &str = "samplecrd.k8s.io/network-cleanup";
 /// The Ready condition's type.
 pub const READY: &str = "Ready";
+/// The condition a Network being deleted carries while joined Pods still use it.
+pub const IN_USE: &str = "InUse";
+
+/// The API server's answer to an edit of `cidr` (a CEL transition rule).
+pub const CIDR_IMMUTABLE: &str = "cidr is immutable: Pods that joined keep the addresses they got; create a new Network with the new cidr and move the Pods to it";
+/// The API server's answer to an edit of `gateway` (a CEL transition rule).
+pub const GATEWAY_IMMUTABLE: &str = "gateway is immutable: Pods that joined keep the gateway they got; create a new Network with the new gateway and move the Pods to it";
 
 /// Desired state of a Network: an IP range and its gateway.
 ///
 /// The API server enforces the CEL rules below, so a bad spec is refused at `kubectl
-/// apply`; the controller validates again (and reports overlaps, which need the other
-/// Networks of the namespace).
+/// apply`; the controller validates again (and reports overlaps, which need every other
+/// Network of the cluster). `cidr` and `gateway` are immutable (transition rules): a Pod
+/// that joined keeps the addressing it got, so its Network must keep it too.
 #[derive(CustomResource, KubeSchema, Deserialize, Serialize, Clone, Debug, PartialEq, Eq)]
 #[kube(
     group = "samplecrd.k8s.io",
@@ -44,11 +52,17 @@ pub const READY: &str = "Ready";
 #[serde(rename_all = "camelCase")]
 pub struct NetworkSpec {
     /// IP range of the network, e.g. `192.168.0.0/16`.
-    #[x_kube(validation = Rule::new("isCIDR(self)").message("cidr must be a CIDR such as 192.168.0.0/16"))]
+    #[x_kube(
+        validation = Rule::new("isCIDR(self)").message("cidr must be a CIDR such as 192.168.0.0/16"),
+        validation = Rule::new("self == oldSelf").message(CIDR_IMMUTABLE)
+    )]
     #[schemars(length(min = 1, max = 64))]
     pub cidr: String,
     /// Gateway address inside `cidr`, e.g. `192.168.0.1`.
-    #[x_kube(validation = Rule::new("isIP(self)").message("gateway must be an IP address such as 192.168.0.1"))]
+    #[x_kube(
+        validation = Rule::new("isIP(self)").message("gateway must be an IP address such as 192.168.0.1"),
+        validation = Rule::new("self == oldSelf").message(GATEWAY_IMMUTABLE)
+    )]
     #[schemars(length(min = 1, max = 45))]
     pub gateway: String,
 }
@@ -143,6 +157,30 @@ mod tests {
     }
 
     #[test]
+    fn cidr_and_gateway_cannot_change_once_created() {
+        let old = json!({"cidr": "198.18.64.0/24", "gateway": "198.18.64.1"});
+        let update = |cidr: &str, gateway: &str| {
+            NetworkSpec::validate_cel(&json!({"cidr": cidr, "gateway": gateway}), Some(&old))
+                .map_err(|e| format!("{e:?}"))
+        };
+        assert_eq!(
+            update("198.18.64.0/24", "198.18.64.1"),
+            Ok(()),
+            "an unchanged spec passes"
+        );
+        let cidr = update("198.18.64.0/23", "198.18.64.1").unwrap_err();
+        assert!(
+            cidr.contains(CIDR_IMMUTABLE) && !cidr.contains(GATEWAY_IMMUTABLE),
+            "{cidr}"
+        );
+        let gateway = update("198.18.64.0/24", "198.18.64.2").unwrap_err();
+        assert!(gateway.contains(GATEWAY_IMMUTABLE), "{gateway}");
+        assert!(GATEWAY_IMMUTABLE.contains("create a new Network") && CIDR_IMMUTABLE.contains("create a new Network"));
+        // At create there is no old spec: the transition rules do not apply.
+        assert_eq!(spec_ok("198.18.64.0/23", "198.18.64.1"), Ok(()));
+    }
+
+    #[test]
     fn crd_has_names_columns_status_and_approval_annotation() {
         let crd = serde_json::to_value(Network::crd()).unwrap();
         assert_eq!(crd["metadata"]["name"], "networks.samplecrd.k8s.io");
@@ -160,5 +198,14 @@ mod tests {
         let spec = &version["schema"]["openAPIV3Schema"]["properties"]["spec"];
         assert_eq!(spec["x-kubernetes-validations"].as_array().unwrap().len(), 2);
         assert_eq!(spec["properties"]["cidr"]["maxLength"], 64);
+        for field in ["cidr", "gateway"] {
+            let rules = spec["properties"][field]["x-kubernetes-validations"]
+                .as_array()
+                .unwrap();
+            assert!(
+                rules.iter().any(|r| r["rule"] == "self == oldSelf"),
+                "{field} is immutable: {rules:?}"
+            );
+        }
     }
 }

@@ -20,6 +20,8 @@ pub struct NetworkView {
     pub gateway: String,
     /// `Err(reason)` when the Network is not Ready for its current generation.
     pub ready: Result<(), String>,
+    /// It has a deletionTimestamp: it stays while Pods use it, but no Pod may join.
+    pub deleting: bool,
 }
 
 /// Whether the injector can see Networks at all.
@@ -35,6 +37,10 @@ pub enum Lookup {
 pub enum JoinError {
     #[error("Network `{name}` named by annotation `{NETWORK_ANNOTATION}` does not exist in namespace `{namespace}`")]
     Missing { name: String, namespace: String },
+    #[error(
+        "Network `{name}` in namespace `{namespace}` is being deleted: no Pod may join it any more (it goes when the Pods that use it are gone); name another Network"
+    )]
+    Deleting { name: String, namespace: String },
     #[error("Network `{name}` in namespace `{namespace}` is not Ready: {reason}")]
     NotReady {
         name: String,
@@ -77,6 +83,12 @@ pub fn extras(
         }
         Lookup::Found(network) => network,
     };
+    if network.deleting {
+        return Err(JoinError::Deleting {
+            name: name.into(),
+            namespace: namespace.into(),
+        });
+    }
     if let Err(reason) = network.ready {
         return Err(JoinError::NotReady {
             name: name.into(),
@@ -163,6 +175,7 @@ mod tests {
             cidr: "10.1.0.0/16".into(),
             gateway: "10.1.0.1".into(),
             ready: Ok(()),
+            deleting: false,
         })
     }
 
@@ -183,6 +196,7 @@ mod tests {
             cidr: "10.0.0.0/8".into(),
             gateway: "10.0.0.1".into(),
             ready: Err("Overlaps: overlaps Network `a`".into()),
+            deleting: false,
         });
         let err = extras("b", "ns", unready, None).unwrap_err().to_string();
         assert!(
@@ -190,6 +204,13 @@ mod tests {
             "{err}"
         );
         assert_eq!(extras("x", "ns", Lookup::Unsupported, None), Ok(None));
+        // Ready but being deleted: denied, saying so.
+        let Lookup::Found(mut going) = ready() else {
+            unreachable!()
+        };
+        going.deleting = true;
+        let err = extras("old", "ns", Lookup::Found(going), None).unwrap_err().to_string();
+        assert!(err.contains("`old`") && err.contains("is being deleted"), "{err}");
     }
 
     #[test]

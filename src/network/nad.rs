@@ -13,10 +13,23 @@ pub const MANAGER: &str = crate::NAME;
 /// Linux interface names hold at most 15 bytes (IFNAMSIZ 16 with the NUL).
 pub const MAX_BRIDGE_NAME: usize = 15;
 
-/// A bridge name unique per Network and stable across restarts: `ei-` + 12 hex digits
-/// of SHA-256("namespace/name"). Network names can be 253 bytes; bridges cannot.
-pub fn bridge_name(namespace: &str, name: &str) -> String {
-    let digest = ring::digest::digest(&ring::digest::SHA256, format!("{namespace}/{name}").as_bytes());
+/// The bridge of a Network, named after the first address of its range: `ei-` + 12 hex
+/// digits of SHA-256 of that address as Rust prints it (`198.18.64.0`, `fd00::`). Stable
+/// across restarts and within Linux's 15 bytes.
+///
+/// Why the range's address and not the Network: the bridge CNI plugin never removes a
+/// bridge, so a node keeps a Network's bridge, with the gateway address and the route to its
+/// range, after the Network is gone. Two live Networks never start at the same address (they
+/// would overlap, and the junior gets no NAD), so a Network that takes the place of a gone
+/// one on the same range (whatever its gateway), or on a wider one from the same address,
+/// gets that same bridge on each node, and `forceAddress` puts its own gateway and prefix on
+/// it: no stale route into the range is left behind to take its Pods' traffic.
+pub fn bridge_name(cidr: &str) -> String {
+    let first = cidr.trim().split('/').next().unwrap_or_default();
+    let canonical = first
+        .parse::<std::net::IpAddr>()
+        .map_or_else(|_| cidr.trim().to_string(), |ip| ip.to_string());
+    let digest = ring::digest::digest(&ring::digest::SHA256, canonical.as_bytes());
     let hex: String = digest.as_ref()[..6].iter().map(|b| format!("{b:02x}")).collect();
     format!("ei-{hex}")
 }
@@ -27,8 +40,9 @@ pub fn cni_config(namespace: &str, name: &str, cidr: &str, gateway: &str) -> Str
         "cniVersion": "0.3.1",
         "name": format!("{namespace}-{name}"),
         "type": "bridge",
-        "bridge": bridge_name(namespace, name),
+        "bridge": bridge_name(cidr),
         "isGateway": true,
+        "forceAddress": true,
         "ipMasq": false,
         "ipam": {
             "type": "host-local",
@@ -147,14 +161,35 @@ mod tests {
     }
 
     #[test]
-    fn bridge_names_fit_and_differ() {
-        let long = "n".repeat(253);
-        for (ns, name) in [("default", "example-network"), ("a", &long[..]), ("kube-system", "x")] {
-            let bridge = bridge_name(ns, name);
+    fn bridge_names_fit_and_follow_the_first_address_of_the_range() {
+        for cidr in [
+            "198.18.64.0/24",
+            "fd00:ffff:ffff:ffff:ffff:ffff:ffff:0/112",
+            "not a cidr",
+        ] {
+            let bridge = bridge_name(cidr);
             assert!(bridge.len() <= MAX_BRIDGE_NAME, "{bridge}");
         }
-        assert_ne!(bridge_name("a", "b"), bridge_name("b", "a"));
-        assert_eq!(bridge_name("a", "b"), bridge_name("a", "b"));
+        assert_ne!(bridge_name("198.18.64.0/24"), bridge_name("198.18.65.0/24"));
+        assert_eq!(
+            bridge_name(" 198.18.64.0/24"),
+            bridge_name("198.18.64.0/23"),
+            "one first address, one bridge"
+        );
+        assert_eq!(bridge_name("fd00::/64"), bridge_name("fd00:0::0/48"));
+        // Networks on one range, in any namespaces, with any gateways, share the bridge;
+        // their NADs differ in name (host-local keeps its leases per name).
+        let config = |namespace: &str, name: &str, cidr: &str, gateway: &str| -> Value {
+            serde_json::from_str(&cni_config(namespace, name, cidr, gateway)).unwrap()
+        };
+        let first = config("a", "blue", "198.18.64.0/24", "198.18.64.1");
+        let later = config("b", "wide", "198.18.64.0/23", "198.18.65.1");
+        assert_eq!(first["bridge"], later["bridge"]);
+        assert_eq!(
+            later["forceAddress"], true,
+            "the later gateway and prefix replace the gone one's"
+        );
+        assert_ne!(first["name"], later["name"]);
     }
 
     #[test]

@@ -1,5 +1,6 @@
 //! Overlap verdicts through the controller, on the index the cache keeps: chains, a deleted
-//! winner promoting the next, CIDR edits moving a Network in and out of conflict. Each edit
+//! winner promoting the next once it is gone, CIDR edits moving a Network in and out of
+//! conflict. Each edit
 //! requeues exactly the Networks whose verdict it can change (collected in the pending set).
 //! `--network-backend none`: the status is the only write.
 
@@ -60,7 +61,7 @@ fn overlaps(fx: &Fixture, name: &str, senior: &str, senior_cidr: &str) -> bool {
     let (status, reason, message) = verdict(fx, name);
     status == "False"
         && reason == "Overlaps"
-        && message.contains(&format!("cidr {senior_cidr} of Network \"{senior}\""))
+        && message.contains(&format!("cidr {senior_cidr} of Network {NS}/{senior}"))
 }
 
 fn created(name: &str, cidr: &str, gateway: &str, second: i64) -> Network {
@@ -111,8 +112,9 @@ async fn chains_name_the_senior_most_overlap() {
     server.assert_no_more_requests().await;
 }
 
-/// The winner starts deleting: exactly its overlapping juniors are requeued; the next
-/// senior-most wins, the others now name it.
+/// The winner is deleted: while it is being deleted it still holds its range (its Pods keep
+/// their interfaces), nothing is requeued; once it is gone exactly its overlapping juniors
+/// are requeued, the next senior-most wins, the others now name it.
 #[tokio::test]
 async fn deleting_the_winner_promotes_the_next() {
     let a = created("a", "10.1.0.0/16", "10.1.0.1", 0);
@@ -138,21 +140,22 @@ async fn deleting_the_winner_promotes_the_next() {
     fx.network_event(watcher::Event::Apply(going.clone()));
     assert_eq!(
         requeued(&mut requests),
-        ["b", "c"],
-        "its juniors, not the whole namespace"
+        Vec::<String>::new(),
+        "being deleted, it still holds its range"
     );
+    assert!(
+        settle(&mut fx, &mut server, "b").await.is_empty(),
+        "b still yields to a"
+    );
+    assert!(overlaps(&fx, "b", "a", "10.1.0.0/16"));
+
+    fx.network_event(watcher::Event::Delete(going));
+    assert_eq!(requeued(&mut requests), ["b", "c"], "its juniors, not every Network");
     let events = settle(&mut fx, &mut server, "b").await;
     assert!(ready(&fx, "b"), "{:?}", verdict(&fx, "b"));
     assert_eq!(events, ["Ready"]);
     settle(&mut fx, &mut server, "c").await;
     assert!(overlaps(&fx, "c", "b", "10.1.0.0/24"), "{:?}", verdict(&fx, "c"));
-
-    fx.network_event(watcher::Event::Delete(going));
-    assert_eq!(
-        requeued(&mut requests),
-        Vec::<String>::new(),
-        "already out of the index"
-    );
 
     fx.ctx.indexes.pending.stop();
     drop(fx);
@@ -160,7 +163,9 @@ async fn deleting_the_winner_promotes_the_next() {
 }
 
 /// Editing a CIDR moves a Network into conflict and out again; editing the senior's CIDR
-/// requeues the junior, whose message then quotes the new CIDR.
+/// requeues the junior, whose message then quotes the new CIDR. The shipped CRD refuses
+/// such edits (`cidr` and `gateway` are immutable); the index still follows one, as under a
+/// CRD without that rule.
 #[tokio::test]
 async fn editing_a_cidr_moves_networks_in_and_out_of_conflict() {
     let a = created("a", "10.2.0.0/16", "10.2.0.1", 0);

@@ -75,7 +75,7 @@ async fn run(suite: &Suite) -> TierResult {
     .await;
 
     let burst = Instant::now();
-    scale::create_networks(client, &ns.name, 0..NETWORKS, CREATES_IN_FLIGHT)
+    scale::create_networks(client, &ns.name, scale::TIER_BASE, 0..NETWORKS, CREATES_IN_FLIGHT)
         .await
         .unwrap_or_else(|e| panic!("{e}"));
     tracker
@@ -85,7 +85,7 @@ async fn run(suite: &Suite) -> TierResult {
         .await
         .unwrap_or_else(|e| panic!("{e}"));
     let settled = burst.elapsed();
-    let wrong = scale::wrong_verdicts(&tracker.snapshot(), NETWORKS);
+    let wrong = scale::wrong_verdicts(&tracker.snapshot(), &ns.name, NETWORKS);
     assert!(
         wrong.is_empty(),
         "{} wrong verdicts, e.g. {}",

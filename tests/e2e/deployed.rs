@@ -309,8 +309,9 @@ async fn shipped_templates(install: &Install, ns: &TestNs, restricted: &TestNs) 
     step!("denied through the API server: {expected}");
 }
 
-/// A Network is realised as a NAD it owns, counts a member Pod, and goes through the
-/// finalizer (the NAD with it): every controller permission used for real.
+/// A Network is realised as a NAD it owns, counts a member Pod, waits for that Pod when
+/// deleted, and goes through the finalizer (the NAD with it): every controller permission
+/// used for real (the list of its Pods before it goes included).
 async fn network_realised(suite: &Suite, injector: &Injector, ns: &TestNs) {
     let (group, version, kind, plural) = NAD_GROUP;
     let nads: Api<DynamicObject> = Api::namespaced_with(
@@ -319,7 +320,7 @@ async fn network_realised(suite: &Suite, injector: &Injector, ns: &TestNs) {
         &ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(group, version, kind), plural),
     );
     let name = "e2e-net";
-    ns.create_network(name, "10.60.0.0/16", "10.60.0.1").await;
+    ns.create_network(name, "198.18.84.0/24", "198.18.84.1").await;
     let network = ns.network_ready(name, PATIENCE).await;
     assert!(
         network.metadata.finalizers.iter().flatten().any(|f| f == FINALIZER),
@@ -359,7 +360,26 @@ async fn network_realised(suite: &Suite, injector: &Injector, ns: &TestNs) {
         .delete(name, &DeleteParams::default())
         .await
         .unwrap_or_else(|e| panic!("expected to delete Network {name}, found: {}", api_error(&e)));
-    let what = format!("Network {name} and its NAD to be gone (finalizer removed by the controller)");
+    // Its Pod still uses it: it waits, saying so, until the Pod is gone.
+    wait_for(&format!("Network {name} Terminating with InUse counting its Pod"), PATIENCE, async || {
+        let network = ns.network(name).await?;
+        let in_use = network.data["status"]["conditions"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .any(|c| c["type"] == "InUse" && c["status"] == "True");
+        if network.metadata.deletion_timestamp.is_some() && in_use {
+            Ok(())
+        } else {
+            Err(network_summary(&network))
+        }
+    })
+    .await;
+    ns.pods
+        .delete("e2e-member", &DeleteParams::default().grace_period(0))
+        .await
+        .unwrap_or_else(|e| panic!("expected to delete Pod e2e-member, found: {}", api_error(&e)));
+    let what = format!("Network {name} and its NAD to be gone once its Pod is (finalizer removed by the controller)");
     wait_for(&what, PATIENCE, async || {
         let network = ns.networks.get_opt(name).await.map_err(|e| api_error(&e))?;
         let nad = nads.get_opt(name).await.map_err(|e| api_error(&e))?;
@@ -373,7 +393,10 @@ async fn network_realised(suite: &Suite, injector: &Injector, ns: &TestNs) {
         }
     })
     .await;
-    step!("Network {name}: Ready, NAD owned by it, 1 member Pod counted, deleted through the finalizer (NAD too)");
+    step!(
+        "Network {name}: Ready, NAD owned by it, 1 member Pod counted, deleted: InUse until the Pod was gone, then through \
+         the finalizer (NAD too)"
+    );
 }
 
 /// Without the `networks/status` rule the controller cannot write status: the Network stays
@@ -383,7 +406,7 @@ async fn missing_rule_fails(suite: &Suite, install: &Install, injector: &Injecto
     let taken = install.remove_cluster_role_rule(&suite.client, TAKEN_RULE).await;
     step!("ClusterRole without the rule {taken:?}");
     let name = "e2e-net-no-status";
-    ns.create_network(name, "10.61.0.0/16", "10.61.0.1").await;
+    ns.create_network(name, "198.18.85.0/24", "198.18.85.1").await;
     let what = format!("a `forbidden` error naming {TAKEN_RULE} in the log of {}", injector.name);
     let line = wait_for(&what, PATIENCE, async || {
         rbac_denials(injector)

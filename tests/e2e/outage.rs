@@ -110,7 +110,7 @@ async fn run(suite: &Suite) -> TierResult {
     .await;
     let edit_latency = edited.elapsed();
     let created = Instant::now();
-    ns.create_network("e2e-after-outage", "10.90.0.0/16", "10.90.0.1").await;
+    ns.create_network("e2e-after-outage", "198.18.81.0/24", "198.18.81.1").await;
     ns.network_ready("e2e-after-outage", PATIENCE * 2).await;
     let reconcile_latency = created.elapsed();
     let figures = format!(

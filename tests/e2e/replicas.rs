@@ -44,7 +44,7 @@ async fn run(suite: &Suite) -> TierResult {
     })
     .await;
     assert_eq!(roles, (1.0, 0.0), "envoy_injector_leader of (holder, other)");
-    only_reconciler(&ns, "e2e-before", "10.70.0.0/16", leader, Some(follower)).await;
+    only_reconciler(&ns, "e2e-before", "198.18.82.0/24", leader, Some(follower)).await;
     step!("{} holds Lease {} and alone reconciles", leader.name, install.lease);
 
     let lease_duration = install.lease_duration(client).await;
@@ -74,7 +74,7 @@ async fn run(suite: &Suite) -> TierResult {
         "expected {} to hold the Lease within {bound:?} of the SIGKILL, took {takeover:?}",
         follower.name
     );
-    only_reconciler(&ns, "e2e-after", "10.71.0.0/16", follower, None).await;
+    only_reconciler(&ns, "e2e-after", "198.18.83.0/24", follower, None).await;
 
     let report = loop_.stop().await;
     let stored = ns.loop_pods_injected("kill", &[&install.sidecar]).await;
@@ -100,7 +100,7 @@ async fn run(suite: &Suite) -> TierResult {
 /// A new Network becomes Ready with Events from `reconciler` only, which has reconciled,
 /// and `idle` (when still running) has reconciled nothing at all.
 async fn only_reconciler(ns: &TestNs, name: &str, cidr: &str, reconciler: &Injector, idle: Option<&Injector>) {
-    let gateway = cidr.replace(".0/16", ".1");
+    let gateway = cidr.replace(".0/24", ".1");
     ns.create_network(name, cidr, &gateway).await;
     ns.network_ready(name, PATIENCE).await;
     let reporters = ns.network_reporters(name).await;

@@ -106,7 +106,7 @@ async fn opt_out_wins(ns: &TestNs, injector: &Injector, sidecar: &str) {
 /// A dry-run create is answered injected, joined to a Network, and leaves nothing behind.
 async fn dry_run_leaves_no_trace(ns: &TestNs, injector: &Injector, sidecar: &str) {
     let network = "e2e-dry";
-    ns.create_network(network, "10.80.0.0/16", "10.80.0.1").await;
+    ns.create_network(network, "198.18.80.0/24", "198.18.80.1").await;
     ns.network_ready(network, PATIENCE).await;
     let before = injector
         .metric("envoy_injector_admission_requests_total", &[("dry_run", "true")])
@@ -119,7 +119,7 @@ async fn dry_run_leaves_no_trace(ns: &TestNs, injector: &Injector, sidecar: &str
     let joined = container(&answer, sidecar).and_then(|c| env_value(c, "NETWORK_CIDR"));
     assert_eq!(
         joined,
-        Some("10.80.0.0/16"),
+        Some("198.18.80.0/24"),
         "expected the dry-run answer injected and joined: {}",
         describe_pod(&answer)
     );

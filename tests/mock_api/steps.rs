@@ -149,6 +149,37 @@ impl ApiServer {
         body
     }
 
+    /// Before a deleted Network goes: the live list of its Pods that are not Succeeded or
+    /// Failed (metadata only, at most one), answered with `names`.
+    pub async fn expect_network_pods(&mut self, namespace: &str, network: &str, names: &[&str]) {
+        let call = self
+            .expect(Method::GET, &format!("/api/v1/namespaces/{namespace}/pods"))
+            .await;
+        for wanted in [
+            format!("labelSelector=sidecar.samplecrd.k8s.io%2Fnetwork%3D{network}"),
+            "fieldSelector=status.phase%21%3DSucceeded%2Cstatus.phase%21%3DFailed".to_string(),
+            "limit=1".to_string(),
+        ] {
+            assert!(call.query.contains(&wanted), "expected {wanted} in {:?}", call.query);
+        }
+        let items: Vec<Value> = names
+            .iter()
+            .map(|name| {
+                serde_json::json!({
+                    "apiVersion": "meta.k8s.io/v1", "kind": "PartialObjectMetadata",
+                    "metadata": {"name": name, "namespace": namespace},
+                })
+            })
+            .collect();
+        call.reply(
+            200,
+            &serde_json::json!({
+                "apiVersion": "meta.k8s.io/v1", "kind": "PartialObjectMetadataList",
+                "metadata": {"resourceVersion": "1"}, "items": items,
+            }),
+        );
+    }
+
     // ------------------------------------------------------------ NetworkAttachmentDefinitions
 
     pub async fn expect_nad_get(&mut self, namespace: &str, name: &str) -> Call {

@@ -10,6 +10,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::ffi::OsString;
+use std::net::Ipv4Addr;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::{Arc, Mutex};
@@ -162,45 +163,72 @@ pub fn writes(samples: &Samples) -> BTreeMap<String, u64> {
     by_resource
 }
 
-/// Network `i` of a plan of `n`: every tenth Network (i % 10 == 9) takes the upper half of
-/// the /24 of the one before it, so the two overlap; all others hold their own /24 and
-/// must turn Ready. Returns the other Network of the pair, if any. Which of a pair is the
-/// senior depends on their creationTimestamps (created concurrently, either may come first
-/// within a second): see [`wrong_verdicts`].
-pub fn planned(i: usize) -> (String, NetworkSpec, Option<String>) {
-    let slot = |i: usize| (i / 256, i % 256);
+/// Where the `controller` tier's plan takes its addresses (300 Networks: 198.18.96.0 to
+/// 198.18.100.55, apart from every other tier's Networks).
+pub const TIER_BASE: Ipv4Addr = Ipv4Addr::new(198, 18, 96, 0);
+/// Where `make bench-scale`'s plan takes its addresses (10,000 Networks: 198.18.64.0 to
+/// 198.18.204.159).
+pub const BENCH_BASE: Ipv4Addr = Ipv4Addr::new(198, 18, 64, 0);
+/// The last address a plan may use: every Network stays inside 198.18.0.0/16, the range a
+/// test node accepts for Networks (and never a private range).
+const PLAN_END: Ipv4Addr = Ipv4Addr::new(198, 18, 255, 255);
+
+/// Network `i` of a plan whose addresses start at `base`: every tenth Network (i % 10 ==
+/// 9) takes the upper half (a /31) of the /30 of the one before it, so the two overlap;
+/// all others hold a /30 of their own and must turn Ready. Returns the other Network of the
+/// pair, if any. Which of a pair is the senior depends on their creationTimestamps
+/// (created concurrently, either may come first within a second): see [`wrong_verdicts`].
+pub fn planned(base: Ipv4Addr, i: usize) -> (String, NetworkSpec, Option<String>) {
+    // The /30 of Network `i`: one per Network that is not the junior of a pair.
+    let slot = |i: usize| u32::from(base) + 4 * (i - i / 10) as u32;
     let name = format!("net-{i:05}");
     if i % 10 == 9 {
-        let (a, b) = slot(i - 1);
+        let upper = Ipv4Addr::from(slot(i - 1) + 2);
         let spec = NetworkSpec {
-            cidr: format!("10.{a}.{b}.128/25"),
-            gateway: format!("10.{a}.{b}.129"),
+            cidr: format!("{upper}/31"),
+            gateway: upper.to_string(),
         };
         (name, spec, Some(format!("net-{:05}", i - 1)))
     } else {
-        let (a, b) = slot(i);
+        let network = Ipv4Addr::from(slot(i));
         let spec = NetworkSpec {
-            cidr: format!("10.{a}.{b}.0/24"),
-            gateway: format!("10.{a}.{b}.1"),
+            cidr: format!("{network}/30"),
+            gateway: Ipv4Addr::from(slot(i) + 1).to_string(),
         };
         (name, spec, None)
     }
 }
 
-/// Creates Networks `range` of the plan with `concurrency` creates in flight; returns when
-/// the last create was answered.
+/// `Err` when a plan of `n` Networks from `base` would leave 198.18.0.0/16.
+pub fn plan_fits(base: Ipv4Addr, n: usize) -> Result<()> {
+    let Some(last) = n.checked_sub(1) else {
+        return Ok(());
+    };
+    let highest = u64::from(u32::from(base)) + 4 * (last - last / 10) as u64 + 3;
+    if highest > u64::from(u32::from(PLAN_END)) {
+        return Err(format!(
+            "a plan of {n} Networks from {base} would go past {PLAN_END}, out of the range Networks may use here"
+        ));
+    }
+    Ok(())
+}
+
+/// Creates Networks `range` of the plan from `base` with `concurrency` creates in flight;
+/// returns when the last create was answered.
 pub async fn create_networks(
     client: &Client,
     namespace: &str,
+    base: Ipv4Addr,
     range: std::ops::Range<usize>,
     concurrency: usize,
 ) -> Result<Instant> {
+    plan_fits(base, range.end)?;
     let api: Api<Network> = Api::namespaced(client.clone(), namespace);
     let results: Vec<Result<()>> = futures::stream::iter(range)
         .map(|i| {
             let api = api.clone();
             async move {
-                let (name, spec, _) = planned(i);
+                let (name, spec, _) = planned(base, i);
                 api.create(&PostParams::default(), &Network::new(&name, spec))
                     .await
                     .map(|_| ())
@@ -342,15 +370,21 @@ impl Tracker {
     }
 }
 
-/// Wrong verdicts among Networks `0..n` of the plan, empty when all are right. Each must
-/// be current for its generation; of an overlapping pair the senior (earlier
-/// creationTimestamp, then smaller name) must be Ready and the other report `Overlaps`
-/// naming it; every other Network must be Ready.
-pub fn wrong_verdicts(seen: &HashMap<String, Seen>, n: usize) -> Vec<String> {
+/// Wrong verdicts among Networks `0..n` of the plan (all in `namespace`), empty when all
+/// are right. Each must be current for its generation; of an overlapping pair the senior
+/// (earlier creationTimestamp, then smaller name) must be Ready and the other report
+/// `Overlaps` naming it; every other Network must be Ready.
+pub fn wrong_verdicts(seen: &HashMap<String, Seen>, namespace: &str, n: usize) -> Vec<String> {
+    // Names do not depend on where the plan's addresses start.
+    let name_of = |i: usize| format!("net-{i:05}");
     (0..n)
         .filter_map(|i| {
-            let (name, _, pair) = planned(i);
-            let pair = pair.or_else(|| (i + 1 < n && i % 10 == 8).then(|| planned(i + 1).0));
+            let name = name_of(i);
+            let pair = if i % 10 == 9 {
+                Some(name_of(i - 1))
+            } else {
+                (i + 1 < n && i % 10 == 8).then(|| name_of(i + 1))
+            };
             let Some(s) = seen.get(&name) else {
                 return Some(format!("{name}: never seen"));
             };
@@ -364,7 +398,7 @@ pub fn wrong_verdicts(seen: &HashMap<String, Seen>, n: usize) -> Vec<String> {
                     Some(senior) => {
                         s.ready.as_deref() == Some("False")
                             && s.reason == "Overlaps"
-                            && s.message.contains(&format!("Network \"{senior}\""))
+                            && s.message.contains(&format!("Network {namespace}/{senior},"))
                     }
                 };
             let expected = senior.map_or("Ready".into(), |s| format!("Overlaps {s}"));

@@ -3,7 +3,9 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use kube::api::{Api, Patch, PatchParams};
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::{Api, ListParams, Patch, PatchParams};
+use kube::core::PartialObjectMeta;
 use kube::runtime::controller::Action;
 use kube::runtime::reflector::ObjectRef;
 use kube::{Resource, ResourceExt};
@@ -15,7 +17,9 @@ use super::{BACKOFF, CONTROLLER_NAME, Context, RESYNC};
 use crate::events;
 use crate::metrics::{ReconcileErrorLabels, ReconcileErrorReason, ReconcileLabels, ReconcileResult};
 use crate::network::backend::BackendError;
-use crate::network::crd::{FINALIZER, Network, READY};
+use crate::network::crd::{FINALIZER, IN_USE, Network, READY};
+use crate::network::join::NETWORK_LABEL;
+use crate::network::members::NOT_TERMINAL;
 
 /// Why a reconcile failed. Each one is retried with per-object exponential backoff.
 #[derive(Debug, thiserror::Error)]
@@ -47,6 +51,12 @@ pub enum Error {
         #[source]
         source: BackendError,
     },
+    #[error("listing the Pods that use Network {reference} before removing it failed: {source}")]
+    ListPods {
+        reference: String,
+        #[source]
+        source: kube::Error,
+    },
     #[error("{action} finalizer {FINALIZER} on Network {reference} failed: {source}")]
     Finalizer {
         action: &'static str,
@@ -66,6 +76,7 @@ impl Error {
             Error::BackendConflict { .. } => ReconcileErrorReason::BackendConflict,
             Error::Backend { .. } => ReconcileErrorReason::Backend,
             Error::Finalizer { .. } => ReconcileErrorReason::Finalizer,
+            Error::ListPods { .. } => ReconcileErrorReason::Pods,
         }
     }
 }
@@ -194,14 +205,31 @@ async fn apply(network: &Network, ctx: &Context, api: &Api<Network>, reference: 
 
     let mut wrote = false;
     let mut failure = None;
-    let cidr_of = |other: &str| {
+    let cidr_of = |namespace: &str, other: &str| {
         ctx.networks
-            .get(&ObjectRef::new(other).within(&namespace))
+            .get(&ObjectRef::new(other).within(namespace))
             .map(|n| n.spec.cidr.clone())
     };
     let (readiness, backend_ref) = match spec_problem(network, &ctx.indexes.overlaps, cidr_of) {
-        // The backend is not touched: whatever it holds stays as it was.
-        Some(problem) => (problem, current.backend_ref.clone()),
+        // No backend state for a Network that cannot be Ready: a junior that overlaps must
+        // not hold a NAD (its bridge would put a second gateway into the senior's range). A
+        // listed NAD index makes this free when there is none.
+        Some(problem) => match ctx.backend.remove(network).await {
+            Ok(state) => {
+                wrote |= state.changed;
+                (problem, None)
+            }
+            Err(source) => {
+                // Not Ready whatever the backend holds: the status still says so, and the
+                // removal is retried with backoff.
+                failure = Some(Error::Backend {
+                    backend,
+                    reference: reference.to_string(),
+                    source,
+                });
+                (problem, current.backend_ref.clone())
+            }
+        },
         None => match ctx.backend.ensure(network).await {
             Ok(state) => {
                 wrote |= state.changed;
@@ -245,18 +273,7 @@ async fn apply(network: &Network, ctx: &Context, api: &Api<Network>, reference: 
     if desired == current {
         return finish(wrote);
     }
-    let params = PatchParams {
-        field_manager: Some(CONTROLLER_NAME.to_string()),
-        ..PatchParams::default()
-    };
-    let updated = api
-        .patch_status(&name, &params, &Patch::Merge(status_patch(&desired)))
-        .await
-        .map_err(|source| Error::PatchStatus {
-            reference: reference.to_string(),
-            source,
-        })?;
-    ctx.written.record(network, crate::cache::slim_network(updated));
+    write_status(network, ctx, api, reference, &desired).await?;
 
     let previous = current.conditions.iter().find(|c| c.type_ == READY);
     let next = desired.conditions.iter().find(|c| c.type_ == READY);
@@ -285,7 +302,56 @@ async fn apply(network: &Network, ctx: &Context, api: &Api<Network>, reference: 
     finish(true)
 }
 
+/// Writes `desired` as the whole status (a merge patch of the status subresource) and
+/// records the API server's copy until the watch shows it.
+async fn write_status(
+    network: &Network,
+    ctx: &Context,
+    api: &Api<Network>,
+    reference: &str,
+    desired: &crate::network::crd::NetworkStatus,
+) -> Result<(), Error> {
+    let params = PatchParams {
+        field_manager: Some(CONTROLLER_NAME.to_string()),
+        ..PatchParams::default()
+    };
+    let updated = api
+        .patch_status(&network.name_any(), &params, &Patch::Merge(status_patch(desired)))
+        .await
+        .map_err(|source| Error::PatchStatus {
+            reference: reference.to_string(),
+            source,
+        })?;
+    ctx.written.record(network, crate::cache::slim_network(updated));
+    Ok(())
+}
+
+/// A Network being deleted: it stays while joined Pods use it (as
+/// `kubernetes.io/pvc-protection` keeps a claim), then its backend state goes, then the
+/// finalizer.
 async fn cleanup(network: &Network, ctx: &Context, api: &Api<Network>, reference: &str) -> Result<Pass, Error> {
+    let name = network.name_any();
+    let namespace = network.namespace().unwrap_or_default();
+    let counts = ctx.indexes.members.counts(&namespace, &name);
+    if counts.in_use > 0 {
+        return wait_for_pods(network, ctx, api, reference, counts).await;
+    }
+    // The cache sees none. A Pod admitted just before the webhook saw the deletion may not
+    // have reached the member watch yet: ask the API server too, once per deletion (as
+    // pvc-protection does). Its watch event requeues this Network when it arrives.
+    if used_per_api_server(ctx, &namespace, &name)
+        .await
+        .map_err(|source| Error::ListPods {
+            reference: reference.to_string(),
+            source,
+        })?
+    {
+        tracing::debug!(
+            network = reference,
+            "the API server knows a Pod that uses it; waiting for the watch"
+        );
+        return Ok(Pass::done(Action::requeue(BACKOFF.jittered(1)), false));
+    }
     let backend = ctx.backend.name();
     let state = ctx.backend.remove(network).await.map_err(|source| Error::Backend {
         backend,
@@ -310,6 +376,50 @@ async fn cleanup(network: &Network, ctx: &Context, api: &Api<Network>, reference
         }
         Outcome::Conflict(message) => Ok(Pass::conflict(reference, &message)),
     }
+}
+
+/// Whether the API server lists a Pod of `namespace` that joined Network `name` and is not
+/// Succeeded or Failed (one request, at most one item).
+async fn used_per_api_server(ctx: &Context, namespace: &str, name: &str) -> Result<bool, kube::Error> {
+    // Longer names cannot be label values, so no Pod can have joined such a Network.
+    if name.len() > 63 {
+        return Ok(false);
+    }
+    let pods: Api<PartialObjectMeta<Pod>> = Api::namespaced(ctx.client.clone(), namespace);
+    let params = ListParams::default()
+        .labels(&format!("{NETWORK_LABEL}={name}"))
+        .fields(NOT_TERMINAL)
+        .limit(1);
+    Ok(!pods.list_metadata(&params).await?.items.is_empty())
+}
+
+/// The deletion waits: the `InUse` condition counts the Pods, an Event names them once.
+/// The member index requeues the Network whenever its count moves.
+async fn wait_for_pods(
+    network: &Network,
+    ctx: &Context,
+    api: &Api<Network>,
+    reference: &str,
+    counts: crate::network::members::Counts,
+) -> Result<Pass, Error> {
+    let name = network.name_any();
+    let namespace = network.namespace().unwrap_or_default();
+    let current = network.status.clone().unwrap_or_default();
+    let generation = network.metadata.generation;
+    let desired = deleting_status(&current, counts.in_use, counts.attached, generation, &now_rfc3339());
+    if desired == current {
+        return Ok(Pass::done(Action::requeue(RESYNC), false));
+    }
+    write_status(network, ctx, api, reference, &desired).await?;
+    tracing::info!(pods = counts.in_use, "Network deletion waits for the Pods that use it");
+    let previous = current.conditions.iter().find(|c| c.type_ == IN_USE);
+    let next = desired.conditions.iter().find(|c| c.type_ == IN_USE);
+    if next.is_some_and(|next| is_new(previous, next)) {
+        let first = ctx.indexes.members.users(&namespace, &name, NAMED_USERS);
+        let note = users_note(&first, counts.in_use);
+        publish(ctx, network, false, REASON_IN_USE, "Delete", &note).await;
+    }
+    Ok(Pass::done(Action::requeue(RESYNC), true))
 }
 
 /// Per-object exponential backoff with jitter ([`BACKOFF`] of the consecutive failure

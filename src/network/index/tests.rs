@@ -47,15 +47,22 @@ fn network(namespace: &str, name: &str, spec: usize, created: i64, deleting: boo
 type Key = (String, String);
 type Verdict = Option<(String, String)>;
 
-/// The Networks that get an overlap verdict: valid and not being deleted (a deleting
-/// Network's reconcile cleans up instead).
+/// The Networks that get an overlap verdict: not being deleted (a deleting Network's
+/// reconcile cleans up instead; it still counts as a senior until it is gone).
 fn judged(all: &BTreeMap<Key, Network>) -> impl Iterator<Item = (&Key, &Network)> {
     all.iter().filter(|(_, n)| n.metadata.deletion_timestamp.is_none())
 }
 
-/// The old O(N) rule, per Network: the senior-most overlapping senior, with its CIDR.
+/// The O(N) rule, per Network: the senior-most overlapping senior in any namespace (being
+/// deleted or not), with its CIDR.
 fn brute_force(all: &BTreeMap<Key, Network>) -> BTreeMap<Key, Verdict> {
-    let order = |n: &Network| (n.metadata.creation_timestamp.clone(), n.metadata.name.clone());
+    let order = |n: &Network| {
+        (
+            n.metadata.creation_timestamp.clone(),
+            n.metadata.namespace.clone(),
+            n.metadata.name.clone(),
+        )
+    };
     let mut verdicts = BTreeMap::new();
     for (key, n) in judged(all) {
         let Ok((mine, _)) = subnet::validate(&n.spec.cidr, &n.spec.gateway) else {
@@ -63,11 +70,11 @@ fn brute_force(all: &BTreeMap<Key, Network>) -> BTreeMap<Key, Verdict> {
         };
         let winner = all
             .iter()
-            .filter(|((ns, name), o)| *ns == key.0 && *name != key.1 && o.metadata.deletion_timestamp.is_none())
+            .filter(|(other, _)| *other != key)
             .filter(|(_, o)| order(o) < order(n))
             .filter(|(_, o)| subnet::validate(&o.spec.cidr, &o.spec.gateway).is_ok_and(|(s, _)| s.overlaps(&mine)))
             .min_by_key(|(_, o)| order(o))
-            .map(|((_, name), o)| (name.clone(), o.spec.cidr.clone()));
+            .map(|((ns, name), o)| (format!("{ns}/{name}"), o.spec.cidr.clone()));
         verdicts.insert(key.clone(), winner);
     }
     verdicts
@@ -80,13 +87,14 @@ fn indexed(index: &CidrIndex, all: &BTreeMap<Key, Network>) -> BTreeMap<Key, Ver
             continue;
         };
         let created = n.metadata.creation_timestamp.as_ref().map(|t| t.0);
-        let winner = index
-            .senior_overlap(&key.0, &key.1, created, &mine)
-            .map(|(name, subnet)| {
-                let theirs = &all[&(key.0.clone(), name.clone())];
-                assert_eq!(subnet::Subnet::parse(&theirs.spec.cidr).unwrap(), subnet);
-                (name, theirs.spec.cidr.clone())
-            });
+        let winner = index.senior_overlap(&key.0, &key.1, created, &mine).map(|senior| {
+            let theirs = &all[&(senior.namespace.clone(), senior.name.clone())];
+            assert_eq!(subnet::Subnet::parse(&theirs.spec.cidr).unwrap(), senior.subnet);
+            (
+                format!("{}/{}", senior.namespace, senior.name),
+                theirs.spec.cidr.clone(),
+            )
+        });
         verdicts.insert(key.clone(), winner);
     }
     verdicts
@@ -185,15 +193,22 @@ fn same_cidr_twice_and_both_families() {
     assert!(index.apply(&Event::Apply(v6)).is_empty(), "IPv6 never overlaps IPv4");
     let (subnet, _) = subnet::validate("10.0.0.0/24", "10.0.0.1").unwrap();
     let created = b.metadata.creation_timestamp.as_ref().map(|t| t.0);
-    assert_eq!(
-        index.senior_overlap("a", "y", created, &subnet),
-        Some(("x".into(), subnet))
-    );
+    let x = Overlap {
+        namespace: "a".into(),
+        name: "x".into(),
+        subnet,
+    };
+    assert_eq!(index.senior_overlap("a", "y", created, &subnet), Some(x.clone()));
     assert_eq!(
         index.senior_overlap("b", "y", created, &subnet),
-        None,
-        "other namespace"
+        Some(x),
+        "a senior in another namespace counts: the node is shared"
     );
+    // Being deleted, the senior still holds its CIDR: nothing moves until it is gone.
+    let mut going = a.clone();
+    going.metadata.deletion_timestamp = going.metadata.creation_timestamp.clone();
+    assert!(index.apply(&Event::Apply(going)).is_empty());
+    assert!(index.senior_overlap("a", "y", created, &subnet).is_some());
     // The senior goes: its junior is requeued and then wins nothing.
     assert_eq!(index.apply(&Event::Delete(a)), vec![ObjectRef::new("y").within("a")]);
     assert_eq!(index.senior_overlap("a", "y", created, &subnet), None);

@@ -110,11 +110,12 @@ impl<'a> Ctx<'a> {
         );
     }
 
-    /// Step: CEL in the CRD refuses a gateway outside the cidr and a malformed cidr at create.
+    /// Step: CEL in the CRD refuses a gateway outside the cidr and a malformed cidr at create,
+    /// and any edit of the seed Network's cidr or gateway.
     pub(super) async fn invalid_specs_are_refused(&self) {
         let cases = [
-            ("e2e-bad-gateway", "10.10.0.0/16", "10.20.0.1", "gateway"),
-            ("e2e-bad-cidr", "10.10.0.0/33", "10.10.0.1", "cidr"),
+            ("e2e-bad-gateway", "198.18.76.0/24", "198.18.77.1", "gateway"),
+            ("e2e-bad-cidr", "198.18.76.0/33", "198.18.76.1", "cidr"),
         ];
         for (name, cidr, gateway, field) in cases {
             match self
@@ -138,6 +139,28 @@ impl<'a> Ctx<'a> {
                     step!("refused {name}: {}", status.message);
                 }
                 Err(e) => panic!("expected a 422 for Network {name}, found: {}", api_error(&e)),
+            }
+        }
+        // A Network's addressing cannot change: its Pods keep what they got.
+        for (field, value) in [("cidr", "198.18.72.0/23"), ("gateway", "198.18.72.2")] {
+            let edit = json!({ "spec": { field: value } });
+            match self
+                .space
+                .networks
+                .patch(SEED_NETWORK, &PatchParams::default(), &Patch::Merge(&edit))
+                .await
+            {
+                Err(kube::Error::Api(status))
+                    if status.is_invalid()
+                        && status.message.contains(&format!("{field} is immutable"))
+                        && status.message.contains("create a new Network") =>
+                {
+                    step!("refused an edit of {SEED_NETWORK}'s {field}: {}", status.message);
+                }
+                other => panic!(
+                    "expected 422 `{field} is immutable ... create a new Network` for an edit of {SEED_NETWORK}, found {:?}",
+                    other.map(|obj| network_summary(&obj)).map_err(|e| api_error(&e))
+                ),
             }
         }
     }
@@ -182,21 +205,114 @@ impl<'a> Ctx<'a> {
             })
             .await;
         step!("Network {b} reports Overlaps: {message}");
+
+        // Overlaps are cluster-wide: a node holds the bridges of every namespace's Networks.
+        let elsewhere = TestNs::create(&self.client, self.scope, "local-b", &[]).await;
+        let (c, c_cidr, c_gateway) = OVERLAP_ELSEWHERE;
+        elsewhere
+            .networks
+            .create(&PostParams::default(), &network(c, c_cidr, c_gateway))
+            .await
+            .unwrap_or_else(|e| panic!("expected to create Network {c}, found: {}", api_error(&e)));
+        let senior = format!("Network {}/{SEED_NETWORK},", self.ns);
+        let what = format!("Network {}/{c} ({c_cidr}, inside {SEED_CIDR}) Overlaps naming {senior}", elsewhere.name);
+        let message = wait_for(&what, PATIENCE, async || {
+            let obj = elsewhere.network(c).await?;
+            match ready_condition(&obj) {
+                Some(cond)
+                    if cond["reason"] == "Overlaps" && cond["message"].as_str().is_some_and(|m| m.contains(&senior)) =>
+                {
+                    Ok(cond["message"].as_str().unwrap_or_default().to_string())
+                }
+                _ => Err(network_summary(&obj)),
+            }
+        })
+        .await;
+        step!("Network {}/{c} in another namespace reports Overlaps: {message}", elsewhere.name);
+    }
+
+    /// Step: a Network that Pods use is protected: deleted, it stays Terminating with an
+    /// `InUse` condition counting its Pods that are not Succeeded or Failed (here Pending
+    /// or running ones), an Event names the first ten and how many more, and a new Pod
+    /// naming it is denied as being deleted. (Its Pods are deleted in the next step, and it
+    /// goes then.)
+    pub(super) async fn network_protected_while_in_use(&self) {
+        let image = &self.settings.app_image;
+        // Twelve at least, so the Event has more than it names.
+        let joined = self
+            .space
+            .pods
+            .list(&ListParams::default().labels(&format!("{NETWORK}={SEED_NETWORK}")))
+            .await
+            .unwrap_or_else(|e| panic!("expected to list the Pods of {SEED_NETWORK}, found: {}", api_error(&e)))
+            .items
+            .len();
+        for i in joined..12 {
+            let joining = pod(&format!("e2e-user-{i:02}"), &[(INJECT, "true"), (NETWORK, SEED_NETWORK)], image);
+            self.space.create_stored(&joining).await;
+        }
+        let users = joined.max(12);
+        self.space.attached_pods(SEED_NETWORK, users as i64).await;
+        self.space
+            .networks
+            .delete(SEED_NETWORK, &DeleteParams::default())
+            .await
+            .unwrap_or_else(|e| panic!("expected to delete Network {SEED_NETWORK}, found: {}", api_error(&e)));
+        let counted = format!("waits for {users} Pods");
+        let what = format!("Network {SEED_NETWORK} Terminating with InUse counting {users} Pods");
+        let message = wait_for(&what, PATIENCE, async || {
+            let obj = self.network(SEED_NETWORK).await?;
+            let in_use = obj.data["status"]["conditions"]
+                .as_array()
+                .and_then(|cs| cs.iter().find(|c| c["type"] == "InUse"))
+                .and_then(|c| c["message"].as_str())
+                .unwrap_or_default()
+                .to_string();
+            if obj.metadata.deletion_timestamp.is_some() && in_use.contains(&counted) {
+                Ok(in_use)
+            } else {
+                Err(network_summary(&obj))
+            }
+        })
+        .await;
+        step!("Network {SEED_NETWORK} deleted while {users} Pods use it: Terminating, InUse: {message}");
+        let more = format!("and {} more", users - 10);
+        let note = wait_for(&format!("an InUse Event naming 10 Pods {more}"), PATIENCE, async || {
+            let events = self.events_about("Network", SEED_NETWORK).await?;
+            events
+                .iter()
+                .filter(|e| e.reason.as_deref() == Some("InUse"))
+                .filter_map(|e| e.message.clone())
+                .find(|m| m.contains(&more))
+                .ok_or_else(|| format!("{} Events, none InUse saying {more:?}", events.len()))
+        })
+        .await;
+        step!("Event InUse: {note}");
+        let late = pod("e2e-join-late", &[(INJECT, "true"), (NETWORK, SEED_NETWORK)], image);
+        let denied = wait_for("a Pod naming the deleted Network to be denied", PATIENCE, async || {
+            match self.space.create_pod(&late, true).await {
+                Ok(_) => Err("admitted".to_string()),
+                Err(kube::Error::Api(status)) if status.message.contains("is being deleted") => Ok(status.message),
+                Err(e) => Err(api_error(&e)),
+            }
+        })
+        .await;
+        step!("a new Pod naming {SEED_NETWORK} is denied: {denied}");
     }
 
     /// Step: when every Network is deleted, each one disappears: the controller removed its
-    /// finalizer. Member Pods go first, and the count drops back to 0.
+    /// finalizer. Member Pods go first; a Network already deleted while they used it
+    /// (`joined`: the seed) goes as soon as they are gone.
     pub(super) async fn networks_deleted_through_finalizer(&self, joined: bool) {
         self.space.pods
             .delete_collection(&DeleteParams::default().grace_period(0), &ListParams::default())
             .await
             .unwrap_or_else(|e| panic!("expected to delete the test Pods, found: {}", api_error(&e)));
-        if joined {
-            // Back to 0 once its Pod is deleted.
-            self.space.attached_pods(SEED_NETWORK, 0).await;
-        }
         let names = [SEED_NETWORK, OVERLAP_A.0, OVERLAP_B.0];
         for name in names {
+            if joined && name == SEED_NETWORK {
+                continue;
+            }
             let obj = self
                 .network(name)
                 .await

@@ -130,10 +130,10 @@ fn in_cluster_inputs_are_well_formed() {
         .map(|p| p.containers[0].args.clone().unwrap_or_default());
     assert_eq!(network_backend_arg(&shipped_args.unwrap_or_default()), "multus");
 
-    assert_eq!(ip_in_cidr("192.168.3.4", SEED_CIDR), Some(true));
-    assert_eq!(ip_in_cidr("192.168.3.4/16", SEED_CIDR), Some(true));
+    assert_eq!(ip_in_cidr("198.18.72.4", SEED_CIDR), Some(true));
+    assert_eq!(ip_in_cidr("198.18.72.4/24", SEED_CIDR), Some(true));
     assert_eq!(ip_in_cidr("10.244.0.5", SEED_CIDR), Some(false));
-    assert_eq!(ip_in_cidr("192.169.0.1", SEED_CIDR), Some(false));
+    assert_eq!(ip_in_cidr("198.18.73.1", SEED_CIDR), Some(false));
     assert_eq!(ip_in_cidr("0.0.0.1", "0.0.0.0/0"), Some(true));
     assert_eq!(ip_in_cidr("fd00::5", "fd00::/64"), Some(true));
     assert_eq!(ip_in_cidr("fd01::5", "fd00::/64"), Some(false));
@@ -143,11 +143,11 @@ fn in_cluster_inputs_are_well_formed() {
     // As Multus writes it: the cluster network first, then one entry per attachment.
     let status = r#"[
         {"name": "kindnet", "interface": "eth0", "ips": ["10.244.0.7"], "mac": "aa:bb:cc:dd:ee:01", "default": true, "dns": {}},
-        {"name": "ei-e2e-x/example-network", "interface": "net1", "ips": ["192.168.0.2"], "mac": "aa:bb:cc:dd:ee:02", "dns": {}}
+        {"name": "ei-e2e-x/example-network", "interface": "net1", "ips": ["198.18.72.2"], "mac": "aa:bb:cc:dd:ee:02", "dns": {}}
     ]"#;
     assert_eq!(
         attachment_ips(status, "ei-e2e-x", SEED_NETWORK),
-        Ok(vec!["192.168.0.2".to_string()])
+        Ok(vec!["198.18.72.2".to_string()])
     );
     assert!(
         attachment_ips(status, "other", "net-x")

@@ -1,6 +1,7 @@
 //! Tier `local`: `serve` on this machine behind a `url:` webhook registered for the test
 //! namespace only (`--network-backend none`, no leader election), checked through the
-//! Kubernetes API: the Network controller (seed example, CEL refusals, overlap, finalizer),
+//! Kubernetes API: the Network controller (seed example, CEL refusals, overlaps within and
+//! across namespaces, protection while Pods use a Network, finalizer),
 //! admission (opt-in, plain Pod untouched, network join and its denials, namespace label,
 //! opt-out, hot reload, an invalid template edit), and with `E2E_RUN_PODS=1` Pods that run.
 //!
@@ -46,8 +47,10 @@ pub const TIER: Tier = Tier {
 
 const CONFIGMAP: &str = "envoy-injector";
 const SEED_NETWORK: &str = "example-network";
-const SEED_CIDR: &str = "192.168.0.0/16";
-const SEED_GATEWAY: &str = "192.168.0.1";
+/// The example's addressing: inside 198.18.64.0/18, the range a test node accepts for
+/// Networks (and no private range: the seed's 192.168.0.0/16 is never put on an interface).
+const SEED_CIDR: &str = "198.18.72.0/24";
+const SEED_GATEWAY: &str = "198.18.72.1";
 const MULTUS: &str = "k8s.v1.cni.cncf.io/networks";
 const SIDECAR_V1: &str = "e2e-sidecar";
 const SIDECAR_V2: &str = "e2e-sidecar-v2";
@@ -56,8 +59,10 @@ const SIDECAR_BAD: &str = "e2e-sidecar-bad";
 /// The misspelt field of the rejected template; the Event on the ConfigMap must name it.
 const BAD_FIELD: &str = "imagee";
 /// Two Networks that overlap: the later one must report `Overlaps`.
-const OVERLAP_A: (&str, &str, &str) = ("e2e-net-a", "10.50.0.0/16", "10.50.0.1");
-const OVERLAP_B: (&str, &str, &str) = ("e2e-net-b", "10.50.1.0/24", "10.50.1.1");
+const OVERLAP_A: (&str, &str, &str) = ("e2e-net-a", "198.18.74.0/23", "198.18.74.1");
+const OVERLAP_B: (&str, &str, &str) = ("e2e-net-b", "198.18.75.0/24", "198.18.75.1");
+/// In another namespace, inside the seed's CIDR: overlaps are judged cluster-wide.
+const OVERLAP_ELSEWHERE: (&str, &str, &str) = ("e2e-net-c", "198.18.72.0/25", "198.18.72.1");
 /// Networks the suite never creates.
 const MISSING_NETWORK: &str = "e2e-missing-net";
 /// What Multus writes on a Pod: its interfaces and their IPs.
@@ -178,6 +183,9 @@ async fn run(suite: &Suite) -> TierResult {
             joined = true;
             done.push("multus interface");
         }
+    }
+    if joined {
+        ctx.network_protected_while_in_use().await;
     }
     ctx.networks_deleted_through_finalizer(joined).await;
     drop(ctx);

@@ -70,6 +70,13 @@ fn every_error_has_its_own_fixed_reason() {
             },
             "finalizer",
         ),
+        (
+            Error::ListPods {
+                reference: reference(),
+                source: api_error(500),
+            },
+            "pods",
+        ),
     ];
     for (error, reason) in &cases {
         assert_eq!(error.reason().as_str(), *reason, "{error}");
@@ -159,7 +166,11 @@ async fn an_api_failure_during_reconcile_is_counted_by_reason() {
     }
 
     let networks = "/apis/samplecrd.k8s.io/v1/namespaces/default/networks/net";
-    let cases: [Case; 4] = [
+    let mut deleting = network(Some("default"), true);
+    deleting.metadata.deletion_timestamp = Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+        k8s_openapi::jiff::Timestamp::UNIX_EPOCH,
+    ));
+    let cases: [Case; 5] = [
         (
             network(Some("default"), false),
             Arc::new(NoBackend),
@@ -179,6 +190,12 @@ async fn an_api_failure_during_reconcile_is_counted_by_reason() {
             Some("GET /apis/k8s.cni.cncf.io/v1/namespaces/default/network-attachment-definitions/net".into()),
         ),
         (network(None, true), Arc::new(NoBackend), "no_namespace", None),
+        (
+            deleting,
+            Arc::new(NoBackend),
+            "pods",
+            Some("GET /api/v1/namespaces/default/pods".into()),
+        ),
     ];
     for (failures, (network, backend, reason, request)) in cases.into_iter().enumerate() {
         seen.lock().unwrap().clear();
