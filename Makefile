@@ -5,7 +5,7 @@ BIN := target/debug/envoy-injector
 RELEASE_BIN := target/release/envoy-injector
 
 .PHONY: help build test lint demo certs crd bench bench-engine bench-stores bench-load bench-inject bench-memory bench-server bench-wrk bench-scale kind-up e2e kind-down clean
-.PHONY: image image-local kind-load kind-multus deploy undeploy e2e-local e2e-incluster e2e-node manifests-check
+.PHONY: image image-local kind-load kind-multus deploy undeploy apiserver-guard e2e-local e2e-incluster e2e-node manifests-check
 
 help: ## List targets
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-14s %s\n", $$1, $$2}'
@@ -131,7 +131,11 @@ deploy: ## Install or upgrade everything in manifests/ (server-side apply; IMAGE
 	fi
 	$(KUBECTL) -n $(INJECTOR_NAMESPACE) rollout status deployment/envoy-injector --timeout=$(ROLLOUT_TIMEOUT)
 
-undeploy: ## Remove everything deploy installed, the CRD and so every Network included
+# The kinds of the admission policies policy mode writes (all labelled
+# app.kubernetes.io/managed-by=envoy-injector).
+POLICY_KINDS := mutatingadmissionpolicy,mutatingadmissionpolicybinding,validatingadmissionpolicy,validatingadmissionpolicybinding
+
+undeploy: ## Remove everything deploy installed, the CRD and so every Network included, and the admission policies of policy mode
 	-$(KUBECTL) delete mutatingwebhookconfiguration envoy-injector --ignore-not-found
 	@# Networks first, while the controller still runs to remove their finalizers.
 	-@if $(KUBECTL) get crd networks.samplecrd.k8s.io >/dev/null 2>&1; then \
@@ -139,6 +143,22 @@ undeploy: ## Remove everything deploy installed, the CRD and so every Network in
 	  $(KUBECTL) delete networks.samplecrd.k8s.io --all --all-namespaces --timeout=60s; \
 	fi
 	$(KUBECTL) delete -k manifests/ --ignore-not-found --timeout=120s
+	@# The admission policies of policy mode, once no replica is left to apply them again.
+	$(KUBECTL) delete $(POLICY_KINDS) -l app.kubernetes.io/managed-by=envoy-injector --ignore-not-found
+
+# The policy guard (manifests/apiserver/) is for kube-apiserver itself: it loads it from disk.
+GUARD_DIR ?= $(CURDIR)/target/apiserver-guard
+GUARD_NAMESPACE ?= $(INJECTOR_NAMESPACE)
+
+apiserver-guard: ## Write the policy guard and its AdmissionConfiguration into GUARD_DIR (GUARD_NAMESPACE: the injector's) and print the kube-apiserver flags that load them
+	@set -euo pipefail; \
+	dir='$(abspath $(GUARD_DIR))'; \
+	mkdir -p "$$dir/validating-policies"; \
+	sed 's|system:serviceaccount:envoy-injector:envoy-injector|system:serviceaccount:$(GUARD_NAMESPACE):envoy-injector|' \
+	  manifests/apiserver/policy-guard.yaml > "$$dir/validating-policies/policy-guard.yaml"; \
+	sed "s|staticManifestsDir: .*|staticManifestsDir: $$dir/validating-policies/|" \
+	  manifests/apiserver/admission-configuration.yaml > "$$dir/admission-configuration.yaml"; \
+	echo "--feature-gates=ManifestBasedAdmissionControlConfig=true --admission-control-config-file=$$dir/admission-configuration.yaml"
 
 e2e-incluster: ## Cluster e2e against the deployed copy (make deploy first; KUBECONFIG names the cluster)
 	E2E_MODE=in-cluster \

@@ -18,6 +18,7 @@
 //! | `policies` | the compiled admission policies store the Pod the webhook stores and deny with its words: a corpus of Pod shapes, the captured fixtures and workloads' Pods, each created through both paths, compared |
 //! | `controller` | 300 Networks created in one burst: every verdict right, at most 3 reconciles each; a restart writes nothing |
 //! | `deployed` | `manifests/` applied, the binary run as its ServiceAccount behind the Service: RBAC sufficient (and what one missing rule breaks), self-managed TLS Secret and `caBundle`, the `matchConditions` |
+//! | `guard` | policy mode's power bounded: as the ServiceAccount, the compiled policies of the shipped ConfigMap are applied, read and deleted (RBAC); with `manifests/apiserver/policy-guard.yaml` loaded by the API server from disk (`make apiserver-guard`), every write outside them is refused with the guard's words (skips, loudly, after the RBAC part where none is loaded) |
 //! | `replicas` | two processes on one ClusterIP (`--reuse-port`): one Lease holder reconciles; SIGKILL of it: takeover within the bound, every opted-in Pod injected |
 //! | `upgrade` | a rolling upgrade as the Deployment does it (`maxUnavailable: 0`) under a Pod loop: 0 failed, 0 uninjected; the Lease handed over within 5 s of its holder's SIGTERM |
 //! | `workloads` | a Deployment's Pods, namespace-label opt-in, opt-out, `dryRun=All`, template edit to next Pod latency |
@@ -40,7 +41,7 @@
 //! The tiers `validate`, `check`, `missing` and `overrides` register webhooks on 127.0.0.1,
 //! so they need an API server on this machine; `validate`, `check`, `missing`, `overrides`
 //! and `controller` start processes of their own, so they skip with `E2E_MODE=in-cluster`.
-//! The tiers `deployed`, `replicas`,
+//! The tiers `deployed`, `guard`, `replicas`,
 //! `upgrade`, `workloads` and `outage` need Service ClusterIPs that are loopback addresses of
 //! this machine (see `support/install.rs`) and may bind port 443. Each skips, loudly, where
 //! it cannot run. Each test namespace is `ei-e2e-<tier>-<random>` (tier `check`'s are
@@ -66,7 +67,8 @@ macro_rules! tiers {
 }
 
 tiers![
-    local, validate, check, missing, overrides, policies, controller, deployed, replicas, upgrade, workloads, outage
+    local, validate, check, missing, overrides, policies, controller, deployed, guard, replicas, upgrade, workloads,
+    outage
 ];
 
 #[test]

@@ -266,7 +266,7 @@ fn join_webhook(name: &str, url: &str, ca_pem: &[u8], namespaces: &[String]) -> 
 }
 
 /// `envoy-injector policies -f CONFIGMAP -o json`, as a user runs it.
-fn compile(configmap: &Value, namespace: &str) -> Vec<Value> {
+pub fn compile(configmap: &Value, namespace: &str) -> Vec<Value> {
     let dir = temp_dir("envoy-injector-policies");
     let file = dir.path().join("configmap.yaml");
     std::fs::write(&file, serde_yaml_ng::to_string(configmap).expect("YAML")).expect("write the ConfigMap");
@@ -296,7 +296,7 @@ fn compile(configmap: &Value, namespace: &str) -> Vec<Value> {
 
 /// The compiled objects with each binding narrowed to `namespaces` (as shipped they cover
 /// every namespace but kube-system and the injector's).
-fn narrow(objects: &[Value], namespaces: &[String]) -> Vec<Value> {
+pub fn narrow(objects: &[Value], namespaces: &[String]) -> Vec<Value> {
     objects
         .iter()
         .cloned()
@@ -312,7 +312,7 @@ fn narrow(objects: &[Value], namespaces: &[String]) -> Vec<Value> {
         .collect()
 }
 
-fn resource_of(object: &Value) -> ApiResource {
+pub fn resource_of(object: &Value) -> ApiResource {
     match object["kind"].as_str().unwrap_or_default() {
         "MutatingAdmissionPolicy" => ApiResource::erase::<MutatingAdmissionPolicy>(&()),
         "MutatingAdmissionPolicyBinding" => ApiResource::erase::<MutatingAdmissionPolicyBinding>(&()),
