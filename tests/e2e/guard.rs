@@ -26,7 +26,8 @@ use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams
 use serde_json::{Value, json};
 
 use crate::common::metrics::Samples;
-use crate::policies::{compile, narrow, resource_of};
+use crate::common::policies::{narrow, resource_of};
+use crate::policies::compile;
 use crate::support::*;
 
 pub const TIER: Tier = Tier {

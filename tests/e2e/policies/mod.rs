@@ -15,13 +15,11 @@ mod shapes;
 mod templates;
 
 use std::collections::BTreeMap;
+use std::path::Path;
 use std::time::Instant;
 
 use envoy_injector::tls;
-use k8s_openapi::api::admissionregistration::v1::{
-    MutatingAdmissionPolicy, MutatingAdmissionPolicyBinding, MutatingWebhookConfiguration, ValidatingAdmissionPolicy,
-    ValidatingAdmissionPolicyBinding,
-};
+use k8s_openapi::api::admissionregistration::v1::MutatingWebhookConfiguration;
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::Pod;
@@ -29,6 +27,7 @@ use kube::api::{Api, ApiResource, ListParams, PostParams};
 use serde_json::{Value, json};
 
 use self::shapes::{Place, Shape};
+use crate::common::policies::{self, narrow, resource_of};
 use crate::support::*;
 
 pub const TIER: Tier = Tier {
@@ -189,6 +188,7 @@ async fn run(suite: &Suite) -> TierResult {
         ns.network_ready(NETWORK_NAME, PATIENCE).await;
     }
     wait_until_active(webhook_side, policy_side).await;
+    every_template_active(policy_side, &all_templates).await;
 
     let started = Instant::now();
     let mut cases: Vec<(String, Outcome, Outcome)> = Vec::new();
@@ -267,23 +267,8 @@ fn join_webhook(name: &str, url: &str, ca_pem: &[u8], namespaces: &[String]) -> 
 
 /// `envoy-injector policies -f CONFIGMAP -o json`, as a user runs it.
 pub fn compile(configmap: &Value, namespace: &str) -> Vec<Value> {
-    let dir = temp_dir("envoy-injector-policies");
-    let file = dir.path().join("configmap.yaml");
-    std::fs::write(&file, serde_yaml_ng::to_string(configmap).expect("YAML")).expect("write the ConfigMap");
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_envoy-injector"))
-        .args(["policies", "-f"])
-        .arg(&file)
-        .args(["--namespace", namespace, "-o", "json"])
-        .output()
-        .expect("run envoy-injector policies");
-    assert!(
-        out.status.success() && out.stderr.is_empty(),
-        "expected `policies` to compile every template quietly, found exit {:?}, stderr: {}",
-        out.status.code(),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let list: Value = serde_json::from_slice(&out.stdout).expect("`policies -o json` prints JSON");
-    let items = list["items"].as_array().cloned().unwrap_or_default();
+    let items = policies::compile(Path::new(env!("CARGO_BIN_EXE_envoy-injector")), configmap, namespace)
+        .unwrap_or_else(|e| panic!("{e}"));
     for item in &items {
         assert_eq!(
             item["metadata"]["labels"]["app.kubernetes.io/managed-by"], "envoy-injector",
@@ -292,33 +277,6 @@ pub fn compile(configmap: &Value, namespace: &str) -> Vec<Value> {
         );
     }
     items
-}
-
-/// The compiled objects with each binding narrowed to `namespaces` (as shipped they cover
-/// every namespace but kube-system and the injector's).
-pub fn narrow(objects: &[Value], namespaces: &[String]) -> Vec<Value> {
-    objects
-        .iter()
-        .cloned()
-        .map(|mut object| {
-            if object["kind"].as_str().is_some_and(|k| k.ends_with("Binding")) {
-                let expressions = object["spec"]["matchResources"]["namespaceSelector"]["matchExpressions"]
-                    .as_array_mut()
-                    .expect("a compiled binding selects namespaces by expressions");
-                expressions.push(json!({"key": "kubernetes.io/metadata.name", "operator": "In", "values": namespaces}));
-            }
-            object
-        })
-        .collect()
-}
-
-pub fn resource_of(object: &Value) -> ApiResource {
-    match object["kind"].as_str().unwrap_or_default() {
-        "MutatingAdmissionPolicy" => ApiResource::erase::<MutatingAdmissionPolicy>(&()),
-        "MutatingAdmissionPolicyBinding" => ApiResource::erase::<MutatingAdmissionPolicyBinding>(&()),
-        "ValidatingAdmissionPolicy" => ApiResource::erase::<ValidatingAdmissionPolicy>(&()),
-        _ => ApiResource::erase::<ValidatingAdmissionPolicyBinding>(&()),
-    }
 }
 
 /// Until both paths answer: a Pod injected and one denied on each side (the API server
@@ -342,6 +300,33 @@ async fn wait_until_active(webhook: &Side, policies: &Side) {
         }
     }
     step!("both paths active");
+}
+
+/// Until the policies of every template inject: the API server activates each policy a
+/// moment after it is written, each on its own, so one template's answering says nothing
+/// of the next one's.
+async fn every_template_active(policies: &Side, templates: &[(&str, String)]) {
+    let corpus = shapes::corpus();
+    let annotated = corpus
+        .iter()
+        .find(|s| s.name == "annotated")
+        .map(|s| s.pod.clone())
+        .expect("a shape");
+    let ns = policies.ns(Place::Plain);
+    for (name, _) in templates {
+        let mut pod = annotated.clone();
+        pod["metadata"]["annotations"][shapes::TEMPLATE] = json!(name);
+        let pod: Pod = serde_json::from_value(pod).expect("a Pod");
+        wait_for(&format!("the policies of template {name} to inject"), PATIENCE, async || {
+            match ns.create_pod(&pod, true).await {
+                Ok(p) if annotation(&p, STATUS).is_some() => Ok(()),
+                Ok(p) => Err(format!("admitted: {}", describe_pod(&p))),
+                Err(e) => Err(api_error(&e)),
+            }
+        })
+        .await;
+    }
+    step!("the policies of all {} templates active", templates.len());
 }
 
 async fn create(side: &Side, shape: &Shape) -> Outcome {
