@@ -4,7 +4,7 @@ CARGO ?= cargo
 BIN := target/debug/envoy-injector
 RELEASE_BIN := target/release/envoy-injector
 
-.PHONY: help build test lint demo certs crd bench bench-engine bench-stores bench-load bench-inject bench-memory bench-server bench-wrk bench-scale kind-up e2e kind-down clean
+.PHONY: help build test lint demo certs crd bench bench-engine bench-stores bench-load bench-inject bench-memory bench-server bench-wrk bench-scale bench-admission kind-up e2e kind-down clean
 .PHONY: image image-local kind-load kind-multus deploy undeploy apiserver-guard e2e-local e2e-incluster e2e-node manifests-check
 
 help: ## List targets
@@ -196,6 +196,11 @@ bench-scale: ## Controller at scale on KUBECONFIG's cluster: BENCH_NETWORKS (100
 	@test -n "$$KUBECONFIG" || { echo "bench-scale: set KUBECONFIG to a cluster, e.g. a local control plane or kind" >&2; exit 1; }
 	$(CARGO) build --release --locked --bin envoy-injector --example bench_scale
 	target/release/examples/bench_scale
+
+bench-admission: ## Pod-create latency on KUBECONFIG's cluster, interleaved: no injection, the compiled policies, the webhook (BENCH_PODS, 200, each)
+	@test -n "$$KUBECONFIG" || { echo "bench-admission: set KUBECONFIG to a cluster, e.g. a local control plane" >&2; exit 1; }
+	$(CARGO) build --release --locked --bin envoy-injector --example bench_admission
+	target/release/examples/bench_admission
 
 clean: ## cargo clean: remove target/ (every build, the image archive, criterion results)
 	$(CARGO) clean
