@@ -8,8 +8,8 @@ RELEASE_BIN := target/release/envoy-injector
 ENVOY_VALIDATOR_VERSION := 1.40.0
 ENVOY_VALIDATOR_DIR := target/envoy-validator
 
-.PHONY: help build test lint demo certs crd bench bench-engine bench-stores bench-load bench-inject bench-memory bench-server bench-wrk bench-scale kind-up e2e kind-down clean
-.PHONY: envoy-validator envoy-image-local image image-local kind-load kind-multus deploy undeploy e2e-local e2e-incluster e2e-node manifests-check
+.PHONY: help build test lint demo certs crd bench bench-engine bench-stores bench-load bench-inject bench-memory bench-server bench-wrk bench-scale bench-admission kind-up e2e kind-down clean
+.PHONY: envoy-validator envoy-image-local image image-local kind-load kind-multus deploy undeploy apiserver-guard e2e-local e2e-incluster e2e-node manifests-check
 
 help: ## List targets
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-14s %s\n", $$1, $$2}'
@@ -164,7 +164,11 @@ deploy: ## Install or upgrade everything in manifests/ (server-side apply; IMAGE
 	fi
 	$(KUBECTL) -n $(INJECTOR_NAMESPACE) rollout status deployment/envoy-injector --timeout=$(ROLLOUT_TIMEOUT)
 
-undeploy: ## Remove everything deploy installed, the CRD and so every Network included
+# The kinds of the admission policies policy mode writes (all labelled
+# app.kubernetes.io/managed-by=envoy-injector).
+POLICY_KINDS := mutatingadmissionpolicy,mutatingadmissionpolicybinding,validatingadmissionpolicy,validatingadmissionpolicybinding
+
+undeploy: ## Remove everything deploy installed, the CRD and so every Network included, and the admission policies of policy mode
 	-$(KUBECTL) delete mutatingwebhookconfiguration envoy-injector --ignore-not-found
 	@# Networks first, while the controller still runs to remove their finalizers.
 	-@if $(KUBECTL) get crd networks.samplecrd.k8s.io >/dev/null 2>&1; then \
@@ -172,6 +176,22 @@ undeploy: ## Remove everything deploy installed, the CRD and so every Network in
 	  $(KUBECTL) delete networks.samplecrd.k8s.io --all --all-namespaces --timeout=60s; \
 	fi
 	$(KUBECTL) delete -k manifests/ --ignore-not-found --timeout=120s
+	@# The admission policies of policy mode, once no replica is left to apply them again.
+	$(KUBECTL) delete $(POLICY_KINDS) -l app.kubernetes.io/managed-by=envoy-injector --ignore-not-found
+
+# The policy guard (manifests/apiserver/) is for kube-apiserver itself: it loads it from disk.
+GUARD_DIR ?= $(CURDIR)/target/apiserver-guard
+GUARD_NAMESPACE ?= $(INJECTOR_NAMESPACE)
+
+apiserver-guard: ## Write the policy guard and its AdmissionConfiguration into GUARD_DIR (GUARD_NAMESPACE: the injector's) and print the kube-apiserver flags that load them
+	@set -euo pipefail; \
+	dir='$(abspath $(GUARD_DIR))'; \
+	mkdir -p "$$dir/validating-policies"; \
+	sed 's|system:serviceaccount:envoy-injector:envoy-injector|system:serviceaccount:$(GUARD_NAMESPACE):envoy-injector|' \
+	  manifests/apiserver/policy-guard.yaml > "$$dir/validating-policies/policy-guard.yaml"; \
+	sed "s|staticManifestsDir: .*|staticManifestsDir: $$dir/validating-policies/|" \
+	  manifests/apiserver/admission-configuration.yaml > "$$dir/admission-configuration.yaml"; \
+	echo "--feature-gates=ManifestBasedAdmissionControlConfig=true --admission-control-config-file=$$dir/admission-configuration.yaml"
 
 e2e-incluster: ## Cluster e2e against the deployed copy (make deploy first; KUBECONFIG names the cluster)
 	E2E_MODE=in-cluster \
@@ -209,6 +229,11 @@ bench-scale: ## Controller at scale on KUBECONFIG's cluster: BENCH_NETWORKS (100
 	@test -n "$$KUBECONFIG" || { echo "bench-scale: set KUBECONFIG to a cluster, e.g. a local control plane or kind" >&2; exit 1; }
 	$(CARGO) build --release --locked --bin envoy-injector --example bench_scale
 	target/release/examples/bench_scale
+
+bench-admission: ## Pod-create latency on KUBECONFIG's cluster, interleaved: no injection, the compiled policies, the webhook (BENCH_PODS, 200, each)
+	@test -n "$$KUBECONFIG" || { echo "bench-admission: set KUBECONFIG to a cluster, e.g. a local control plane" >&2; exit 1; }
+	$(CARGO) build --release --locked --bin envoy-injector --example bench_admission
+	target/release/examples/bench_admission
 
 clean: ## cargo clean: remove target/ (every build, the image archive, criterion results)
 	$(CARGO) clean

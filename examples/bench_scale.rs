@@ -43,7 +43,7 @@ use envoy_injector::network::crd::IN_USE;
 use envoy_injector::network::crd::Network;
 use envoy_injector::network::join::NETWORK_LABEL;
 use futures::StreamExt;
-use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Pod, ServiceAccount};
+use k8s_openapi::api::core::v1::{ConfigMap, Pod};
 use kube::Client;
 use kube::api::{Api, DeleteParams, ListParams, PostParams};
 use scale::{POLL, Result, Served, Tracker, reconciles, writes};
@@ -62,24 +62,17 @@ struct Settings {
 }
 
 fn settings() -> Result<Settings> {
-    let number = |key: &str, default: usize| -> Result<usize> {
-        match std::env::var(key) {
-            Ok(v) => v.parse().map_err(|e| format!("{key}={v:?}: expected a number: {e}")),
-            Err(_) => Ok(default),
-        }
-    };
-    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
     Ok(Settings {
-        networks: number("BENCH_NETWORKS", 10_000)?,
-        pods: number("BENCH_PODS", 10_000)?,
-        concurrency: number("BENCH_CONCURRENCY", 32)?.max(1),
-        bin: std::env::var_os("BENCH_BIN").map_or_else(|| root.join("target/release/envoy-injector"), PathBuf::from),
+        networks: scale::env_number("BENCH_NETWORKS", 10_000)?,
+        pods: scale::env_number("BENCH_PODS", 10_000)?,
+        concurrency: scale::env_number("BENCH_CONCURRENCY", 32)?.max(1),
+        bin: scale::bench_bin(),
         serve_args: std::env::var("BENCH_SERVE_ARGS")
             .unwrap_or_default()
             .split_whitespace()
             .map(String::from)
             .collect(),
-        keep: std::env::var("BENCH_KEEP").is_ok_and(|v| v == "1"),
+        keep: scale::bench_keep(),
     })
 }
 
@@ -112,46 +105,14 @@ async fn steady_memory(served: &Served) -> Result<(u64, u64)> {
 }
 
 fn main() -> ExitCode {
-    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
-        Ok(runtime) => runtime,
-        Err(e) => {
-            eprintln!("bench-scale: cannot start a runtime: {e}");
-            return ExitCode::FAILURE;
-        }
-    };
-    match runtime.block_on(run()) {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("bench-scale: {e}");
-            ExitCode::FAILURE
-        }
-    }
+    scale::run_benchmark("bench-scale", run)
 }
 
 async fn run() -> Result<()> {
     let s = settings()?;
-    if std::env::var_os("KUBECONFIG").is_none() {
-        return Err("KUBECONFIG is not set: start ../shared/k8s/controlplane.sh and export what it prints".into());
-    }
-    if !s.bin.exists() {
-        return Err(format!("{} is missing: cargo build --release first", s.bin.display()));
-    }
-    let client = Client::try_default()
-        .await
-        .map_err(|e| format!("cannot reach the cluster: {e}"))?;
-    scale::install_crds(&client).await?;
-    scale::remove_leftovers(&client, "bench-scale-").await;
-    let stamp = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_err(|e| e.to_string())?
-        .as_secs();
+    let (client, stamp) = scale::prepare(&s.bin, "bench-scale-").await?;
     let namespace = format!("bench-scale-{stamp}");
-    let namespaces: Api<Namespace> = Api::all(client.clone());
-    let ns: Namespace = serde_json::from_value(json!({"metadata": {"name": namespace}})).map_err(|e| e.to_string())?;
-    namespaces
-        .create(&PostParams::default(), &ns)
-        .await
-        .map_err(|e| format!("cannot create namespace {namespace}: {e}"))?;
+    scale::create_namespace(&client, &namespace).await?;
     let result = measure(&s, &client, &namespace).await;
     if !s.keep {
         scale::cleanup(&client, &namespace, s.concurrency).await;
@@ -228,7 +189,7 @@ async fn measure(s: &Settings, client: &Client, namespace: &str) -> Result<()> {
     let ready: Vec<usize> = (0..n).filter(|i| i % 10 != 8 && i % 10 != 9).collect();
     let mut expected: HashMap<String, i64> = HashMap::new();
     if m > 0 {
-        wait_for_default_service_account(client, namespace).await?;
+        scale::default_service_account(client, namespace).await?;
         let pods: Api<Pod> = Api::namespaced(client.clone(), namespace);
         let first_pod = Instant::now();
         let results: Vec<Result<()>> = futures::stream::iter(0..m)
@@ -487,17 +448,6 @@ async fn one_change(
         after_delete - after_create
     );
     Ok(())
-}
-
-async fn wait_for_default_service_account(client: &Client, namespace: &str) -> Result<()> {
-    let accounts: Api<ServiceAccount> = Api::namespaced(client.clone(), namespace);
-    poll::until_true(
-        "the default ServiceAccount",
-        Duration::from_secs(60),
-        POLL,
-        async || accounts.get_opt("default").await.is_ok_and(|a| a.is_some()),
-    )
-    .await
 }
 
 /// Events in `namespace` about objects of `kind`.

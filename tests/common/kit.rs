@@ -1,6 +1,6 @@
 //! The parts of `tests/common` that any binary can include, tests or not (each file stands
-//! alone): `mod common;` gets them here, and `tests/e2e`, `tests/pods`, `tests/scale` and
-//! `examples/bench_scale.rs` include this file with `#[path]`.
+//! alone): `mod common;` gets them here, and `tests/e2e`, `tests/pods`, `tests/scale`,
+//! `examples/bench_scale.rs` and `examples/bench_admission.rs` include this file with `#[path]`.
 #![allow(dead_code)]
 
 #[path = "crd.rs"]
@@ -9,7 +9,11 @@ pub mod crd;
 pub mod kubectl;
 #[path = "metrics.rs"]
 pub mod metrics;
+#[path = "policies.rs"]
+pub mod policies;
 #[path = "poll.rs"]
 pub mod poll;
 #[path = "process.rs"]
 pub mod process;
+#[path = "webhooks.rs"]
+pub mod webhooks;

@@ -3,10 +3,11 @@
 //! `clients.rs`, clients that dial the Service name (reqwest, raw TLS, HTTP/1.1 by hand);
 //! `reviews.rs`, the captured reviews and the check of an answer; `standalone.rs`, the real
 //! binary as `serve --standalone`; `builders.rs`, objects for the controller and admission
-//! tests. The pieces every binary shares (processes,
-//! polling, metrics, CRDs, kubectl) are small files gathered by `kit.rs`, which
-//! `tests/e2e`, `tests/pods`, `tests/manifests` and `examples/bench_scale.rs` include with
-//! `#[path]` (so they stand alone: no `env!("CARGO_BIN_EXE_...")`, which an example lacks).
+//! tests. The pieces every binary shares (processes, polling, metrics, CRDs, kubectl,
+//! compiled policies, local webhooks) are small files gathered by `kit.rs`, which
+//! `tests/e2e`, `tests/pods`, `tests/manifests`, `examples/bench_scale.rs` and
+//! `examples/bench_admission.rs` include with `#[path]` (so they stand alone: no
+//! `env!("CARGO_BIN_EXE_...")`, which an example lacks).
 #![allow(dead_code)]
 
 pub mod builders;

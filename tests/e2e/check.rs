@@ -34,7 +34,8 @@ use kube::api::ListParams;
 use kube::core::ApiResource;
 use serde_json::{Value, json};
 
-use crate::policies::{compile, narrow, resource_of};
+use crate::common::policies::{narrow, resource_of};
+use crate::policies::compile;
 use crate::support::*;
 
 pub const TIER: Tier = Tier {

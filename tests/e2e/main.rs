@@ -19,6 +19,7 @@
 //! | `policy_mode` | `serve --injection=policy` keeps the compiled policies in step with the ConfigMap: Pods injected with the webhook not called, an edit to the next Pod under a Pod loop, a bad edit kept out, a deleted template's objects gone, a restart writes nothing, no replica: Pods still injected and an edit caught up later, `--injection=webhook` removes them |
 //! | `controller` | 300 Networks created in one burst: every verdict right, at most 3 reconciles each; a restart writes nothing |
 //! | `deployed` | `manifests/` applied, the binary run as its ServiceAccount behind the Service: RBAC sufficient (and what one missing rule breaks), self-managed TLS Secret and `caBundle`, the `matchConditions`, the shipped templates (apps on 80/443/8080/9090 stored with the default sidecar, `classic` for a legacy Pod that asks, `classic` on port 80 denied) |
+//! | `guard` | policy mode's power bounded: as the ServiceAccount, the compiled policies of the shipped ConfigMap are applied, read and deleted (RBAC); with `manifests/apiserver/policy-guard.yaml` loaded by the API server from disk (`make apiserver-guard`), every write outside them is refused with the guard's words (skips, loudly, after the RBAC part where none is loaded) |
 //! | `replicas` | two processes on one ClusterIP (`--reuse-port`): one Lease holder reconciles; SIGKILL of it: takeover within the bound, every opted-in Pod injected |
 //! | `upgrade` | a rolling upgrade as the Deployment does it (`maxUnavailable: 0`) under a Pod loop: 0 failed, 0 uninjected; the Lease handed over within 5 s of its holder's SIGTERM |
 //! | `workloads` | a Deployment's Pods, namespace-label opt-in, opt-out, `dryRun=All`, template edit to next Pod latency |
@@ -41,7 +42,7 @@
 //! The tiers `validate`, `check`, `missing` and `overrides` register webhooks on 127.0.0.1,
 //! so they need an API server on this machine; `validate`, `check`, `missing`, `overrides`
 //! and `controller` start processes of their own, so they skip with `E2E_MODE=in-cluster`.
-//! The tiers `deployed`, `replicas`,
+//! The tiers `deployed`, `guard`, `replicas`,
 //! `upgrade`, `workloads` and `outage` need Service ClusterIPs that are loopback addresses of
 //! this machine (see `support/install.rs`) and may bind port 443. Each skips, loudly, where
 //! it cannot run. Each test namespace is `ei-e2e-<tier>-<random>` (tier `check`'s are
@@ -76,6 +77,7 @@ tiers![
     policy_mode,
     controller,
     deployed,
+    guard,
     replicas,
     upgrade,
     workloads,

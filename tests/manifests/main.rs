@@ -6,6 +6,9 @@
 //!   re-serialises to the same JSON: a misspelt or misplaced field is dropped by the typed
 //!   parse and fails here, naming the document and the field path;
 //! - RBAC: no `*` anywhere, and exactly the permissions the process needs;
+//! - the policy guard for the API server (`manifests/apiserver/`): loadable from disk
+//!   (names, no parameters), about the shipped ServiceAccount alone, covering exactly the
+//!   admission-policy resources the RBAC grants, and not part of the kustomization;
 //! - the MutatingWebhookConfiguration: two entries, `Fail`, `None`, 5 s, `IfNeeded`,
 //!   Service clientConfig, kube-system and the injector's namespace excluded; its
 //!   namespace selectors send no Pod twice, and its CEL `matchConditions` (evaluated with
@@ -23,6 +26,7 @@ mod support;
 mod alerts;
 mod configmap;
 mod deployment;
+mod guard;
 mod rbac;
 mod round_trip;
 mod scripts;

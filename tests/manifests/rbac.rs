@@ -42,6 +42,11 @@ fn expected_grants(table: &[(&str, &str, &str, &[&str])]) -> BTreeSet<(String, S
         .collect()
 }
 
+/// What policy mode does with the compiled admission policies: server-side apply (an
+/// apply that creates is authorised as `create` too), read back, delete. No `update`,
+/// `watch` or `deletecollection`.
+pub(crate) const POLICY_VERBS: &[&str] = &["get", "list", "create", "patch", "delete"];
+
 fn strings_in(value: &Value, out: &mut Vec<String>) {
     match value {
         Value::String(s) => out.push(s.clone()),
@@ -112,6 +117,31 @@ fn rbac_is_least_privilege_without_wildcards() {
             "validatingwebhookconfigurations",
             NAME,
             &["get", "patch"],
+        ),
+        // Policy mode: apply (create + patch), read back, delete; bounded by the guard.
+        (
+            "admissionregistration.k8s.io",
+            "mutatingadmissionpolicies",
+            "",
+            POLICY_VERBS,
+        ),
+        (
+            "admissionregistration.k8s.io",
+            "mutatingadmissionpolicybindings",
+            "",
+            POLICY_VERBS,
+        ),
+        (
+            "admissionregistration.k8s.io",
+            "validatingadmissionpolicies",
+            "",
+            POLICY_VERBS,
+        ),
+        (
+            "admissionregistration.k8s.io",
+            "validatingadmissionpolicybindings",
+            "",
+            POLICY_VERBS,
         ),
     ]);
     assert_eq!(found, expected, "the ClusterRole's permissions");

@@ -4,7 +4,10 @@
 use std::collections::BTreeSet;
 use std::path::PathBuf;
 
-use k8s_openapi::api::admissionregistration::v1::{MutatingWebhookConfiguration, ValidatingWebhookConfiguration};
+use k8s_openapi::api::admissionregistration::v1::{
+    MutatingWebhookConfiguration, ValidatingAdmissionPolicy, ValidatingAdmissionPolicyBinding,
+    ValidatingWebhookConfiguration,
+};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Pod, Service, ServiceAccount};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
@@ -74,6 +77,12 @@ fn check_round_trip(doc: &Doc) -> Vec<String> {
         ("admissionregistration.k8s.io/v1", "MutatingWebhookConfiguration") => {
             round_trip::<MutatingWebhookConfiguration>(doc)
         }
+        ("admissionregistration.k8s.io/v1", "ValidatingAdmissionPolicy") => {
+            round_trip::<ValidatingAdmissionPolicy>(doc)
+        }
+        ("admissionregistration.k8s.io/v1", "ValidatingAdmissionPolicyBinding") => {
+            round_trip::<ValidatingAdmissionPolicyBinding>(doc)
+        }
         ("apiextensions.k8s.io/v1", "CustomResourceDefinition") => round_trip::<CustomResourceDefinition>(doc),
         ("samplecrd.k8s.io/v1", "Network") => round_trip::<envoy_injector::network::crd::Network>(doc),
         ("monitoring.coreos.com/v1", "PrometheusRule") => crate::alerts::check_prometheus_rule(doc),
@@ -83,7 +92,7 @@ fn check_round_trip(doc: &Doc) -> Vec<String> {
     }
 }
 
-fn assert_round_trips(docs: &[Doc]) {
+pub(crate) fn assert_round_trips(docs: &[Doc]) {
     let failures: Vec<String> = docs
         .iter()
         .flat_map(|doc| {

@@ -1,8 +1,9 @@
 //! The Network controller at scale: a plan of Networks with known overlaps, their creation
 //! in a burst, a watch that follows their verdicts and the check of each verdict (shared by
 //! the `controller` tier of `tests/e2e/` and the scale benchmark `examples/bench_scale.rs`);
-//! and for the benchmark alone: the release binary started with `serve` on loopback ports,
-//! its `/metrics` and `/proc` memory, the CRDs, and the removal of its namespaces. The
+//! and for the benchmarks alone (`bench_scale`, `bench_admission`): the release binary
+//! started with `serve` on loopback ports, its `/metrics` and `/proc` memory, the CRDs, and
+//! the removal of their namespaces. The
 //! process, polling, metrics and CRD plumbing is `tests/common`'s (`crate::common`: both
 //! includers have it).
 
@@ -18,7 +19,7 @@ use std::time::{Duration, Instant};
 
 use envoy_injector::network::crd::{Network, NetworkSpec};
 use futures::StreamExt;
-use k8s_openapi::api::core::v1::Namespace;
+use k8s_openapi::api::core::v1::{Namespace, ServiceAccount};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams};
 use kube::runtime::watcher;
@@ -36,6 +37,77 @@ pub type Result<T> = std::result::Result<T, String>;
 /// How often the benchmark's waits look again.
 pub const POLL: Duration = Duration::from_millis(50);
 
+/// `key` from the environment as a number, `default` when unset.
+pub fn env_number(key: &str, default: usize) -> Result<usize> {
+    match std::env::var(key) {
+        Ok(v) => v.parse().map_err(|e| format!("{key}={v:?}: expected a number: {e}")),
+        Err(_) => Ok(default),
+    }
+}
+
+/// The binary a benchmark runs: `BENCH_BIN`, else the release build.
+pub fn bench_bin() -> PathBuf {
+    std::env::var_os("BENCH_BIN").map_or_else(
+        || Path::new(env!("CARGO_MANIFEST_DIR")).join("target/release/envoy-injector"),
+        PathBuf::from,
+    )
+}
+
+/// `BENCH_KEEP=1`: leave what the run created behind.
+pub fn bench_keep() -> bool {
+    std::env::var("BENCH_KEEP").is_ok_and(|v| v == "1")
+}
+
+/// A benchmark's `main`: `run` on a multi-threaded runtime, its error printed after
+/// `name: ` and the exit code failing.
+pub fn run_benchmark<F: Future<Output = Result<()>>>(name: &str, run: impl FnOnce() -> F) -> std::process::ExitCode {
+    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(runtime) => runtime,
+        Err(e) => {
+            eprintln!("{name}: cannot start a runtime: {e}");
+            return std::process::ExitCode::FAILURE;
+        }
+    };
+    match runtime.block_on(run()) {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("{name}: {e}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
+/// The cluster of `KUBECONFIG`, ready for a benchmark: `bin` is there, the CRDs are
+/// served, the namespaces an earlier run left (named `prefix…`) are gone. Also the run's
+/// stamp (seconds since the epoch), for its namespaces' names.
+pub async fn prepare(bin: &Path, prefix: &str) -> Result<(Client, u64)> {
+    if std::env::var_os("KUBECONFIG").is_none() {
+        return Err("KUBECONFIG is not set: start ../shared/k8s/controlplane.sh and export what it prints".into());
+    }
+    if !bin.exists() {
+        return Err(format!("{} is missing: cargo build --release first", bin.display()));
+    }
+    let client = Client::try_default()
+        .await
+        .map_err(|e| format!("cannot reach the cluster: {e}"))?;
+    install_crds(&client).await?;
+    remove_leftovers(&client, prefix).await;
+    let stamp = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_err(|e| e.to_string())?
+        .as_secs();
+    Ok((client, stamp))
+}
+
+pub async fn create_namespace(client: &Client, name: &str) -> Result<()> {
+    let ns: Namespace = serde_json::from_value(json!({"metadata": {"name": name}})).map_err(|e| e.to_string())?;
+    Api::<Namespace>::all(client.clone())
+        .create(&PostParams::default(), &ns)
+        .await
+        .map(|_| ())
+        .map_err(|e| format!("cannot create namespace {name}: {e}"))
+}
+
 /// Serves Network CRD (from the Rust type) and the NAD CRD, and waits until both are
 /// established.
 pub async fn install_crds(client: &Client) -> Result<()> {
@@ -49,11 +121,20 @@ pub async fn install_crds(client: &Client) -> Result<()> {
     Ok(())
 }
 
-/// `envoy-injector certs` into `dir`: the serving pair `serve` needs (no webhook is
-/// registered, so nothing ever connects to it).
+/// `envoy-injector certs` into `dir`: the serving pair `serve` needs, valid for
+/// 127.0.0.1 too (a `url:` webhook on loopback), and the CA that signed it (`ca.crt`).
 pub fn certs(bin: &Path, dir: &Path) -> Result<()> {
     let status = Command::new(bin)
-        .args(["certs", "--service", "scale", "--namespace", "scale", "--out-dir"])
+        .args([
+            "certs",
+            "--service",
+            "scale",
+            "--namespace",
+            "scale",
+            "--san",
+            "127.0.0.1",
+            "--out-dir",
+        ])
         .arg(dir)
         .stdout(Stdio::null())
         .status()
@@ -68,6 +149,8 @@ pub fn certs(bin: &Path, dir: &Path) -> Result<()> {
 pub struct Served {
     process: Process,
     pub admin: Admin,
+    /// Where it serves `/mutate` (TLS).
+    pub webhook: std::net::SocketAddr,
     pub started: Instant,
 }
 
@@ -99,10 +182,11 @@ impl Served {
         args.extend(extra.iter().map(OsString::from));
         let started = Instant::now();
         let process = Process::spawn(bin, &args, &[], log)?;
-        let Listeners { admin, .. } = process.listeners(Duration::from_secs(30)).await?;
+        let Listeners { admin, webhook } = process.listeners(Duration::from_secs(30)).await?;
         Ok(Served {
             process,
             admin: Admin::new(admin, Duration::from_secs(30)),
+            webhook,
             started,
         })
     }
@@ -443,6 +527,18 @@ pub async fn cleanup(client: &Client, namespace: &str, concurrency: usize) {
     if let Err(e) = gone {
         eprintln!("{e}");
     }
+}
+
+/// Until `namespace` has its `default` ServiceAccount (a Pod created before is refused).
+pub async fn default_service_account(client: &Client, namespace: &str) -> Result<()> {
+    let accounts: Api<ServiceAccount> = Api::namespaced(client.clone(), namespace);
+    poll::until_true(
+        &format!("the default ServiceAccount of {namespace}"),
+        Duration::from_secs(60),
+        POLL,
+        async || accounts.get_opt("default").await.is_ok_and(|a| a.is_some()),
+    )
+    .await
 }
 
 /// Removes what earlier runs left behind: namespaces starting with `prefix`.

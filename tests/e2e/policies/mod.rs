@@ -15,13 +15,11 @@ mod shapes;
 mod templates;
 
 use std::collections::BTreeMap;
+use std::path::Path;
 use std::time::Instant;
 
 use envoy_injector::tls;
-use k8s_openapi::api::admissionregistration::v1::{
-    MutatingAdmissionPolicy, MutatingAdmissionPolicyBinding, MutatingWebhookConfiguration, ValidatingAdmissionPolicy,
-    ValidatingAdmissionPolicyBinding,
-};
+use k8s_openapi::api::admissionregistration::v1::MutatingWebhookConfiguration;
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::Pod;
@@ -29,6 +27,7 @@ use kube::api::{Api, ApiResource, ListParams, PostParams};
 use serde_json::{Value, json};
 
 use self::shapes::{Place, Shape};
+use crate::common::policies::{self, narrow, resource_of};
 use crate::support::*;
 
 pub const TIER: Tier = Tier {
@@ -267,24 +266,9 @@ fn join_webhook(name: &str, url: &str, ca_pem: &[u8], namespaces: &[String]) -> 
 }
 
 /// `envoy-injector policies -f CONFIGMAP -o json`, as a user runs it.
-pub(crate) fn compile(configmap: &Value, namespace: &str) -> Vec<Value> {
-    let dir = temp_dir("envoy-injector-policies");
-    let file = dir.path().join("configmap.yaml");
-    std::fs::write(&file, serde_yaml_ng::to_string(configmap).expect("YAML")).expect("write the ConfigMap");
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_envoy-injector"))
-        .args(["policies", "-f"])
-        .arg(&file)
-        .args(["--namespace", namespace, "-o", "json"])
-        .output()
-        .expect("run envoy-injector policies");
-    assert!(
-        out.status.success() && out.stderr.is_empty(),
-        "expected `policies` to compile every template quietly, found exit {:?}, stderr: {}",
-        out.status.code(),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let list: Value = serde_json::from_slice(&out.stdout).expect("`policies -o json` prints JSON");
-    let items = list["items"].as_array().cloned().unwrap_or_default();
+pub fn compile(configmap: &Value, namespace: &str) -> Vec<Value> {
+    let items = policies::compile(Path::new(env!("CARGO_BIN_EXE_envoy-injector")), configmap, namespace)
+        .unwrap_or_else(|e| panic!("{e}"));
     for item in &items {
         assert_eq!(
             item["metadata"]["labels"]["app.kubernetes.io/managed-by"], "envoy-injector",
@@ -293,33 +277,6 @@ pub(crate) fn compile(configmap: &Value, namespace: &str) -> Vec<Value> {
         );
     }
     items
-}
-
-/// The compiled objects with each binding narrowed to `namespaces` (as shipped they cover
-/// every namespace but kube-system and the injector's).
-pub(crate) fn narrow(objects: &[Value], namespaces: &[String]) -> Vec<Value> {
-    objects
-        .iter()
-        .cloned()
-        .map(|mut object| {
-            if object["kind"].as_str().is_some_and(|k| k.ends_with("Binding")) {
-                let expressions = object["spec"]["matchResources"]["namespaceSelector"]["matchExpressions"]
-                    .as_array_mut()
-                    .expect("a compiled binding selects namespaces by expressions");
-                expressions.push(json!({"key": "kubernetes.io/metadata.name", "operator": "In", "values": namespaces}));
-            }
-            object
-        })
-        .collect()
-}
-
-pub(crate) fn resource_of(object: &Value) -> ApiResource {
-    match object["kind"].as_str().unwrap_or_default() {
-        "MutatingAdmissionPolicy" => ApiResource::erase::<MutatingAdmissionPolicy>(&()),
-        "MutatingAdmissionPolicyBinding" => ApiResource::erase::<MutatingAdmissionPolicyBinding>(&()),
-        "ValidatingAdmissionPolicy" => ApiResource::erase::<ValidatingAdmissionPolicy>(&()),
-        _ => ApiResource::erase::<ValidatingAdmissionPolicyBinding>(&()),
-    }
 }
 
 /// Until both paths answer: a Pod injected with each template and one denied on each side

@@ -78,11 +78,7 @@ pub fn configmap_object(name: &str, config: &str) -> ConfigMap {
     .expect("a ConfigMap")
 }
 
-/// Standard base64, as a `caBundle` or a Secret's `data` holds bytes.
-pub fn base64(bytes: &[u8]) -> String {
-    use base64::Engine;
-    base64::engine::general_purpose::STANDARD.encode(bytes)
-}
+pub use crate::common::webhooks::base64;
 
 /// `object` as JSON, placed in `namespace` (for `kubectl apply`, which reads it from there).
 pub fn in_namespace(object: &impl serde::Serialize, namespace: &str) -> Value {
@@ -122,29 +118,11 @@ pub fn webhook_configuration(name: &str, namespace: &str, url: &str, ca_pem: &[u
 }
 
 /// The shipped webhook configuration `relative` (a file of `manifests/`), renamed `name`,
-/// each of its webhooks sent to `url` (its path included) with `ca_pem` as the `caBundle`
-/// and narrowed to `namespaces`: a `matchLabels` (the shipped one names the injector's
-/// namespace) is replaced by a `kubernetes.io/metadata.name In namespaces` expression;
-/// every other selector and the CEL `matchConditions` stay as shipped, ANDed with it.
+/// each of its webhooks sent to `url` with `ca_pem` as the `caBundle` and narrowed to
+/// `namespaces` (`common::webhooks::local_webhooks`).
 pub fn shipped_webhooks_at(relative: &str, name: &str, url: &str, ca_pem: &[u8], namespaces: &[&str]) -> Value {
-    let mut config = super::read_manifest(relative);
-    config["metadata"] = json!({ "name": name, "labels": { PART_OF.0: PART_OF.1 } });
-    let hooks = config["webhooks"]
-        .as_array_mut()
-        .unwrap_or_else(|| panic!("{relative} has no webhooks"));
-    for hook in hooks {
-        hook["clientConfig"] = json!({ "url": url, "caBundle": base64(ca_pem) });
-        let selector = hook["namespaceSelector"]
-            .as_object_mut()
-            .unwrap_or_else(|| panic!("each webhook of {relative} has a namespaceSelector"));
-        selector.remove("matchLabels");
-        let expressions = selector.entry("matchExpressions").or_insert_with(|| json!([]));
-        expressions
-            .as_array_mut()
-            .expect("matchExpressions is a list")
-            .push(json!({ "key": "kubernetes.io/metadata.name", "operator": "In", "values": namespaces }));
-    }
-    config
+    let metadata = json!({ "name": name, "labels": { PART_OF.0: PART_OF.1 } });
+    crate::common::webhooks::local_webhooks(super::read_manifest(relative), metadata, url, ca_pem, namespaces)
 }
 
 /// A Network object (for create; the namespace comes from the `Api`).

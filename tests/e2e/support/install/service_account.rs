@@ -5,8 +5,9 @@ use std::path::{Path, PathBuf};
 
 use k8s_openapi::api::authentication::v1::{TokenRequest, TokenRequestSpec};
 use k8s_openapi::api::core::v1::ServiceAccount;
+use kube::Client;
 use kube::api::{Api, PostParams};
-use kube::config::Kubeconfig;
+use kube::config::{KubeConfigOptions, Kubeconfig};
 use serde_json::json;
 
 use super::super::{Suite, api_error, step};
@@ -67,5 +68,17 @@ impl Suite {
             path.display()
         );
         path
+    }
+}
+
+impl Install {
+    /// An API client that is the Deployment's ServiceAccount: its token, the suite's server.
+    pub async fn service_account_client(&self) -> Client {
+        let kubeconfig = Kubeconfig::read_from(&self.kubeconfig)
+            .unwrap_or_else(|e| panic!("cannot read {}: {e}", self.kubeconfig.display()));
+        let config = kube::Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
+            .await
+            .unwrap_or_else(|e| panic!("{} names no usable cluster: {e}", self.kubeconfig.display()));
+        Client::try_from(config).expect("a client for the ServiceAccount")
     }
 }
