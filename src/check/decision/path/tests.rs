@@ -72,7 +72,10 @@ fn a_policy_injects_where_it_is_bound_and_the_webhook_then_sees_the_injected_pod
     // The API server calls the webhooks with the Pod as the policy left it: injected.
     assert_eq!(report.webhooks[0].name, NS_HOOK);
     assert_eq!(report.webhooks[0].call, Call::NotCalled, "{report:#?}");
-    assert_eq!(report.webhooks[0].reason, "matchCondition `not-yet-injected` is false");
+    assert_eq!(
+        report.webhooks[0].reason,
+        "matchCondition `not-yet-injected-or-not-yet-joined` is false"
+    );
 
     // No webhook configuration at all: the policy injects all the same.
     let report = explain_with(
@@ -254,23 +257,26 @@ fn the_join_of_a_network_stays_with_the_webhook() {
     let policies = policies_found(&set, |_| true);
     let joins: Value = json!({INJECT_ANNOTATION: "true", NETWORK_ANNOTATION: "blue"});
 
-    // The shipped entries are not called for an injected Pod: it is created unjoined.
+    // The shipped entries are called for a Pod a policy injected that names a Network it
+    // has not joined: the Network does not exist, so the webhook refuses the join.
     let hooks = shipped();
     let report = explain_with(
         &subject("plain", joins.clone(), app()),
         Webhooks::Deployed(&hooks),
         &policies,
     );
-    assert_eq!(report.verdict, Verdict::Inject, "{report:#?}");
-    assert!(
-        report
-            .warnings
-            .iter()
-            .any(|w| w.contains("names Network `blue`, but the API server calls no webhook")),
+    assert_eq!(
+        (report.verdict, report.rule),
+        (Verdict::Deny, Rule::Network),
         "{report:#?}"
     );
+    assert_eq!(path(&report).0, Via::Policy);
+    assert_eq!(
+        report.path.as_ref().unwrap().reason,
+        "then webhook pod.sidecar.samplecrd.k8s.io refuses the join of Network `blue`"
+    );
 
-    // A join entry is called for it: the Network does not exist, so the webhook refuses.
+    // A join entry of its own is called alike.
     let hooks = [join_hook()];
     let report = explain_with(&subject("plain", joins, app()), Webhooks::Deployed(&hooks), &policies);
     assert_eq!(
