@@ -13,6 +13,8 @@ use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::admissionregistration::v1::MutatingAdmissionPolicy;
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use serde_json::json;
@@ -49,8 +51,23 @@ async fn config_revision(installation: &Installation) -> String {
     envoy_injector::template::content_revision(&text)
 }
 
-/// Deletes the injector's Deployment and waits until none of its Pods is left.
-async fn no_replica(installation: &Installation) {
+/// Deletes the injector's Deployment and waits until none of its Pods is left. Returns
+/// the Deployment as it was, to bring the injector back without `make deploy` (which would
+/// put the shipped ConfigMap back too).
+async fn no_replica(installation: &Installation) -> Deployment {
+    let mut kept = installation
+        .deployments
+        .get(INJECTOR_NAME)
+        .await
+        .unwrap_or_else(|e| panic!("expected the injector's Deployment, found: {}", api_error(&e)));
+    kept.metadata = ObjectMeta {
+        name: kept.metadata.name.clone(),
+        namespace: kept.metadata.namespace.clone(),
+        labels: kept.metadata.labels.clone(),
+        annotations: kept.metadata.annotations.clone(),
+        ..ObjectMeta::default()
+    };
+    kept.status = None;
     installation
         .deployments
         .delete(INJECTOR_NAME, &DeleteParams::foreground())
@@ -67,6 +84,18 @@ async fn no_replica(installation: &Installation) {
     })
     .await;
     step!("injector Deployment deleted: no replica left");
+    kept
+}
+
+/// Creates the Deployment `no_replica` kept and waits for it to roll out.
+async fn replica_back(installation: &Installation, deployment: &Deployment) {
+    installation
+        .deployments
+        .create(&PostParams::default(), deployment)
+        .await
+        .unwrap_or_else(|e| panic!("expected to create the injector's Deployment again, found: {}", api_error(&e)));
+    wait_for("the injector rolled out again", RUN_PATIENCE, async || installation.rolled_out().await.map(|_| ())).await;
+    step!("the injector's Deployment created again: replicas back");
 }
 
 /// What one loop saw.
@@ -152,8 +181,10 @@ async fn run(suite: &Suite) -> TierResult {
     let scope = Scope::new(suite.settings.mode);
     let ns = TestNs::create(client, &scope, "independence", &[]).await;
 
-    // Policy mode, as deployed: the Lease holder writes the compiled policies.
+    // Policy mode, as deployed: the Lease holder writes the compiled policies (`make deploy`
+    // puts the shipped template back: the stand-in again).
     installation.deploy_with(&images.injector, "policy").await;
+    installation.use_stand_in(suite, &images).await;
     let revision = config_revision(&installation).await;
     wait_for("the compiled policies of the stand-in template", RUN_PATIENCE, async || {
         match policy_revision(client).await {
@@ -165,7 +196,7 @@ async fn run(suite: &Suite) -> TierResult {
     step!("policy mode: {POLICY} at the template's revision {revision}");
 
     // No replica, and an edit of the template meanwhile.
-    no_replica(&installation).await;
+    let deployment = no_replica(&installation).await;
     let edited = stand_in_template(&images.shell).replace("  volumeMounts:\n", "  env:\n  - {name: EDITED, value: \"yes\"}\n  volumeMounts:\n");
     installation
         .configmaps
@@ -199,7 +230,7 @@ async fn run(suite: &Suite) -> TierResult {
     step!("the template edit made with no replica changed nothing");
 
     // A replica back: the edit is caught up.
-    installation.deploy_with(&images.injector, "policy").await;
+    replica_back(&installation, &deployment).await;
     let edited_revision = envoy_injector::template::content_revision(&edited);
     wait_for("the policies to catch up with the edit", RUN_PATIENCE, async || {
         match policy_revision(client).await {
@@ -223,6 +254,7 @@ async fn run(suite: &Suite) -> TierResult {
 
     // The contrast: webhook mode, no replica.
     installation.deploy_with(&images.injector, WEBHOOK).await;
+    installation.use_stand_in(suite, &images).await;
     wait_for("webhook mode to remove the compiled policies", RUN_PATIENCE, async || {
         match policy_revision(client).await {
             None => Ok(()),
@@ -230,7 +262,7 @@ async fn run(suite: &Suite) -> TierResult {
         }
     })
     .await;
-    no_replica(&installation).await;
+    let _ = no_replica(&installation).await;
     let contrast = pod_loop(&ns, &images, "webhook", false).await;
     shout(&format!(
         "NOTE pods tier independence: the same loop in webhook mode with no replica: {}",
