@@ -16,9 +16,17 @@ use super::node::Node;
 use super::read::{Document, ReadError, read_documents};
 use super::split::{InputError, YamlChunks};
 
-/// One piece of the input: its first line and its documents, or why it could not be
-/// read (the last item then).
-pub type Parsed = Result<(usize, Result<Vec<Document>, ReadError>), InputError>;
+/// One piece of the input: its first line, its text (which the documents' layouts point
+/// into) and its documents, or why it could not be read (the last item then).
+pub type Parsed = Result<Piece, InputError>;
+
+/// A piece of the input, parsed.
+#[derive(Debug)]
+pub struct Piece {
+    pub first_line: usize,
+    pub text: String,
+    pub documents: Result<Vec<Document>, ReadError>,
+}
 
 /// Text per batch: small enough to keep every thread busy, large enough that a batch
 /// is many documents.
@@ -31,7 +39,8 @@ enum Work {
     /// No more pieces: the thread closes its output, so that the caller sees the end,
     /// and goes on freeing until the caller is done.
     End,
-    Free(Vec<Node>),
+    /// Trees to free, and texts to hand back to the cutting thread for reuse.
+    Free(Vec<Node>, Vec<String>),
 }
 
 /// Parsing threads: one per core, up to a few.
@@ -49,8 +58,9 @@ pub struct InOrder {
     /// Batches received so far; the current one came from thread (batches - 1) % n.
     batches: usize,
     current: std::vec::IntoIter<Parsed>,
-    /// Trees of the current batch the caller is done with.
+    /// Trees and texts of the current batch the caller is done with.
     done: Vec<Node>,
+    done_texts: Vec<String>,
     ended: bool,
 }
 
@@ -86,14 +96,22 @@ impl InOrder {
         self.done.push(tree);
     }
 
+    /// The text of the last piece, done with: it goes back to be cut into again.
+    pub fn free_text(&mut self, text: String) {
+        self.done_texts.push(text);
+    }
+
     fn send_done(&mut self) {
-        if self.done.is_empty() || self.batches == 0 {
+        if (self.done.is_empty() && self.done_texts.is_empty()) || self.batches == 0 {
             return;
         }
         let thread = (self.batches - 1) % self.queues.len();
         // A thread that is gone (it cannot be while this lives) hands the trees back
         // in the error, and they are freed here.
-        let _ = self.queues[thread].send(Work::Free(std::mem::take(&mut self.done)));
+        let _ = self.queues[thread].send(Work::Free(
+            std::mem::take(&mut self.done),
+            std::mem::take(&mut self.done_texts),
+        ));
     }
 }
 
@@ -139,6 +157,7 @@ pub fn parse_ahead<'scope, R: BufRead + Send + 'scope>(
         batches: 0,
         current: Vec::new().into_iter(),
         done: Vec::new(),
+        done_texts: Vec::new(),
         ended: false,
     }
 }
@@ -186,17 +205,30 @@ fn parse_and_free(work: Receiver<Work>, out: Sender<Vec<Parsed>>, recycle: SyncS
     let mut out = Some(out);
     for item in work {
         match item {
-            Work::Free(trees) => drop(trees),
+            Work::Free(trees, texts) => {
+                drop(trees);
+                for text in texts {
+                    let _ = recycle.try_send(text);
+                }
+            }
             Work::End => out = None,
             Work::Parse(batch) => {
                 let Some(sender) = &out else { continue };
                 let parsed = batch
                     .into_iter()
                     .map(|job| {
-                        job.map(|(first_line, text)| {
+                        job.map(|(first_line, mut text)| {
                             let documents = read_documents(&text, first_line);
-                            let _ = recycle.try_send(text);
-                            (first_line, documents)
+                            // The text is kept for the output: a large one (a List) at
+                            // its size, not at the doubled capacity it grew to.
+                            if text.len() >= 1 << 20 && text.capacity() - text.len() > text.len() / 8 {
+                                text.shrink_to_fit();
+                            }
+                            Piece {
+                                documents,
+                                first_line,
+                                text,
+                            }
                         })
                     })
                     .collect();
@@ -218,7 +250,7 @@ mod tests {
             let mut parsed = parse_ahead(scope, text.as_bytes(), workers);
             let mut names = Vec::new();
             while let Some(piece) = parsed.next() {
-                for document in piece.unwrap().1.unwrap() {
+                for document in piece.unwrap().documents.unwrap() {
                     let Some(root) = document.root else { continue };
                     names.push(
                         root.get("name")
@@ -256,7 +288,7 @@ mod tests {
         let text: String = (0..5000).map(|i| format!("---\nname: d{i}\n")).collect();
         std::thread::scope(|scope| {
             let mut parsed = parse_ahead(scope, text.as_bytes(), 2);
-            let first = parsed.next().unwrap().unwrap().1.unwrap();
+            let first = parsed.next().unwrap().unwrap().documents.unwrap();
             parsed.free(first.into_iter().next().unwrap().root.unwrap());
         });
     }

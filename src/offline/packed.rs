@@ -3,6 +3,7 @@
 //! as the text. Packing and unpacking are exact (comments and lines included) and cost
 //! a copy, where writing YAML and parsing it again cost more than the first parse.
 
+use super::layout::{Entry, Layout, Shape};
 use super::node::{Meta, Node, Value};
 
 const NULL: u8 = 0;
@@ -66,6 +67,47 @@ fn pack_meta(meta: &Meta, out: &mut Vec<u8>) {
         text(right, out);
     }
     number(meta.line.map_or(0, |line| line + 1), out);
+    match meta.layout.as_deref() {
+        None => number(0, out),
+        Some(layout) => {
+            number(1 + usize::from(layout.flow) + 2 * usize::from(layout.json), out);
+            number(layout.indent as usize, out);
+            number(layout.start as usize, out);
+            // Offsets as differences from the one before: a byte or two each, where
+            // the offsets themselves take up to five.
+            difference(layout.start, layout.end, out);
+            number(layout.entries.len(), out);
+            let mut at = layout.start;
+            for entry in &layout.entries {
+                pack_entry(entry.as_ref(), &mut at, out);
+            }
+            pack_entry(layout.merge.as_ref(), &mut at, out);
+        }
+    }
+}
+
+/// `to - from` (either way round), zigzag-encoded.
+fn difference(from: u32, to: u32, out: &mut Vec<u8>) {
+    let d = i64::from(to) - i64::from(from);
+    number(((d << 1) ^ (d >> 63)) as usize, out);
+}
+
+fn pack_entry(entry: Option<&Entry>, at: &mut u32, out: &mut Vec<u8>) {
+    let Some(entry) = entry else {
+        out.push(0);
+        return;
+    };
+    out.push(match entry.shape {
+        Shape::Scalar => 1,
+        Shape::Empty => 2,
+        Shape::Alias => 3,
+        Shape::Block => 4,
+        Shape::Flow => 5,
+    });
+    difference(*at, entry.start, out);
+    difference(entry.start, entry.value, out);
+    difference(entry.value, entry.end, out);
+    *at = entry.end;
 }
 
 /// LEB128: seven bits a byte, low first.
@@ -154,7 +196,73 @@ impl Reader<'_> {
             _ => Some(self.text()?),
         };
         let line = self.number()?.checked_sub(1);
-        Ok(Meta { before, right, line })
+        let layout = match self.number()? {
+            0 => None,
+            flags => {
+                let flags = flags - 1;
+                let indent = self.offset()?;
+                let start = self.offset()?;
+                let mut layout = Layout {
+                    flow: flags & 1 != 0,
+                    json: flags & 2 != 0,
+                    indent,
+                    start,
+                    end: self.difference(start)?,
+                    ..Layout::default()
+                };
+                let count = self.number()?;
+                let mut entries = Vec::with_capacity(count.min(self.bytes.len() - self.at));
+                let mut at = start;
+                for _ in 0..count {
+                    entries.push(self.entry(&mut at)?);
+                }
+                layout.entries = entries;
+                layout.merge = self.entry(&mut at)?;
+                Some(Box::new(layout))
+            }
+        };
+        Ok(Meta {
+            before,
+            right,
+            line,
+            layout,
+        })
+    }
+
+    fn offset(&mut self) -> Result<u32, Damaged> {
+        let at = self.at;
+        u32::try_from(self.number()?).map_err(|_| Damaged { at })
+    }
+
+    /// An offset written as its difference from `from`.
+    fn difference(&mut self, from: u32) -> Result<u32, Damaged> {
+        let at = self.at;
+        let zigzag = self.number()? as u64;
+        let d = ((zigzag >> 1) as i64) ^ -((zigzag & 1) as i64);
+        u32::try_from(i64::from(from) + d).map_err(|_| Damaged { at })
+    }
+
+    fn entry(&mut self, from: &mut u32) -> Result<Option<Entry>, Damaged> {
+        let at = self.at;
+        let shape = match self.byte()? {
+            0 => return Ok(None),
+            1 => Shape::Scalar,
+            2 => Shape::Empty,
+            3 => Shape::Alias,
+            4 => Shape::Block,
+            5 => Shape::Flow,
+            _ => return Err(Damaged { at }),
+        };
+        let start = self.difference(*from)?;
+        let value = self.difference(start)?;
+        let end = self.difference(value)?;
+        *from = end;
+        Ok(Some(Entry {
+            start,
+            value,
+            end,
+            shape,
+        }))
     }
 
     fn node(&mut self) -> Result<Node, Damaged> {
