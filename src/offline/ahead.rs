@@ -39,8 +39,7 @@ enum Work {
     /// No more pieces: the thread closes its output, so that the caller sees the end,
     /// and goes on freeing until the caller is done.
     End,
-    /// Trees to free, and texts to hand back to the cutting thread for reuse.
-    Free(Vec<Node>, Vec<String>),
+    Free(Vec<Node>),
 }
 
 /// Parsing threads: one per core, up to a few.
@@ -58,9 +57,10 @@ pub struct InOrder {
     /// Batches received so far; the current one came from thread (batches - 1) % n.
     batches: usize,
     current: std::vec::IntoIter<Parsed>,
-    /// Trees and texts of the current batch the caller is done with.
+    /// Trees of the current batch the caller is done with.
     done: Vec<Node>,
-    done_texts: Vec<String>,
+    /// Texts the caller is done with go back to the cutting thread, to be cut into again.
+    recycle: SyncSender<String>,
     ended: bool,
 }
 
@@ -96,22 +96,20 @@ impl InOrder {
         self.done.push(tree);
     }
 
-    /// The text of the last piece, done with: it goes back to be cut into again.
+    /// The text of a piece, done with: it goes back to be cut into again (or, once the
+    /// input is all cut, is freed).
     pub fn free_text(&mut self, text: String) {
-        self.done_texts.push(text);
+        let _ = self.recycle.try_send(text);
     }
 
     fn send_done(&mut self) {
-        if (self.done.is_empty() && self.done_texts.is_empty()) || self.batches == 0 {
+        if self.done.is_empty() || self.batches == 0 {
             return;
         }
         let thread = (self.batches - 1) % self.queues.len();
         // A thread that is gone (it cannot be while this lives) hands the trees back
         // in the error, and they are freed here.
-        let _ = self.queues[thread].send(Work::Free(
-            std::mem::take(&mut self.done),
-            std::mem::take(&mut self.done_texts),
-        ));
+        let _ = self.queues[thread].send(Work::Free(std::mem::take(&mut self.done)));
     }
 }
 
@@ -142,12 +140,10 @@ pub fn parse_ahead<'scope, R: BufRead + Send + 'scope>(
     for _ in 0..workers {
         let (work_tx, work_rx) = channel::<Work>();
         let (out_tx, out_rx) = channel::<Vec<Parsed>>();
-        let recycle = recycle_tx.clone();
-        scope.spawn(move || parse_and_free(work_rx, out_tx, recycle));
+        scope.spawn(move || parse_and_free(work_rx, out_tx));
         queues.push(work_tx);
         outputs.push(out_rx);
     }
-    drop(recycle_tx);
     let jobs: Vec<Sender<Work>> = queues.clone();
     scope.spawn(move || cut(input, &jobs, slot_tx, recycle_rx));
     InOrder {
@@ -157,7 +153,7 @@ pub fn parse_ahead<'scope, R: BufRead + Send + 'scope>(
         batches: 0,
         current: Vec::new().into_iter(),
         done: Vec::new(),
-        done_texts: Vec::new(),
+        recycle: recycle_tx,
         ended: false,
     }
 }
@@ -201,16 +197,11 @@ fn cut<R: BufRead>(input: R, jobs: &[Sender<Work>], slots: SyncSender<()>, recyc
 
 /// One parsing thread: it ends when both the cutting thread and the caller are done
 /// with it (every sender of its queue is gone).
-fn parse_and_free(work: Receiver<Work>, out: Sender<Vec<Parsed>>, recycle: SyncSender<String>) {
+fn parse_and_free(work: Receiver<Work>, out: Sender<Vec<Parsed>>) {
     let mut out = Some(out);
     for item in work {
         match item {
-            Work::Free(trees, texts) => {
-                drop(trees);
-                for text in texts {
-                    let _ = recycle.try_send(text);
-                }
-            }
+            Work::Free(trees) => drop(trees),
             Work::End => out = None,
             Work::Parse(batch) => {
                 let Some(sender) = &out else { continue };

@@ -125,7 +125,7 @@ pub struct Entry {
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct Layout {
     pub flow: bool,
-    /// Block: the column of its keys or dashes.
+    /// Block: the column of its keys or dashes (flow: 0).
     pub indent: u32,
     /// Flow: its opening bracket. Block: its first entry's start.
     pub start: u32,
@@ -149,6 +149,51 @@ impl Layout {
             .map(|e| e.end)
             .chain(self.merge.map(|m| m.end))
             .max()
+    }
+}
+
+/// Drops the layouts an addition to this object cannot use, now that its kind is known:
+/// the way to its Pod and the Pod's own are kept (all of them for a Pod), the rest of an
+/// object goes without (all of it for a kind that holds no Pod). For the packed items of
+/// a `List`, kept as long as the List is read.
+pub fn keep_for_pod(object: &mut Node) {
+    let kind = object.get("kind").and_then(Node::as_str);
+    let Some(path) = kind.and_then(super::pod_path) else {
+        strip(object);
+        return;
+    };
+    let mut node = object;
+    for token in path.split('/').filter(|t| !t.is_empty()) {
+        let Value::Map(entries) = &mut node.value else {
+            return;
+        };
+        let mut next = None;
+        for (key, value) in entries.iter_mut() {
+            match key == token {
+                true => next = Some(value),
+                false => strip(value),
+            }
+        }
+        match next {
+            Some(next) => node = next,
+            None => return,
+        }
+    }
+}
+
+/// Drops a node's layout and its descendants' (only a node with a layout can have
+/// descendants with one: roles pass through recorded collections).
+fn strip(node: &mut Node) {
+    let Some(meta) = node.meta.as_mut() else {
+        return;
+    };
+    if meta.layout.take().is_none() {
+        return;
+    }
+    match &mut node.value {
+        Value::Seq(items) => items.iter_mut().for_each(strip),
+        Value::Map(entries) => entries.iter_mut().for_each(|(_, v)| strip(v)),
+        _ => {}
     }
 }
 
@@ -220,6 +265,8 @@ pub fn first_line_start(text: &str) -> usize {
         0
     }
 }
+
+use super::node::{Node, Value};
 
 #[cfg(test)]
 mod tests {

@@ -31,7 +31,7 @@ pub struct Meta {
     /// 1-based line where the node starts, kept for documents and list items only.
     pub line: Option<usize>,
     /// Where the collection is in the text, for the few that additions can go into.
-    pub layout: Option<Box<Layout>>,
+    pub layout: Option<Layout>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -57,7 +57,7 @@ impl Node {
 
     /// Where this collection is in the text, if recorded.
     pub fn layout(&self) -> Option<&Layout> {
-        self.meta.as_ref().and_then(|m| m.layout.as_deref())
+        self.meta.as_ref().and_then(|m| m.layout.as_ref())
     }
 
     /// The value of `key` when this is a map.

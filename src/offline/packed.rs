@@ -15,11 +15,20 @@ const FLOAT: u8 = 5;
 const STR: u8 = 6;
 const SEQ: u8 = 7;
 const MAP: u8 = 8;
-/// Set on the tag of a node that has `Meta`, which follows the tag.
+/// Set on the tag of a node with comments or a line (`Meta` but its layout), which
+/// follow the tag.
 const WITH_META: u8 = 0x80;
+/// Set on the tag of a node with a layout, which follows (after the comments).
+const WITH_LAYOUT: u8 = 0x40;
 
 /// Appends `node` to `out`.
 pub fn pack(node: &Node, out: &mut Vec<u8>) {
+    pack_node(node, out, &mut 0);
+}
+
+/// Appends `node`; `at` is the offset its layout's start is written as a difference
+/// from (the start of the layout before).
+fn pack_node(node: &Node, out: &mut Vec<u8>, at: &mut u32) {
     let tag = match &node.value {
         Value::Null => NULL,
         Value::Bool(false) => FALSE,
@@ -31,12 +40,15 @@ pub fn pack(node: &Node, out: &mut Vec<u8>) {
         Value::Seq(_) => SEQ,
         Value::Map(_) => MAP,
     };
-    match node.meta.as_deref() {
-        Some(meta) => {
-            out.push(tag | WITH_META);
-            pack_meta(meta, out);
-        }
-        None => out.push(tag),
+    let meta = node.meta.as_deref();
+    let comments = meta.filter(|m| !m.before.is_empty() || m.right.is_some() || m.line.is_some());
+    let layout = meta.and_then(|m| m.layout.as_ref());
+    out.push(tag | if comments.is_some() { WITH_META } else { 0 } | if layout.is_some() { WITH_LAYOUT } else { 0 });
+    if let Some(meta) = comments {
+        pack_meta(meta, out);
+    }
+    if let Some(layout) = layout {
+        pack_layout(layout, out, at);
     }
     match &node.value {
         Value::Null | Value::Bool(_) => {}
@@ -46,13 +58,13 @@ pub fn pack(node: &Node, out: &mut Vec<u8>) {
         Value::Str(s) => text(s, out),
         Value::Seq(items) => {
             number(items.len(), out);
-            items.iter().for_each(|item| pack(item, out));
+            items.iter().for_each(|item| pack_node(item, out, at));
         }
         Value::Map(entries) => {
             number(entries.len(), out);
             for (key, value) in entries {
                 text(key, out);
-                pack(value, out);
+                pack_node(value, out, at);
             }
         }
     }
@@ -67,44 +79,55 @@ fn pack_meta(meta: &Meta, out: &mut Vec<u8>) {
         text(right, out);
     }
     number(meta.line.map_or(0, |line| line + 1), out);
-    match meta.layout.as_deref() {
-        None => number(0, out),
-        Some(layout) => {
-            number(1 + usize::from(layout.flow) + 2 * usize::from(layout.json), out);
-            number(layout.indent as usize, out);
-            number(layout.start as usize, out);
-            // Offsets as differences from the one before: a byte or two each, where
-            // the offsets themselves take up to five.
-            difference(layout.start, layout.end, out);
-            number(layout.entries.len(), out);
-            let mut at = layout.start;
-            for entry in &layout.entries {
-                pack_entry(entry.as_ref(), &mut at, out);
-            }
-            pack_entry(layout.merge.as_ref(), &mut at, out);
-        }
+}
+
+/// A layout. Offsets are written as differences from the one before (a byte or two
+/// each, where offsets take up to five): the start from the previous layout's start,
+/// which encloses or precedes it; the entries one after another.
+fn pack_layout(layout: &Layout, out: &mut Vec<u8>, at: &mut u32) {
+    out.push(u8::from(layout.flow) | u8::from(layout.json) << 1 | u8::from(layout.merge.is_some()) << 2);
+    if !layout.flow {
+        number(layout.indent as usize, out);
     }
+    difference(*at, layout.start, out);
+    number(layout.entries.len(), out);
+    let mut entry_at = layout.start;
+    for entry in &layout.entries {
+        pack_entry(entry.as_ref(), &mut entry_at, out);
+    }
+    if let Some(merge) = &layout.merge {
+        pack_entry(Some(merge), &mut entry_at, out);
+    }
+    // The end: most often the last entry's.
+    difference(entry_at, layout.end, out);
+    *at = layout.start;
 }
 
 /// `to - from` (either way round), zigzag-encoded.
-fn difference(from: u32, to: u32, out: &mut Vec<u8>) {
+fn zigzag(from: u32, to: u32) -> usize {
     let d = i64::from(to) - i64::from(from);
-    number(((d << 1) ^ (d >> 63)) as usize, out);
+    ((d << 1) ^ (d >> 63)) as usize
 }
 
+fn difference(from: u32, to: u32, out: &mut Vec<u8>) {
+    number(zigzag(from, to), out);
+}
+
+/// An entry: 0 for none; else its start's difference from the last entry's end with
+/// its shape in the low three bits, then its value's and end's differences.
 fn pack_entry(entry: Option<&Entry>, at: &mut u32, out: &mut Vec<u8>) {
     let Some(entry) = entry else {
         out.push(0);
         return;
     };
-    out.push(match entry.shape {
+    let shape = match entry.shape {
         Shape::Scalar => 1,
         Shape::Empty => 2,
         Shape::Alias => 3,
         Shape::Block => 4,
         Shape::Flow => 5,
-    });
-    difference(*at, entry.start, out);
+    };
+    number(zigzag(*at, entry.start) << 3 | shape, out);
     difference(entry.start, entry.value, out);
     difference(entry.value, entry.end, out);
     *at = entry.end;
@@ -134,7 +157,7 @@ pub struct Damaged {
 /// Reads back one node that `pack` wrote at the start of `bytes`.
 pub fn unpack(bytes: &[u8]) -> Result<Node, Damaged> {
     let mut reader = Reader { bytes, at: 0 };
-    let node = reader.node()?;
+    let node = reader.node(&mut 0)?;
     if reader.at != bytes.len() {
         return Err(reader.damaged());
     }
@@ -196,36 +219,38 @@ impl Reader<'_> {
             _ => Some(self.text()?),
         };
         let line = self.number()?.checked_sub(1);
-        let layout = match self.number()? {
-            0 => None,
-            flags => {
-                let flags = flags - 1;
-                let indent = self.offset()?;
-                let start = self.offset()?;
-                let mut layout = Layout {
-                    flow: flags & 1 != 0,
-                    json: flags & 2 != 0,
-                    indent,
-                    start,
-                    end: self.difference(start)?,
-                    ..Layout::default()
-                };
-                let count = self.number()?;
-                let mut entries = Vec::with_capacity(count.min(self.bytes.len() - self.at));
-                let mut at = start;
-                for _ in 0..count {
-                    entries.push(self.entry(&mut at)?);
-                }
-                layout.entries = entries;
-                layout.merge = self.entry(&mut at)?;
-                Some(Box::new(layout))
-            }
-        };
         Ok(Meta {
             before,
             right,
             line,
-            layout,
+            layout: None,
+        })
+    }
+
+    fn layout(&mut self, at: &mut u32) -> Result<Layout, Damaged> {
+        let flags = self.byte()?;
+        let flow = flags & 1 != 0;
+        let indent = if flow { 0 } else { self.offset()? };
+        let start = self.difference(*at)?;
+        let count = self.number()?;
+        let mut entries = Vec::with_capacity(count.min(self.bytes.len() - self.at));
+        let mut entry_at = start;
+        for _ in 0..count {
+            entries.push(self.entry(&mut entry_at)?);
+        }
+        let merge = match flags & 4 {
+            0 => None,
+            _ => self.entry(&mut entry_at)?,
+        };
+        *at = start;
+        Ok(Layout {
+            flow,
+            json: flags & 2 != 0,
+            indent,
+            start,
+            end: self.difference(entry_at)?,
+            entries,
+            merge,
         })
     }
 
@@ -237,15 +262,21 @@ impl Reader<'_> {
     /// An offset written as its difference from `from`.
     fn difference(&mut self, from: u32) -> Result<u32, Damaged> {
         let at = self.at;
-        let zigzag = self.number()? as u64;
+        let zigzag = self.number()?;
+        Self::offset_from(from, zigzag, at)
+    }
+
+    fn offset_from(from: u32, zigzag: usize, at: usize) -> Result<u32, Damaged> {
+        let zigzag = zigzag as u64;
         let d = ((zigzag >> 1) as i64) ^ -((zigzag & 1) as i64);
         u32::try_from(i64::from(from) + d).map_err(|_| Damaged { at })
     }
 
     fn entry(&mut self, from: &mut u32) -> Result<Option<Entry>, Damaged> {
         let at = self.at;
-        let shape = match self.byte()? {
-            0 => return Ok(None),
+        let first = self.number()?;
+        let shape = match first & 7 {
+            _ if first == 0 => return Ok(None),
             1 => Shape::Scalar,
             2 => Shape::Empty,
             3 => Shape::Alias,
@@ -253,7 +284,7 @@ impl Reader<'_> {
             5 => Shape::Flow,
             _ => return Err(Damaged { at }),
         };
-        let start = self.difference(*from)?;
+        let start = Self::offset_from(*from, first >> 3, at)?;
         let value = self.difference(start)?;
         let end = self.difference(value)?;
         *from = end;
@@ -265,13 +296,17 @@ impl Reader<'_> {
         }))
     }
 
-    fn node(&mut self) -> Result<Node, Damaged> {
+    fn node(&mut self, at: &mut u32) -> Result<Node, Damaged> {
         let tag = self.byte()?;
-        let meta = match tag & WITH_META {
+        let mut meta = match tag & WITH_META {
             0 => None,
             _ => Some(Box::new(self.meta()?)),
         };
-        let value = match tag & !WITH_META {
+        if tag & WITH_LAYOUT != 0 {
+            let layout = self.layout(at)?;
+            meta.get_or_insert_with(Default::default).layout = Some(layout);
+        }
+        let value = match tag & !(WITH_META | WITH_LAYOUT) {
             NULL => Value::Null,
             FALSE => Value::Bool(false),
             TRUE => Value::Bool(true),
@@ -284,7 +319,7 @@ impl Reader<'_> {
                 // Each item takes at least one byte: a damaged count cannot reserve much.
                 let mut items = Vec::with_capacity(count.min(self.bytes.len() - self.at));
                 for _ in 0..count {
-                    items.push(self.node()?);
+                    items.push(self.node(at)?);
                 }
                 Value::Seq(items)
             }
@@ -293,7 +328,7 @@ impl Reader<'_> {
                 let mut entries = Vec::with_capacity(count.min(self.bytes.len() - self.at));
                 for _ in 0..count {
                     let key = self.text()?;
-                    entries.push((key, self.node()?));
+                    entries.push((key, self.node(at)?));
                 }
                 Value::Map(entries)
             }
@@ -332,6 +367,17 @@ mod tests {
         bytes.clear();
         pack(&without_nan, &mut bytes);
         assert_eq!(unpack(&bytes).unwrap(), without_nan);
+    }
+
+    #[test]
+    fn layouts_come_back_exactly() {
+        let text = "kind: Pod\nbase: &base {a: b}\nmetadata:\n  labels: {<<: *base, c: d}\nspec:\n  containers:\n  - name: x\n    volumeMounts: [{name: v}]\n  volumes:\n  - &v {name: v}\n  initContainers: [*v]\n";
+        let root = read_documents(text, 1).unwrap()[0].root.clone().unwrap();
+        let labels = root.pointer("/metadata/labels").unwrap().layout().unwrap();
+        assert!(labels.flow && labels.merge.is_some(), "{labels:?}");
+        let mut bytes = Vec::new();
+        pack(&root, &mut bytes);
+        assert_eq!(unpack(&bytes).unwrap(), root);
     }
 
     #[test]

@@ -147,7 +147,7 @@ enum Frame {
 #[derive(Default)]
 struct Rec {
     role: u16,
-    layout: Option<Box<Layout>>,
+    layout: Option<Layout>,
     placed: Placed,
     /// Where the collection's text starts (a block one's: its first entry's content).
     start: usize,
@@ -390,12 +390,14 @@ impl<'t> Builder<'t> {
         }
         let layout = (role != 0).then(|| {
             let start = byte(&span.start);
-            Box::new(Layout {
+            Layout {
                 flow,
-                indent: offset(span.start.col()),
+                indent: if flow { 0 } else { offset(span.start.col()) },
                 start: offset(start),
+                // Most recorded collections have a few entries: grown once, if at all.
+                entries: Vec::with_capacity(4),
                 ..Layout::default()
-            })
+            }
         });
         Rec {
             role,
@@ -657,6 +659,7 @@ impl<'t> Builder<'t> {
             }
             // Packed into one buffer, kept at its exact size: a list item's bytes grown
             // by doubling would hold a third more, and there can be a million items.
+            layout::keep_for_pod(&mut node);
             self.pack_buffer.clear();
             packed::pack(&node, &mut self.pack_buffer);
             self.document
@@ -709,11 +712,17 @@ impl<'t> Builder<'t> {
                 let layout = rec.layout.as_mut();
                 match key.name {
                     KeyName::Name(name) => {
+                        // A block map's entry is kept where an addition may go into it or
+                        // take it out: the way to a Pod's collections, an annotation or
+                        // label. A flow map's are all kept: they are its separators.
+                        let keep = layout.as_ref().is_some_and(|layout| {
+                            layout.flow || rec.role & role::METADATA_MAP != 0 || role::child(rec.role, Some(&name)) != 0
+                        });
                         let overrides_merge = merged.as_mut().is_some_and(|m| m.remove(&name));
                         let (at, duplicate) = set(entries, index, name, node);
                         *last = Some(at);
                         if let Some(layout) = layout {
-                            record_at(layout, at, Some(entry));
+                            record_at(layout, at, keep.then_some(entry));
                         }
                         if duplicate && !overrides_merge {
                             let name = &entries[at].0;

@@ -110,6 +110,7 @@ fn stream<R: BufRead + Send, W: Write>(
         json_count: 0,
         done: Vec::new(),
         splicing: false,
+        renders: splice::Renders::default(),
     };
     if starts_like_json(&mut input)? {
         for (index, value) in json_values(input).enumerate() {
@@ -173,6 +174,8 @@ struct Stream<'a, W> {
     done: Vec<Node>,
     /// YAML in and out: each document written as its own text, edited.
     splicing: bool,
+    /// The additions' text, written once for many documents.
+    renders: splice::Renders,
 }
 
 fn is_list(node: &Node) -> bool {

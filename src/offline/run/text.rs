@@ -49,9 +49,9 @@ fn reads_back(text: &str, edits: &[Edit], expected: &Node, item: bool) -> Result
 }
 
 impl<W: Write> Stream<'_, W> {
-    fn edits(&self, text: &str, root: &Node, outcome: &Outcome) -> Result<Edits, NotInText> {
+    fn edits(&mut self, text: &str, root: &Node, outcome: &Outcome) -> Result<Edits, NotInText> {
         match self.action {
-            Action::Inject(_) => splice::additions(text, root, &outcome.json_patch),
+            Action::Inject(_) => splice::additions(text, root, &outcome.json_patch, &mut self.renders),
             Action::Uninject => splice::removals(text, root, &outcome.json_patch),
         }
     }

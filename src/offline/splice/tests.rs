@@ -1,5 +1,8 @@
 use serde_json::json;
 
+use json_patch::Patch;
+use serde_json::Value as Json;
+
 use super::*;
 use crate::offline::read::read_documents;
 
@@ -15,7 +18,7 @@ fn patch(ops: Json) -> Patch {
 
 /// `text` with the edits `splice` makes of `ops`; it must read back as the input with
 /// the patch applied.
-fn edited(text: &str, ops: Json, splice: fn(&str, &Node, &Patch) -> Result<Edits, NotInText>) -> String {
+fn edited(text: &str, ops: Json, splice: impl Fn(&str, &Node, &Patch) -> Result<Edits, NotInText>) -> String {
     let patch = patch(ops);
     let edits = splice(text, &root(text), &patch).unwrap_or_else(|e| panic!("{e}\n{text}"));
     let out = apply(text, &edits.edits);
@@ -27,7 +30,9 @@ fn edited(text: &str, ops: Json, splice: fn(&str, &Node, &Patch) -> Result<Edits
 
 /// The text `inject` writes for `ops`.
 fn added(text: &str, ops: Json) -> String {
-    edited(text, ops, additions)
+    edited(text, ops, |text, root, patch| {
+        additions(text, root, patch, &mut Renders::default())
+    })
 }
 
 /// The text `uninject` writes for `ops` (removals).
@@ -188,7 +193,11 @@ fn an_alias_gets_a_merge_key_and_uninject_gives_the_alias_back() {
         out,
         "kind: Deployment\nspec:\n  selector:\n    matchLabels: &labels {app: db}\n  template:\n    metadata:\n      labels: {<<: *labels, rev: '1'} # shared\n"
     );
-    assert!(!additions(text, &root(text), &patch(add)).unwrap().unsure);
+    assert!(
+        !additions(text, &root(text), &patch(add), &mut Renders::default())
+            .unwrap()
+            .unsure
+    );
     assert_eq!(
         removed(
             &out,
