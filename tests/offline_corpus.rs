@@ -500,9 +500,9 @@ fn a_port_clash_is_solved_by_a_template_on_another_port() {
     assert_eq!(ports, [&Value::from(80), &Value::from(15001)]);
 }
 
-/// `inject | uninject` gives back every valid corpus file, byte for byte as the writer
-/// writes an untouched manifest (which is what `uninject` makes of a file never injected),
-/// with the default template and one that adds every kind of thing.
+/// `inject | uninject` gives back every valid corpus file: in YAML the file itself, byte
+/// for byte; in JSON what `uninject` makes of the file never injected; with the default
+/// template and one that adds every kind of thing.
 #[test]
 fn inject_then_uninject_gives_back_the_corpus() {
     let dir = tempfile::tempdir().unwrap();
@@ -542,9 +542,13 @@ fn inject_then_uninject_gives_back_the_corpus() {
                 }
                 std::fs::write(&injected, output).unwrap();
                 let back = binary(&["uninject", "-o", format], &injected);
+                let expected = match format {
+                    "yaml" => std::fs::read(corpus(name)).unwrap(),
+                    _ => untouched.clone(),
+                };
                 assert_eq!(
                     String::from_utf8(back).unwrap(),
-                    String::from_utf8(untouched.clone()).unwrap(),
+                    String::from_utf8(expected).unwrap(),
                     "{name} -o {format} {template:?}"
                 );
             }
