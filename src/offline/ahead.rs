@@ -13,7 +13,7 @@ use std::sync::mpsc::{Receiver, Sender, SyncSender, channel, sync_channel};
 use std::thread::Scope;
 
 use super::node::Node;
-use super::read::{Document, ReadError, read_documents};
+use super::read::{Document, ReadError};
 use super::split::{InputError, YamlChunks};
 
 /// One piece of the input: its first line, its text (which the documents' layouts point
@@ -27,6 +27,9 @@ pub struct Piece {
     pub text: String,
     pub documents: Result<Vec<Document>, ReadError>,
 }
+
+/// How a piece's text is read: `read::read_documents`, or with layouts.
+pub type Read = fn(&str, usize) -> Result<Vec<Document>, ReadError>;
 
 /// Text per batch: small enough to keep every thread busy, large enough that a batch
 /// is many documents.
@@ -125,6 +128,7 @@ pub fn parse_ahead<'scope, R: BufRead + Send + 'scope>(
     scope: &'scope Scope<'scope, '_>,
     input: R,
     workers: usize,
+    read: Read,
 ) -> InOrder {
     let workers = workers.max(1);
     // The work queues are unbounded so that handing trees back never waits (the
@@ -140,7 +144,7 @@ pub fn parse_ahead<'scope, R: BufRead + Send + 'scope>(
     for _ in 0..workers {
         let (work_tx, work_rx) = channel::<Work>();
         let (out_tx, out_rx) = channel::<Vec<Parsed>>();
-        scope.spawn(move || parse_and_free(work_rx, out_tx));
+        scope.spawn(move || parse_and_free(work_rx, out_tx, read));
         queues.push(work_tx);
         outputs.push(out_rx);
     }
@@ -197,7 +201,7 @@ fn cut<R: BufRead>(input: R, jobs: &[Sender<Work>], slots: SyncSender<()>, recyc
 
 /// One parsing thread: it ends when both the cutting thread and the caller are done
 /// with it (every sender of its queue is gone).
-fn parse_and_free(work: Receiver<Work>, out: Sender<Vec<Parsed>>) {
+fn parse_and_free(work: Receiver<Work>, out: Sender<Vec<Parsed>>, read: Read) {
     let mut out = Some(out);
     for item in work {
         match item {
@@ -209,7 +213,7 @@ fn parse_and_free(work: Receiver<Work>, out: Sender<Vec<Parsed>>) {
                     .into_iter()
                     .map(|job| {
                         job.map(|(first_line, mut text)| {
-                            let documents = read_documents(&text, first_line);
+                            let documents = read(&text, first_line);
                             // The text is kept for the output: a large one (a List) at
                             // its size, not at the doubled capacity it grew to.
                             if text.len() >= 1 << 20 && text.capacity() - text.len() > text.len() / 8 {
@@ -235,10 +239,11 @@ fn parse_and_free(work: Receiver<Work>, out: Sender<Vec<Parsed>>) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::offline::read::read_documents;
 
     fn names(text: &str, workers: usize) -> Vec<String> {
         std::thread::scope(|scope| {
-            let mut parsed = parse_ahead(scope, text.as_bytes(), workers);
+            let mut parsed = parse_ahead(scope, text.as_bytes(), workers, read_documents);
             let mut names = Vec::new();
             while let Some(piece) = parsed.next() {
                 for document in piece.unwrap().documents.unwrap() {
@@ -268,7 +273,7 @@ mod tests {
     #[test]
     fn an_input_error_comes_last_in_its_place() {
         let bytes: &[u8] = b"name: a\n---\nname: b\n---\nname: \xff\n---\nname: c\n";
-        let got: Vec<Parsed> = std::thread::scope(|scope| parse_ahead(scope, bytes, 2).collect());
+        let got: Vec<Parsed> = std::thread::scope(|scope| parse_ahead(scope, bytes, 2, read_documents).collect());
         assert_eq!(got.len(), 3);
         assert!(got[0].is_ok() && got[1].is_ok());
         assert_eq!(got[2].as_ref().unwrap_err().line, 5);
@@ -278,7 +283,7 @@ mod tests {
     fn a_caller_that_stops_early_stops_every_thread() {
         let text: String = (0..5000).map(|i| format!("---\nname: d{i}\n")).collect();
         std::thread::scope(|scope| {
-            let mut parsed = parse_ahead(scope, text.as_bytes(), 2);
+            let mut parsed = parse_ahead(scope, text.as_bytes(), 2, read_documents);
             let first = parsed.next().unwrap().unwrap().documents.unwrap();
             parsed.free(first.into_iter().next().unwrap().root.unwrap());
         });
@@ -308,7 +313,7 @@ mod tests {
             }
         }
         std::thread::scope(|scope| {
-            let mut parsed = parse_ahead(scope, Counting(&mut input, &counted), 2);
+            let mut parsed = parse_ahead(scope, Counting(&mut input, &counted), 2, read_documents);
             assert!(parsed.next().is_some());
             std::thread::sleep(std::time::Duration::from_millis(200));
             // One batch received, four slots taken, the cutting thread into the next:

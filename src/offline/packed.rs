@@ -372,7 +372,10 @@ mod tests {
     #[test]
     fn layouts_come_back_exactly() {
         let text = "kind: Pod\nbase: &base {a: b}\nmetadata:\n  labels: {<<: *base, c: d}\nspec:\n  containers:\n  - name: x\n    volumeMounts: [{name: v}]\n  volumes:\n  - &v {name: v}\n  initContainers: [*v]\n";
-        let root = read_documents(text, 1).unwrap()[0].root.clone().unwrap();
+        let root = super::super::read::read_documents_with_layouts(text, 1).unwrap()[0]
+            .root
+            .clone()
+            .unwrap();
         let labels = root.pointer("/metadata/labels").unwrap().layout().unwrap();
         assert!(labels.flow && labels.merge.is_some(), "{labels:?}");
         let mut bytes = Vec::new();

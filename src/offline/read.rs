@@ -102,11 +102,17 @@ const PACK_FROM: usize = 1 << 20;
 /// Parses `text` (one or more YAML documents); `first_line` is the line of `text`'s
 /// first line in the whole input, so that messages point into the user's file.
 pub fn read_documents(text: &str, first_line: usize) -> Result<Vec<Document>, ReadError> {
-    parse(text, first_line, text.len() >= PACK_FROM)
+    parse(text, first_line, text.len() >= PACK_FROM, false)
 }
 
-fn parse(text: &str, first_line: usize, pack: bool) -> Result<Vec<Document>, ReadError> {
-    let mut builder = Builder::new(text, first_line.saturating_sub(1), pack);
+/// As [`read_documents`], recording too where the collections an addition can go into
+/// are in `text` ([`Node::layout`]): for output that is this text, edited.
+pub fn read_documents_with_layouts(text: &str, first_line: usize) -> Result<Vec<Document>, ReadError> {
+    parse(text, first_line, text.len() >= PACK_FROM, true)
+}
+
+fn parse(text: &str, first_line: usize, pack: bool, layouts: bool) -> Result<Vec<Document>, ReadError> {
+    let mut builder = Builder::new(text, first_line.saturating_sub(1), pack, layouts);
     for event in Parser::new_from_str(text) {
         let (event, span) = event.map_err(|e| ReadError {
             line: Some(e.marker().line() + builder.line_offset),
@@ -245,10 +251,10 @@ fn byte(marker: &granit_parser::Marker) -> usize {
 }
 
 impl<'t> Builder<'t> {
-    fn new(text: &'t str, line_offset: usize, pack: bool) -> Builder<'t> {
+    fn new(text: &'t str, line_offset: usize, pack: bool, layouts: bool) -> Builder<'t> {
         Builder {
             text,
-            record: u32::try_from(text.len()).is_ok(),
+            record: layouts && u32::try_from(text.len()).is_ok(),
             last_end: 0,
             line_offset,
             frames: Vec::new(),
@@ -999,7 +1005,7 @@ mod tests {
     #[test]
     fn a_large_lists_items_are_packed_and_unpack_to_the_same_values() {
         let text = "kind: List\nitems:\n# first\n- {kind: Pod, metadata: {name: a}, x: yes}\n- [1, 2]\nmetadata: {}\n";
-        let mut docs = parse(text, 1, true).unwrap();
+        let mut docs = parse(text, 1, true, false).unwrap();
         let doc = &mut docs[0];
         assert_eq!(doc.packed_items.len(), 2);
         assert_eq!(doc.packed_items[0].unpack().line(), Some(4));
@@ -1010,7 +1016,7 @@ mod tests {
             json!({"kind": "List", "items": [{"kind": "Pod", "metadata": {"name": "a"}, "x": true}, [1, 2]], "metadata": {}})
         );
         // Only the root map's `items`.
-        let nested = parse("spec:\n  items: [a]\n", 1, true).unwrap();
+        let nested = parse("spec:\n  items: [a]\n", 1, true, false).unwrap();
         assert!(nested[0].packed_items.is_empty());
         // A small text is not packed at all.
         assert!(read_documents(text, 1).unwrap()[0].packed_items.is_empty());
@@ -1019,7 +1025,7 @@ mod tests {
     #[test]
     fn an_item_with_its_own_items_unpacks_whole() {
         let text = "kind: List\nitems:\n- kind: ConfigMapList\n  items: [a, b]\n";
-        let mut docs = parse(text, 1, true).unwrap();
+        let mut docs = parse(text, 1, true, false).unwrap();
         docs[0].unpack();
         assert_eq!(
             docs[0].root.as_ref().unwrap().to_json()["items"],

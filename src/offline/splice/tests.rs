@@ -4,7 +4,7 @@ use json_patch::Patch;
 use serde_json::Value as Json;
 
 use super::*;
-use crate::offline::read::read_documents;
+use crate::offline::read::read_documents_with_layouts as read_documents;
 
 fn root(text: &str) -> Node {
     let mut documents = read_documents(text, 1).unwrap();
