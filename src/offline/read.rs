@@ -153,7 +153,8 @@ enum Frame {
 #[derive(Default)]
 struct Rec {
     role: u16,
-    layout: Option<Layout>,
+    /// Boxed while read: most frames have none, and frames are moved often.
+    layout: Option<Box<Layout>>,
     placed: Placed,
     /// Where the collection's text starts (a block one's: its first entry's content).
     start: usize,
@@ -396,14 +397,14 @@ impl<'t> Builder<'t> {
         }
         let layout = (role != 0).then(|| {
             let start = byte(&span.start);
-            Layout {
+            Box::new(Layout {
                 flow,
                 indent: if flow { 0 } else { offset(span.start.col()) },
                 start: offset(start),
                 // Most recorded collections have a few entries: grown once, if at all.
                 entries: Vec::with_capacity(4),
                 ..Layout::default()
-            }
+            })
         });
         Rec {
             role,
@@ -590,7 +591,7 @@ impl<'t> Builder<'t> {
                 }
                 if let Some(mut layout) = layout {
                     layout.end = offset(self.last_end);
-                    node.meta_mut().layout = Some(layout);
+                    node.meta_mut().layout = Some(*layout);
                 }
                 let shape = if flow { Shape::Flow } else { Shape::Block };
                 self.complete(
