@@ -10,9 +10,9 @@ use std::io::{BufRead, Write};
 
 use serde_json::Value as Json;
 
-use super::ahead::{InOrder, Piece, parse_ahead, workers};
+use super::ahead::{InOrder, Piece, Reading, parse_ahead, workers};
 use super::node::{Node, Value};
-use super::read::{Document, Packed, read_documents, read_documents_with_layouts};
+use super::read::{Document, Packed};
 use super::splice;
 use super::split::{InputError, json_values, starts_like_json};
 use super::view::{engine_view, identity};
@@ -148,15 +148,15 @@ fn stream<R: BufRead + Send, W: Write>(
         }
     } else {
         stream.splicing = format == Format::Yaml;
-        // Only output that is the input's text needs to know where things are in it.
-        let read = match stream.splicing {
-            true => read_documents_with_layouts,
-            false => read_documents,
+        // Only output that is the input's text needs it, and where things are in it.
+        let reading = match stream.splicing {
+            true => Reading::Text,
+            false => Reading::Values,
         };
         // Cutting on one thread, parsing ahead on others, injecting and writing here in
         // input order; bounded channels keep a few parsed documents in flight.
         std::thread::scope(|scope| -> Result<(), StreamError> {
-            stream.pieces(parse_ahead(scope, input, workers(), read))
+            stream.pieces(parse_ahead(scope, input, workers(), reading))
         })?;
     }
     stream.finish()
