@@ -426,7 +426,6 @@ mod generated {
                 1 => metadata.push(("labels", map(vec![("app", s("web")), ("tier", s("\"1.0\""))], false))),
                 2 => metadata.push(("labels", map(vec![("app", s("web"))], true))),
                 _ if alias_labels => metadata.push(("labels", Y::Noted(Box::new(Y::Alias("labels")), "shared"))),
-                _ if flow_metadata => metadata.push(("labels", map(vec![("app", s("web"))], true))),
                 _ => metadata.push(("labels", map(Vec::new(), true))),
             }
             match self.annotations % 4 {

@@ -99,11 +99,28 @@ pub fn removals(text: &str, root: &Node, patch: &Patch) -> Result<Edits, NotInTe
     Ok(edits)
 }
 
+/// The keys an injection creates, in the order it creates them (`inject::jsonpatch`).
+const CREATED_IN_ORDER: &[&str] = &[
+    "initContainers",
+    "containers",
+    "volumes",
+    "imagePullSecrets",
+    "annotations",
+    "labels",
+];
+
+/// Whether an injection creating both would create `first` before `then`.
+fn created_before(first: &str, then: &str) -> bool {
+    let rank = |key| CREATED_IN_ORDER.iter().position(|k| *k == key);
+    matches!((rank(first), rank(then)), (Some(a), Some(b)) if a < b)
+}
+
 /// Takes map entry `index` of `from` out whole, as `uninject`'s patch says (`whole`: all
 /// it takes out of maps), but for a collection the input had, which stays, emptied. An
 /// injection writes a collection it creates in the style of a block map (block), and
-/// after every entry of a flow map; so a flow collection in a block map was the input's,
-/// as is an entry of a flow map that an entry staying follows, and a block map holding
+/// after every entry of a flow map, in the order it creates them; so a flow collection in
+/// a block map was the input's, as is an entry of a flow map that an entry staying
+/// follows (or one the injection would have created before it), and a block map holding
 /// either. True if the entry stays.
 fn take_whole<'n>(
     taken: &mut Vec<(Written<'n>, Vec<usize>)>,
@@ -117,9 +134,18 @@ fn take_whole<'n>(
     if let Some(layout) = value.layout() {
         let inner = Written { node: value, layout };
         let written: Vec<usize> = (0..len(value)).filter(|&i| inner.entry(i).is_some()).collect();
+        let key = |i: usize| match &from.node.value {
+            Value::Map(entries) => entries[i].0.as_str(),
+            _ => "",
+        };
         let followed = from.layout.flow
             && in_text_order(from.layout).iter().any(|(i, e)| {
-                e.start > entry.start && !i.is_some_and(|i| whole.iter().any(|(m, w)| m.same(&from) && *w == i))
+                let taken = |i: usize| whole.iter().any(|(m, w)| m.same(&from) && *w == i);
+                e.start > entry.start
+                    && match i {
+                        Some(i) => !taken(*i) || created_before(key(*i), key(index)),
+                        None => true,
+                    }
             });
         let was_there = match entry.shape {
             Shape::Flow => !from.layout.flow || followed,

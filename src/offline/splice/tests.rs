@@ -268,4 +268,17 @@ fn removals_take_an_entry_s_own_text_and_nothing_else() {
     let whole = patch(json!([{"op": "remove", "path": "/spec/volumes"}]));
     let edits = removals(text, &root(text), &whole).unwrap();
     assert_eq!(apply(text, &edits.edits), "spec:\n  volumes: [  ]\n");
+    // In a flow map, an entry that one staying follows was there before the injection,
+    // which appends what it creates, annotations before labels.
+    let text = "metadata: {name: p, labels: {rev: x}, annotations: {s: y}}\nspec: {}\n";
+    let both = patch(json!([
+        {"op": "remove", "path": "/metadata/annotations"},
+        {"op": "remove", "path": "/metadata/labels"},
+    ]));
+    let edits = removals(text, &root(text), &both).unwrap();
+    assert_eq!(apply(text, &edits.edits), "metadata: {name: p, labels: {}}\nspec: {}\n");
+    let text = "{\"metadata\": {\"annotations\": {\"s\": \"y\"}}, \"spec\": {}}\n";
+    let metadata = patch(json!([{"op": "remove", "path": "/metadata"}]));
+    let edits = removals(text, &root(text), &metadata).unwrap();
+    assert_eq!(apply(text, &edits.edits), "{\"metadata\": {}, \"spec\": {}}\n");
 }
