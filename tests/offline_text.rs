@@ -783,3 +783,32 @@ fn uninject_of_a_file_injected_elsewhere_removes_only_what_the_status_records() 
     );
     assert!(back.messages.is_empty(), "{:?}", back.messages);
 }
+
+/// An addition inside an anchored node that an alias repeats elsewhere would show there
+/// too: the edited text is read back, and the document written anew from its values, with
+/// a warning, rather than changed where nothing was injected.
+#[test]
+fn an_addition_an_alias_would_repeat_is_caught_and_written_anew() {
+    let text = "apiVersion: v1\nkind: Pod\nmetadata: {name: p}\nspec:\n  containers: [{name: app}]\n  volumes: &shared [{name: data, emptyDir: {}}]\nx-copy: *shared\n";
+    let templates = &templates()[0];
+    let run = inject(text, templates, Format::Yaml);
+    assert!(
+        run.messages
+            .iter()
+            .any(|m| matches!(m, Message::Warning(w) if w.contains("written anew, not as the input's text"))),
+        "{:?}",
+        run.messages
+    );
+    let copy = &objects(&run.out)[0]["x-copy"];
+    assert_eq!(
+        copy,
+        &serde_json::json!([{"name": "data", "emptyDir": {}}]),
+        "{}",
+        run.out
+    );
+    // Without the alias, the same addition is made in the text.
+    let plain = text.replace(" &shared", "").replace("x-copy: *shared\n", "");
+    let run = inject(&plain, templates, Format::Yaml);
+    assert!(run.messages.is_empty(), "{:?}", run.messages);
+    assert_eq!(kept_in_order(&plain, &run.out), plain.len());
+}

@@ -115,7 +115,10 @@ impl<W: Write> Stream<'_, W> {
                 self.output.write_all(&text.as_bytes()[at..])?;
             }
             // Failed, reported: left out.
-            Err(None) => {}
+            Err(None) => {
+                self.discard(root);
+                return Ok(());
+            }
             Err(Some(reason)) => {
                 let Some(anew) = self.applied(at, &root, outcome) else {
                     self.discard(root);

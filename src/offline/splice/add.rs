@@ -486,34 +486,32 @@ fn anew_edit(
                 .map(|n| from + n)
                 .filter(|&at| text.as_bytes()[at] == b':')
                 .ok_or_else(|| not_in_text("a key without `:` and value"))?;
-            let block = match value {
-                Json::Object(map) if !map.is_empty() && !holder.layout.flow => Some(true),
-                Json::Array(items) if !items.is_empty() && !holder.layout.flow => Some(false),
-                _ => None,
-            };
-            match block {
-                Some(is_map) => {
-                    let key_indent = holder.layout.indent as usize;
-                    let at = line_after(text, colon + 1);
-                    let node = Node::from_json(value);
-                    let mut out = Out::default();
-                    match &node.value {
-                        Value::Map(entries) => write::entries(&mut out, entries, key_indent + style.step, style),
-                        Value::Seq(items) => {
-                            for item in items {
-                                write::item(&mut out, item, key_indent + style.list_offset, style);
-                            }
-                        }
-                        _ => {}
+            let node = Node::from_json(value);
+            let key_indent = holder.layout.indent as usize;
+            let mut lines = Out::default();
+            // In a block map, a collection goes on the lines after the key's.
+            match &node.value {
+                Value::Map(entries) if !holder.layout.flow => {
+                    write::entries(&mut lines, entries, key_indent + style.step, style);
+                }
+                Value::Seq(items) if !holder.layout.flow => {
+                    for item in items {
+                        write::item(&mut lines, item, key_indent + style.list_offset, style);
                     }
-                    debug_assert!(is_map == matches!(node.value, Value::Map(_)));
+                }
+                _ => {}
+            }
+            let lines = lines.into_string();
+            match lines.is_empty() {
+                false => {
+                    let at = line_after(text, colon + 1);
                     Ok(Edit {
                         from: at,
                         to: at,
-                        with: lines_at(text, at, out.into_string()),
+                        with: lines_at(text, at, lines),
                     })
                 }
-                None => {
+                true => {
                     let mut out = Out::default();
                     out.push(' ');
                     flow(&mut out, value, json);
