@@ -5,6 +5,8 @@
 # `envoy-injector inject -f FILE` on it and reports MB/s and peak RSS (/usr/bin/time -v),
 # with the largest input document, against the targets: >= 20 MB/s and
 # peak RSS <= 50 MB + 3 x the largest document. Then the same for one big `kind: List`.
+# With YAML output, it then checks that `uninject` of the output gives back the input
+# byte for byte (the output is the input's text with the additions).
 #
 # Run as `make bench-inject` (release binary; BIN=target/debug/envoy-injector for debug).
 set -euo pipefail
@@ -72,6 +74,13 @@ measure() {
       name, mb, out / 1048576, largest / 1024, secs, mb / secs, cpu, rss_mb, limit,
       (mb / secs >= 20 && rss_mb <= limit) ? "ok" : "MISSED"
   }'
+  if [[ $FORMAT == yaml ]]; then
+    if "$BIN" uninject -f "$WORK/out" 2>/dev/null | cmp -s - "$input"; then
+      echo "$name: inject | uninject == input, byte for byte"
+    else
+      echo "$name: inject | uninject differs from the input (MISSED)"
+    fi
+  fi
 }
 
 generate "$WORK/multi.yaml"

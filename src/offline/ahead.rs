@@ -13,12 +13,30 @@ use std::sync::mpsc::{Receiver, Sender, SyncSender, channel, sync_channel};
 use std::thread::Scope;
 
 use super::node::Node;
-use super::read::{Document, ReadError, read_documents};
+use super::read::{Document, ReadError, read_documents, read_documents_with_layouts};
 use super::split::{InputError, YamlChunks};
 
-/// One piece of the input: its first line and its documents, or why it could not be
-/// read (the last item then).
-pub type Parsed = Result<(usize, Result<Vec<Document>, ReadError>), InputError>;
+/// One piece of the input: its first line, its text (which the documents' layouts point
+/// into) and its documents, or why it could not be read (the last item then).
+pub type Parsed = Result<Piece, InputError>;
+
+/// A piece of the input, parsed.
+#[derive(Debug)]
+pub struct Piece {
+    pub first_line: usize,
+    pub text: String,
+    pub documents: Result<Vec<Document>, ReadError>,
+}
+
+/// What the caller wants of each piece.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Reading {
+    /// Its documents' values: the text is reused as soon as it is parsed (`Piece::text`
+    /// is empty).
+    Values,
+    /// Its text too, for output that is the text edited: read with layouts.
+    Text,
+}
 
 /// Text per batch: small enough to keep every thread busy, large enough that a batch
 /// is many documents.
@@ -51,6 +69,8 @@ pub struct InOrder {
     current: std::vec::IntoIter<Parsed>,
     /// Trees of the current batch the caller is done with.
     done: Vec<Node>,
+    /// Texts the caller is done with go back to the cutting thread, to be cut into again.
+    recycle: SyncSender<String>,
     ended: bool,
 }
 
@@ -86,6 +106,14 @@ impl InOrder {
         self.done.push(tree);
     }
 
+    /// The text of a piece, done with: it goes back to be cut into again (or, once the
+    /// input is all cut, is freed).
+    pub fn free_text(&mut self, text: String) {
+        if text.capacity() > 0 {
+            let _ = self.recycle.try_send(text);
+        }
+    }
+
     fn send_done(&mut self) {
         if self.done.is_empty() || self.batches == 0 {
             return;
@@ -109,6 +137,7 @@ pub fn parse_ahead<'scope, R: BufRead + Send + 'scope>(
     scope: &'scope Scope<'scope, '_>,
     input: R,
     workers: usize,
+    reading: Reading,
 ) -> InOrder {
     let workers = workers.max(1);
     // The work queues are unbounded so that handing trees back never waits (the
@@ -125,11 +154,10 @@ pub fn parse_ahead<'scope, R: BufRead + Send + 'scope>(
         let (work_tx, work_rx) = channel::<Work>();
         let (out_tx, out_rx) = channel::<Vec<Parsed>>();
         let recycle = recycle_tx.clone();
-        scope.spawn(move || parse_and_free(work_rx, out_tx, recycle));
+        scope.spawn(move || parse_and_free(work_rx, out_tx, reading, recycle));
         queues.push(work_tx);
         outputs.push(out_rx);
     }
-    drop(recycle_tx);
     let jobs: Vec<Sender<Work>> = queues.clone();
     scope.spawn(move || cut(input, &jobs, slot_tx, recycle_rx));
     InOrder {
@@ -139,6 +167,7 @@ pub fn parse_ahead<'scope, R: BufRead + Send + 'scope>(
         batches: 0,
         current: Vec::new().into_iter(),
         done: Vec::new(),
+        recycle: recycle_tx,
         ended: false,
     }
 }
@@ -182,7 +211,7 @@ fn cut<R: BufRead>(input: R, jobs: &[Sender<Work>], slots: SyncSender<()>, recyc
 
 /// One parsing thread: it ends when both the cutting thread and the caller are done
 /// with it (every sender of its queue is gone).
-fn parse_and_free(work: Receiver<Work>, out: Sender<Vec<Parsed>>, recycle: SyncSender<String>) {
+fn parse_and_free(work: Receiver<Work>, out: Sender<Vec<Parsed>>, reading: Reading, recycle: SyncSender<String>) {
     let mut out = Some(out);
     for item in work {
         match item {
@@ -193,10 +222,29 @@ fn parse_and_free(work: Receiver<Work>, out: Sender<Vec<Parsed>>, recycle: SyncS
                 let parsed = batch
                     .into_iter()
                     .map(|job| {
-                        job.map(|(first_line, text)| {
-                            let documents = read_documents(&text, first_line);
-                            let _ = recycle.try_send(text);
-                            (first_line, documents)
+                        job.map(|(first_line, mut text)| {
+                            let documents = match reading {
+                                Reading::Values => read_documents(&text, first_line),
+                                Reading::Text => read_documents_with_layouts(&text, first_line),
+                            };
+                            match reading {
+                                Reading::Values => {
+                                    let _ = recycle.try_send(std::mem::take(&mut text));
+                                }
+                                // Kept for the output: a large one (a List) at its size,
+                                // not at the doubled capacity it grew to.
+                                Reading::Text
+                                    if text.len() >= 1 << 20 && text.capacity() - text.len() > text.len() / 8 =>
+                                {
+                                    text.shrink_to_fit();
+                                }
+                                Reading::Text => {}
+                            }
+                            Piece {
+                                documents,
+                                first_line,
+                                text,
+                            }
                         })
                     })
                     .collect();
@@ -215,10 +263,10 @@ mod tests {
 
     fn names(text: &str, workers: usize) -> Vec<String> {
         std::thread::scope(|scope| {
-            let mut parsed = parse_ahead(scope, text.as_bytes(), workers);
+            let mut parsed = parse_ahead(scope, text.as_bytes(), workers, Reading::Values);
             let mut names = Vec::new();
             while let Some(piece) = parsed.next() {
-                for document in piece.unwrap().1.unwrap() {
+                for document in piece.unwrap().documents.unwrap() {
                     let Some(root) = document.root else { continue };
                     names.push(
                         root.get("name")
@@ -245,7 +293,7 @@ mod tests {
     #[test]
     fn an_input_error_comes_last_in_its_place() {
         let bytes: &[u8] = b"name: a\n---\nname: b\n---\nname: \xff\n---\nname: c\n";
-        let got: Vec<Parsed> = std::thread::scope(|scope| parse_ahead(scope, bytes, 2).collect());
+        let got: Vec<Parsed> = std::thread::scope(|scope| parse_ahead(scope, bytes, 2, Reading::Values).collect());
         assert_eq!(got.len(), 3);
         assert!(got[0].is_ok() && got[1].is_ok());
         assert_eq!(got[2].as_ref().unwrap_err().line, 5);
@@ -255,8 +303,8 @@ mod tests {
     fn a_caller_that_stops_early_stops_every_thread() {
         let text: String = (0..5000).map(|i| format!("---\nname: d{i}\n")).collect();
         std::thread::scope(|scope| {
-            let mut parsed = parse_ahead(scope, text.as_bytes(), 2);
-            let first = parsed.next().unwrap().unwrap().1.unwrap();
+            let mut parsed = parse_ahead(scope, text.as_bytes(), 2, Reading::Values);
+            let first = parsed.next().unwrap().unwrap().documents.unwrap();
             parsed.free(first.into_iter().next().unwrap().root.unwrap());
         });
     }
@@ -285,7 +333,7 @@ mod tests {
             }
         }
         std::thread::scope(|scope| {
-            let mut parsed = parse_ahead(scope, Counting(&mut input, &counted), 2);
+            let mut parsed = parse_ahead(scope, Counting(&mut input, &counted), 2, Reading::Values);
             assert!(parsed.next().is_some());
             std::thread::sleep(std::time::Duration::from_millis(200));
             // One batch received, four slots taken, the cutting thread into the next:

@@ -10,10 +10,12 @@
 //! decision, which is pure.
 
 pub mod ahead;
+pub mod layout;
 pub mod node;
 pub mod packed;
 pub mod read;
 pub mod run;
+pub mod splice;
 pub mod split;
 pub mod view;
 pub mod write;

@@ -4,6 +4,8 @@
 use json_patch::jsonptr::Pointer;
 use serde_json::Value as Json;
 
+use super::layout::Layout;
+
 /// One value. Maps keep their keys in input order.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Value {
@@ -28,6 +30,8 @@ pub struct Meta {
     pub right: Option<String>,
     /// 1-based line where the node starts, kept for documents and list items only.
     pub line: Option<usize>,
+    /// Where the collection is in the text, for the few that additions can go into.
+    pub layout: Option<Layout>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -49,6 +53,11 @@ impl Node {
 
     pub fn line(&self) -> Option<usize> {
         self.meta.as_ref().and_then(|m| m.line)
+    }
+
+    /// Where this collection is in the text, if recorded.
+    pub fn layout(&self) -> Option<&Layout> {
+        self.meta.as_ref().and_then(|m| m.layout.as_ref())
     }
 
     /// The value of `key` when this is a map.

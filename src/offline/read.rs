@@ -5,8 +5,9 @@
 
 use std::collections::HashMap;
 
-use granit_parser::{Event, Parser, Placement, ScalarStyle, Span, Tag};
+use granit_parser::{Event, Parser, Placement, ScalarStyle, Span, StructureStyle, Tag};
 
+use super::layout::{self, Entry, Layout, Shape, role};
 use super::node::{Meta, Node, Value};
 use super::packed;
 use super::yaml11::{Resolved, go_format_float_key, resolve_plain};
@@ -25,11 +26,23 @@ pub struct Document {
     /// a tree takes several times the memory of its text, and a `List` can be the whole
     /// input. `unpack` puts them back.
     pub packed_items: Vec<Packed>,
+    /// Each alias and the anchored node it repeats: a change inside that node would
+    /// show at the alias too.
+    pub aliased: Vec<Aliased>,
+}
+
+/// An alias and the node it repeats, as places in the text.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Aliased {
+    /// The anchored node's text: its start and end.
+    pub anchored: (u32, u32),
+    /// Where the alias is.
+    pub alias: u32,
 }
 
 /// One object of a `List`, packed (see `Document::packed_items`).
 #[derive(Debug, Clone, PartialEq)]
-pub struct Packed(Vec<u8>);
+pub struct Packed(Box<[u8]>);
 
 impl Packed {
     pub fn unpack(&self) -> Node {
@@ -89,11 +102,17 @@ const PACK_FROM: usize = 1 << 20;
 /// Parses `text` (one or more YAML documents); `first_line` is the line of `text`'s
 /// first line in the whole input, so that messages point into the user's file.
 pub fn read_documents(text: &str, first_line: usize) -> Result<Vec<Document>, ReadError> {
-    parse(text, first_line, text.len() >= PACK_FROM)
+    parse(text, first_line, text.len() >= PACK_FROM, false)
 }
 
-fn parse(text: &str, first_line: usize, pack: bool) -> Result<Vec<Document>, ReadError> {
-    let mut builder = Builder::new(first_line.saturating_sub(1), pack);
+/// As [`read_documents`], recording too where the collections an addition can go into
+/// are in `text` ([`Node::layout`]): for output that is this text, edited.
+pub fn read_documents_with_layouts(text: &str, first_line: usize) -> Result<Vec<Document>, ReadError> {
+    parse(text, first_line, text.len() >= PACK_FROM, true)
+}
+
+fn parse(text: &str, first_line: usize, pack: bool, layouts: bool) -> Result<Vec<Document>, ReadError> {
+    let mut builder = Builder::new(text, first_line.saturating_sub(1), pack, layouts);
     for event in Parser::new_from_str(text) {
         let (event, span) = event.map_err(|e| ReadError {
             line: Some(e.marker().line() + builder.line_offset),
@@ -109,6 +128,7 @@ enum Frame {
         node: Node,
         items: Vec<Node>,
         anchor: usize,
+        rec: Rec,
     },
     Map {
         node: Node,
@@ -122,7 +142,38 @@ enum Frame {
         /// without being a duplicate.
         merged: Option<std::collections::HashSet<String>>,
         anchor: usize,
+        rec: Rec,
+        /// Whether its first key is double-quoted (JSON, when the map is flow).
+        quoted_keys: bool,
     },
+}
+
+/// What is recorded of a collection being read: its role on the way to an addition, its
+/// layout if it has one, and where it sits in its parent.
+#[derive(Default)]
+struct Rec {
+    role: u16,
+    /// Boxed while read: most frames have none, and frames are moved often.
+    layout: Option<Box<Layout>>,
+    placed: Placed,
+    /// Where the collection's text starts (a block one's: its first entry's content).
+    start: usize,
+}
+
+/// Where a node starts as an entry of its parent, and where its value starts.
+#[derive(Debug, Default, Clone, Copy)]
+struct Placed {
+    start: u32,
+    value: u32,
+}
+
+/// A finished node, as its parent records it.
+#[derive(Clone, Copy)]
+struct Child {
+    placed: Placed,
+    shape: Shape,
+    /// A double-quoted scalar, or a flow map with double-quoted keys.
+    json: bool,
 }
 
 enum KeyName {
@@ -134,6 +185,8 @@ struct Key {
     name: KeyName,
     meta: Option<Box<Meta>>,
     line: usize,
+    /// Byte offset of the key in the text.
+    start: u32,
 }
 
 /// What the last event produced, for a same-line comment that follows it.
@@ -145,10 +198,17 @@ enum Last {
     StartedTop,
 }
 
-struct Builder {
+struct Builder<'t> {
+    text: &'t str,
+    /// Whether layouts are recorded: offsets are kept in 32 bits.
+    record: bool,
+    /// Just past the last content read (a scalar, an alias, a flow bracket): where the
+    /// next item's dash or token is looked for.
+    last_end: usize,
     line_offset: usize,
     frames: Vec<Frame>,
-    anchors: HashMap<usize, Node>,
+    /// Each anchor's node, and where its text is.
+    anchors: HashMap<usize, (Node, (u32, u32))>,
     pending: Vec<String>,
     last: Last,
     document: Document,
@@ -159,6 +219,7 @@ struct Builder {
     events: usize,
     /// Whether the root map's `items` are packed as they are read.
     pack: bool,
+    pack_buffer: Vec<u8>,
 }
 
 fn node_count(node: &Node) -> usize {
@@ -180,9 +241,22 @@ fn what(value: &Value) -> &'static str {
     }
 }
 
-impl Builder {
-    fn new(line_offset: usize, pack: bool) -> Builder {
+/// A byte offset of the text, which `record` keeps within 32 bits.
+fn offset(at: usize) -> u32 {
+    at as u32
+}
+
+fn byte(marker: &granit_parser::Marker) -> usize {
+    // Parsing a `&str` always gives byte offsets.
+    marker.byte_offset().unwrap_or_default()
+}
+
+impl<'t> Builder<'t> {
+    fn new(text: &'t str, line_offset: usize, pack: bool, layouts: bool) -> Builder<'t> {
         Builder {
+            text,
+            record: layouts && u32::try_from(text.len()).is_ok(),
+            last_end: 0,
             line_offset,
             frames: Vec::new(),
             anchors: HashMap::new(),
@@ -193,6 +267,7 @@ impl Builder {
             alias_nodes: 0,
             events: 0,
             pack,
+            pack_buffer: Vec::new(),
         }
     }
 
@@ -245,9 +320,98 @@ impl Builder {
         }
         Some(Box::new(Meta {
             before,
-            right: None,
             line: keep_line.then(|| self.line(span)),
+            ..Meta::default()
         }))
+    }
+
+    /// The role of a node starting now, from its parent's role and its key or place.
+    fn child_role(&self) -> u16 {
+        match self.frames.last() {
+            None => role::DOCUMENT,
+            Some(Frame::Seq { rec, .. }) => role::child(rec.role, None),
+            Some(Frame::Map {
+                rec,
+                key: Some(Key {
+                    name: KeyName::Name(key),
+                    ..
+                }),
+                ..
+            }) => role::child(rec.role, Some(key)),
+            Some(Frame::Map { .. }) => 0,
+        }
+    }
+
+    /// Where a node starting at `span` sits in its parent, when the parent records its
+    /// entries: after its key; at its dash (block list) or first token (flow list). A
+    /// block list's first item also gives the list its start and dash column.
+    fn place(&mut self, span: &Span) -> Placed {
+        let value = byte(&span.start);
+        let text = self.text;
+        let last_end = self.last_end;
+        let Some(frame) = self.frames.last_mut() else {
+            return Placed::default();
+        };
+        let start = match frame {
+            Frame::Map {
+                rec: Rec { layout: Some(_), .. },
+                key: Some(key),
+                ..
+            } => key.start as usize,
+            Frame::Seq {
+                rec: Rec {
+                    layout: Some(layout), ..
+                },
+                ..
+            } if layout.flow => layout::token_between(text, last_end, value),
+            Frame::Seq {
+                rec: Rec {
+                    layout: Some(layout), ..
+                },
+                ..
+            } => {
+                // Not found only for text this reader would not have parsed as a list.
+                let dash = layout::dash_between(text, last_end, value).unwrap_or(value);
+                if layout.entries.is_empty() {
+                    layout.start = offset(dash);
+                    layout.indent = offset(layout::column(text, dash));
+                }
+                // A list nested in this item looks for its dash past this one.
+                self.last_end = dash + 1;
+                dash
+            }
+            _ => return Placed::default(),
+        };
+        Placed {
+            start: offset(start),
+            value: offset(value),
+        }
+    }
+
+    /// A collection starts: its frame, with its layout when its role records one.
+    fn collection_start(&mut self, span: &Span, flow: bool) -> Rec {
+        let role = if self.record { self.child_role() } else { 0 };
+        let placed = self.place(span);
+        if flow {
+            self.last_end = byte(&span.end);
+        }
+        let layout = (role != 0).then(|| {
+            let start = byte(&span.start);
+            Box::new(Layout {
+                flow,
+                indent: if flow { 0 } else { offset(span.start.col()) },
+                start: offset(start),
+                // Most recorded collections have a few entries: grown once, if at all.
+                entries: Vec::with_capacity(4),
+                ..Layout::default()
+            })
+        });
+        Rec {
+            role,
+            layout,
+            placed,
+            start: byte(&span.start),
+        }
     }
 
     fn event(&mut self, event: Event<'_>, span: Span) -> Result<(), ReadError> {
@@ -262,7 +426,22 @@ impl Builder {
                     let name = self.key_name(&text, style, tag.as_deref(), &span)?;
                     let before = std::mem::take(&mut self.pending);
                     let line = self.line(&span);
-                    if let Some(Frame::Map { key, .. }) = self.frames.last_mut() {
+                    let start = offset(byte(&span.start));
+                    self.last_end = byte(&span.end);
+                    if let Some(Frame::Map {
+                        key,
+                        entries,
+                        quoted_keys,
+                        rec,
+                        ..
+                    }) = self.frames.last_mut()
+                    {
+                        if entries.is_empty() && key.is_none() {
+                            *quoted_keys = style == ScalarStyle::DoubleQuoted;
+                            if let Some(layout) = rec.layout.as_mut() {
+                                layout.json = layout.flow && *quoted_keys;
+                            }
+                        }
                         *key = Some(Key {
                             name,
                             meta: (!before.is_empty()).then(|| {
@@ -272,30 +451,45 @@ impl Builder {
                                 })
                             }),
                             line,
+                            start,
                         });
                     }
                     if anchor != 0 {
-                        self.anchors.insert(anchor, Node::from(Value::Str(text.into_owned())));
+                        let at = (start, offset(self.last_end));
+                        self.anchors
+                            .insert(anchor, (Node::from(Value::Str(text.into_owned())), at));
                     }
                     self.last = Last::Key;
                     return Ok(());
                 }
+                let placed = self.place(&span);
+                self.last_end = byte(&span.end);
+                let shape = match span.start == span.end && style == ScalarStyle::Plain {
+                    true => Shape::Empty,
+                    false => Shape::Scalar,
+                };
+                let json = style == ScalarStyle::DoubleQuoted;
                 let meta = self.starting(&span);
                 let value = self.scalar_value(text.into_owned(), style, tag.as_deref(), &span)?;
                 let node = Node { value, meta };
                 if anchor != 0 {
-                    self.anchors.insert(anchor, node.without_meta());
+                    let at = (offset(byte(&span.start)), offset(self.last_end));
+                    self.anchors.insert(anchor, (node.without_meta(), at));
                 }
-                self.complete(node, &span)?;
+                self.complete(node, &span, Child { placed, shape, json })?;
             }
             Event::Alias(id) => {
                 if self.top_is_map_awaiting_key() {
                     return Err(self.error(&span, String::from("an alias as a map key cannot become a JSON key")));
                 }
-                let Some(target) = self.anchors.get(&id) else {
+                let Some((target, at)) = self.anchors.get(&id) else {
                     return Err(self.error(&span, String::from("alias to an unknown anchor")));
                 };
                 let copy = target.without_meta();
+                self.document.aliased.push(Aliased {
+                    anchored: *at,
+                    alias: offset(byte(&span.start)),
+                });
                 self.alias_nodes += node_count(&copy);
                 if self.alias_nodes > 10 * (self.events + 10_000) {
                     return Err(self.error(
@@ -306,16 +500,24 @@ impl Builder {
                         ),
                     ));
                 }
+                let placed = self.place(&span);
+                self.last_end = byte(&span.end);
                 let meta = self.starting(&span);
-                self.complete(Node { meta, ..copy }, &span)?;
+                let child = Child {
+                    placed,
+                    shape: Shape::Alias,
+                    json: false,
+                };
+                self.complete(Node { meta, ..copy }, &span, child)?;
             }
             Event::UnresolvedAlias(name) => {
                 return Err(self.error(&span, format!("alias `*{name}` names no anchor defined before it")));
             }
-            Event::SequenceStart(_, anchor, _) => {
+            Event::SequenceStart(style, anchor, _) => {
                 if self.top_is_map_awaiting_key() {
                     return Err(self.error(&span, String::from("a list as a map key cannot become a JSON key")));
                 }
+                let rec = self.collection_start(&span, style == StructureStyle::Flow);
                 let meta = self.starting(&span);
                 self.frames.push(Frame::Seq {
                     node: Node {
@@ -324,13 +526,15 @@ impl Builder {
                     },
                     items: Vec::new(),
                     anchor,
+                    rec,
                 });
                 self.last = Last::StartedTop;
             }
-            Event::MappingStart(_, anchor, _) => {
+            Event::MappingStart(style, anchor, _) => {
                 if self.top_is_map_awaiting_key() {
                     return Err(self.error(&span, String::from("a map as a map key cannot become a JSON key")));
                 }
+                let rec = self.collection_start(&span, style == StructureStyle::Flow);
                 let meta = self.starting(&span);
                 self.frames.push(Frame::Map {
                     node: Node {
@@ -343,34 +547,62 @@ impl Builder {
                     last: None,
                     merged: None,
                     anchor,
+                    rec,
+                    quoted_keys: false,
                 });
                 self.last = Last::StartedTop;
             }
             Event::SequenceEnd | Event::MappingEnd => {
-                let (node, anchor) = match self.frames.pop() {
+                let (mut node, anchor, rec, json) = match self.frames.pop() {
                     Some(Frame::Seq {
                         mut node,
                         items,
                         anchor,
+                        rec,
                     }) => {
                         node.value = Value::Seq(items);
-                        (node, anchor)
+                        let json = rec.layout.as_ref().is_some_and(|l| l.json);
+                        (node, anchor, rec, json)
                     }
                     Some(Frame::Map {
                         mut node,
                         entries,
                         anchor,
+                        rec,
+                        quoted_keys,
                         ..
                     }) => {
                         node.value = Value::Map(entries);
-                        (node, anchor)
+                        (node, anchor, rec, quoted_keys)
                     }
                     None => return Err(self.error(&span, String::from("unbalanced end of a collection"))),
                 };
-                if anchor != 0 {
-                    self.anchors.insert(anchor, node.without_meta());
+                // A block collection ends at its next token: its last content ended it.
+                let flow = span.start != span.end;
+                if flow {
+                    self.last_end = byte(&span.end);
                 }
-                self.complete(node, &span)?;
+                let Rec {
+                    layout, placed, start, ..
+                } = rec;
+                if anchor != 0 {
+                    let at = (offset(start), offset(self.last_end));
+                    self.anchors.insert(anchor, (node.without_meta(), at));
+                }
+                if let Some(mut layout) = layout {
+                    layout.end = offset(self.last_end);
+                    node.meta_mut().layout = Some(*layout);
+                }
+                let shape = if flow { Shape::Flow } else { Shape::Block };
+                self.complete(
+                    node,
+                    &span,
+                    Child {
+                        placed,
+                        shape,
+                        json: json && flow,
+                    },
+                )?;
             }
             _ => {}
         }
@@ -407,7 +639,14 @@ impl Builder {
     }
 
     /// A finished node goes into its parent (or becomes the document's root).
-    fn complete(&mut self, mut node: Node, span: &Span) -> Result<(), ReadError> {
+    fn complete(&mut self, mut node: Node, span: &Span, child: Child) -> Result<(), ReadError> {
+        // The parent's record of this entry: where it is, to the end of what was read.
+        let entry = Entry {
+            start: child.placed.start,
+            value: child.placed.value,
+            end: offset(self.last_end),
+            shape: child.shape,
+        };
         let root_items = self.pack
             && self.frames.len() == 2
             && matches!(self.frames[1], Frame::Seq { .. })
@@ -416,9 +655,23 @@ impl Builder {
                 Frame::Map { key: Some(Key { name: KeyName::Name(k), .. }), .. } if k == "items"
             );
         if root_items {
-            let mut bytes = Vec::new();
-            packed::pack(&node, &mut bytes);
-            self.document.packed_items.push(Packed(bytes));
+            if let Some(Frame::Seq {
+                rec: Rec {
+                    layout: Some(layout), ..
+                },
+                ..
+            }) = self.frames.last_mut()
+            {
+                layout.entries.push(Some(entry));
+            }
+            // Packed into one buffer, kept at its exact size: a list item's bytes grown
+            // by doubling would hold a third more, and there can be a million items.
+            layout::keep_for_pod(&mut node);
+            self.pack_buffer.clear();
+            packed::pack(&node, &mut self.pack_buffer);
+            self.document
+                .packed_items
+                .push(Packed(self.pack_buffer.as_slice().into()));
             self.last = Last::Nothing;
             return Ok(());
         }
@@ -431,7 +684,13 @@ impl Builder {
                 self.document.root = Some(node);
                 self.last = Last::Nothing;
             }
-            Some(Frame::Seq { items, .. }) => {
+            Some(Frame::Seq { items, rec, .. }) => {
+                if let Some(layout) = rec.layout.as_mut() {
+                    if layout.entries.is_empty() && layout.flow {
+                        layout.json = child.json;
+                    }
+                    layout.entries.push(Some(entry));
+                }
                 items.push(node);
                 self.last = Last::ChildOfTop;
             }
@@ -441,6 +700,7 @@ impl Builder {
                 key,
                 last,
                 merged,
+                rec,
                 ..
             }) => {
                 let Some(key) = key.take() else {
@@ -456,11 +716,21 @@ impl Builder {
                         meta.right = key_meta.right;
                     }
                 }
+                let layout = rec.layout.as_mut();
                 match key.name {
                     KeyName::Name(name) => {
+                        // A block map's entry is kept where an addition may go into it or
+                        // take it out: the way to a Pod's collections, an annotation or
+                        // label. A flow map's are all kept: they are its separators.
+                        let keep = layout.as_ref().is_some_and(|layout| {
+                            layout.flow || rec.role & role::METADATA_MAP != 0 || role::child(rec.role, Some(&name)) != 0
+                        });
                         let overrides_merge = merged.as_mut().is_some_and(|m| m.remove(&name));
                         let (at, duplicate) = set(entries, index, name, node);
                         *last = Some(at);
+                        if let Some(layout) = layout {
+                            record_at(layout, at, keep.then_some(entry));
+                        }
                         if duplicate && !overrides_merge {
                             let name = &entries[at].0;
                             self.document.warnings.push(format!(
@@ -474,7 +744,18 @@ impl Builder {
                             line: Some(key.line),
                             message,
                         })?;
-                        merged.get_or_insert_with(Default::default).extend(keys);
+                        if let Some(layout) = layout {
+                            // Merged keys are not written here.
+                            for (_, at) in &keys {
+                                record_at(layout, *at, None);
+                            }
+                            if layout.merge.is_none() && child.shape == Shape::Alias {
+                                layout.merge = Some(entry);
+                            }
+                        }
+                        merged
+                            .get_or_insert_with(Default::default)
+                            .extend(keys.into_iter().map(|(k, _)| k));
                         *last = None;
                     }
                 }
@@ -568,6 +849,14 @@ impl Builder {
     }
 }
 
+/// Records where the map entry at index `at` is written (`None`: not in this text).
+fn record_at(layout: &mut Layout, at: usize, entry: Option<Entry>) {
+    if layout.entries.len() <= at {
+        layout.entries.resize(at + 1, None);
+    }
+    layout.entries[at] = entry;
+}
+
 /// Sets `key` in a map, replacing the value of an existing key in place. Returns the
 /// entry's index and whether the key was already there.
 fn set(
@@ -606,7 +895,7 @@ fn merge(
     entries: &mut Vec<(String, Node)>,
     index: &mut Option<HashMap<String, usize>>,
     value: Node,
-) -> Result<Vec<String>, String> {
+) -> Result<Vec<(String, usize)>, String> {
     let maps = match value.value {
         Value::Map(map) => vec![map],
         Value::Seq(items) => {
@@ -624,8 +913,9 @@ fn merge(
     let mut keys = Vec::new();
     for map in maps {
         for (key, node) in map {
-            keys.push(key.clone());
-            set(entries, index, key, node.without_meta());
+            let name = key.clone();
+            let (at, _) = set(entries, index, key, node.without_meta());
+            keys.push((name, at));
         }
     }
     Ok(keys)
@@ -716,7 +1006,7 @@ mod tests {
     #[test]
     fn a_large_lists_items_are_packed_and_unpack_to_the_same_values() {
         let text = "kind: List\nitems:\n# first\n- {kind: Pod, metadata: {name: a}, x: yes}\n- [1, 2]\nmetadata: {}\n";
-        let mut docs = parse(text, 1, true).unwrap();
+        let mut docs = parse(text, 1, true, false).unwrap();
         let doc = &mut docs[0];
         assert_eq!(doc.packed_items.len(), 2);
         assert_eq!(doc.packed_items[0].unpack().line(), Some(4));
@@ -727,7 +1017,7 @@ mod tests {
             json!({"kind": "List", "items": [{"kind": "Pod", "metadata": {"name": "a"}, "x": true}, [1, 2]], "metadata": {}})
         );
         // Only the root map's `items`.
-        let nested = parse("spec:\n  items: [a]\n", 1, true).unwrap();
+        let nested = parse("spec:\n  items: [a]\n", 1, true, false).unwrap();
         assert!(nested[0].packed_items.is_empty());
         // A small text is not packed at all.
         assert!(read_documents(text, 1).unwrap()[0].packed_items.is_empty());
@@ -736,7 +1026,7 @@ mod tests {
     #[test]
     fn an_item_with_its_own_items_unpacks_whole() {
         let text = "kind: List\nitems:\n- kind: ConfigMapList\n  items: [a, b]\n";
-        let mut docs = parse(text, 1, true).unwrap();
+        let mut docs = parse(text, 1, true, false).unwrap();
         docs[0].unpack();
         assert_eq!(
             docs[0].root.as_ref().unwrap().to_json()["items"],

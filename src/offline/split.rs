@@ -4,7 +4,9 @@
 //! YAML: a line that starts with `---` or `...` followed by a space, a tab or the end of
 //! the line is a document boundary wherever it appears — YAML forbids such lines inside
 //! any scalar, block or quoted — so the cut needs no parsing. A `---` line belongs to
-//! the document it opens (it may carry content: `--- |`); a `...` line ends one.
+//! the document it opens (it may carry content: `--- |`); a `...` line ends one and
+//! belongs to it. Every byte of the input is in a piece (a byte order mark too: the
+//! YAML parser skips it).
 //!
 //! JSON: kubectl reads an input whose first character is `{` as a stream of JSON values
 //! (`{...}{...}`, as `jq` prints), and so does this.
@@ -79,10 +81,12 @@ impl<R: BufRead> YamlChunks<R> {
                 return Ok(Some(first_line));
             }
             self.line_number += 1;
-            if self.line_number == 1 && self.line.starts_with('\u{feff}') {
-                self.line.drain(..'\u{feff}'.len_utf8());
-            }
-            if is_marker(&self.line, "---") {
+            // A byte order mark stays in the text; the line is what follows it.
+            let line = match self.line_number {
+                1 => self.line.strip_prefix('\u{feff}').unwrap_or(&self.line),
+                _ => &self.line,
+            };
+            if is_marker(line, "---") {
                 // Directives (`%YAML 1.1`) belong to the document their `---` opens.
                 if text.is_empty() || only_directives {
                     if text.is_empty() {
@@ -95,12 +99,16 @@ impl<R: BufRead> YamlChunks<R> {
                 self.carried = Some((std::mem::take(&mut self.line), self.line_number));
                 return Ok(Some(first_line));
             }
-            if is_marker(&self.line, "...") {
+            if is_marker(line, "...") {
+                if text.is_empty() {
+                    first_line = self.line_number;
+                }
+                text.push_str(&self.line);
                 return Ok(Some(first_line));
             }
-            if self.line.starts_with('%') {
+            if line.starts_with('%') {
                 only_directives = true;
-            } else if !self.line.trim_start().starts_with('#') && !self.line.trim().is_empty() {
+            } else if !line.trim_start().starts_with('#') && !line.trim().is_empty() {
                 only_directives = false;
             }
             if text.is_empty() {
@@ -165,7 +173,7 @@ mod tests {
             [
                 ("a: 1\n".to_string(), 1),
                 ("---\nb: |\n  ---\n  x\n".to_string(), 2),
-                ("--- # next\nc: '---'\n".to_string(), 6),
+                ("--- # next\nc: '---'\n...\n".to_string(), 6),
                 ("d: 4\n".to_string(), 9),
             ]
         );
@@ -174,7 +182,8 @@ mod tests {
     #[test]
     fn crlf_bom_and_markers_with_content() {
         let got = chunks("\u{feff}a: 1\r\n---\r\n--- |\r\n  text\r\n----\r\n");
-        assert_eq!(got[0], ("a: 1\r\n".to_string(), 1));
+        // The mark stays in the text, for the output; the YAML parser skips it.
+        assert_eq!(got[0], ("\u{feff}a: 1\r\n".to_string(), 1));
         assert_eq!(got[1], ("---\r\n".to_string(), 2));
         // `----` is content, not a marker.
         assert_eq!(got[2], ("--- |\r\n  text\r\n----\r\n".to_string(), 3));
@@ -183,6 +192,7 @@ mod tests {
     #[test]
     fn directives_stay_with_their_document() {
         let got = chunks("a: 1\n...\n%YAML 1.1\n---\nb: 2\n");
+        assert_eq!(got[0], ("a: 1\n...\n".to_string(), 1));
         assert_eq!(got[1], ("%YAML 1.1\n---\nb: 2\n".to_string(), 3));
     }
 

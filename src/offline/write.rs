@@ -73,6 +73,23 @@ impl std::fmt::Write for Out<'_> {
     }
 }
 
+/// How nested block collections are indented: kubectl's way, or the input's where
+/// additions join it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Style {
+    /// A map under a key: this much deeper than the key.
+    pub step: usize,
+    /// A list under a key: its dashes this much deeper than the key (kubectl: none).
+    pub list_offset: usize,
+}
+
+impl Style {
+    pub const KUBECTL: Style = Style {
+        step: 2,
+        list_offset: 0,
+    };
+}
+
 /// A value JSON cannot hold (NaN, an infinity), with where it is.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("field `{path}` is {found}, which JSON cannot represent (kubectl would refuse it too)")]
@@ -87,11 +104,11 @@ pub fn yaml_document(out: &mut Out<'_>, node: &Node, trailing: &[String]) {
     match &node.value {
         Value::Map(entries) if !entries.is_empty() => {
             write_comments(out, node.meta.as_deref(), 0);
-            map_entries(out, entries, 0, false);
+            map_entries(out, entries, 0, false, Style::KUBECTL);
         }
         Value::Seq(items) if !items.is_empty() => {
             write_comments(out, node.meta.as_deref(), 0);
-            seq_items(out, items, 0);
+            seq_items(out, items, 0, Style::KUBECTL);
         }
         _ => {
             write_comments(out, node.meta.as_deref(), 0);
@@ -102,8 +119,8 @@ pub fn yaml_document(out: &mut Out<'_>, node: &Node, trailing: &[String]) {
 }
 
 /// `key: value` lines at `indent`, for a caller writing a map piece by piece.
-pub fn entries(out: &mut Out<'_>, entries: &[(String, Node)], indent: usize) {
-    map_entries(out, entries, indent, false);
+pub fn entries(out: &mut Out<'_>, entries: &[(String, Node)], indent: usize, style: Style) {
+    map_entries(out, entries, indent, false, style);
 }
 
 /// The line that opens a block list under `key` (its items follow, from `item`).
@@ -117,8 +134,8 @@ pub fn list_key(out: &mut Out<'_>, key: &str, meta: Option<&Meta>, indent: usize
 }
 
 /// One item of a block list whose dashes are at `indent`.
-pub fn item(out: &mut Out<'_>, item: &Node, indent: usize) {
-    seq_items(out, std::slice::from_ref(item), indent);
+pub fn item(out: &mut Out<'_>, item: &Node, indent: usize, style: Style) {
+    seq_items(out, std::slice::from_ref(item), indent, style);
 }
 
 /// Own-line comments, at `indent`.
@@ -168,7 +185,7 @@ const MAX_IMPLICIT_KEY: usize = 1000;
 
 /// `key: value` lines at `indent`. With `inline_first`, the first key continues a line
 /// already begun (after `- `).
-fn map_entries(out: &mut Out<'_>, entries: &[(String, Node)], indent: usize, inline_first: bool) {
+fn map_entries(out: &mut Out<'_>, entries: &[(String, Node)], indent: usize, inline_first: bool, style: Style) {
     for (i, (key, value)) in entries.iter().enumerate() {
         if !(inline_first && i == 0) {
             write_comments(out, value.meta.as_deref(), indent);
@@ -188,13 +205,13 @@ fn map_entries(out: &mut Out<'_>, entries: &[(String, Node)], indent: usize, inl
             Value::Map(map) if !map.is_empty() => {
                 right_comment(out, value.meta.as_deref());
                 out.push('\n');
-                map_entries(out, map, indent + 2, false);
+                map_entries(out, map, indent + style.step, false, style);
             }
             // kubectl's layout: a list's dashes at its key's indentation.
             Value::Seq(items) if !items.is_empty() => {
                 right_comment(out, value.meta.as_deref());
                 out.push('\n');
-                seq_items(out, items, indent);
+                seq_items(out, items, indent + style.list_offset, style);
             }
             _ => {
                 out.push(' ');
@@ -204,7 +221,7 @@ fn map_entries(out: &mut Out<'_>, entries: &[(String, Node)], indent: usize, inl
     }
 }
 
-fn seq_items(out: &mut Out<'_>, items: &[Node], indent: usize) {
+fn seq_items(out: &mut Out<'_>, items: &[Node], indent: usize, style: Style) {
     for item in items {
         write_comments(out, item.meta.as_deref(), indent);
         match &item.value {
@@ -220,12 +237,12 @@ fn seq_items(out: &mut Out<'_>, items: &[Node], indent: usize) {
                     out.push('\n');
                     let (first_key, first_value) = &entries[0];
                     let first = [(first_key.clone(), without_before(first_value))];
-                    map_entries(out, &first, indent + 2, false);
-                    map_entries(out, &entries[1..], indent + 2, false);
+                    map_entries(out, &first, indent + 2, false, style);
+                    map_entries(out, &entries[1..], indent + 2, false, style);
                 } else {
                     out.push(' ');
-                    map_entries(out, &entries[..1], indent + 2, true);
-                    map_entries(out, &entries[1..], indent + 2, false);
+                    map_entries(out, &entries[..1], indent + 2, true, style);
+                    map_entries(out, &entries[1..], indent + 2, false, style);
                 }
             }
             Value::Seq(inner) if !inner.is_empty() => {
@@ -233,7 +250,7 @@ fn seq_items(out: &mut Out<'_>, items: &[Node], indent: usize) {
                 out.push('-');
                 right_comment(out, item.meta.as_deref());
                 out.push('\n');
-                seq_items(out, inner, indent + 2);
+                seq_items(out, inner, indent + 2, style);
             }
             _ => {
                 push_indent(out, indent);
@@ -309,7 +326,23 @@ fn float(out: &mut Out<'_>, f: f64) {
 
 /// A string on one line: plain when that is unambiguous, else double-quoted.
 fn scalar_text(out: &mut Out<'_>, s: &str) {
-    if plain_is_safe(s) {
+    quoted_unless(out, s, plain_is_safe(s));
+}
+
+/// A string inside a flow collection (`[...]`, `{...}`): plain only without any flow
+/// indicator, `:` or `#` (readers differ on `a:b` there), else quoted as on one line.
+pub fn flow_scalar(out: &mut Out<'_>, s: &str) {
+    let plain = plain_is_safe(s) && !s.contains([',', '[', ']', '{', '}', ':', '#']);
+    quoted_unless(out, s, plain);
+}
+
+/// A float as YAML writes it (both YAML 1.1 and 1.2 read it back as this float).
+pub fn yaml_float(out: &mut Out<'_>, f: f64) {
+    float(out, f);
+}
+
+fn quoted_unless(out: &mut Out<'_>, s: &str, plain: bool) {
+    if plain {
         out.push_str(s);
         return;
     }

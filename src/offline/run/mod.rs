@@ -1,17 +1,22 @@
 //! The `inject` stream: documents are read, injected and written one at a time, so
 //! memory follows the largest document, not the input. Every document that can be
 //! processed is written; each one that cannot is left out of the output and reported.
+//! YAML in, YAML out: the output is the input's text with the additions (or removals)
+//! spliced in (`text`); JSON in or out, the documents are written from their trees.
+
+mod text;
 
 use std::io::{BufRead, Write};
 
 use serde_json::Value as Json;
 
-use super::ahead::{InOrder, parse_ahead, workers};
+use super::ahead::{InOrder, Piece, Reading, parse_ahead, workers};
 use super::node::{Node, Value};
 use super::read::{Document, Packed};
+use super::splice;
 use super::split::{InputError, json_values, starts_like_json};
 use super::view::{engine_view, identity};
-use super::write::{self, Out, comment_lines, first_not_json, json, yaml_document};
+use super::write::{self, Out, Style, comment_lines, first_not_json, json, yaml_document};
 use super::{OfflineError, Outcome, Renderings, describe, inject_object, type_name, uninject_object};
 use crate::template::TemplateSet;
 
@@ -104,6 +109,8 @@ fn stream<R: BufRead + Send, W: Write>(
         json_tail: None,
         json_count: 0,
         done: Vec::new(),
+        splicing: false,
+        renders: splice::Renders::default(),
     };
     if starts_like_json(&mut input)? {
         for (index, value) in json_values(input).enumerate() {
@@ -116,6 +123,7 @@ fn stream<R: BufRead + Send, W: Write>(
                             root: Some(root),
                             ..Document::default()
                         },
+                        None,
                     )?;
                     // Built on this thread: freed here.
                     stream.done.clear();
@@ -139,9 +147,17 @@ fn stream<R: BufRead + Send, W: Write>(
             }
         }
     } else {
+        stream.splicing = format == Format::Yaml;
+        // Only output that is the input's text needs it, and where things are in it.
+        let reading = match stream.splicing {
+            true => Reading::Text,
+            false => Reading::Values,
+        };
         // Cutting on one thread, parsing ahead on others, injecting and writing here in
         // input order; bounded channels keep a few parsed documents in flight.
-        std::thread::scope(|scope| -> Result<(), StreamError> { stream.pieces(parse_ahead(scope, input, workers())) })?;
+        std::thread::scope(|scope| -> Result<(), StreamError> {
+            stream.pieces(parse_ahead(scope, input, workers(), reading))
+        })?;
     }
     stream.finish()
 }
@@ -163,6 +179,10 @@ struct Stream<'a, W> {
     json_count: usize,
     /// Trees the parsing threads built, done with, to be freed there (see `ahead`).
     done: Vec<Node>,
+    /// YAML in and out: each document written as its own text, edited.
+    splicing: bool,
+    /// The additions' text, written once for many documents.
+    renders: splice::Renders,
 }
 
 fn is_list(node: &Node) -> bool {
@@ -234,15 +254,27 @@ impl<W: Write> Stream<'_, W> {
     fn pieces(&mut self, mut parsed: InOrder) -> Result<(), StreamError> {
         let mut index = 0;
         while let Some(piece) = parsed.next() {
-            let (first_line, documents) = piece?;
+            let Piece {
+                first_line,
+                text,
+                documents,
+            } = piece?;
             match documents {
                 Ok(documents) => {
+                    let roots = documents.iter().filter(|d| d.root.is_some()).count();
+                    if self.splicing && roots == 0 {
+                        // Comments only, or nothing: the text as it is.
+                        self.output.write_all(text.as_bytes())?;
+                    }
+                    // A piece is one document (`split` cuts at every `---`); should it hold
+                    // more, each is written from its tree.
+                    let own_text = (self.splicing && roots == 1).then_some(text.as_str());
                     for document in documents {
                         if document.root.is_some() {
                             index += 1;
-                            self.document(index, Some(first_line), document)?;
+                            self.document(index, Some(first_line), document, own_text)?;
                             self.done.drain(..).for_each(|tree| parsed.free(tree));
-                        } else {
+                        } else if !self.splicing {
                             self.pending_comments.extend(document.trailing);
                         }
                     }
@@ -255,11 +287,19 @@ impl<W: Write> Stream<'_, W> {
                     });
                 }
             }
+            parsed.free_text(text);
         }
         Ok(())
     }
 
-    fn document(&mut self, index: usize, chunk_line: Option<usize>, mut document: Document) -> Result<(), StreamError> {
+    /// One document; `text` is its piece of the input when the output is that text.
+    fn document(
+        &mut self,
+        index: usize,
+        chunk_line: Option<usize>,
+        mut document: Document,
+        text: Option<&str>,
+    ) -> Result<(), StreamError> {
         let Some(mut root) = document.root.take() else {
             return Ok(());
         };
@@ -268,6 +308,7 @@ impl<W: Write> Stream<'_, W> {
             trailing,
             warnings,
             packed_items,
+            aliased,
             ..
         } = document;
         let line = root.line().or(chunk_line);
@@ -285,6 +326,18 @@ impl<W: Write> Stream<'_, W> {
             (self.report)(Message::Warning(format!("{at}: {warning}")));
         }
         if list {
+            if let Some(text) = text {
+                if !root
+                    .get("items")
+                    .is_some_and(|items| splice::aliases_cross_items(items, &aliased))
+                {
+                    return self.stream_list_text(&at, root, packed_items, text, &aliased);
+                }
+                // An item's addition could show wherever one of its nodes is aliased.
+                (self.report)(Message::Warning(format!(
+                    "{at}: written anew, not as the input's text: an alias repeats a node of another item"
+                )));
+            }
             return self.stream_list(&at, root, packed_items, &trailing);
         }
         if !packed_items.is_empty() {
@@ -298,14 +351,19 @@ impl<W: Write> Stream<'_, W> {
             root = whole.root.take().unwrap_or_else(|| Node::from(Value::Null));
             json = self.view(&root);
         }
-        let Some(outcome) = self.object(&at, &mut root, &json) else {
+        let spliced = text.is_some();
+        let Some(outcome) = self.object(&at, &mut root, &json, spliced) else {
             return Ok(());
         };
-        self.write(&at, root, &trailing, &outcome)
+        match text {
+            Some(text) => self.write_text(&at, root, &trailing, &outcome, text, &aliased),
+            None => self.write(&at, root, &trailing, &outcome),
+        }
     }
 
-    /// Injects one object in place; `None` when it failed (reported).
-    fn object(&mut self, at: &str, node: &mut Node, json: &Json) -> Option<Outcome> {
+    /// Injects one object in place (unless its output is its `spliced` text, which the
+    /// caller edits); `None` when it failed (reported).
+    fn object(&mut self, at: &str, node: &mut Node, json: &Json, spliced: bool) -> Option<Outcome> {
         let renderings = if self.format == Format::Strategic {
             Renderings::JsonPatchAndStrategic
         } else {
@@ -328,22 +386,16 @@ impl<W: Write> Stream<'_, W> {
         if let Some(skipped) = outcome.skipped.as_ref().filter(|s| !s.quiet) {
             (self.report)(Message::Note(format!("{at}: left unchanged: {}", skipped.reason)));
         }
-        if matches!(self.format, Format::Yaml | Format::Json) {
-            for op in &outcome.json_patch.0 {
-                let applied = match op {
-                    json_patch::PatchOperation::Add(add) => node.add(&add.path, Node::from_json(&add.value)),
-                    json_patch::PatchOperation::Remove(remove) => node.remove(&remove.path),
-                    other => Err(format!("unexpected operation {other:?}")),
-                };
-                if let Err(message) = applied {
-                    self.fail(OfflineError::Encode {
-                        at: at.to_string(),
-                        format: "YAML",
-                        message: format!("the computed patch does not apply: {message}"),
-                    });
-                    return None;
-                }
-            }
+        if matches!(self.format, Format::Yaml | Format::Json)
+            && !spliced
+            && let Err(message) = apply(node, &outcome.json_patch)
+        {
+            self.fail(OfflineError::Encode {
+                at: at.to_string(),
+                format: "YAML",
+                message: format!("the computed patch does not apply: {message}"),
+            });
+            return None;
         }
         Some(outcome)
     }
@@ -395,7 +447,7 @@ impl<W: Write> Stream<'_, W> {
                 if let Some(meta) = root.meta.as_deref() {
                     comment_lines(&mut out, &meta.before, 0);
                 }
-                write::entries(&mut out, head, 0);
+                write::entries(&mut out, head, 0, Style::KUBECTL);
                 self.output.write_all(out.into_string().as_bytes())?;
             }
             Format::Json => self.open_json_list(Some((head, tail)))?,
@@ -411,7 +463,7 @@ impl<W: Write> Stream<'_, W> {
                 type_name(&item_json).to_string()
             };
             let item_at = place(&format!("{at}, item {}", i + 1), Some(&what), item.line());
-            let Some(outcome) = self.object(&item_at, &mut item, &item_json) else {
+            let Some(outcome) = self.object(&item_at, &mut item, &item_json, false) else {
                 continue;
             };
             let mut out = Out::default();
@@ -420,7 +472,7 @@ impl<W: Write> Stream<'_, W> {
                     if !any {
                         write::list_key(&mut out, "items", items_meta.as_deref(), 0);
                     }
-                    write::item(&mut out, &item, 0);
+                    write::item(&mut out, &item, 0, Style::KUBECTL);
                 }
                 Format::Json => {
                     if self.refuse_not_json(&item_at, &item) {
@@ -446,9 +498,10 @@ impl<W: Write> Stream<'_, W> {
                     &mut out,
                     &[(String::from("items"), Node::from(Value::Seq(Vec::new())))],
                     0,
+                    Style::KUBECTL,
                 );
             }
-            write::entries(&mut out, tail, 0);
+            write::entries(&mut out, tail, 0, Style::KUBECTL);
             comment_lines(&mut out, trailing, 0);
             self.output.write_all(out.into_string().as_bytes())?;
         }
@@ -556,6 +609,18 @@ impl<W: Write> Stream<'_, W> {
 
 /// A map entry of a `Node`.
 type Entry = (String, Node);
+
+/// Applies an outcome's operations to the tree they were planned on.
+fn apply(node: &mut Node, patch: &json_patch::Patch) -> Result<(), String> {
+    for op in &patch.0 {
+        match op {
+            json_patch::PatchOperation::Add(add) => node.add(&add.path, Node::from_json(&add.value))?,
+            json_patch::PatchOperation::Remove(remove) => node.remove(&remove.path)?,
+            other => return Err(format!("unexpected operation {other:?}")),
+        }
+    }
+    Ok(())
+}
 
 /// One object in the output `List` of `-o json`.
 fn json_item(out: &mut Out<'_>, item: &Node, count: &mut usize) {

@@ -1,0 +1,244 @@
+//! YAML out of YAML in: each document is written as its own piece of the input with the
+//! edits `splice` makes of its outcome, so that every byte not added (or removed) is
+//! the input's. A value rewritten whole, or an edit inside an anchored node that is
+//! aliased elsewhere, is read back and compared with the tree the outcome makes; what
+//! cannot be made in the text, or would read back different, is written anew from the
+//! tree (the document, or the `List` item), and the user is told.
+
+use std::io::Write;
+
+use super::super::node::{Node, Value};
+use super::super::read::{Aliased, Packed, read_documents};
+use super::super::splice::{self, Edit, Edits, NotInText};
+use super::super::write::{Out, yaml_document};
+use super::super::{OfflineError, Outcome};
+use super::{Action, Message, Stream, StreamError, apply, describe, place, type_name};
+
+/// Writes `text` with `edits` made, in order.
+fn write_edited(output: &mut dyn Write, text: &str, edits: &[Edit], mut at: usize) -> std::io::Result<usize> {
+    for edit in edits {
+        output.write_all(&text.as_bytes()[at..edit.from])?;
+        output.write_all(edit.with.as_bytes())?;
+        at = edit.to;
+    }
+    Ok(at)
+}
+
+/// Whether `text` with `edits` reads back as `expected` (its one document's root or,
+/// for a list item's text, that list's one item).
+fn reads_back(text: &str, edits: &[Edit], expected: &Node, item: bool) -> Result<(), String> {
+    let edited = splice::apply(text, edits);
+    let documents = read_documents(&edited, 1).map_err(|e| format!("the edited text does not read back: {e}"))?;
+    let mut roots = documents.into_iter().filter_map(|mut d| {
+        d.unpack();
+        d.root
+    });
+    let root = match (roots.next(), roots.next()) {
+        (Some(root), None) => root,
+        _ => return Err(String::from("the edited text is not one document")),
+    };
+    let back = match (item, root.value) {
+        (true, Value::Seq(mut items)) if items.len() == 1 => items.remove(0),
+        (true, _) => return Err(String::from("the edited item is not one list item")),
+        (false, value) => Node { value, meta: None },
+    };
+    match back.to_json() == expected.to_json() {
+        true => Ok(()),
+        false => Err(String::from("the edited text reads back different from the injection")),
+    }
+}
+
+impl<W: Write> Stream<'_, W> {
+    fn edits(&mut self, text: &str, root: &Node, outcome: &Outcome) -> Result<Edits, NotInText> {
+        match self.action {
+            Action::Inject(_) => splice::additions(text, root, &outcome.json_patch, &mut self.renders),
+            Action::Uninject => splice::removals(text, root, &outcome.json_patch),
+        }
+    }
+
+    /// The tree the outcome makes of `node`, for a check or for writing anew; `None`
+    /// (reported) if the outcome does not apply.
+    fn applied(&mut self, at: &str, node: &Node, outcome: &Outcome) -> Option<Node> {
+        let mut applied = node.clone();
+        match apply(&mut applied, &outcome.json_patch) {
+            Ok(()) => Some(applied),
+            Err(message) => {
+                self.fail(OfflineError::Encode {
+                    at: at.to_string(),
+                    format: "YAML",
+                    message: format!("the computed patch does not apply: {message}"),
+                });
+                None
+            }
+        }
+    }
+
+    /// The edits of one object, read back first when they must be; `Err` with the
+    /// reason when it is to be written anew. `check` reads the edited text back against
+    /// the tree the outcome makes.
+    fn object_edits(
+        &mut self,
+        at: &str,
+        text: &str,
+        node: &Node,
+        outcome: &Outcome,
+        aliased: &[Aliased],
+        check: impl FnOnce(&[Edit], &Node) -> Result<(), String>,
+    ) -> Result<Vec<Edit>, Option<String>> {
+        let edits = self.edits(text, node, outcome).map_err(|e| Some(e.to_string()))?;
+        if !edits.unsure && !splice::touches(text, &edits.edits, aliased) {
+            return Ok(edits.edits);
+        }
+        let expected = self.applied(at, node, outcome).ok_or(None)?;
+        let result = check(&edits.edits, &expected);
+        self.discard(expected);
+        result.map(|()| edits.edits).map_err(Some)
+    }
+
+    /// One document: its text with its outcome's edits, or (said) written anew.
+    pub(super) fn write_text(
+        &mut self,
+        at: &str,
+        root: Node,
+        trailing: &[String],
+        outcome: &Outcome,
+        text: &str,
+        aliased: &[Aliased],
+    ) -> Result<(), StreamError> {
+        let edits = self.object_edits(at, text, &root, outcome, aliased, |edits, expected| {
+            reads_back(text, edits, expected, false)
+        });
+        let first = self.written == 0;
+        match edits {
+            Ok(edits) => {
+                let at = write_edited(&mut self.output, text, &edits, 0)?;
+                self.output.write_all(&text.as_bytes()[at..])?;
+            }
+            // Failed, reported: left out.
+            Err(None) => {
+                self.discard(root);
+                return Ok(());
+            }
+            Err(Some(reason)) => {
+                let Some(anew) = self.applied(at, &root, outcome) else {
+                    self.discard(root);
+                    return Ok(());
+                };
+                (self.report)(Message::Warning(format!(
+                    "{at}: written anew, not as the input's text: {reason}"
+                )));
+                let mut out = Out::to(&mut self.output);
+                if !first || text.trim_start_matches('\u{feff}').starts_with("---") {
+                    out.push_str("---\n");
+                }
+                yaml_document(&mut out, &anew, trailing);
+                out.finish()?;
+                self.discard(anew);
+            }
+        }
+        self.written += 1;
+        self.discard(root);
+        Ok(())
+    }
+
+    /// A `List` as its text: each item injected and its edits written in turn (an item
+    /// that fails is left out, its text with it), the rest as it was.
+    pub(super) fn stream_list_text(
+        &mut self,
+        at: &str,
+        mut root: Node,
+        packed: Vec<Packed>,
+        text: &str,
+        aliased: &[Aliased],
+    ) -> Result<(), StreamError> {
+        let Value::Map(entries) = &mut root.value else {
+            return Ok(());
+        };
+        let Some(list) = entries.iter_mut().rev().find(|(k, _)| k == "items").map(|(_, v)| v) else {
+            return Ok(());
+        };
+        let tree_items = match &mut list.value {
+            Value::Seq(items) => std::mem::take(items),
+            _ => Vec::new(),
+        };
+        let list: &Node = list;
+        let json = list.layout().is_some_and(|l| l.json);
+        let packed_list = !packed.is_empty();
+        let items: Box<dyn Iterator<Item = Node>> = match packed_list {
+            false => Box::new(tree_items.into_iter()),
+            true => Box::new(packed.into_iter().map(|p| p.unpack())),
+        };
+        self.written += 1;
+        let mut written_to = 0;
+        for (i, mut item) in items.enumerate() {
+            let item_json = self.view(&item);
+            let what = match item_json.is_object() {
+                true => describe(&item_json),
+                false => type_name(&item_json).to_string(),
+            };
+            let item_at = place(&format!("{at}, item {}", i + 1), Some(&what), item.line());
+            let place_of = splice::item_text(text, list, i);
+            let edits = match self.object(&item_at, &mut item, &item_json, true) {
+                None => Err(None),
+                Some(outcome) => {
+                    let edits = self.object_edits(&item_at, text, &item, &outcome, aliased, |edits, expected| {
+                        let place_of = place_of.ok_or("the item is not written as such")?;
+                        let inside: Vec<Edit> = edits
+                            .iter()
+                            .map(|e| Edit {
+                                from: e.from - place_of.from,
+                                to: e.to - place_of.from,
+                                with: e.with.clone(),
+                            })
+                            .collect();
+                        reads_back(&text[place_of.from..place_of.to], &inside, expected, place_of.block)
+                    });
+                    match (edits, place_of) {
+                        (Err(Some(reason)), Some(place_of)) => match self.applied(&item_at, &item, &outcome) {
+                            Some(anew) => {
+                                (self.report)(Message::Warning(format!(
+                                    "{item_at}: written anew, not as the input's text: {reason}"
+                                )));
+                                let edit = place_of.anew(&anew, json);
+                                self.discard(anew);
+                                Ok(vec![edit])
+                            }
+                            None => Err(None),
+                        },
+                        (Err(Some(reason)), None) => {
+                            self.fail(OfflineError::Encode {
+                                at: item_at,
+                                format: "YAML",
+                                message: reason,
+                            });
+                            Err(None)
+                        }
+                        (edits, _) => edits,
+                    }
+                }
+            };
+            // An item that failed (reported) is left out.
+            let edits = edits.unwrap_or_else(|_| {
+                splice::item_range(text, list, i)
+                    .map(|(from, to)| {
+                        vec![Edit {
+                            from,
+                            to,
+                            with: String::new(),
+                        }]
+                    })
+                    .unwrap_or_default()
+            });
+            written_to = write_edited(&mut self.output, text, &edits, written_to)?;
+            // A packed item was unpacked here: it is freed here.
+            if packed_list {
+                drop(item);
+            } else {
+                self.discard(item);
+            }
+        }
+        self.output.write_all(&text.as_bytes()[written_to..])?;
+        self.discard(root);
+        Ok(())
+    }
+}
