@@ -180,8 +180,13 @@ fn wants_native(view: &Checked<'_, '_>, template: &Template) -> Result<(bool, Na
     })
 }
 
+/// The longest volume description a collision message holds before it is cut with `…`,
+/// in characters: CEL counts a string in code points, and the compiled admission
+/// policies write the same words.
+pub const VOLUME_DESCRIPTION_LIMIT: usize = 120;
+
 /// A volume as a collision message names it: its first source (by key) as JSON, cut
-/// after 120 bytes. The compiled admission policies write the same words.
+/// after [`VOLUME_DESCRIPTION_LIMIT`] characters.
 pub fn describe_volume(volume: &Map<String, Value>) -> String {
     // A volume's one source key (configMap, emptyDir, ...) is what tells two apart.
     let source = volume
@@ -189,10 +194,9 @@ pub fn describe_volume(volume: &Map<String, Value>) -> String {
         .find(|(k, _)| k.as_str() != "name")
         .map(|(k, v)| format!("{k}: {v}"))
         .unwrap_or_else(|| String::from("no source"));
-    if source.len() > 120 {
-        format!("{}…", &source[..source.floor_char_boundary(120)])
-    } else {
-        source
+    match source.char_indices().nth(VOLUME_DESCRIPTION_LIMIT) {
+        Some((cut, _)) => format!("{}…", &source[..cut]),
+        None => source,
     }
 }
 
@@ -456,6 +460,20 @@ mod tests {
 
     use super::*;
     use crate::template::content_revision;
+
+    #[test]
+    fn a_volume_description_is_cut_after_120_characters_not_bytes() {
+        // "é" is two bytes: a cut by bytes would keep about half as many of them.
+        let path = format!("/tmp/{}", "é".repeat(200));
+        let volume = json!({"name": "data", "hostPath": {"path": path}});
+        let described = describe_volume(volume.as_object().unwrap());
+        let kept = described.strip_suffix('…').expect("a long description is cut with …");
+        assert_eq!(kept.chars().count(), VOLUME_DESCRIPTION_LIMIT);
+        assert!(kept.starts_with("hostPath: {\"path\":\"/tmp/éé"), "{described}");
+
+        let short = json!({"name": "data", "emptyDir": {}});
+        assert_eq!(describe_volume(short.as_object().unwrap()), "emptyDir: {}");
+    }
 
     #[test]
     fn the_revision_label_sits_next_to_the_status_annotation() {

@@ -9,7 +9,7 @@ use serde_json::{Map, Value};
 use super::cel::{self, hole, words};
 use super::facts::{ANNOTATIONS, CONTAINERS, INIT_CONTAINERS, OPTED_IN, VOLUMES};
 use crate::inject::overrides::{Outside, Reason, Refused, target_name};
-use crate::inject::{InjectError, OVERRIDE_PREFIX, describe_volume};
+use crate::inject::{InjectError, OVERRIDE_PREFIX, VOLUME_DESCRIPTION_LIMIT, describe_volume};
 use crate::template::quantity::QuantityError;
 use crate::template::{Bound, OutOfBounds, Override, Template};
 
@@ -53,9 +53,6 @@ const VOLUME_SOURCES: &[&str] = &[
     "storageos",
     "vsphereVolume",
 ];
-
-/// The longest volume description the webhook writes before cutting it with `…`.
-const DESCRIPTION_LIMIT: usize = 120;
 
 fn variable(name: &str, expression: String) -> Variable {
     Variable {
@@ -287,7 +284,7 @@ fn volume_denials(template: &Template) -> String {
 }
 
 /// The webhook's description of the Pod volume `volume`: its first source as compact JSON with
-/// sorted keys, cut at [`DESCRIPTION_LIMIT`] characters.
+/// sorted keys, cut at [`VOLUME_DESCRIPTION_LIMIT`] characters.
 fn describe(volume: &str) -> String {
     let mut chain = String::new();
     for source in VOLUME_SOURCES {
@@ -300,7 +297,7 @@ fn describe(volume: &str) -> String {
             cel::string(&format!("{source}: "))
         ));
     }
-    let limit = DESCRIPTION_LIMIT;
+    let limit = VOLUME_DESCRIPTION_LIMIT;
     format!("[{chain}\"no source\"].map(d, d.size() > {limit} ? d.substring(0, {limit}) + \"…\" : d)[0]")
 }
 

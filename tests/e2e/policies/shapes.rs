@@ -141,6 +141,12 @@ pub fn corpus() -> Vec<Shape> {
             json!({"containers": [app("app")], "volumes": [{"name": "envoy-data", "hostPath": {"path": "/tmp/a, b", "type": "Directory"}}]}),
         ),
         opted(
+            // Cut after 120 characters on both paths: CEL counts characters, not bytes.
+            "volume-collision-long-non-ascii",
+            &[],
+            json!({"containers": [app("app")], "volumes": [{"name": "envoy-data", "hostPath": {"path": format!("/données/{}", "é".repeat(150))}}]}),
+        ),
+        opted(
             "volume-collision-configmap",
             &[],
             json!({"containers": [app("app")], "volumes": [{"name": "envoy-conf", "configMap": {"name": "other", "items": [{"key": "a", "path": "b"}, {"key": "c", "path": "d"}]}}]}),
