@@ -168,17 +168,17 @@ impl Admission {
             debug!(reason = %skip, "not injecting");
             return Answer::allow(warnings);
         }
-        let extras = match join::network_name(annotations) {
-            None => Extras::default(),
+        let network = match join::network_name(annotations) {
+            None => Ok(Extras::default()),
             Some(name) => match join::extras(name, namespace, self.cluster.network(namespace, name), annotations) {
-                Ok(Some(extras)) => extras,
+                Ok(Some(extras)) => Ok(extras),
                 Ok(None) => {
                     warnings.push(format!(
                         "annotation `{NETWORK_ANNOTATION}: {name}` is ignored: this injector runs without a cluster (--standalone) and cannot see Networks"
                     ));
-                    Extras::default()
+                    Ok(Extras::default())
                 }
-                Err(err) => return Answer::deny(err.to_string()),
+                Err(err) => Err(err),
             },
         };
         let Some(templates) = self.templates.current() else {
@@ -189,6 +189,13 @@ impl Admission {
         let template = match inject::select_template_in(&templates, pod, namespace, by_namespace) {
             Ok(t) => t,
             Err(err) => return Answer::deny(err.to_string()),
+        };
+        let extras = match network {
+            Ok(extras) => extras,
+            Err(err) => match inject::template_fault(pod, &template) {
+                Some(fault) => return Answer::deny(fault.to_string()),
+                None => return Answer::deny(err.to_string()),
+            },
         };
         let plan = match inject::plan(pod, &template, &extras) {
             Ok(Decision::Inject(plan)) => plan,

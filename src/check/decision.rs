@@ -416,6 +416,8 @@ fn webhook_engine(
     let pod = &subject.pod;
     let namespace = subject.namespace.as_str();
     let mut offline_network = None;
+    // As the webhook: the template's own faults are named before the Network's.
+    let mut network_refused = None;
     let extras = match subject.network() {
         None => Extras::default(),
         Some(name) if offline => {
@@ -426,7 +428,10 @@ fn webhook_engine(
         }
         Some(name) => match join::extras(name, namespace, cluster.network(namespace, name), pod_annotations(pod)) {
             Ok(extras) => extras.unwrap_or_default(),
-            Err(err) => return report(Verdict::Deny, Rule::Network, err.to_string()),
+            Err(err) => {
+                network_refused = Some(err);
+                Extras::default()
+            }
         },
     };
     let templates = match installed.templates {
@@ -439,6 +444,12 @@ fn webhook_engine(
         Ok(template) => template,
         Err(err) => return report(Verdict::Deny, Rule::UnknownTemplate, err.to_string()),
     };
+    if let Some(err) = network_refused {
+        return match inject::template_fault(&view, &template) {
+            Some(fault) => denied(&fault, &template, &report),
+            None => report(Verdict::Deny, Rule::Network, err.to_string()),
+        };
+    }
     let mut out = match inject::plan(&view, &template, &extras) {
         Ok(Decision::Inject(plan)) => injected(report(Verdict::Inject, rule, opted), &template, &plan, pod),
         Ok(Decision::Skip(skip)) => {

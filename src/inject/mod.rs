@@ -17,7 +17,7 @@ use crate::template::{DEFAULT_TEMPLATE, Template, TemplateSet};
 pub use overrides::OVERRIDE_PREFIX;
 pub use plan::{
     Added, AppMount, Decision, Extras, InjectionStatus, MountRecord, NativeRule, Plan, VOLUME_DESCRIPTION_LIMIT,
-    describe_volume, plan, revision_label_value, runs_to_completion,
+    describe_volume, plan, revision_label_value, runs_to_completion, template_fault,
 };
 pub use pod::PodView;
 pub use policy::{NamespaceOptIn, OptIn, Skip};

@@ -234,6 +234,21 @@ fn collisions_unknown_templates_and_networks_are_denials() {
         "{report:#?}"
     );
     assert!(report.reason.contains("Network `net1`"), "{}", report.reason);
+
+    // Two faults: the template's is named first, as the webhook and the policies name it.
+    let report = explain_shipped(&subject(
+        "labelled",
+        json!({NETWORK_ANNOTATION: "net1", "sidecar.samplecrd.k8s.io/template": "nope"}),
+        app(),
+    ));
+    assert_eq!(report.rule, Rule::UnknownTemplate, "{report:#?}");
+    let report = explain_shipped(&subject(
+        "labelled",
+        json!({NETWORK_ANNOTATION: "net1", "sidecar.samplecrd.k8s.io/override.bogus": "1"}),
+        app(),
+    ));
+    assert_eq!(report.verdict, Verdict::Deny, "{report:#?}");
+    assert!(report.reason.contains("override.bogus"), "{}", report.reason);
 }
 
 #[test]

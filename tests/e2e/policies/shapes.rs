@@ -334,6 +334,17 @@ pub fn corpus() -> Vec<Shape> {
             one(),
         ),
         opted("network-missing", &[(NETWORK, "nowhere")], one()),
+        // Two faults, one of them the Network: both paths name the template's first.
+        opted(
+            "network-missing-and-override-undeclared",
+            &[(NETWORK, "nowhere"), (&ov("bogus"), "1")],
+            one(),
+        ),
+        opted(
+            "network-missing-and-template-unknown",
+            &[(NETWORK, "nowhere"), (TEMPLATE, "nope")],
+            one(),
+        ),
         // Namespace-wide opt-in and template.
         in_place(Place::Labelled, shape("by-label", &[], one())),
         in_place(Place::Labelled, opted("label-annotation-wins", &[(TEMPLATE, "native")], one())),
