@@ -3,13 +3,19 @@
 //! this. The grammar is apimachinery's (`resource.ParseQuantity`): a signed decimal
 //! number, then a binary suffix (`Ki`..`Ei`), a decimal suffix (`n u m k M G T P E`) or a
 //! decimal exponent (`e3`, `E-2`). Values are held exactly, in nano-units, the precision
-//! Kubernetes keeps (a finer value is rounded up to the next nano-unit, as it is there).
+//! Kubernetes keeps (a finer value is rounded up to the next nano-unit, as it is there),
+//! whatever the number of digits; a binary-suffixed one is capped at the largest int64, as
+//! there. The compiled admission policies compare with the API server's `quantity()`, so
+//! the two paths decide alike.
 //!
 //! No crate was taken for this: the ones on crates.io convert through `f64`, which
 //! cannot compare `0.1` and `100m` exactly.
 
 use std::cmp::Ordering;
 use std::fmt;
+
+use num_bigint::BigUint;
+use num_traits::Zero;
 
 /// A parsed quantity: its value in nano-units, and the text it was written as.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -57,35 +63,26 @@ impl Quantity {
         let (binary_power, decimal_power) = suffix_powers(suffix).ok_or_else(syntax)?;
 
         // value = digits × 10^(decimal_power − fraction digits) × 2^binary_power, in nanos.
-        let too_large = || QuantityError::TooLarge {
-            found: text.to_string(),
+        let exponent = i64::from(decimal_power) + 9 - i64::try_from(fraction.len()).unwrap_or(i64::MAX);
+        let nanos = match exact_nanos_fast(whole, fraction, binary_power, exponent) {
+            Some(nanos) => nanos,
+            None => exact_nanos_big(whole, fraction, binary_power, exponent),
         };
-        let mut digits: i128 = 0;
-        for b in whole.bytes().chain(fraction.bytes()) {
-            digits = digits
-                .checked_mul(10)
-                .and_then(|d| d.checked_add(i128::from(b - b'0')))
-                .ok_or_else(too_large)?;
-        }
-        let fraction_digits = i32::try_from(fraction.len()).map_err(|_| too_large())?;
-        let scaled = digits
-            .checked_mul(1i128.checked_shl(binary_power).ok_or_else(too_large)?)
-            .ok_or_else(too_large)?;
-        let exponent = decimal_power + 9 - fraction_digits;
-        let nanos = if exponent >= 0 {
-            let factor = 10i128.checked_pow(exponent.unsigned_abs()).ok_or_else(too_large)?;
-            scaled.checked_mul(factor).ok_or_else(too_large)?
+        // Kubernetes caps a binary-suffixed quantity at the largest int64 (the API server's
+        // `quantity()` compares the capped value), and holds any other exactly.
+        let nanos = if binary_power > 0 {
+            nanos.min(BigOrSmall::Small(i128::from(i64::MAX) * NANOS_PER_UNIT))
         } else {
-            match 10i128.checked_pow(exponent.unsigned_abs()) {
-                // Kubernetes rounds a value finer than its precision up.
-                Some(divisor) => (scaled + divisor - 1) / divisor,
-                None => i128::from(scaled > 0),
+            nanos
+        };
+        let nanos = match nanos {
+            BigOrSmall::Small(nanos) if nanos <= LIMIT_NANOS => nanos,
+            _ => {
+                return Err(QuantityError::TooLarge {
+                    found: text.to_string(),
+                });
             }
         };
-        const LIMIT: i128 = 100_000_000_000_000_000_000_000_000_000 * 1_000_000_000;
-        if nanos > LIMIT {
-            return Err(too_large());
-        }
         Ok(Quantity {
             nanos: if negative { -nanos } else { nanos },
             text: text.to_string(),
@@ -128,6 +125,128 @@ fn suffix_powers(suffix: &str) -> Option<(u32, i32)> {
             decimal(rest.parse().ok()?)
         }
     }
+}
+
+const NANOS_PER_UNIT: i128 = 1_000_000_000;
+/// The largest magnitude compared, 10^29 units: the compiled admission policies refuse
+/// beyond it with the same words.
+const LIMIT_NANOS: i128 = 100_000_000_000_000_000_000_000_000_000 * NANOS_PER_UNIT;
+
+/// A magnitude in nano-units: in an `i128` when it fits, else too large to keep.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum BigOrSmall {
+    Small(i128),
+    /// Beyond `i128`: more than any limit, only ever refused.
+    Big,
+}
+
+/// ⌈digits × 2^binary_power × 10^exponent⌉ (Kubernetes rounds what is finer than a
+/// nano-unit up) in `i128` arithmetic, or `None` when an intermediate does not fit.
+fn exact_nanos_fast(whole: &str, fraction: &str, binary_power: u32, exponent: i64) -> Option<BigOrSmall> {
+    let mut digits: i128 = 0;
+    for b in whole.bytes().chain(fraction.bytes()) {
+        digits = digits.checked_mul(10)?.checked_add(i128::from(b - b'0'))?;
+    }
+    let scaled = digits.checked_mul(1i128.checked_shl(binary_power)?)?;
+    let power = u32::try_from(exponent.unsigned_abs()).ok()?;
+    Some(BigOrSmall::Small(if exponent >= 0 {
+        scaled.checked_mul(10i128.checked_pow(power)?)?
+    } else {
+        match 10i128.checked_pow(power) {
+            Some(divisor) => (scaled + divisor - 1) / divisor,
+            // 10^power is beyond i128, so is more than `scaled`: a non-zero value is 1n.
+            None => i128::from(scaled > 0),
+        }
+    }))
+}
+
+/// The same, exactly, for the digits and exponents `i128` cannot hold (as the API server
+/// holds any quantity): a value written with 40 digits is still compared. Without a
+/// binary suffix only the digits down to the nano-unit are read (the rest only round up),
+/// so a long text costs its length, not its square.
+fn exact_nanos_big(whole: &str, fraction: &str, binary_power: u32, exponent: i64) -> BigOrSmall {
+    let significant = format!("{whole}{fraction}");
+    let significant = significant.trim_start_matches('0');
+    if significant.is_empty() {
+        return BigOrSmall::Small(0);
+    }
+    let digit_count = i64::try_from(significant.len()).unwrap_or(i64::MAX);
+    // value >= 10^(digits - 1 + exponent) nanos: beyond every limit (10^38 nanos) already.
+    if digit_count.saturating_add(exponent) > 40 {
+        return BigOrSmall::Big;
+    }
+    if binary_power == 0 && exponent < 0 {
+        // At most 40 digits are whole nano-units; a non-zero digit below them rounds up.
+        let whole_nanos = usize::try_from(digit_count + exponent).unwrap_or(0);
+        let (nanos, below) = significant.split_at(whole_nanos);
+        let nanos: i128 = if nanos.is_empty() {
+            0
+        } else {
+            nanos.parse().unwrap_or(i128::MAX)
+        };
+        let round_up = below.bytes().any(|b| b != b'0');
+        return BigOrSmall::Small(nanos.saturating_add(i128::from(round_up)));
+    }
+    if exponent < 0
+        && significant.len() > BINARY_HEAD_DIGITS
+        && let Some(nanos) = binary_from_head(significant, binary_power, exponent)
+    {
+        return nanos;
+    }
+    exact_nanos_full(significant, binary_power, exponent)
+}
+
+/// ⌈N × 2^b × 10^exponent⌉ in big integers, reading every digit of N.
+fn exact_nanos_full(significant: &str, binary_power: u32, exponent: i64) -> BigOrSmall {
+    let scaled = BigUint::parse_bytes(significant.as_bytes(), 10).unwrap_or_default() << binary_power;
+    let nanos = if exponent >= 0 {
+        scaled * BigUint::from(10u32).pow(exponent.unsigned_abs() as u32)
+    } else {
+        let power = exponent.unsigned_abs();
+        // digits(scaled) <= bits × log10(2) + 1: below 10^power, a non-zero value is 1n.
+        if scaled.bits().saturating_mul(30_103) / 100_000 + 1 < power {
+            return BigOrSmall::Small(u8::from(!scaled.is_zero()).into());
+        }
+        let divisor = BigUint::from(10u32).pow(power as u32);
+        (scaled + &divisor - 1u32) / divisor
+    };
+    into_nanos(nanos)
+}
+
+fn into_nanos(nanos: BigUint) -> BigOrSmall {
+    nanos.try_into().map_or(BigOrSmall::Big, BigOrSmall::Small)
+}
+
+/// Digits of a long binary-suffixed quantity read before the rest is looked at.
+const BINARY_HEAD_DIGITS: usize = 80;
+
+/// ⌈N × 2^b × 10^exponent⌉ for a long N (more than [`BINARY_HEAD_DIGITS`] digits) from
+/// its first digits H alone, when the rest cannot change it: the value lies between H's
+/// and (H + 1)'s (scaled alike), and when both bounds round to one nano-unit, that is it.
+/// `None` when they do not (the value sits at a nano-unit's edge): read it all then.
+fn binary_from_head(significant: &str, binary_power: u32, exponent: i64) -> Option<BigOrSmall> {
+    let (head, tail) = significant.split_at(BINARY_HEAD_DIGITS);
+    let rest_digits = i64::try_from(tail.len()).ok()?;
+    // value = H × 2^b × 10^(rest + exponent) + below, with rest + exponent < 0 here
+    // (the caller has refused values of more than 40 nano digits).
+    let shift = rest_digits.checked_add(exponent)?;
+    if shift >= 0 {
+        return None;
+    }
+    let power = shift.unsigned_abs();
+    // H × 2^b and (H + 1) × 2^b have at most 80 + 19 digits (H > 0, it has no leading
+    // zero): below 10^power they are under 1 nano-unit, rounded up to it.
+    if power > 100 {
+        return Some(BigOrSmall::Small(1));
+    }
+    let head = BigUint::parse_bytes(head.as_bytes(), 10)? << binary_power;
+    let divisor = BigUint::from(10u32).pow(power as u32);
+    if tail.bytes().all(|b| b == b'0') {
+        return Some(into_nanos((head + &divisor - 1u32) / divisor));
+    }
+    let low = &head / &divisor + 1u32; // the value is above H's, so at least this
+    let high = (&head + (BigUint::from(1u32) << binary_power) + &divisor - 1u32) / &divisor;
+    (low == high).then(|| into_nanos(low))
 }
 
 impl Ord for Quantity {
@@ -231,7 +350,8 @@ mod tests {
             "1e99",
             "99999999999999999999999999999999999999999",
             "1e30",
-            "200000000000Ei",
+            "-1e30",
+            "100000000000000000000000000000.000000000000000000001",
         ] {
             assert!(
                 matches!(Quantity::parse(big), Err(QuantityError::TooLarge { .. })),
@@ -239,5 +359,84 @@ mod tests {
             );
         }
         assert!(Quantity::parse("16Ei").is_ok());
+        assert!(Quantity::parse("1e29").is_ok());
+    }
+
+    #[test]
+    fn more_digits_than_an_i128_holds_are_compared_exactly() {
+        // 41 significant digits: just above 1, so 1 nano-unit above it (rounded up).
+        let long = "1.0000000000000000000000000000000000000001";
+        assert_eq!(q(long).cmp(&q("1000000001n")), Ordering::Equal);
+        assert!(q(long) > q("1"));
+        assert!(q(long) < q("2"));
+        assert_eq!(
+            q("0.00000000000000000000000000000000000000000000000001").cmp(&q("1n")),
+            Ordering::Equal
+        );
+        assert_eq!(q(&format!("0.{}", "0".repeat(5000))).cmp(&q("0")), Ordering::Equal);
+        assert_eq!(q(&format!("{}1e-5000", "0".repeat(50))).cmp(&q("1n")), Ordering::Equal);
+        assert_eq!(
+            q("123456789012345678901234567890123456789012345e-30").cmp(&q("123456789012345m")),
+            Ordering::Greater
+        );
+        assert_eq!(
+            q("123456789012345678901234567890123456789012345e-30").cmp(&q("123456789012345678901235n")),
+            Ordering::Equal
+        );
+    }
+
+    #[test]
+    fn a_long_binary_quantity_read_from_its_head_is_what_all_its_digits_give() {
+        // Deterministic digits (xorshift), among them tails of zeros and of nines, which
+        // put the value at a nano-unit's edge.
+        let mut state = 0x2545_f491_4f6c_dd1d_u64;
+        let mut next = move || {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state
+        };
+        let mut answered = 0;
+        for case in 0..2000 {
+            let length = 81 + (next() % 150) as usize;
+            let mut digits: String = (0..length).map(|_| char::from(b'0' + (next() % 10) as u8)).collect();
+            digits.replace_range(0..1, "7");
+            match case % 4 {
+                0 => digits.replace_range(90.min(length).., &"0".repeat(length - 90.min(length))),
+                1 => digits.replace_range(85.min(length).., &"9".repeat(length - 85.min(length))),
+                _ => {}
+            }
+            let binary_power = [10, 20, 30, 40, 50, 60][(next() % 6) as usize];
+            let exponent = -((next() % 260) as i64);
+            let full = exact_nanos_full(&digits, binary_power, exponent);
+            if let Some(from_head) = binary_from_head(&digits, binary_power, exponent) {
+                assert_eq!(from_head, full, "{digits} × 2^{binary_power} × 10^{exponent}");
+                answered += 1;
+            }
+        }
+        // Below a nano-unit's edge the head answers: most values are nowhere near one.
+        assert!(answered > 1000, "the head answered {answered} of 2000");
+
+        // At an edge: exactly 512 units, and a digit far below it, which rounds up.
+        let exact = format!("0.5{}Ki", "0".repeat(100));
+        assert_eq!(q(&exact).cmp(&q("512")), Ordering::Equal);
+        let above = format!("0.5{}1Ki", "0".repeat(100));
+        assert_eq!(q(&above).cmp(&q("512000000001n")), Ordering::Equal);
+    }
+
+    #[test]
+    fn binary_suffixes_are_capped_at_the_largest_int64_as_kubernetes_does() {
+        let max = q("9223372036854775807");
+        for capped in [
+            "8Ei",
+            "200000000000Ei",
+            "99999999999999999999999999999999999999999999Ki",
+        ] {
+            assert_eq!(q(capped).cmp(&max), Ordering::Equal, "{capped}");
+        }
+        assert_eq!(q("-8Ei").cmp(&q("-9223372036854775807")), Ordering::Equal);
+        assert!(q("7Ei") < max);
+        // A decimal suffix is held exactly, up to the compared limit.
+        assert!(q("10E") > max);
     }
 }

@@ -254,6 +254,19 @@ pub fn corpus() -> Vec<Shape> {
         opted("memory-not-a-quantity", &[(&mem, "lots \"of\" memory")], one()),
         opted("memory-empty", &[(&mem, "")], one()),
         opted("memory-too-large", &[(&mem, "1e30")], one()),
+        // More digits than an i128 holds, and a binary suffix Kubernetes caps at the
+        // largest int64: compared as the API server compares them.
+        opted(
+            "cpu-request-41-digits",
+            &[(&cpu, "1.0000000000000000000000000000000000000001")],
+            one(),
+        ),
+        opted(
+            "cpu-request-41-digits-above-max",
+            &[(&cpu, "2.0000000000000000000000000000000000000001")],
+            one(),
+        ),
+        opted("memory-binary-capped", &[(&mem, "200000000000Ei")], one()),
         opted("cpu-limit-added", &[(&cpu_limit, "2")], one()),
         opted("cpu-limit-below-min", &[(&cpu_limit, "50m")], one()),
         opted("init-storage", &[(&storage, "512Mi")], one()),
