@@ -122,12 +122,23 @@ size(variables.mountDenials) > 0 ? variables.mountDenials[0] : \"\"",
     )
 }
 
-/// The escaped inside of a JSON (or Rust debug) string of `expr`, for a message that
-/// quotes a value the Pod gave: the quotes are the message's, the escapes are these.
+/// The escaped inside of a JSON string of `expr` (as serde_json writes it), for a message
+/// that quotes a value the Pod gave: the quotes are the message's, the escapes are these.
 fn escaped(expr: &str) -> String {
-    format!(
+    let common = format!(
         r#"{expr}.replace("\\", "\\\\").replace("\"", "\\\"").replace("\n", "\\n").replace("\r", "\\r").replace("\t", "\\t")"#
-    )
+    );
+    // The other characters below U+0020: rare, so looked for once before 27 replaces.
+    let mut rare = String::new();
+    for code in (0u32..0x20).filter(|c| ![0x09, 0x0a, 0x0d].contains(c)) {
+        let written = match code {
+            0x08 => String::from(r"\\b"),
+            0x0c => String::from(r"\\f"),
+            _ => format!(r"\\u{code:04x}"),
+        };
+        rare.push_str(&format!(r#".replace("\u{code:04x}", "{written}")"#));
+    }
+    format!(r#"({expr}.matches("[\\x00-\\x08\\x0b\\x0c\\x0e-\\x1f]") ? {common}{rare} : {common})"#)
 }
 
 /// Every override annotation the template refuses, joined as the webhook joins them, in
@@ -144,11 +155,14 @@ fn override_denial(template: &Template) -> String {
         }
         .to_string()
     };
-    let value = format!("{ANNOTATIONS}[k]");
+    // Each override annotation as [key, its value escaped]: the escaping is written, and
+    // runs, once per annotation rather than in every message that quotes the value.
+    let value = format!("{ANNOTATIONS}[e[0]]");
+    let escaped_value = String::from("e[1]");
     let holes = |name: &str| -> [(String, String); 2] {
         [
             (name_hole.clone(), cel::string(name)),
-            (value_hole.clone(), escaped(&value)),
+            (value_hole.clone(), escaped_value.clone()),
         ]
     };
     let fill = |text: &str, holes: &[(String, String)]| {
@@ -163,9 +177,9 @@ fn override_denial(template: &Template) -> String {
         &[
             (
                 name_hole.clone(),
-                format!("k.substring({})", OVERRIDE_PREFIX.chars().count()),
+                format!("e[0].substring({})", OVERRIDE_PREFIX.chars().count()),
             ),
-            (value_hole.clone(), escaped(&value)),
+            (value_hole.clone(), escaped_value.clone()),
         ],
     );
     let mut chain = String::new();
@@ -179,11 +193,12 @@ fn override_denial(template: &Template) -> String {
             })));
             fill(&text, &holes(&decl.name))
         });
-        chain.push_str(&format!("k == {key} ? {check} :\n"));
+        chain.push_str(&format!("e[0] == {key} ? {check} :\n"));
     }
     format!(
-        "{ANNOTATIONS}.filter(k, k.startsWith({prefix})).sort().map(k,\n{chain}{undeclared}).filter(m, m != \"\").join(\"; \")",
-        prefix = cel::string(OVERRIDE_PREFIX)
+        "{ANNOTATIONS}.filter(k, k.startsWith({prefix})).sort().map(k, [dyn(k), dyn({escaped})]).map(e,\n{chain}{undeclared}).filter(m, m != \"\").join(\"; \")",
+        prefix = cel::string(OVERRIDE_PREFIX),
+        escaped = escaped(&format!("{ANNOTATIONS}[k]")),
     )
 }
 

@@ -30,11 +30,18 @@ pub enum QuantityError {
     #[error("expected a quantity (a number with an optional suffix such as `m`, `Mi` or `G`), found an empty string")]
     Empty,
     #[error(
-        "expected a quantity (a number with an optional suffix: n u m k M G T P E, Ki Mi Gi Ti Pi Ei, or an exponent such as e3), found {found:?}"
+        "expected a quantity (a number with an optional suffix: n u m k M G T P E, Ki Mi Gi Ti Pi Ei, or an exponent such as e3), found {}",
+        json_quoted(found)
     )]
     Syntax { found: String },
-    #[error("quantity {found:?} is too large to compare (beyond 10^29)")]
+    #[error("quantity {} is too large to compare (beyond 10^29)", json_quoted(found))]
     TooLarge { found: String },
+}
+
+/// The text as a JSON string, as the override's value is quoted in the same message (and
+/// as the compiled admission policies can write it: CEL has no Rust `{:?}`).
+fn json_quoted(text: &str) -> serde_json::Value {
+    serde_json::Value::from(text)
 }
 
 impl Quantity {

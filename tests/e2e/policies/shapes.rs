@@ -272,6 +272,14 @@ pub fn corpus() -> Vec<Shape> {
         opted("init-storage", &[(&storage, "512Mi")], one()),
         opted("log-level", &[(&log, "debug")], one()),
         opted("log-level-not-allowed", &[(&log, "trace")], one()),
+        // Control characters in a refused value: escaped as JSON escapes them, on both paths.
+        opted(
+            "log-level-control-characters",
+            &[(&log, "debug\u{1}\u{8}\u{c}\u{1b}[31m\u{7f}")],
+            one(),
+        ),
+        opted("memory-control-characters", &[(&mem, "1\u{7}Gi\t")], one()),
+        opted("undeclared-control-characters", &[(&ov("bogus"), "\u{1f}\u{b}x")], one()),
         opted("pod-ip-replaces-value-from", &[(&pod_ip, "127.0.0.1")], one()),
         opted("mode-added", &[(&mode, "slow \"and\" safe")], one()),
         opted("init-mode-added", &[(&init_mode, "once")], one()),
