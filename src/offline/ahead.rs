@@ -52,11 +52,12 @@ pub struct Handing {
     pub items: Receiver<Handed>,
 }
 
-/// What comes of a `Handing` piece: items in order, then its documents (the first one's
-/// `items` list empty, its layout recorded: see `read_documents_handing_items`).
+/// What comes of a `Handing` piece: items in order, a few at a time, then its
+/// documents (the first one's `items` list empty, its layout recorded: see
+/// `read_documents_handing_items`).
 #[derive(Debug)]
 pub enum Handed {
-    Item(HandedItem),
+    Items(Vec<HandedItem>),
     End(Result<Vec<Document>, ReadError>),
 }
 
@@ -65,9 +66,12 @@ pub enum Handed {
 /// as if they were).
 const HAND_FROM: usize = 1 << 20;
 
-/// Items handed over but not yet taken: enough that neither thread waits for the
-/// other at every item, few enough that their trees take little memory.
-const HANDED_IN_FLIGHT: usize = 64;
+/// Items go a few at a time: each hand-over can cost a wake-up each way.
+const HANDED_BATCH: usize = 16;
+
+/// Batches of items handed over but not yet taken: enough that neither thread waits
+/// for the other often, few enough that their trees take little memory.
+const HANDED_IN_FLIGHT: usize = 8;
 
 /// What the caller wants of each piece.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -304,9 +308,17 @@ fn parse_and_free(
                 }
                 if let Some((first_line, text, items)) = handing {
                     // A caller that stopped takes no more: what is handed is dropped.
+                    let mut batch = Vec::with_capacity(HANDED_BATCH);
                     let documents = read_documents_handing_items(&text, first_line, &mut |item| {
-                        let _ = items.send(Handed::Item(item));
+                        batch.push(item);
+                        if batch.len() == HANDED_BATCH {
+                            let full = std::mem::replace(&mut batch, Vec::with_capacity(HANDED_BATCH));
+                            let _ = items.send(Handed::Items(full));
+                        }
                     });
+                    if !batch.is_empty() {
+                        let _ = items.send(Handed::Items(batch));
+                    }
                     drop(text);
                     let _ = items.send(Handed::End(documents));
                 }
@@ -412,24 +424,24 @@ mod tests {
             let Body::Handing(handing) = parsed.next().unwrap().unwrap().body else {
                 panic!("a large piece read as text is handed over");
             };
-            let Ok(Handed::Item(first)) = handing.items.recv() else {
-                panic!("the first item comes first");
+            let Ok(Handed::Items(first)) = handing.items.recv() else {
+                panic!("the first items come first");
             };
             assert_eq!(
-                first
+                first[0]
                     .item
                     .get("metadata")
                     .and_then(|m| m.get("name"))
                     .and_then(Node::as_str),
                 Some("p0")
             );
-            // At most `HANDED_IN_FLIGHT` items wait to be taken, so the parsing thread,
+            // At most `HANDED_IN_FLIGHT` batches wait to be taken, so the parsing thread,
             // far from the end, still holds the text it reads.
             assert_eq!(Arc::strong_count(&handing.text), 2);
-            let mut count = 1;
+            let mut count = first.len();
             let documents = loop {
                 match handing.items.recv().unwrap() {
-                    Handed::Item(_) => count += 1,
+                    Handed::Items(items) => count += items.len(),
                     Handed::End(documents) => break documents.unwrap(),
                 }
             };

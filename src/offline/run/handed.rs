@@ -136,7 +136,11 @@ impl<W: std::io::Write> Stream<'_, W> {
         let mut speculation = Speculation::new(&text, self.settings.hold_at_most);
         let documents = loop {
             match items.recv() {
-                Ok(Handed::Item(item)) => self.speculate(&mut speculation, &text, item),
+                Ok(Handed::Items(items)) => {
+                    for item in items {
+                        self.speculate(&mut speculation, &text, item);
+                    }
+                }
                 Ok(Handed::End(documents)) => break Some(documents),
                 // The parsing thread is gone without an end (it panicked): read here.
                 Err(_) => break None,
