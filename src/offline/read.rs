@@ -45,6 +45,11 @@ pub struct Aliased {
 pub struct Packed(Box<[u8]>);
 
 impl Packed {
+    /// A node packed elsewhere (`packed::pack`).
+    pub fn from_bytes(bytes: Vec<u8>) -> Packed {
+        Packed(bytes.into_boxed_slice())
+    }
+
     pub fn unpack(&self) -> Node {
         // The bytes were packed here from a tree; `packed`'s tests hold that they
         // come back exactly.
@@ -63,6 +68,38 @@ impl Document {
             && let Some((_, list)) = entries.iter_mut().rev().find(|(k, _)| k == "items")
         {
             list.value = Value::Seq(items);
+        }
+    }
+}
+
+/// An item of the root map's `items` list, handed over as soon as it is read
+/// ([`read_documents_handing_items`]), with what placing its text needs.
+#[derive(Debug)]
+pub struct HandedItem {
+    /// Its tree, as it would have been packed (`layout::keep_for_pod` applied).
+    pub item: Node,
+    /// Its entry in the list's layout.
+    pub entry: Entry,
+    /// The list's layout without its entries, as it is when the item ends.
+    pub list: ListPlace,
+    /// The aliases read since the item before it (or since the document started).
+    pub aliased: Vec<Aliased>,
+}
+
+/// What placing an item's text needs of its list's layout.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ListPlace {
+    pub flow: bool,
+    pub indent: u32,
+    pub json: bool,
+}
+
+impl ListPlace {
+    pub fn of(layout: &Layout) -> ListPlace {
+        ListPlace {
+            flow: layout.flow,
+            indent: layout.indent,
+            json: layout.json,
         }
     }
 }
@@ -111,16 +148,36 @@ pub fn read_documents_with_layouts(text: &str, first_line: usize) -> Result<Vec<
     parse(text, first_line, text.len() >= PACK_FROM, true)
 }
 
+/// As [`read_documents_with_layouts`] for a large text, but the first document's root
+/// `items` are handed to `hand` one by one as soon as each is read, not packed into the
+/// document (whose `items` list is left empty, its layout recorded): the caller can work
+/// on them while the rest of the text is read.
+pub fn read_documents_handing_items(
+    text: &str,
+    first_line: usize,
+    hand: &mut dyn FnMut(HandedItem),
+) -> Result<Vec<Document>, ReadError> {
+    let mut builder = Builder::new(text, first_line.saturating_sub(1), true, true);
+    builder.hand = Some(hand);
+    builder.run()
+}
+
 fn parse(text: &str, first_line: usize, pack: bool, layouts: bool) -> Result<Vec<Document>, ReadError> {
-    let mut builder = Builder::new(text, first_line.saturating_sub(1), pack, layouts);
-    for event in Parser::new_from_str(text) {
-        let (event, span) = event.map_err(|e| ReadError {
-            line: Some(e.marker().line() + builder.line_offset),
-            message: e.info(),
-        })?;
-        builder.event(event, span)?;
+    Builder::new(text, first_line.saturating_sub(1), pack, layouts).run()
+}
+
+impl Builder<'_> {
+    fn run(mut self) -> Result<Vec<Document>, ReadError> {
+        let text = self.text;
+        for event in Parser::new_from_str(text) {
+            let (event, span) = event.map_err(|e| ReadError {
+                line: Some(e.marker().line() + self.line_offset),
+                message: e.info(),
+            })?;
+            self.event(event, span)?;
+        }
+        Ok(self.finish())
     }
-    Ok(builder.finish())
 }
 
 enum Frame {
@@ -220,6 +277,10 @@ struct Builder<'t> {
     /// Whether the root map's `items` are packed as they are read.
     pack: bool,
     pack_buffer: Vec<u8>,
+    /// Where the first document's root `items` go instead, if anywhere.
+    hand: Option<&'t mut dyn FnMut(HandedItem)>,
+    /// How many of the document's aliases went with an item handed over.
+    aliases_handed: usize,
 }
 
 fn node_count(node: &Node) -> usize {
@@ -268,6 +329,8 @@ impl<'t> Builder<'t> {
             events: 0,
             pack,
             pack_buffer: Vec::new(),
+            hand: None,
+            aliases_handed: 0,
         }
     }
 
@@ -655,6 +718,7 @@ impl<'t> Builder<'t> {
                 Frame::Map { key: Some(Key { name: KeyName::Name(k), .. }), .. } if k == "items"
             );
         if root_items {
+            let mut list = None;
             if let Some(Frame::Seq {
                 rec: Rec {
                     layout: Some(layout), ..
@@ -663,10 +727,24 @@ impl<'t> Builder<'t> {
             }) = self.frames.last_mut()
             {
                 layout.entries.push(Some(entry));
+                list = Some(ListPlace::of(layout));
+            }
+            layout::keep_for_pod(&mut node);
+            // Only the first document's, and only where the text of each is recorded.
+            if let (Some(hand), Some(list), true) = (self.hand.as_mut(), list, self.done.is_empty()) {
+                let aliased = self.document.aliased[self.aliases_handed..].to_vec();
+                self.aliases_handed = self.document.aliased.len();
+                hand(HandedItem {
+                    item: node,
+                    entry,
+                    list,
+                    aliased,
+                });
+                self.last = Last::Nothing;
+                return Ok(());
             }
             // Packed into one buffer, kept at its exact size: a list item's bytes grown
             // by doubling would hold a third more, and there can be a million items.
-            layout::keep_for_pod(&mut node);
             self.pack_buffer.clear();
             packed::pack(&node, &mut self.pack_buffer);
             self.document
@@ -1021,6 +1099,30 @@ mod tests {
         assert!(nested[0].packed_items.is_empty());
         // A small text is not packed at all.
         assert!(read_documents(text, 1).unwrap()[0].packed_items.is_empty());
+    }
+
+    #[test]
+    fn handed_items_are_the_packed_ones_and_the_rest_is_the_same() {
+        let text = "# head\nkind: List\nitems:\n# first\n- {kind: Pod, metadata: {name: a, labels: &l {x: y}}, y: *l}\n- [1, 2]\n- kind: Deployment\n  spec:\n    template:\n      metadata: {labels: {a: b}}\nmetadata: {}\n---\nkind: List\nitems: [c]\n";
+        let packed = parse(text, 3, true, true).unwrap();
+        let mut handed = Vec::new();
+        let documents = read_documents_handing_items(text, 3, &mut |item| handed.push(item)).unwrap();
+        // Only the first document's.
+        assert_eq!(handed.len(), 3);
+        assert_eq!(documents[1].packed_items, packed[1].packed_items);
+        assert!(documents[0].packed_items.is_empty());
+        let list = packed[0].root.as_ref().unwrap().get("items").unwrap().layout().unwrap();
+        for (i, item) in handed.iter().enumerate() {
+            assert_eq!(item.item, packed[0].packed_items[i].unpack(), "{i}");
+            assert_eq!(Some(item.entry), list.entries[i], "{i}");
+            assert_eq!(item.list, ListPlace::of(list));
+        }
+        // The alias goes with the item it is in.
+        assert_eq!(handed[0].aliased, packed[0].aliased);
+        assert!(handed[1].aliased.is_empty());
+        assert_eq!(documents[0].root, packed[0].root);
+        assert_eq!(documents[0].aliased, packed[0].aliased);
+        assert_eq!(documents[0].trailing, packed[0].trailing);
     }
 
     #[test]

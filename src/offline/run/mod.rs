@@ -4,15 +4,16 @@
 //! YAML in, YAML out: the output is the input's text with the additions (or removals)
 //! spliced in (`text`); JSON in or out, the documents are written from their trees.
 
+mod handed;
 mod text;
 
 use std::io::{BufRead, Write};
 
 use serde_json::Value as Json;
 
-use super::ahead::{InOrder, Piece, Reading, parse_ahead, workers};
+use super::ahead::{Body, InOrder, Piece, Reading, parse_ahead, workers};
 use super::node::{Node, Value};
-use super::read::{Document, Packed};
+use super::read::{Document, Packed, ReadError};
 use super::splice;
 use super::split::{InputError, json_values, starts_like_json};
 use super::view::{engine_view, identity};
@@ -76,7 +77,15 @@ pub fn inject_stream<R: BufRead + Send, W: Write>(
     format: Format,
     report: &mut dyn FnMut(Message),
 ) -> Result<Summary, StreamError> {
-    stream(input, output, Action::Inject(templates), format, report)
+    stream(
+        input,
+        output,
+        Action::Inject(templates),
+        format,
+        report,
+        Settings::default(),
+    )
+    .map(|(s, _)| s)
 }
 
 /// As [`inject_stream`], but undoing each object's injection (`uninject`). The strategic
@@ -87,16 +96,37 @@ pub fn uninject_stream<R: BufRead + Send, W: Write>(
     format: Format,
     report: &mut dyn FnMut(Message),
 ) -> Result<Summary, StreamError> {
-    stream(input, output, Action::Uninject, format, report)
+    stream(input, output, Action::Uninject, format, report, Settings::default()).map(|(s, _)| s)
 }
 
+/// How the stream goes about its work, where tests need to choose.
+#[derive(Debug, Clone, Copy)]
+struct Settings {
+    /// Whether a large piece is handed over while parsed (`ahead::Handing`).
+    hand_over: bool,
+    /// What the items of a `List` handed over may hold (`handed`); `None`: the default.
+    hold_at_most: Option<usize>,
+}
+
+impl Default for Settings {
+    fn default() -> Settings {
+        Settings {
+            hand_over: true,
+            hold_at_most: None,
+        }
+    }
+}
+
+/// The stream, and how many `List`s were written from the work done on their items as
+/// they were read.
 fn stream<R: BufRead + Send, W: Write>(
     mut input: R,
     output: W,
     action: Action<'_>,
     format: Format,
     report: &mut dyn FnMut(Message),
-) -> Result<Summary, StreamError> {
+    settings: Settings,
+) -> Result<(Summary, usize), StreamError> {
     let mut stream = Stream {
         action,
         format,
@@ -111,6 +141,9 @@ fn stream<R: BufRead + Send, W: Write>(
         done: Vec::new(),
         splicing: false,
         renders: splice::Renders::default(),
+        held: None,
+        settings,
+        handed_lists: 0,
     };
     if starts_like_json(&mut input)? {
         for (index, value) in json_values(input).enumerate() {
@@ -123,6 +156,7 @@ fn stream<R: BufRead + Send, W: Write>(
                             root: Some(root),
                             ..Document::default()
                         },
+                        None,
                         None,
                     )?;
                     // Built on this thread: freed here.
@@ -156,7 +190,7 @@ fn stream<R: BufRead + Send, W: Write>(
         // Cutting on one thread, parsing ahead on others, injecting and writing here in
         // input order; bounded channels keep a few parsed documents in flight.
         std::thread::scope(|scope| -> Result<(), StreamError> {
-            stream.pieces(parse_ahead(scope, input, workers(), reading))
+            stream.pieces(parse_ahead(scope, input, workers(), reading, settings.hand_over))
         })?;
     }
     stream.finish()
@@ -183,6 +217,12 @@ struct Stream<'a, W> {
     splicing: bool,
     /// The additions' text, written once for many documents.
     renders: splice::Renders,
+    /// Messages held back instead of told (and errors not yet counted): those of a
+    /// `List`'s items injected before the `List` is known to be one (`handed`).
+    held: Option<Vec<Message>>,
+    settings: Settings,
+    /// `List`s written from the work done on their items as they were read.
+    handed_lists: usize,
 }
 
 fn is_list(node: &Node) -> bool {
@@ -231,9 +271,21 @@ impl<W: Write> Stream<'_, W> {
         self.done.push(tree);
     }
 
+    /// Tells the user, or holds the message back (see `held`).
+    fn say(&mut self, message: Message) {
+        match &mut self.held {
+            Some(held) => held.push(message),
+            None => {
+                if matches!(message, Message::Error(_)) {
+                    self.summary.failed += 1;
+                }
+                (self.report)(message);
+            }
+        }
+    }
+
     fn fail(&mut self, error: OfflineError) {
-        self.summary.failed += 1;
-        (self.report)(Message::Error(error.to_string()));
+        self.say(Message::Error(error.to_string()));
     }
 
     /// Refuses `object`, named `at`, when it holds a value JSON cannot hold (a NaN or an
@@ -254,40 +306,69 @@ impl<W: Write> Stream<'_, W> {
     fn pieces(&mut self, mut parsed: InOrder) -> Result<(), StreamError> {
         let mut index = 0;
         while let Some(piece) = parsed.next() {
-            let Piece {
-                first_line,
-                text,
-                documents,
-            } = piece?;
-            match documents {
-                Ok(documents) => {
-                    let roots = documents.iter().filter(|d| d.root.is_some()).count();
-                    if self.splicing && roots == 0 {
-                        // Comments only, or nothing: the text as it is.
-                        self.output.write_all(text.as_bytes())?;
-                    }
-                    // A piece is one document (`split` cuts at every `---`); should it hold
-                    // more, each is written from its tree.
-                    let own_text = (self.splicing && roots == 1).then_some(text.as_str());
-                    for document in documents {
-                        if document.root.is_some() {
-                            index += 1;
-                            self.document(index, Some(first_line), document, own_text)?;
-                            self.done.drain(..).for_each(|tree| parsed.free(tree));
-                        } else if !self.splicing {
-                            self.pending_comments.extend(document.trailing);
-                        }
-                    }
+            let Piece { first_line, body } = piece?;
+            match body {
+                Body::Read { text, documents } => {
+                    self.piece(&mut index, first_line, &text, documents, &mut parsed)?;
+                    parsed.free_text(text);
                 }
-                Err(e) => {
-                    index += 1;
-                    self.fail(OfflineError::Syntax {
-                        at: place(&format!("document {index}"), None, Some(e.line.unwrap_or(first_line))),
-                        message: e.message,
-                    });
+                Body::Handing(handing) => self.handing(&mut index, first_line, handing, &mut parsed)?,
+            }
+        }
+        Ok(())
+    }
+
+    /// The documents of one piece of a YAML input, `text`, or why it could not be read;
+    /// `index` counts the documents so far.
+    fn piece(
+        &mut self,
+        index: &mut usize,
+        first_line: usize,
+        text: &str,
+        documents: Result<Vec<Document>, ReadError>,
+        parsed: &mut InOrder,
+    ) -> Result<(), StreamError> {
+        self.piece_with(index, first_line, text, documents, parsed, None)
+    }
+
+    /// As [`Self::piece`]; `handed` is what was done of its `List`'s items while they
+    /// were read, already checked to hold for it (see `handed`).
+    fn piece_with(
+        &mut self,
+        index: &mut usize,
+        first_line: usize,
+        text: &str,
+        documents: Result<Vec<Document>, ReadError>,
+        parsed: &mut InOrder,
+        mut handed: Option<handed::Speculation>,
+    ) -> Result<(), StreamError> {
+        match documents {
+            Ok(documents) => {
+                let roots = documents.iter().filter(|d| d.root.is_some()).count();
+                if self.splicing && roots == 0 {
+                    // Comments only, or nothing: the text as it is.
+                    self.output.write_all(text.as_bytes())?;
+                }
+                // A piece is one document (`split` cuts at every `---`); should it hold
+                // more, each is written from its tree.
+                let own_text = (self.splicing && roots == 1).then_some(text);
+                for document in documents {
+                    if document.root.is_some() {
+                        *index += 1;
+                        self.document(*index, Some(first_line), document, own_text, handed.take())?;
+                        self.done.drain(..).for_each(|tree| parsed.free(tree));
+                    } else if !self.splicing {
+                        self.pending_comments.extend(document.trailing);
+                    }
                 }
             }
-            parsed.free_text(text);
+            Err(e) => {
+                *index += 1;
+                self.fail(OfflineError::Syntax {
+                    at: place(&format!("document {index}"), None, Some(e.line.unwrap_or(first_line))),
+                    message: e.message,
+                });
+            }
         }
         Ok(())
     }
@@ -299,6 +380,7 @@ impl<W: Write> Stream<'_, W> {
         chunk_line: Option<usize>,
         mut document: Document,
         text: Option<&str>,
+        handed: Option<handed::Speculation>,
     ) -> Result<(), StreamError> {
         let Some(mut root) = document.root.take() else {
             return Ok(());
@@ -323,7 +405,7 @@ impl<W: Write> Stream<'_, W> {
         let what = json.is_object().then(|| describe(&json));
         let at = place(&format!("document {index}"), what.as_deref(), line);
         for warning in warnings {
-            (self.report)(Message::Warning(format!("{at}: {warning}")));
+            self.say(Message::Warning(format!("{at}: {warning}")));
         }
         if list {
             if let Some(text) = text {
@@ -331,10 +413,13 @@ impl<W: Write> Stream<'_, W> {
                     .get("items")
                     .is_some_and(|items| splice::aliases_cross_items(items, &aliased))
                 {
-                    return self.stream_list_text(&at, root, packed_items, text, &aliased);
+                    return match handed {
+                        Some(handed) => self.commit_list_text(&at, root, handed, text, &aliased),
+                        None => self.stream_list_text(&at, root, packed_items, text, &aliased),
+                    };
                 }
                 // An item's addition could show wherever one of its nodes is aliased.
-                (self.report)(Message::Warning(format!(
+                self.say(Message::Warning(format!(
                     "{at}: written anew, not as the input's text: an alias repeats a node of another item"
                 )));
             }
@@ -381,10 +466,10 @@ impl<W: Write> Stream<'_, W> {
             }
         };
         for warning in &outcome.warnings {
-            (self.report)(Message::Warning(format!("{at}: {warning}")));
+            self.say(Message::Warning(format!("{at}: {warning}")));
         }
         if let Some(skipped) = outcome.skipped.as_ref().filter(|s| !s.quiet) {
-            (self.report)(Message::Note(format!("{at}: left unchanged: {}", skipped.reason)));
+            self.say(Message::Note(format!("{at}: left unchanged: {}", skipped.reason)));
         }
         if matches!(self.format, Format::Yaml | Format::Json)
             && !spliced
@@ -579,7 +664,7 @@ impl<W: Write> Stream<'_, W> {
         Ok(())
     }
 
-    fn finish(mut self) -> Result<Summary, StreamError> {
+    fn finish(mut self) -> Result<(Summary, usize), StreamError> {
         let mut out = Out::to(&mut self.output);
         match self.format {
             Format::Yaml => comment_lines(&mut out, &self.pending_comments, 0),
@@ -603,7 +688,7 @@ impl<W: Write> Stream<'_, W> {
         }
         out.finish()?;
         self.output.flush()?;
-        Ok(self.summary)
+        Ok((self.summary, self.handed_lists))
     }
 }
 
@@ -640,3 +725,6 @@ fn patch_line(out: &mut Out<'_>, format: Format, outcome: &Outcome) {
     out.push_str(&line.unwrap_or_default());
     out.push('\n');
 }
+
+#[cfg(test)]
+mod tests;

@@ -9,19 +9,46 @@ use std::io::Write;
 
 use super::super::node::{Node, Value};
 use super::super::read::{Aliased, Packed, read_documents};
-use super::super::splice::{self, Edit, Edits, NotInText};
+use super::super::splice::{self, Edit, Edits, ItemText, NotInText};
 use super::super::write::{Out, yaml_document};
 use super::super::{OfflineError, Outcome};
 use super::{Action, Message, Stream, StreamError, apply, describe, place, type_name};
 
-/// Writes `text` with `edits` made, in order.
-fn write_edited(output: &mut dyn Write, text: &str, edits: &[Edit], mut at: usize) -> std::io::Result<usize> {
-    for edit in edits {
-        output.write_all(&text.as_bytes()[at..edit.from])?;
-        output.write_all(edit.with.as_bytes())?;
-        at = edit.to;
+/// Writes `text` with `edits` made, in order, from `at`; returns where it stopped.
+pub(super) fn write_edited(output: &mut dyn Write, text: &str, edits: &[Edit], at: usize) -> std::io::Result<usize> {
+    write_pieces(output, text, edits.iter().map(|e| (e.from, e.to, e.with.as_str())), at)
+}
+
+/// As [`write_edited`], each edit as `(from, to, with)`.
+pub(super) fn write_pieces<'e>(
+    output: &mut dyn Write,
+    text: &str,
+    edits: impl Iterator<Item = (usize, usize, &'e str)>,
+    mut at: usize,
+) -> std::io::Result<usize> {
+    for (from, to, with) in edits {
+        output.write_all(&text.as_bytes()[at..from])?;
+        output.write_all(with.as_bytes())?;
+        at = to;
     }
     Ok(at)
+}
+
+/// A `List` item that is left out (failed, reported).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Failed;
+
+/// The edit that leaves item `i` of the written list `list` out.
+pub(super) fn removal(text: &str, list: &Node, i: usize) -> Vec<Edit> {
+    splice::item_range(text, list, i)
+        .map(|(from, to)| {
+            vec![Edit {
+                from,
+                to,
+                with: String::new(),
+            }]
+        })
+        .unwrap_or_default()
 }
 
 /// Whether `text` with `edits` reads back as `expected` (its one document's root or,
@@ -124,7 +151,7 @@ impl<W: Write> Stream<'_, W> {
                     self.discard(root);
                     return Ok(());
                 };
-                (self.report)(Message::Warning(format!(
+                self.say(Message::Warning(format!(
                     "{at}: written anew, not as the input's text: {reason}"
                 )));
                 let mut out = Out::to(&mut self.output);
@@ -171,64 +198,9 @@ impl<W: Write> Stream<'_, W> {
         self.written += 1;
         let mut written_to = 0;
         for (i, mut item) in items.enumerate() {
-            let item_json = self.view(&item);
-            let what = match item_json.is_object() {
-                true => describe(&item_json),
-                false => type_name(&item_json).to_string(),
-            };
-            let item_at = place(&format!("{at}, item {}", i + 1), Some(&what), item.line());
             let place_of = splice::item_text(text, list, i);
-            let edits = match self.object(&item_at, &mut item, &item_json, true) {
-                None => Err(None),
-                Some(outcome) => {
-                    let edits = self.object_edits(&item_at, text, &item, &outcome, aliased, |edits, expected| {
-                        let place_of = place_of.ok_or("the item is not written as such")?;
-                        let inside: Vec<Edit> = edits
-                            .iter()
-                            .map(|e| Edit {
-                                from: e.from - place_of.from,
-                                to: e.to - place_of.from,
-                                with: e.with.clone(),
-                            })
-                            .collect();
-                        reads_back(&text[place_of.from..place_of.to], &inside, expected, place_of.block)
-                    });
-                    match (edits, place_of) {
-                        (Err(Some(reason)), Some(place_of)) => match self.applied(&item_at, &item, &outcome) {
-                            Some(anew) => {
-                                (self.report)(Message::Warning(format!(
-                                    "{item_at}: written anew, not as the input's text: {reason}"
-                                )));
-                                let edit = place_of.anew(&anew, json);
-                                self.discard(anew);
-                                Ok(vec![edit])
-                            }
-                            None => Err(None),
-                        },
-                        (Err(Some(reason)), None) => {
-                            self.fail(OfflineError::Encode {
-                                at: item_at,
-                                format: "YAML",
-                                message: reason,
-                            });
-                            Err(None)
-                        }
-                        (edits, _) => edits,
-                    }
-                }
-            };
-            // An item that failed (reported) is left out.
-            let edits = edits.unwrap_or_else(|_| {
-                splice::item_range(text, list, i)
-                    .map(|(from, to)| {
-                        vec![Edit {
-                            from,
-                            to,
-                            with: String::new(),
-                        }]
-                    })
-                    .unwrap_or_default()
-            });
+            let edits = self.list_item(at, text, i, &mut item, place_of, json, aliased);
+            let edits = edits.unwrap_or_else(|Failed| removal(text, list, i));
             written_to = write_edited(&mut self.output, text, &edits, written_to)?;
             // A packed item was unpacked here: it is freed here.
             if packed_list {
@@ -240,5 +212,64 @@ impl<W: Write> Stream<'_, W> {
         self.output.write_all(&text.as_bytes()[written_to..])?;
         self.discard(root);
         Ok(())
+    }
+
+    /// The edits of item `i` of a `List` written as its text (`text[place_of]`, in a
+    /// flow list of `json` style if flow): its outcome's, or the item written anew;
+    /// `Failed` (reported) when it is to be left out.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn list_item(
+        &mut self,
+        at: &str,
+        text: &str,
+        i: usize,
+        item: &mut Node,
+        place_of: Option<ItemText>,
+        json: bool,
+        aliased: &[Aliased],
+    ) -> Result<Vec<Edit>, Failed> {
+        let item_json = self.view(item);
+        let what = match item_json.is_object() {
+            true => describe(&item_json),
+            false => type_name(&item_json).to_string(),
+        };
+        let item_at = place(&format!("{at}, item {}", i + 1), Some(&what), item.line());
+        let Some(outcome) = self.object(&item_at, item, &item_json, true) else {
+            return Err(Failed);
+        };
+        let item: &Node = item;
+        let edits = self.object_edits(&item_at, text, item, &outcome, aliased, |edits, expected| {
+            let place_of = place_of.ok_or("the item is not written as such")?;
+            let inside: Vec<Edit> = edits
+                .iter()
+                .map(|e| Edit {
+                    from: e.from - place_of.from,
+                    to: e.to - place_of.from,
+                    with: e.with.clone(),
+                })
+                .collect();
+            reads_back(&text[place_of.from..place_of.to], &inside, expected, place_of.block)
+        });
+        match (edits, place_of) {
+            (Ok(edits), _) => Ok(edits),
+            (Err(None), _) => Err(Failed),
+            (Err(Some(reason)), Some(place_of)) => {
+                let anew = self.applied(&item_at, item, &outcome).ok_or(Failed)?;
+                self.say(Message::Warning(format!(
+                    "{item_at}: written anew, not as the input's text: {reason}"
+                )));
+                let edit = place_of.anew(&anew, json);
+                self.discard(anew);
+                Ok(vec![edit])
+            }
+            (Err(Some(reason)), None) => {
+                self.fail(OfflineError::Encode {
+                    at: item_at,
+                    format: "YAML",
+                    message: reason,
+                });
+                Err(Failed)
+            }
+        }
     }
 }
