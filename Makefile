@@ -101,6 +101,8 @@ DOCKER ?= docker
 KUBECTL ?= kubectl
 INJECTOR_NAMESPACE := envoy-injector
 ROLLOUT_TIMEOUT ?= 180s
+# Seconds make deploy waits, after the rollout, for the API server to reach the webhook.
+WEBHOOK_WAIT ?= 60
 # `make e2e E2E_MULTUS=1` installs Multus (and the bridge CNI plugin) on kind first, so the
 # e2e checks that a Pod joining a Network gets an interface in its CIDR.
 E2E_MULTUS ?= 0
@@ -163,6 +165,17 @@ deploy: ## Install or upgrade everything in manifests/ (server-side apply; IMAGE
 	  $(KUBECTL) -n $(INJECTOR_NAMESPACE) rollout restart deployment/envoy-injector; \
 	fi
 	$(KUBECTL) -n $(INJECTOR_NAMESPACE) rollout status deployment/envoy-injector --timeout=$(ROLLOUT_TIMEOUT)
+	@# A Ready replica is not yet reachable through the Service until the node's proxy has
+	@# its endpoint: until then an opted-in Pod is refused ("failed calling webhook"). Wait
+	@# until a dry-run of one is admitted, or refused by the server for another reason.
+	@set -uo pipefail; probe='{"apiVersion":"v1","kind":"Pod","metadata":{"generateName":"envoy-injector-deploy-probe-","annotations":{"sidecar.samplecrd.k8s.io/inject":"true"}},"spec":{"containers":[{"name":"probe","image":"probe"}]}}'; \
+	for attempt in $$(seq 1 $(WEBHOOK_WAIT)); do \
+	  if out=$$($(KUBECTL) -n default create --dry-run=server --validate=false -o name -f - <<<"$$probe" 2>&1); then \
+	    echo "the webhook answers through its Service: an opted-in Pod is admitted"; exit 0; fi; \
+	  case "$$out" in *"failed calling webhook"*) ;; *"Error from server"*) echo "the webhook answers through its Service (the dry-run Pod was refused by the cluster: $$out)"; exit 0;; esac; \
+	  sleep 1; \
+	done; \
+	echo "deploy: after $(WEBHOOK_WAIT) s an opted-in Pod is still not admitted: $$out" >&2; exit 1
 
 # The kinds of the admission policies policy mode writes (all labelled
 # app.kubernetes.io/managed-by=envoy-injector).
