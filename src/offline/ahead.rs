@@ -15,7 +15,8 @@ use std::thread::Scope;
 
 use super::node::Node;
 use super::read::{
-    Document, HandedItem, ReadError, read_documents, read_documents_handing_items, read_documents_with_layouts,
+    Document, HandedItem, PACK_FROM, ReadError, read_documents, read_documents_handing_items,
+    read_documents_with_layouts,
 };
 use super::split::{InputError, YamlChunks};
 
@@ -61,10 +62,9 @@ pub enum Handed {
     End(Result<Vec<Document>, ReadError>),
 }
 
-/// Pieces from this size on are handed over as they are parsed (the size from which a
-/// `List`'s items are packed, `read::PACK_FROM`; `read_documents_handing_items` reads
-/// as if they were).
-const HAND_FROM: usize = 1 << 20;
+/// Pieces from this size on are handed over as they are parsed: the size from which a
+/// `List`'s items are packed, as `read_documents_handing_items` reads them.
+const HAND_FROM: usize = PACK_FROM;
 
 /// Items go a few at a time: each hand-over can cost a wake-up each way.
 const HANDED_BATCH: usize = 16;

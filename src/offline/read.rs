@@ -134,7 +134,7 @@ pub fn objects(text: &str) -> Result<Vec<serde_json::Value>, ReadError> {
 
 /// Texts from this size on have their root `items` packed (`Document::packed_items`);
 /// below it a tree is at most a few MB, not worth packing and unpacking.
-const PACK_FROM: usize = 1 << 20;
+pub(super) const PACK_FROM: usize = 1 << 20;
 
 /// Parses `text` (one or more YAML documents); `first_line` is the line of `text`'s
 /// first line in the whole input, so that messages point into the user's file.

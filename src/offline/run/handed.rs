@@ -149,28 +149,26 @@ impl<W: std::io::Write> Stream<'_, W> {
         drop(items);
         let documents = documents.unwrap_or_else(|| read_documents_with_layouts(&text, first_line));
         let handed = (!speculation.items.is_empty()).then_some(speculation);
-        let documents = match (handed, documents) {
-            (None, documents) => self.piece(index, first_line, &text, documents, parsed),
-            // Not YAML: nothing of it is written either way.
-            (Some(_), Err(e)) => self.piece(index, first_line, &text, Err(e), parsed),
-            (Some(handed), Ok(documents)) => match self.handed_holds(&text, &handed, &documents) {
-                true => {
+        let written = match (handed, documents) {
+            (Some(handed), Ok(documents)) => {
+                if self.handed_holds(&text, &handed, &documents) {
                     self.handed_lists += 1;
-                    self.piece_with(index, first_line, &text, Ok(documents), parsed, Some(handed))
-                }
-                false => {
+                    self.piece(index, first_line, &text, Ok(documents), parsed, Some(handed))
+                } else {
                     // Not the List it was taken for: its items are gone, read it again.
                     drop(documents);
                     drop(handed);
                     let documents = read_documents_with_layouts(&text, first_line);
-                    self.piece(index, first_line, &text, documents, parsed)
+                    self.piece(index, first_line, &text, documents, parsed, None)
                 }
-            },
+            }
+            // No item handed over, or not YAML (then nothing of it is written either way).
+            (_, documents) => self.piece(index, first_line, &text, documents, parsed, None),
         };
         if let Ok(text) = Arc::try_unwrap(text) {
             parsed.free_text(text);
         }
-        documents
+        written
     }
 
     /// Whether `documents` are one `List` written as its text whose items are the

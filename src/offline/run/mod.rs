@@ -309,7 +309,7 @@ impl<W: Write> Stream<'_, W> {
             let Piece { first_line, body } = piece?;
             match body {
                 Body::Read { text, documents } => {
-                    self.piece(&mut index, first_line, &text, documents, &mut parsed)?;
+                    self.piece(&mut index, first_line, &text, documents, &mut parsed, None)?;
                     parsed.free_text(text);
                 }
                 Body::Handing(handing) => self.handing(&mut index, first_line, handing, &mut parsed)?,
@@ -319,21 +319,9 @@ impl<W: Write> Stream<'_, W> {
     }
 
     /// The documents of one piece of a YAML input, `text`, or why it could not be read;
-    /// `index` counts the documents so far.
+    /// `index` counts the documents so far. `handed` is what was done of its `List`'s
+    /// items while they were read, already checked to hold for it (see `handed`).
     fn piece(
-        &mut self,
-        index: &mut usize,
-        first_line: usize,
-        text: &str,
-        documents: Result<Vec<Document>, ReadError>,
-        parsed: &mut InOrder,
-    ) -> Result<(), StreamError> {
-        self.piece_with(index, first_line, text, documents, parsed, None)
-    }
-
-    /// As [`Self::piece`]; `handed` is what was done of its `List`'s items while they
-    /// were read, already checked to hold for it (see `handed`).
-    fn piece_with(
         &mut self,
         index: &mut usize,
         first_line: usize,
