@@ -192,10 +192,11 @@ impl Admission {
         };
         let extras = match network {
             Ok(extras) => extras,
-            Err(err) => match inject::template_fault(pod, &template) {
-                Some(fault) => return Answer::deny(fault.to_string()),
-                None => return Answer::deny(err.to_string()),
-            },
+            Err(err) => {
+                let named_first =
+                    inject::template_fault(pod, &template).map_or_else(|| err.to_string(), |f| f.to_string());
+                return Answer::deny(named_first);
+            }
         };
         let plan = match inject::plan(pod, &template, &extras) {
             Ok(Decision::Inject(plan)) => plan,

@@ -72,7 +72,7 @@ impl Quantity {
         // value = digits × 10^(decimal_power − fraction digits) × 2^binary_power, in nanos.
         let exponent = i64::from(decimal_power) + 9 - i64::try_from(fraction.len()).unwrap_or(i64::MAX);
         let nanos = match exact_nanos_fast(whole, fraction, binary_power, exponent) {
-            Some(nanos) => nanos,
+            Some(nanos) => BigOrSmall::Small(nanos),
             None => exact_nanos_big(whole, fraction, binary_power, exponent),
         };
         // Kubernetes caps a binary-suffixed quantity at the largest int64 (the API server's
@@ -149,14 +149,14 @@ enum BigOrSmall {
 
 /// ⌈digits × 2^binary_power × 10^exponent⌉ (Kubernetes rounds what is finer than a
 /// nano-unit up) in `i128` arithmetic, or `None` when an intermediate does not fit.
-fn exact_nanos_fast(whole: &str, fraction: &str, binary_power: u32, exponent: i64) -> Option<BigOrSmall> {
+fn exact_nanos_fast(whole: &str, fraction: &str, binary_power: u32, exponent: i64) -> Option<i128> {
     let mut digits: i128 = 0;
     for b in whole.bytes().chain(fraction.bytes()) {
         digits = digits.checked_mul(10)?.checked_add(i128::from(b - b'0'))?;
     }
     let scaled = digits.checked_mul(1i128.checked_shl(binary_power)?)?;
     let power = u32::try_from(exponent.unsigned_abs()).ok()?;
-    Some(BigOrSmall::Small(if exponent >= 0 {
+    Some(if exponent >= 0 {
         scaled.checked_mul(10i128.checked_pow(power)?)?
     } else {
         match 10i128.checked_pow(power) {
@@ -164,7 +164,7 @@ fn exact_nanos_fast(whole: &str, fraction: &str, binary_power: u32, exponent: i6
             // 10^power is beyond i128, so is more than `scaled`: a non-zero value is 1n.
             None => i128::from(scaled > 0),
         }
-    }))
+    })
 }
 
 /// The same, exactly, for the digits and exponents `i128` cannot hold (as the API server
