@@ -13,7 +13,8 @@ use serde_json::{Value, json};
 mod common;
 
 use common::{ENV_PER_CONTAINER, REVIEW_5K, fixture_bytes, huge_review};
-use envoy_injector::admission::{Admission, Standalone};
+use envoy_injector::admission::Admission;
+use envoy_injector::inject::Standalone;
 use envoy_injector::inject::{self, Decision, Extras, PodView};
 use envoy_injector::metrics::Metrics;
 use envoy_injector::template::LiveTemplates;

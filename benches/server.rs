@@ -14,7 +14,8 @@ use std::time::Duration;
 
 use common::{REVIEW_5K, fixture_bytes, huge_review};
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
-use envoy_injector::admission::{Admission, Standalone};
+use envoy_injector::admission::Admission;
+use envoy_injector::inject::Standalone;
 use envoy_injector::metrics::Metrics;
 use envoy_injector::server::{self, AppState, ConnectionTimeouts, ServerConfig};
 use envoy_injector::template::{LiveTemplates, TemplateSet};

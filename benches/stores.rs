@@ -19,10 +19,10 @@ use envoy_injector::admission::Admission;
 use envoy_injector::cache::{Stores, slim_network};
 use envoy_injector::metrics::Metrics;
 use envoy_injector::network::crd::{Network, NetworkCondition, NetworkSpec, NetworkStatus};
-use envoy_injector::network::index::CidrIndex;
 use envoy_injector::network::members::MemberIndex;
 use envoy_injector::network::nad;
-use envoy_injector::network::owned::OwnedIndex;
+use envoy_injector::network::nad_index::NadIndex;
+use envoy_injector::network::overlaps::OverlapIndex;
 use envoy_injector::template::LiveTemplates;
 use envoy_injector::template::TemplateSet;
 use envoy_injector::uninjected::Tracker;
@@ -215,7 +215,7 @@ fn main() {
     let after_uninjected = rss_kib();
     assert_eq!(uninjected.len(), PODS);
     let (networks, mut network_writer) = reflector::store::<Network>();
-    let overlaps = CidrIndex::new();
+    let overlaps = OverlapIndex::new();
     let start = rss_kib();
     for i in 0..NETWORKS {
         let event = Event::Apply(slim_network(network(i)));
@@ -228,7 +228,7 @@ fn main() {
         members.apply(&Event::Apply(member_pod(i)));
     }
     let after_pods = rss_kib();
-    let owned = OwnedIndex::new();
+    let owned = NadIndex::new();
     owned.apply(&Event::Init);
     for i in 0..NETWORKS {
         // Built and dropped one at a time, as a watch page would be: only the index stays.

@@ -39,9 +39,9 @@ use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 use common::poll;
+use envoy_injector::inject::join::NETWORK_LABEL;
 use envoy_injector::network::crd::IN_USE;
 use envoy_injector::network::crd::Network;
-use envoy_injector::network::join::NETWORK_LABEL;
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::{ConfigMap, Pod};
 use kube::Client;
@@ -198,7 +198,7 @@ async fn measure(s: &Settings, client: &Client, namespace: &str) -> Result<()> {
                 let pods = pods.clone();
                 async move {
                     let pod: Pod = serde_json::from_value(json!({
-                        "metadata": {"name": format!("pod-{j:05}"), "labels": {envoy_injector::network::join::NETWORK_LABEL: network}},
+                        "metadata": {"name": format!("pod-{j:05}"), "labels": {envoy_injector::inject::join::NETWORK_LABEL: network}},
                         "spec": {"containers": [{"name": "app", "image": "registry.k8s.io/pause:3.10"}]}
                     }))
                     .map_err(|e| e.to_string())?;

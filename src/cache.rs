@@ -8,11 +8,12 @@
 //! |---|---|---|
 //! | ConfigMap `envoy-injector` | store (managedFields stripped) | — |
 //! | Namespaces, metadata only | store: name and labels | — |
-//! | Networks | store of [`slim_network`]s, shared | [`CidrIndex`] (overlaps) |
-//! | member Pods, metadata only, labelled, not Succeeded or Failed | nothing but the index | [`MemberIndex`] (attachedPods, Pods that keep a Network being deleted) |
+//! | Networks | store of [`slim_network`]s, shared | the controller's, through a [`Follower`] |
+//! | Pods, metadata only, as [`PodIndexWatch`] selects them | nothing but the index | the controller's member index, through a [`Follower`] |
 //!
-//! The controller gets the Network events through a [`Relay`], and the indexes' requests
-//! through [`Pending`], only while this replica leads.
+//! The indexes are the controller's: it hands them in as [`Followers`], so the cache names
+//! none of its types. The controller gets the Network events through a [`Relay`] only while
+//! this replica leads.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -28,11 +29,8 @@ use tokio::sync::{Mutex, Notify, mpsc};
 use tracing::{debug, warn};
 
 use crate::metrics::{Metrics, StoreLabels};
-use crate::network::controller::queue::Pending;
 use crate::network::crd::Network;
-use crate::network::index::CidrIndex;
-use crate::network::join::NETWORK_LABEL;
-use crate::network::members::{self, MemberIndex};
+use crate::template::reload::ConfigMapEvents;
 
 /// Name of the ConfigMap holding the templates.
 pub const CONFIGMAP_NAME: &str = crate::NAME;
@@ -47,12 +45,27 @@ pub struct Stores {
     pub networks: Store<Network>,
 }
 
-/// The controller's indexes, kept from the watches, and the requests they raise.
-#[derive(Clone, Default)]
-pub struct Indexes {
-    pub overlaps: Arc<CidrIndex>,
-    pub members: Arc<MemberIndex>,
-    pub pending: Arc<Pending>,
+/// What follows a watch besides its store: an index kept current from every event, the
+/// relists included (one watch feeds every index that needs its kind).
+pub trait Follower<K>: Send + Sync {
+    fn observe(&self, event: &Event<K>);
+}
+
+/// A watch of Pods' metadata kept only as an index: memory must not grow with the cluster.
+pub struct PodIndexWatch {
+    /// The label selector of the watch.
+    pub labels: &'static str,
+    /// The field selector of the watch.
+    pub fields: &'static str,
+    pub index: Arc<dyn Follower<PartialObjectMeta<Pod>>>,
+    /// How many Pods the index holds, for the store gauge.
+    pub count: Arc<dyn Fn() -> usize + Send + Sync>,
+}
+
+/// The indexes the cache keeps current for others.
+pub struct Followers {
+    pub networks: Arc<dyn Follower<Network>>,
+    pub member_pods: PodIndexWatch,
 }
 
 /// Which watches have completed their initial list.
@@ -142,20 +155,15 @@ impl<K: Send + Sync + 'static> Relay<K> {
     }
 }
 
-/// The running cache: stores, readiness, indexes and the relay the controller attaches to.
+/// The running cache: stores, readiness and the relay the controller attaches to.
 pub struct Cache {
     pub stores: Stores,
     pub synced: Arc<Synced>,
     pub network_events: Arc<Relay<Network>>,
-    pub indexes: Indexes,
     /// Notified after each Namespace event (the store already holds it), for what follows
     /// Namespace labels outside admission (`uninjected`). One stored permit: bursts coalesce.
     pub namespace_changed: Arc<Notify>,
 }
-
-/// ConfigMap changes, for the template reloader: the current object, or `None` once it
-/// is deleted (or absent after the initial list).
-pub type ConfigMapEvents = mpsc::Receiver<Option<Arc<ConfigMap>>>;
 
 fn strip_managed_fields<K: Resource>(object: &mut K) {
     // Nothing here reads them, and they are often the largest part of an object.
@@ -229,10 +237,10 @@ async fn drive<K, S>(
 }
 
 /// Starts one watch per kind and returns the cache plus the ConfigMap change feed.
-/// `namespace` is where the `envoy-injector` ConfigMap lives.
-pub fn start(client: Client, namespace: &str, metrics: Metrics) -> (Cache, ConfigMapEvents) {
+/// `namespace` is where the `envoy-injector` ConfigMap lives; `followers` are kept current
+/// from the Network and member-Pod watches.
+pub fn start(client: Client, namespace: &str, metrics: Metrics, followers: Followers) -> (Cache, ConfigMapEvents) {
     let synced = Arc::new(Synced::default());
-    let indexes = Indexes::default();
 
     let (configmap, configmap_writer) = reflector::store::<ConfigMap>();
     let (configmap_tx, configmap_rx) = mpsc::channel(16);
@@ -296,39 +304,39 @@ pub fn start(client: Client, namespace: &str, metrics: Metrics) -> (Cache, Confi
         .default_backoff()
         .modify(slim_network_in_place)
         .reflect_shared(networks_writer);
-    let (overlaps, pending, store) = (indexes.overlaps.clone(), indexes.pending.clone(), networks.clone());
+    let (network_index, store) = (followers.networks, networks.clone());
     tokio::spawn(drive(
         network_stream,
         synced.clone(),
         |s| &s.networks,
         "networks",
-        move |event| pending.push(overlaps.apply(event)),
+        move |event| network_index.observe(event),
         move || store.len(),
         metrics.clone(),
     ));
     let network_events = Relay::new();
     tokio::spawn(network_events.clone().pump(network_subscription));
 
-    // Only Pods that joined a Network and may still hold its interface (not Succeeded or
-    // Failed: one that completes leaves the watch as a Delete), metadata only
-    // (`PartialObjectMeta` requests), and nothing stored but the index: memory must not grow
-    // with the cluster.
+    // Metadata only (`PartialObjectMeta` requests), as selected, and nothing stored but the
+    // index: memory must not grow with the cluster.
+    let PodIndexWatch {
+        labels,
+        fields,
+        index,
+        count,
+    } = followers.member_pods;
     let pod_stream = watcher::watcher(
         Api::<PartialObjectMeta<Pod>>::all(client),
-        watcher::Config::default()
-            .labels(NETWORK_LABEL)
-            .fields(members::NOT_TERMINAL),
+        watcher::Config::default().labels(labels).fields(fields),
     )
     .default_backoff();
-    let (members, pending) = (indexes.members.clone(), indexes.pending.clone());
-    let counted = indexes.members.clone();
     tokio::spawn(drive(
         pod_stream,
         synced.clone(),
         |s| &s.member_pods,
         "member_pods",
-        move |event| pending.push(members.apply(event)),
-        move || counted.len(),
+        move |event| index.observe(event),
+        move || count(),
         metrics,
     ));
 
@@ -340,7 +348,6 @@ pub fn start(client: Client, namespace: &str, metrics: Metrics) -> (Cache, Confi
         },
         synced,
         network_events,
-        indexes,
         namespace_changed,
     };
     (cache, configmap_rx)

@@ -4,7 +4,9 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
+use clap::builder::{PossibleValuesParser, TypedValueParser};
 use clap::{Args, CommandFactory, Parser, Subcommand, ValueEnum};
+use envoy_injector::policies::Mode;
 
 #[derive(Debug, Parser)]
 #[command(
@@ -121,8 +123,8 @@ pub struct ServeArgs {
     /// (injection goes on while no replica runs); `webhook`, by this webhook alone (the
     /// Lease holder deletes the policies it wrote before); `auto`, `policy` when the API
     /// server serves MutatingAdmissionPolicy v1 (Kubernetes 1.36), else `webhook`.
-    #[arg(long, value_enum, default_value_t = InjectionMode::Auto, env = "INJECTION")]
-    pub injection: InjectionMode,
+    #[arg(long, default_value = "auto", env = "INJECTION", value_parser = injection_mode())]
+    pub injection: Mode,
     /// HTTPS listener for `POST /mutate`.
     #[arg(long, default_value = "0.0.0.0:8443")]
     pub addr: SocketAddr,
@@ -295,12 +297,9 @@ pub struct InjectArgs {
     pub output: OutputFormat,
 }
 
-/// `serve --injection`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum InjectionMode {
-    Auto,
-    Policy,
-    Webhook,
+/// `serve --injection`: the library's modes, by name.
+fn injection_mode() -> impl TypedValueParser<Value = Mode> {
+    PossibleValuesParser::new(Mode::ALL.map(Mode::as_str)).try_map(|name| Mode::parse(&name).ok_or("not a mode"))
 }
 
 #[derive(Debug, Clone, Args)]

@@ -245,7 +245,8 @@ async fn hot_reloaded_template_serves_the_next_admission() {
 async fn admission_makes_no_api_call_once_the_cache_has_synced() {
     let (service, mut handle) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
     let client = kube::Client::new(service, "default");
-    let (cache, mut configmap_feed) = cache::start(client, "ei", Metrics::unregistered());
+    let indexes = envoy_injector::network::controller::Indexes::default();
+    let (cache, mut configmap_feed) = cache::start(client, "ei", Metrics::unregistered(), indexes.followers());
 
     let list = |kind: &str, items: Value| json!({"kind": kind, "apiVersion": "v1", "metadata": {"resourceVersion": "1"}, "items": items});
     let mut held_watches = Vec::new();

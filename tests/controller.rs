@@ -11,10 +11,10 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use envoy_injector::cache::Indexes;
 use envoy_injector::events::Publisher;
 use envoy_injector::metrics::{Metrics, ReconcileLabels, ReconcileResult};
 use envoy_injector::network::backend::{Backend, MultusBackend, NoBackend};
+use envoy_injector::network::controller::Indexes;
 use envoy_injector::network::controller::{self, Context, Error};
 use envoy_injector::network::crd::{FINALIZER, Network, NetworkCondition, NetworkStatus, READY};
 use envoy_injector::network::nad;
@@ -163,7 +163,7 @@ fn scripted(
 /// A Multus backend whose NAD index has listed `nads` (as the controller's watch would).
 fn multus_listed(client: &Client, nads: &[Value]) -> Arc<dyn Backend> {
     let backend = MultusBackend::new(client.clone());
-    let index = backend.owned_index().expect("multus keeps a NAD index");
+    let index = backend.nad_index().expect("multus keeps a NAD index");
     index.apply(&watcher::Event::Init);
     for nad in nads {
         index.apply(&watcher::Event::InitApply(serde_json::from_value(nad.clone()).unwrap()));

@@ -12,8 +12,9 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use envoy_injector::metrics::Metrics;
-use envoy_injector::policies::sync::{self, HASH_ANNOTATION, Injection, Mode};
+use envoy_injector::policies::sync::{self, HASH_ANNOTATION};
 use envoy_injector::policies::{self, Options, PolicyObject};
+use envoy_injector::policies::{Mode, Path};
 use envoy_injector::shutdown::CancellationToken;
 use envoy_injector::template::{LiveTemplates, TemplateSet};
 use http::Method;
@@ -110,16 +111,16 @@ async fn an_api_server_without_mutating_admission_policy_gets_the_webhook_and_no
     let metrics = Metrics::register(&mut registry);
     let (publish, mut mode) = watch::channel(None);
     let stop = CancellationToken::new();
-    let deciding = tokio::spawn(sync::decide_mode(
+    let deciding = tokio::spawn(sync::decide_path(
         client.clone(),
-        Injection::Auto,
+        Mode::Auto,
         metrics.clone(),
         stop.clone(),
         publish,
     ));
     server.expect(Method::GET, GROUP).await.reply(200, &discovery(false));
     deciding.await.unwrap();
-    assert_eq!(*mode.borrow_and_update(), Some(Mode::Webhook));
+    assert_eq!(*mode.borrow_and_update(), Some(Path::Webhook));
     let text = envoy_injector::metrics::encode(&registry);
     assert!(
         text.contains("envoy_injector_injection_mode{mode=\"webhook\"} 1"),
@@ -152,7 +153,7 @@ async fn writes_go_in_a_safe_order_and_converged_state_is_left_alone() {
     let (client, mut server) = mock_api::mock_client("default");
     let metrics = Metrics::unregistered();
     let live = Arc::new(LiveTemplates::new(Some(templates(&["canary", "config"]))));
-    let (_publish, mode) = watch::channel(Some(Mode::Policy));
+    let (_publish, mode) = watch::channel(Some(Path::Policy));
     let stop = CancellationToken::new();
     let running = tokio::spawn(sync::run(
         client,

@@ -13,16 +13,15 @@ use std::time::Instant;
 use kube::core::admission::Operation;
 use tracing::{debug, info, info_span, warn};
 
-use crate::inject::{self, Decision, Extras, NETWORK_ANNOTATION, PodView};
+use crate::inject::join::JoinError;
+use crate::inject::{self, ClusterView, Decided, Decision, Extras, NETWORK_ANNOTATION, NotChosen, PodView};
 use crate::metrics::{Metrics, Outcome, OutcomeLabels, TemplateLabels};
-use crate::network::join;
 use crate::template::LiveTemplates;
 
 mod cluster;
 mod review;
 pub mod validate;
 
-pub use cluster::{ClusterView, Standalone, network_view};
 use review::RequestIn;
 pub use validate::TemplateValidation;
 
@@ -159,46 +158,26 @@ impl Admission {
             return Answer::deny(reason);
         }
         let namespace = request.namespace.as_deref().unwrap_or_default();
-        let annotations = pod.annotations_for_policy();
-        let mut warnings = inject::policy::unreadable_flags(annotations);
-        if let Some(answer) = self.join_after_policy(pod, annotations, namespace) {
-            return answer;
-        }
-        if let Err(skip) = inject::policy::decide(annotations, self.cluster.namespace_opt_in(namespace)) {
-            debug!(reason = %skip, "not injecting");
-            return Answer::allow(warnings);
-        }
-        let network = match join::network_name(annotations) {
-            None => Ok(Extras::default()),
-            Some(name) => match join::extras(name, namespace, self.cluster.network(namespace, name), annotations) {
-                Ok(Some(extras)) => Ok(extras),
-                Ok(None) => {
-                    warnings.push(format!(
-                        "annotation `{NETWORK_ANNOTATION}: {name}` is ignored: this injector runs without a cluster (--standalone) and cannot see Networks"
-                    ));
-                    Ok(Extras::default())
-                }
-                Err(err) => Err(err),
-            },
-        };
-        let Some(templates) = self.templates.current() else {
-            return Answer::deny("no injection template is loaded yet; retry shortly".into());
-        };
-        // The namespace's label is looked up only when the Pod names no template of its own.
-        let by_namespace = || self.cluster.namespace_template(namespace);
-        let template = match inject::select_template_in(&templates, pod, namespace, by_namespace) {
-            Ok(t) => t,
-            Err(err) => return Answer::deny(err.to_string()),
-        };
-        let extras = match network {
-            Ok(extras) => extras,
-            Err(err) => {
-                let named_first =
-                    inject::template_fault(pod, &template).map_or_else(|| err.to_string(), |f| f.to_string());
-                return Answer::deny(named_first);
+        let mut warnings = inject::policy::unreadable_flags(pod.annotations_for_policy());
+        let chosen = match inject::decide(pod, namespace, || self.templates.current(), &*self.cluster) {
+            Decided::Skip(skip) => {
+                debug!(reason = %skip, "not injecting");
+                return Answer::allow(warnings);
             }
+            Decided::JoinOnly { network, join } => return join_only(pod, &network, join),
+            Decided::OptedIn(_, Err(NotChosen::NoTemplates)) => {
+                return Answer::deny("no injection template is loaded yet; retry shortly".into());
+            }
+            Decided::OptedIn(_, Err(NotChosen::Unknown(err))) => return Answer::deny(err.to_string()),
+            Decided::OptedIn(_, Ok(chosen)) => chosen,
         };
-        let plan = match inject::plan(pod, &template, &extras) {
+        if let Some(name) = chosen.unseen_network() {
+            warnings.push(format!(
+                "annotation `{NETWORK_ANNOTATION}: {name}` is ignored: this injector runs without a cluster (--standalone) and cannot see Networks"
+            ));
+        }
+        let template = &chosen.template;
+        let plan = match chosen.plan(pod) {
             Ok(Decision::Inject(plan)) => plan,
             Ok(Decision::Skip(skip)) => {
                 debug!(reason = %skip, "not injecting");
@@ -230,40 +209,25 @@ impl Admission {
     }
 }
 
-impl Admission {
-    /// A Pod that a compiled admission policy injected (it carries the status annotation)
-    /// and that names a Network it has not joined: the policy cannot see Networks, so the
-    /// webhook adds the join alone. `None`: not such a Pod, nothing to do here.
-    fn join_after_policy(
-        &self,
-        pod: &PodView<'_>,
-        annotations: Option<&dyn inject::policy::Annotations>,
-        namespace: &str,
-    ) -> Option<Answer> {
-        annotations?.flag(inject::STATUS_ANNOTATION)?;
-        let name = join::network_name(annotations)?;
-        if inject::join::joined(pod, name) {
-            return None;
-        }
-        inject::policy::opted_in(annotations, self.cluster.namespace_opt_in(namespace)).ok()?;
-        let extras = match join::extras(name, namespace, self.cluster.network(namespace, name), annotations) {
-            Ok(Some(extras)) => extras,
-            Ok(None) => return None,
-            Err(err) => return Some(Answer::deny(err.to_string())),
-        };
-        Some(match inject::join::render(pod, &extras) {
-            Ok(ops) => {
-                debug!(network = name, "joining a Network after the injection");
-                Answer {
-                    allowed: true,
-                    message: None,
-                    patch: Some(review::patch_base64(&ops)),
-                    warnings: Vec::new(),
-                    outcome: Outcome::Injected,
-                }
+/// A Pod a compiled admission policy injected that names a Network it has not joined:
+/// the policy cannot see Networks, so the webhook adds the join alone.
+fn join_only(pod: &PodView<'_>, network: &str, join: Result<Extras, JoinError>) -> Answer {
+    let extras = match join {
+        Ok(extras) => extras,
+        Err(err) => return Answer::deny(err.to_string()),
+    };
+    match inject::join::render(pod, &extras) {
+        Ok(ops) => {
+            debug!(network, "joining a Network after the injection");
+            Answer {
+                allowed: true,
+                message: None,
+                patch: Some(review::patch_base64(&ops)),
+                warnings: Vec::new(),
+                outcome: Outcome::Injected,
             }
-            Err(err) => Answer::deny(err.to_string()),
-        })
+        }
+        Err(err) => Answer::deny(err.to_string()),
     }
 }
 

@@ -11,15 +11,14 @@ use serde_json::Value;
 
 use super::cel;
 use super::injection::Policies;
-use crate::admission::{ClusterView, network_view};
-use crate::inject::PodView;
+use crate::inject::join::{self, Lookup};
 use crate::inject::policy::{self, Annotations, OptIn, Skip};
 use crate::inject::{
-    self, Decision, Extras, INJECT_ANNOTATION, InjectError, InjectionStatus, LEGACY_INJECT_ANNOTATION, NAMESPACE_LABEL,
-    NAMESPACE_OPT_IN, NATIVE_SIDECAR_ANNOTATION, NamespaceOptIn, NativeRule, Plan, STATUS_ANNOTATION,
+    self, Chosen, ClusterView, Decided, Decision, INJECT_ANNOTATION, InjectError, InjectionStatus,
+    LEGACY_INJECT_ANNOTATION, NAMESPACE_LABEL, NAMESPACE_OPT_IN, NATIVE_SIDECAR_ANNOTATION, NamespaceOptIn, NativeRule,
+    NotChosen, Plan, PodView, Refused, STATUS_ANNOTATION,
 };
 use crate::network::crd::Network;
-use crate::network::join;
 use crate::stale::is_stale;
 use crate::template::{Template, TemplateSet};
 
@@ -56,10 +55,10 @@ impl ClusterView for Snapshot {
         policy::namespace_template(self.namespaces.get(namespace)).map(str::to_string)
     }
 
-    fn network(&self, namespace: &str, name: &str) -> join::Lookup {
+    fn network(&self, namespace: &str, name: &str) -> Lookup {
         match self.networks.get(&(namespace.to_string(), name.to_string())) {
-            Some(network) => join::Lookup::Found(network_view(network)),
-            None => join::Lookup::Missing,
+            Some(network) => Lookup::Found(network.join_view()),
+            None => Lookup::Missing,
         }
     }
 }
@@ -295,29 +294,83 @@ fn explain_compiled(
         path: None,
         warnings: Vec::new(),
     };
-    let mut out = match policy::decide(pod_annotations(pod), cluster.namespace_opt_in(&subject.namespace)) {
-        Err(skip) => {
-            let rule = match skip {
-                Skip::NotOptedIn => Rule::NotOptedIn,
-                Skip::OptedOut { .. } => Rule::OptedOut,
-                Skip::AlreadyInjected { .. } => Rule::AlreadyInjected,
-            };
-            let mut out = report(Verdict::Skip, rule, skip.to_string());
-            if rule == Rule::AlreadyInjected {
-                out.template = injected_template(annotations, installed.templates.ok());
-                out.overrides = recorded_overrides(annotations);
-            }
-            if webhooks.iter().any(|w| w.call == Call::Called) {
-                warnings.push(String::from(
-                    "the API server sends it to the webhook anyway, which admits it unchanged",
-                ));
-            }
-            out
+    let view = PodView::read(pod);
+    let seen = Seen {
+        snapshot: cluster,
+        networks: !matches!(installed.webhooks, Webhooks::Offline),
+    };
+    let decided = inject::decide(&view, &subject.namespace, || installed.templates.ok(), &seen);
+    let skipped = |skip: Skip, warnings: &mut Vec<String>, called_does: &str| {
+        let rule = match skip {
+            Skip::NotOptedIn => Rule::NotOptedIn,
+            Skip::OptedOut { .. } => Rule::OptedOut,
+            Skip::AlreadyInjected { .. } => Rule::AlreadyInjected,
+        };
+        let mut out = report(Verdict::Skip, rule, skip.to_string());
+        if rule == Rule::AlreadyInjected {
+            out.template = injected_template(annotations, installed.templates.ok());
+            out.overrides = recorded_overrides(annotations);
         }
-        Ok(opt_in) => engine(subject, installed, cluster, opt_in, &webhooks, conditions, report),
+        if webhooks.iter().any(|w| w.call == Call::Called) {
+            warnings.push(format!(
+                "the API server sends it to the webhook anyway, which {called_does}"
+            ));
+        }
+        out
+    };
+    let mut out = match decided {
+        Decided::Skip(skip) => skipped(skip, &mut warnings, "admits it unchanged"),
+        // Injected already (by a compiled policy); the webhook adds only the join.
+        Decided::JoinOnly { network, join } => {
+            let already = Skip::AlreadyInjected {
+                evidence: format!("annotation `{STATUS_ANNOTATION}` is present"),
+            };
+            let does = match join {
+                Ok(_) => format!("adds only the join of Network `{network}`"),
+                Err(err) => format!("refuses the join of Network `{network}`: {err}"),
+            };
+            skipped(already, &mut warnings, &does)
+        }
+        Decided::OptedIn(opt_in, choice) => {
+            let opted = opt_in_reason(opt_in, &subject.namespace);
+            engine(
+                subject,
+                installed,
+                cluster,
+                opted,
+                (&view, &choice),
+                &webhooks,
+                conditions,
+                report,
+            )
+        }
     };
     out.warnings.extend(warnings);
     out
+}
+
+/// The cluster as the decision sees it: offline (`check -f`), Networks are not known.
+struct Seen<'a> {
+    snapshot: &'a Snapshot,
+    networks: bool,
+}
+
+impl ClusterView for Seen<'_> {
+    fn namespace_opt_in(&self, namespace: &str) -> NamespaceOptIn {
+        self.snapshot.namespace_opt_in(namespace)
+    }
+
+    fn namespace_template(&self, namespace: &str) -> Option<String> {
+        self.snapshot.namespace_template(namespace)
+    }
+
+    fn network(&self, namespace: &str, name: &str) -> Lookup {
+        if self.networks {
+            self.snapshot.network(namespace, name)
+        } else {
+            Lookup::Unsupported
+        }
+    }
 }
 
 fn opt_in_reason(opt_in: OptIn, namespace: &str) -> (Rule, String) {
@@ -337,27 +390,39 @@ fn opt_in_reason(opt_in: OptIn, namespace: &str) -> (Rule, String) {
     }
 }
 
+/// The Pod as the decision read it, and the template chosen for it (or why none).
+type Choice<'c, 'p> = (&'c PodView<'p>, &'c Result<Chosen, NotChosen>);
+
 /// An opted-in Pod: a compiled policy acts on it if one does, else the webhook (and why).
+#[allow(clippy::too_many_arguments)]
 fn engine(
     subject: &Subject,
     installed: &Installed<'_>,
     cluster: &Snapshot,
-    opt_in: OptIn,
+    opted: (Rule, String),
+    choice: Choice<'_, '_>,
     webhooks: &[WebhookMatch],
     conditions: &[cel::Compiled],
     report: impl Fn(Verdict, Rule, String) -> PodReport,
 ) -> PodReport {
-    let opted = opt_in_reason(opt_in, &subject.namespace);
     let why_not_policy = match installed.policies {
         None => None,
-        Some(policies) => match path::acting(
-            subject, installed, policies, cluster, webhooks, conditions, &opted, &report,
-        ) {
-            path::Acting::Policy(out) => return *out,
-            path::Acting::Webhook(why) => why,
-        },
+        Some(policies) => {
+            let facts = path::Facts {
+                subject,
+                installed,
+                policies,
+                cluster,
+                webhooks,
+                conditions,
+            };
+            match path::acting(&facts, &opted, choice, &report) {
+                path::Acting::Policy(out) => return *out,
+                path::Acting::Webhook(why) => why,
+            }
+        }
     };
-    let mut out = webhook_engine(subject, installed, cluster, opted, webhooks, report);
+    let mut out = webhook_engine(subject, installed, opted, choice, webhooks, report);
     if let Some(why) = why_not_policy
         && out.rule != Rule::AlreadyInjected
     {
@@ -370,8 +435,8 @@ fn engine(
 fn webhook_engine(
     subject: &Subject,
     installed: &Installed<'_>,
-    cluster: &Snapshot,
     (rule, opted): (Rule, String),
+    (view, choice): Choice<'_, '_>,
     webhooks: &[WebhookMatch],
     report: impl Fn(Verdict, Rule, String) -> PodReport,
 ) -> PodReport {
@@ -413,54 +478,33 @@ fn webhook_engine(
             ),
         );
     }
-    let pod = &subject.pod;
-    let namespace = subject.namespace.as_str();
-    let mut offline_network = None;
-    // As the webhook: the template's own faults are named before the Network's.
-    let mut network_refused = None;
-    let extras = match subject.network() {
-        None => Extras::default(),
-        Some(name) if offline => {
-            offline_network = Some(format!(
-                "joins Network `{name}`: whether it exists in namespace {namespace} and is Ready is not known offline (the injector denies the Pod if not)"
-            ));
-            Extras::default()
+    let chosen = match choice {
+        Ok(chosen) => chosen,
+        Err(NotChosen::NoTemplates) => {
+            let why = installed.templates.err().unwrap_or("no template is loaded");
+            return report(Verdict::Unknown, Rule::NoTemplates, format!("{opted}, but {why}"));
         }
-        Some(name) => match join::extras(name, namespace, cluster.network(namespace, name), pod_annotations(pod)) {
-            Ok(extras) => extras.unwrap_or_default(),
-            Err(err) => {
-                network_refused = Some(err);
-                Extras::default()
-            }
-        },
+        Err(NotChosen::Unknown(err)) => return report(Verdict::Deny, Rule::UnknownTemplate, err.to_string()),
     };
-    let templates = match installed.templates {
-        Ok(templates) => templates,
-        Err(why) => return report(Verdict::Unknown, Rule::NoTemplates, format!("{opted}, but {why}")),
-    };
-    let view = PodView::read(pod);
-    let by_namespace = || cluster.namespace_template(namespace);
-    let template = match inject::select_template_in(templates, &view, namespace, by_namespace) {
-        Ok(template) => template,
-        Err(err) => return report(Verdict::Deny, Rule::UnknownTemplate, err.to_string()),
-    };
-    if let Some(err) = network_refused {
-        return match inject::template_fault(&view, &template) {
-            Some(fault) => denied(&fault, &template, &report),
-            None => report(Verdict::Deny, Rule::Network, err.to_string()),
-        };
-    }
-    let mut out = match inject::plan(&view, &template, &extras) {
-        Ok(Decision::Inject(plan)) => injected(report(Verdict::Inject, rule, opted), &template, &plan, pod),
+    let template = &chosen.template;
+    let mut out = match chosen.plan(view) {
+        Ok(Decision::Inject(plan)) => injected(report(Verdict::Inject, rule, opted), template, &plan, &subject.pod),
         Ok(Decision::Skip(skip)) => {
             let mut out = report(Verdict::Skip, Rule::AlreadyInjected, format!("{opted}, but {skip}"));
-            out.template = Some(template_ref(&template));
+            out.template = Some(template_ref(template));
             out
         }
-        Err(err) => denied(&err, &template, &report),
+        // The Network is refused only when the template finds no fault of its own.
+        Err(Refused::Network(err)) => return report(Verdict::Deny, Rule::Network, err.to_string()),
+        Err(Refused::Pod(err)) => denied(&err, template, &report),
     };
-    out.overrides = asked_overrides(&view, &template);
-    out.warnings.extend(offline_network);
+    out.overrides = asked_overrides(view, template);
+    out.warnings.extend(chosen.unseen_network().map(|name| {
+        format!(
+            "joins Network `{name}`: whether it exists in namespace {} and is Ready is not known offline (the injector denies the Pod if not)",
+            subject.namespace
+        )
+    }));
     out
 }
 
@@ -596,7 +640,7 @@ fn injected_template(
 
 mod path;
 mod webhook;
-pub use path::{PathReport, Via};
+pub use path::PathReport;
 pub use webhook::match_webhook;
 
 #[cfg(test)]

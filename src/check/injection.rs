@@ -19,22 +19,16 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, Time};
 use super::health::Fetched;
 use super::selector;
 use crate::inject::REVISION_LABEL;
-use crate::policies::{self, MANAGED_BY_LABEL, PolicyObject, TEMPLATE_ANNOTATION_KEY};
+use crate::policies::{self, MANAGED_BY_LABEL, Path, PolicyObject, TEMPLATE_ANNOTATION_KEY};
 use crate::template::TemplateSet;
 
 pub mod health;
 mod mode;
 
 use mode::SERVED;
-pub use mode::{
-    Configured, Expectation, Expected, INJECTION_ENV, INJECTION_FLAG, Mode, Served, configured, expectation,
-};
+pub use mode::{Configured, Expectation, INJECTION_ENV, INJECTION_FLAG, Mode, Served, configured, expectation};
 
-/// The kinds of the compiled objects, as `PolicyObject::kind` names them.
-pub const MUTATING: &str = "MutatingAdmissionPolicy";
-pub const MUTATING_BINDING: &str = "MutatingAdmissionPolicyBinding";
-pub const VALIDATING: &str = "ValidatingAdmissionPolicy";
-pub const VALIDATING_BINDING: &str = "ValidatingAdmissionPolicyBinding";
+pub use crate::policies::{MUTATING, MUTATING_BINDING, VALIDATING, VALIDATING_BINDING};
 
 /// What `check` reads of one compiled object (found in the cluster, or compiled from the
 /// live ConfigMap to compare with).
@@ -260,13 +254,13 @@ impl Policies {
         };
         let Some(policy) = self.found(kind, &name) else {
             return Err(match self.expectation.expected {
-                Expected::Webhook if found.is_empty() => {
+                Some(Path::Webhook) if found.is_empty() => {
                     format!("webhook mode is configured ({})", self.expectation.from)
                 }
-                Expected::Policy => format!(
+                Some(Path::Policy) => format!(
                     "{kind} {name} does not exist (the Lease holder applies it in policy mode: see `admission-policies`)"
                 ),
-                Expected::Webhook | Expected::Unknown => format!("{kind} {name} does not exist"),
+                Some(Path::Webhook) | None => format!("{kind} {name} does not exist"),
             });
         };
         let bindings: Vec<&Object> = found

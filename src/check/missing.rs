@@ -23,9 +23,10 @@ use kube::api::ObjectMeta;
 use serde::Serialize;
 use serde_json::Value;
 
-use super::decision::{Call, PodReport, Rule, Verdict, Via};
+use super::decision::{Call, PodReport, Rule, Verdict};
 use super::workload::{ReplicaSetOwners, fix, owner};
 use crate::inject::{NAMESPACE_LABEL, NAMESPACE_OPT_IN, OptIn};
+use crate::policies::Path;
 
 /// Why a Pod was most likely not injected.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
@@ -174,7 +175,7 @@ pub fn why(pod: &Escaped, evidence: &Evidence<'_>) -> Option<(Reason, String)> {
             ),
         ));
     }
-    if let Some(path) = decision.path.as_ref().filter(|p| p.via == Via::Policy) {
+    if let Some(path) = decision.path.as_ref().filter(|p| p.via == Path::Policy) {
         let policy = format!(
             "{} {} (binding {})",
             path.kind.unwrap_or_default(),

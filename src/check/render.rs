@@ -4,9 +4,10 @@
 use std::fmt::Write as _;
 
 use super::Report;
-use super::decision::{Call, PathReport, PodReport, Verdict, Via};
+use super::decision::{Call, PathReport, PodReport, Verdict};
 use super::health::Status;
 use super::injection::VALIDATING;
+use crate::policies::Path;
 
 fn status(status: Status) -> &'static str {
     match status {
@@ -71,8 +72,8 @@ fn pod(out: &mut String, report: &PodReport) {
 /// `webhook, since WHY`.
 fn path_line(path: &PathReport) -> String {
     match path.via {
-        Via::Webhook => format!("webhook, since {}", path.reason),
-        Via::Policy => {
+        Path::Webhook => format!("webhook, since {}", path.reason),
+        Path::Policy => {
             let policy = path.policy.as_deref().unwrap_or_default();
             let binding = path.binding.as_deref().unwrap_or_default();
             let mut line = if path.kind == Some(VALIDATING) {

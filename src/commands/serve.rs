@@ -6,16 +6,17 @@ use prometheus_client::registry::Registry;
 use tracing::{info, warn};
 
 use super::flags::non_empty;
-use crate::cli::{InjectionMode, NetworkBackendKind, ServeArgs};
-use envoy_injector::admission::{Admission, Standalone};
+use crate::cli::{NetworkBackendKind, ServeArgs};
+use envoy_injector::admission::Admission;
 use envoy_injector::events::{EventSink, Publisher};
+use envoy_injector::inject::Standalone;
 use envoy_injector::metrics::Metrics;
 use envoy_injector::network::{
     self,
     backend::{Backend, MultusBackend, NoBackend},
     controller::Context,
 };
-use envoy_injector::policies::{self as compiled, sync::Injection};
+use envoy_injector::policies::{self as compiled, Path};
 use envoy_injector::server::{self, AppState, ConnectionTimeouts, Readiness, ServerConfig, ServerError};
 use envoy_injector::shutdown::{CancellationToken, cancel_on_signals};
 use envoy_injector::template::{ConfigError, LiveTemplates, TemplateSet};
@@ -85,15 +86,18 @@ async fn run_cluster(args: ServeArgs) -> Result<(), ServeError> {
 
     // Every replica says its injection mode; the Lease holder acts on it.
     let (mode, mode_feed) = tokio::sync::watch::channel(None);
-    tokio::spawn(compiled::sync::decide_mode(
+    tokio::spawn(compiled::sync::decide_path(
         client.clone(),
-        injection(args.injection),
+        args.injection,
         metrics.clone(),
         shutdown.clone(),
         mode,
     ));
 
-    let (cache, configmap_feed) = envoy_injector::cache::start(client.clone(), &args.namespace, metrics.clone());
+    // The controller's indexes, kept current by the cache's watches on every replica.
+    let indexes = network::controller::Indexes::default();
+    let (cache, configmap_feed) =
+        envoy_injector::cache::start(client.clone(), &args.namespace, metrics.clone(), indexes.followers());
     let templates = Arc::new(LiveTemplates::new(None));
     let events: Arc<dyn EventSink> = Arc::new(Publisher::new(client.clone(), &identity));
     tokio::spawn(envoy_injector::template::reload::run(
@@ -164,7 +168,8 @@ async fn run_cluster(args: ServeArgs) -> Result<(), ServeError> {
                 injector_namespace: args.namespace.clone(),
             },
         };
-        let start = controller_starter(client, events, cache, metrics.clone(), args.network_backend, policies);
+        let cluster = (cache, indexes);
+        let start = controller_starter(client, events, cluster, metrics.clone(), args.network_backend, policies);
         tokio::spawn(envoy_injector::leader::supervise(
             election,
             metrics,
@@ -273,19 +278,11 @@ fn tls_source(args: &ServeArgs) -> Result<TlsSource, ServeError> {
     Ok(TlsSource::Pem(pair))
 }
 
-fn injection(mode: InjectionMode) -> Injection {
-    match mode {
-        InjectionMode::Auto => Injection::Auto,
-        InjectionMode::Policy => Injection::Policy,
-        InjectionMode::Webhook => Injection::Webhook,
-    }
-}
-
 /// What the Lease holder needs to keep the compiled admission policies in step.
 #[derive(Clone)]
 struct PolicySync {
     templates: Arc<LiveTemplates>,
-    mode: tokio::sync::watch::Receiver<Option<compiled::sync::Mode>>,
+    mode: tokio::sync::watch::Receiver<Option<Path>>,
     options: compiled::Options,
 }
 
@@ -294,13 +291,14 @@ struct PolicySync {
 fn controller_starter(
     client: kube::Client,
     events: Arc<dyn EventSink>,
-    cache: Arc<envoy_injector::cache::Cache>,
+    (cache, indexes): (Arc<envoy_injector::cache::Cache>, network::controller::Indexes),
     metrics: Metrics,
     backend: NetworkBackendKind,
     policies: PolicySync,
 ) -> impl Fn(CancellationToken) -> futures::future::BoxFuture<'static, ()> {
     move |stop| {
         let (client, events, cache, metrics) = (client.clone(), events.clone(), cache.clone(), metrics.clone());
+        let indexes = indexes.clone();
         let policies = policies.clone();
         Box::pin(async move {
             let sync = tokio::spawn(compiled::sync::run(
@@ -320,7 +318,7 @@ fn controller_starter(
                 backend,
                 events,
                 cache.stores.networks.clone(),
-                cache.indexes.clone(),
+                indexes,
                 metrics,
             ));
             network::controller::run_on_cache(ctx, &cache, stop).await;
@@ -406,18 +404,6 @@ mod tests {
             err.contains("--cert-renew-before-days") && err.contains("found 400"),
             "{err}"
         );
-    }
-
-    /// `--injection` takes exactly the values `check` reads from a Deployment, meaning the
-    /// same modes.
-    #[test]
-    fn injection_values_are_the_ones_check_reads() {
-        use clap::ValueEnum;
-        for value in InjectionMode::value_variants() {
-            let name = value.to_possible_value().unwrap().get_name().to_string();
-            assert_eq!(Injection::parse(&name), Some(injection(*value)), "{name}");
-        }
-        assert_eq!(Injection::parse("policies"), None);
     }
 
     /// The connection flags reach the server's settings, with the documented defaults.

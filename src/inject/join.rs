@@ -1,18 +1,171 @@
-//! Joining a Network after the injection: a Pod that a compiled admission policy injected
-//! (the API server itself, which cannot see Networks) and that names a Network gets from
-//! the webhook only what joining adds, exactly as if the webhook had injected it whole.
+//! A Pod joining a Network: the Network it names, what admission knows of that Network
+//! (from the shared cache, handed in as data), what joining adds (env in the sidecar, the
+//! Multus annotation, the member label) and, for a Pod a compiled admission policy already
+//! injected (the API server cannot see Networks), the operations that add only the join,
+//! exactly as if the webhook had injected it whole. Pure.
 
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::core::v1::EnvVar;
 use serde_json::{Map, Value};
 
 use super::jsonpatch::{OpValue, Ops, pointer};
 use super::pod::PodView;
-use super::{Extras, InjectError, InjectionStatus, STATUS_ANNOTATION};
+use super::policy::{Annotations, Flag};
+use super::{Extras, InjectError, InjectionStatus, NETWORK_ANNOTATION, STATUS_ANNOTATION};
+
+/// Multus reads the networks a Pod attaches to from this annotation.
+pub const MULTUS_ANNOTATION: &str = "k8s.v1.cni.cncf.io/networks";
+/// Label on member Pods (same key as the annotation): lets the controller watch only them.
+pub const NETWORK_LABEL: &str = NETWORK_ANNOTATION;
+
+/// What admission knows of a Network, from the shared cache.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NetworkView {
+    pub cidr: String,
+    pub gateway: String,
+    /// `Err(reason)` when the Network is not Ready for its current generation.
+    pub ready: Result<(), String>,
+    /// It has a deletionTimestamp: it stays while Pods use it, but no Pod may join.
+    pub deleting: bool,
+}
+
+/// Whether the injector can see Networks at all.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Lookup {
+    /// `--standalone`: no cluster, no Networks.
+    Unsupported,
+    Missing,
+    Found(NetworkView),
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum JoinError {
+    #[error("Network `{name}` named by annotation `{NETWORK_ANNOTATION}` does not exist in namespace `{namespace}`")]
+    Missing { name: String, namespace: String },
+    #[error(
+        "Network `{name}` in namespace `{namespace}` is being deleted: no Pod may join it any more (it goes when the Pods that use it are gone); name another Network"
+    )]
+    Deleting { name: String, namespace: String },
+    #[error("Network `{name}` in namespace `{namespace}` is not Ready: {reason}")]
+    NotReady {
+        name: String,
+        namespace: String,
+        reason: String,
+    },
+    #[error(
+        "Network name `{name}` cannot be used as the value of label `{NETWORK_LABEL}`: expected at most 63 characters, found {length}"
+    )]
+    NameTooLong { name: String, length: usize },
+    #[error(
+        "annotation `{MULTUS_ANNOTATION}` holds {found}, expected a comma-separated list or a JSON array of network selections"
+    )]
+    BadMultusAnnotation { found: String },
+}
+
+/// The Network a Pod asks to join: its annotation's text, trimmed; blank asks for none.
+pub fn network_name(annotations: Option<&dyn Annotations>) -> Option<&str> {
+    match annotations?.flag(NETWORK_ANNOTATION)? {
+        Flag::Text(text) => Some(text.trim()).filter(|name| !name.is_empty()),
+        Flag::Other(_) => None,
+    }
+}
+
+/// The additions for a Pod joining `name` (already looked up as `lookup`).
+/// `annotations` are the Pod's (its Multus networks annotation is kept and added to).
+pub fn extras(
+    name: &str,
+    namespace: &str,
+    lookup: Lookup,
+    annotations: Option<&dyn Annotations>,
+) -> Result<Option<Extras>, JoinError> {
+    let network = match lookup {
+        Lookup::Unsupported => return Ok(None),
+        Lookup::Missing => {
+            return Err(JoinError::Missing {
+                name: name.into(),
+                namespace: namespace.into(),
+            });
+        }
+        Lookup::Found(network) => network,
+    };
+    if network.deleting {
+        return Err(JoinError::Deleting {
+            name: name.into(),
+            namespace: namespace.into(),
+        });
+    }
+    if let Err(reason) = network.ready {
+        return Err(JoinError::NotReady {
+            name: name.into(),
+            namespace: namespace.into(),
+            reason,
+        });
+    }
+    if name.len() > 63 {
+        return Err(JoinError::NameTooLong {
+            name: name.into(),
+            length: name.len(),
+        });
+    }
+    let existing = match annotations.and_then(|a| a.flag(MULTUS_ANNOTATION)) {
+        Some(Flag::Text(text)) => Some(text),
+        _ => None,
+    };
+    let env = |key: &str, value: &str| EnvVar {
+        name: key.into(),
+        value: Some(value.into()),
+        value_from: None,
+    };
+    Ok(Some(Extras {
+        sidecar_env: vec![
+            env("NETWORK_CIDR", &network.cidr),
+            env("NETWORK_GATEWAY", &network.gateway),
+        ],
+        annotations: BTreeMap::from([(MULTUS_ANNOTATION.to_string(), merge_multus(existing, name, namespace)?)]),
+        labels: BTreeMap::from([(NETWORK_LABEL.to_string(), name.to_string())]),
+    }))
+}
+
+/// Adds `name` to a Multus networks annotation, keeping its form (a comma-separated list
+/// or a JSON array of selections) and whatever it already names.
+pub fn merge_multus(existing: Option<&str>, name: &str, namespace: &str) -> Result<String, JoinError> {
+    let existing = existing.map(str::trim).filter(|e| !e.is_empty());
+    let Some(existing) = existing else {
+        return Ok(name.to_string());
+    };
+    if existing.starts_with('[') {
+        let mut selections: Vec<Value> =
+            serde_json::from_str(existing).map_err(|e| JoinError::BadMultusAnnotation {
+                found: format!("invalid JSON ({e})"),
+            })?;
+        let present = selections.iter().any(|s| {
+            s.get("name").and_then(Value::as_str) == Some(name)
+                && s.get("namespace")
+                    .and_then(Value::as_str)
+                    .is_none_or(|ns| ns == namespace)
+        });
+        if !present {
+            selections.push(serde_json::json!({ "name": name }));
+        }
+        return Ok(Value::Array(selections).to_string());
+    }
+    let present = existing
+        .split(',')
+        .map(str::trim)
+        .any(|entry| entry == name || entry.split('@').next() == Some(name));
+    Ok(if present {
+        existing.to_string()
+    } else {
+        format!("{existing},{name}")
+    })
+}
 
 /// Whether the Pod already carries the join: the label joining sets, naming `network`.
 pub fn joined(pod: &PodView<'_>, network: &str) -> bool {
     let Ok(view) = pod.check() else { return false };
     view.labels
-        .and_then(|labels| labels.text(crate::network::join::NETWORK_LABEL))
+        .and_then(|labels| labels.text(NETWORK_LABEL))
         .is_some_and(|value| value == network)
 }
 
@@ -96,66 +249,4 @@ fn metadata_ops(ops: &mut Ops<'_>, whole: &Value, field: &str, entries: &std::co
 }
 
 #[cfg(test)]
-mod tests {
-    use std::collections::BTreeMap;
-
-    use k8s_openapi::api::core::v1::EnvVar;
-    use serde_json::json;
-
-    use super::*;
-    use crate::inject::{Decision, jsonpatch, plan};
-    use crate::template::Template;
-
-    fn extras() -> Extras {
-        let env = |name: &str, value: &str| EnvVar {
-            name: name.into(),
-            value: Some(value.into()),
-            value_from: None,
-        };
-        Extras {
-            sidecar_env: vec![
-                env("NETWORK_CIDR", "198.18.64.0/24"),
-                env("NETWORK_GATEWAY", "198.18.64.1"),
-            ],
-            annotations: BTreeMap::from([("k8s.v1.cni.cncf.io/networks".into(), "blue".into())]),
-            labels: BTreeMap::from([("sidecar.samplecrd.k8s.io/network".into(), "blue".into())]),
-        }
-    }
-
-    fn injected(pod: &Value, template: &Template, extras: &Extras) -> Value {
-        let view = PodView::read(pod);
-        let Decision::Inject(plan) = plan(&view, template, extras).unwrap() else {
-            panic!("expected an injection")
-        };
-        let mut out = pod.clone();
-        json_patch::patch(&mut out, &jsonpatch::render(&plan, &view).unwrap()).unwrap();
-        out
-    }
-
-    /// Injected without the join, then joined: the Pod the webhook makes in one pass.
-    #[test]
-    fn the_join_after_an_injection_gives_the_pod_of_one_pass() {
-        for (template, pod) in [
-            (
-                "containers: [{name: proxy, image: envoy, env: [{name: A, value: a}, {name: NETWORK_CIDR, value: old}]}]\ninitContainers: [{name: init, image: busybox}]\n",
-                json!({"metadata": {"annotations": {"x": "y"}}, "spec": {"containers": [{"name": "app"}]}}),
-            ),
-            (
-                "nativeSidecar: true\ncontainers: [{name: proxy, image: envoy}]\n",
-                json!({"metadata": {"labels": {"app": "web"}, "annotations": {"k8s.v1.cni.cncf.io/networks": "blue"}},
-                       "spec": {"initContainers": [{"name": "own"}], "containers": [{"name": "app", "env": [{"name": "NETWORK_CIDR", "value": "app's"}]}]}}),
-            ),
-        ] {
-            let template = Template::parse("config", template).unwrap();
-            let extras = extras();
-            let one_pass = injected(&pod, &template, &extras);
-            let policy = injected(&pod, &template, &Extras::default());
-            let view = PodView::read(&policy).within(crate::inject::pod::Whole::Value(&policy));
-            assert!(!joined(&view, "blue"));
-            let mut joined_pod = policy.clone();
-            json_patch::patch(&mut joined_pod, &render(&view, &extras).unwrap().into_patch().unwrap()).unwrap();
-            assert_eq!(joined_pod, one_pass);
-            assert!(joined(&PodView::read(&joined_pod), "blue"));
-        }
-    }
-}
+mod tests;

@@ -1,6 +1,7 @@
 //! The injection engine: pure functions from (Pod JSON, template) to a patch. No I/O,
 //! no clock, no cluster: everything it needs comes in as plain data.
 
+pub mod decide;
 pub mod join;
 pub mod jsonpatch;
 pub mod overrides;
@@ -10,14 +11,11 @@ pub mod policy;
 pub mod strategic;
 pub mod uninject;
 
-use std::sync::Arc;
-
-use crate::template::{DEFAULT_TEMPLATE, Template, TemplateSet};
-
+pub use decide::{Chosen, ClusterView, Decided, NotChosen, Refused, Standalone, choose, decide, select_template};
 pub use overrides::OVERRIDE_PREFIX;
 pub use plan::{
     Added, AppMount, Decision, Extras, InjectionStatus, MountRecord, NativeRule, Plan, VOLUME_DESCRIPTION_LIMIT,
-    describe_volume, plan, revision_label_value, runs_to_completion, template_fault,
+    describe_volume, plan, revision_label_value, runs_to_completion,
 };
 pub use pod::PodView;
 pub use policy::{NamespaceOptIn, OptIn, Skip};
@@ -30,7 +28,7 @@ pub const STATUS_ANNOTATION: &str = "sidecar.samplecrd.k8s.io/status";
 /// can be selected server-side (annotations cannot be).
 pub const REVISION_LABEL: &str = "sidecar.samplecrd.k8s.io/revision";
 pub const NATIVE_SIDECAR_ANNOTATION: &str = "sidecar.samplecrd.k8s.io/native-sidecar";
-/// The seed project's opt-in, still honoured.
+/// The legacy opt-in (an Initializer annotation, from before admission webhooks), still honoured.
 pub const LEGACY_INJECT_ANNOTATION: &str = "initializer.kubernetes.io/envoy";
 /// Namespace label naming the template for every Pod of the namespace (cluster mode); a
 /// Pod's own [`TEMPLATE_ANNOTATION`] wins over it.
@@ -110,58 +108,6 @@ pub enum InjectError {
     /// Only when the engine is handed a view without the Pod it was read from.
     #[error("expected to read {what} whole to compare it with the template's, found no Pod to read it from")]
     Unreadable { what: String },
-}
-
-/// Picks the template the Pod names with `sidecar.samplecrd.k8s.io/template`, or `config`.
-pub fn select_template(templates: &TemplateSet, pod: &PodView<'_>) -> Result<Arc<Template>, InjectError> {
-    select_template_in(templates, pod, "", || None)
-}
-
-/// The template the Pod names with its own annotation, if it names one.
-fn named_template<'p>(pod: &'p PodView<'_>) -> Option<&'p str> {
-    pod.annotations()
-        .and_then(|a| a.text(TEMPLATE_ANNOTATION))
-        .map(str::trim)
-        .filter(|n| !n.is_empty())
-}
-
-/// Picks the template the Pod names, else the one `namespace`'s
-/// [`NAMESPACE_TEMPLATE_LABEL`] names (`namespace_template`, asked only then: the Pod's
-/// own annotation wins), else `config`.
-pub fn select_template_in(
-    templates: &TemplateSet,
-    pod: &PodView<'_>,
-    namespace: &str,
-    namespace_template: impl FnOnce() -> Option<String>,
-) -> Result<Arc<Template>, InjectError> {
-    let available = || {
-        templates
-            .names()
-            .map(|n| format!("`{n}`"))
-            .collect::<Vec<_>>()
-            .join(", ")
-    };
-    let unknown = |name: &str| InjectError::UnknownTemplate {
-        name: name.to_string(),
-        available: available(),
-    };
-    if let Some(name) = named_template(pod) {
-        return templates.get(name).cloned().ok_or_else(|| unknown(name));
-    }
-    if let Some(name) = namespace_template() {
-        return match templates.get(&name) {
-            Some(template) => Ok(template.clone()),
-            None => Err(InjectError::UnknownNamespaceTemplate {
-                name,
-                namespace: namespace.to_string(),
-                available: available(),
-            }),
-        };
-    }
-    templates
-        .get(DEFAULT_TEMPLATE)
-        .cloned()
-        .ok_or_else(|| unknown(DEFAULT_TEMPLATE))
 }
 
 #[cfg(test)]

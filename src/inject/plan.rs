@@ -200,13 +200,6 @@ pub fn describe_volume(volume: &Map<String, Value>) -> String {
     }
 }
 
-/// What `template` refuses in `pod` on its own, without a Network's join: when the Pod's
-/// Network is refused too, this is named first. The compiled admission policies cannot
-/// see Networks and name only these, so both paths give one answer.
-pub fn template_fault(pod: &PodView<'_>, template: &Template) -> Option<InjectError> {
-    plan(pod, template, &Extras::default()).err()
-}
-
 /// Plans the injection of `template` into `pod`. The caller has already decided that
 /// the Pod opted in; this only answers *what* to add, or why nothing / why not.
 pub fn plan<'t>(pod: &PodView<'_>, template: &'t Template, extras: &Extras) -> Result<Decision<'t>, InjectError> {

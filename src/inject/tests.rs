@@ -1,7 +1,9 @@
 use serde_json::{Value, json};
 
+use std::sync::Arc;
+
 use super::*;
-use crate::template::{CLASSIC_TEMPLATE, Template, TemplateSet};
+use crate::template::{CLASSIC_TEMPLATE, DEFAULT_TEMPLATE, Template, TemplateSet};
 
 fn default_template() -> Arc<Template> {
     TemplateSet::embedded().get(DEFAULT_TEMPLATE).unwrap().clone()
@@ -532,27 +534,6 @@ fn wrong_pod_shapes_are_errors_not_panics() {
 }
 
 #[test]
-fn template_is_selected_by_annotation() {
-    let mut data = std::collections::BTreeMap::new();
-    data.insert("config".to_string(), crate::template::EMBEDDED_DEFAULT.to_string());
-    data.insert("debug".to_string(), "containers:\n- name: debug\n".to_string());
-    let set = TemplateSet::from_data("t", &data).unwrap();
-    let pod = json!({"metadata": {"annotations": {TEMPLATE_ANNOTATION: "debug"}}});
-    assert_eq!(select_template(&set, &PodView::read(&pod)).unwrap().name, "debug");
-    assert_eq!(
-        select_template(&set, &PodView::read(&json!({}))).unwrap().name,
-        "config"
-    );
-    let err = select_template(
-        &set,
-        &PodView::read(&json!({"metadata": {"annotations": {TEMPLATE_ANNOTATION: "nope"}}})),
-    )
-    .unwrap_err()
-    .to_string();
-    assert!(err.contains("`nope`") && err.contains("`config`, `debug`"), "{err}");
-}
-
-#[test]
 fn strategic_patch_holds_only_additions_keyed_for_merge() {
     let pod = fixture_pod("replicaset-generatename-init-volumes.json");
     let t = template(
@@ -730,43 +711,4 @@ mod properties {
             prop_assert!(skipped, "second pass was not a skip: {:?}", again);
         }
     }
-}
-
-#[test]
-fn the_pod_s_template_annotation_wins_over_its_namespace_s_label() {
-    let set = TemplateSet::from_text(
-        "t",
-        "apiVersion: v1\nkind: ConfigMap\ndata:\n  config: |\n    containers: [{name: a}]\n  canary: |\n    containers: [{name: b}]\n",
-    )
-    .unwrap();
-    let canary = || Some("canary".to_string());
-    let plain = json!({});
-    assert_eq!(
-        select_template_in(&set, &PodView::read(&plain), "shop", canary)
-            .unwrap()
-            .name,
-        "canary"
-    );
-    assert_eq!(
-        select_template_in(&set, &PodView::read(&plain), "shop", || None)
-            .unwrap()
-            .name,
-        "config"
-    );
-    let named = json!({"metadata": {"annotations": {TEMPLATE_ANNOTATION: "config"}}});
-    assert_eq!(
-        select_template_in(&set, &PodView::read(&named), "shop", || -> Option<String> {
-            panic!("the namespace's label is not asked for when the Pod names a template")
-        })
-        .unwrap()
-        .name,
-        "config"
-    );
-    let err = select_template_in(&set, &PodView::read(&plain), "shop", || Some("gone".to_string()))
-        .unwrap_err()
-        .to_string();
-    assert!(
-        err.contains("`gone`") && err.contains("namespace `shop`") && err.contains("`canary`, `config`"),
-        "{err}"
-    );
 }

@@ -20,7 +20,7 @@
 //!
 //! # Asking only when the index cannot tell
 //!
-//! The Multus backend first consults its [`OwnedIndex`] (kept by the controller's NAD
+//! The Multus backend first consults its [`NadIndex`] (kept by the controller's NAD
 //! watch): a NAD in place with the desired fingerprint costs no request; a NAD known to be
 //! absent is created at once (a 409 then falls back to the read path). Only when the index
 //! cannot tell (not listed yet, watch failing) or the NAD drifted is it read first.
@@ -35,7 +35,7 @@ use std::sync::Arc;
 
 use super::crd::Network;
 use super::nad::{self, MANAGED_BY_LABEL, MANAGER, NAD_GROUP, NAD_KIND, NAD_PLURAL, NAD_VERSION};
-use super::owned::{Facts, Known, OwnedIndex};
+use super::nad_index::{Facts, Known, NadIndex};
 
 /// What [`Backend::ensure`] or [`Backend::remove`] found and did.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -82,7 +82,7 @@ pub trait Backend: Send + Sync {
 
     /// What the backend knows of its owned objects without asking, kept current by the
     /// controller's watch of [`Backend::owned_resource`]. `None`: it always asks.
-    fn owned_index(&self) -> Option<Arc<OwnedIndex>> {
+    fn nad_index(&self) -> Option<Arc<NadIndex>> {
         None
     }
 
@@ -129,7 +129,7 @@ fn unchanged(reference: String) -> BackendState {
 pub struct MultusBackend {
     client: Client,
     resource: ApiResource,
-    index: Arc<OwnedIndex>,
+    index: Arc<NadIndex>,
 }
 
 /// The message of [`BackendError::Unavailable`] for the Multus backend.
@@ -143,7 +143,7 @@ impl MultusBackend {
         MultusBackend {
             client,
             resource: nad_resource(),
-            index: Arc::new(OwnedIndex::new()),
+            index: Arc::new(NadIndex::new()),
         }
     }
 
@@ -425,7 +425,7 @@ impl Backend for MultusBackend {
         Some(self.resource.clone())
     }
 
-    fn owned_index(&self) -> Option<Arc<OwnedIndex>> {
+    fn nad_index(&self) -> Option<Arc<NadIndex>> {
         Some(self.index.clone())
     }
 

@@ -5,6 +5,8 @@ use kube::{CustomResource, KubeSchema};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+use crate::inject::join::NetworkView;
+
 pub const GROUP: &str = "samplecrd.k8s.io";
 pub const VERSION: &str = "v1";
 pub const FINALIZER: &str = "samplecrd.k8s.io/network-cleanup";
@@ -113,6 +115,28 @@ impl Network {
     pub fn is_ready(&self) -> bool {
         self.ready_condition().is_some_and(|c| c.status == "True")
             && self.status.as_ref().and_then(|s| s.observed_generation) == self.metadata.generation
+    }
+
+    /// What a Pod joining this Network needs to know of it: its addresses, whether it is
+    /// Ready for its current generation (else why not), and whether it is being deleted.
+    pub fn join_view(&self) -> NetworkView {
+        let ready = if self.is_ready() {
+            Ok(())
+        } else {
+            Err(match self.ready_condition() {
+                Some(c) if self.status.as_ref().and_then(|s| s.observed_generation) == self.metadata.generation => {
+                    format!("{}: {}", c.reason, c.message)
+                }
+                Some(_) => String::from("the controller has not processed its latest spec yet"),
+                None => format!("it has no {READY} condition yet"),
+            })
+        };
+        NetworkView {
+            cidr: self.spec.cidr.clone(),
+            gateway: self.spec.gateway.clone(),
+            ready,
+            deleting: self.metadata.deletion_timestamp.is_some(),
+        }
     }
 }
 

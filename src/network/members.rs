@@ -26,7 +26,7 @@ use kube::runtime::reflector::ObjectRef;
 use kube::runtime::watcher::Event;
 
 use super::crd::Network;
-use super::join::NETWORK_LABEL;
+use crate::inject::join::NETWORK_LABEL;
 use crate::relist::{Relisting, Step};
 
 /// The field selector of the member-Pod watch: Pods that may still hold an interface.

@@ -3,9 +3,8 @@
 pub mod backend;
 pub mod controller;
 pub mod crd;
-pub mod index;
-pub mod join;
 pub mod members;
 pub mod nad;
-pub mod owned;
+pub mod nad_index;
+pub mod overlaps;
 pub mod subnet;

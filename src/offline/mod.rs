@@ -24,7 +24,7 @@ pub mod yaml11;
 use serde_json::{Map, Value};
 
 use crate::inject::policy::Annotations;
-use crate::inject::{self, Decision, Extras, PodView, policy};
+use crate::inject::{self, Decision, NotChosen, PodView, Standalone, policy};
 use crate::template::TemplateSet;
 
 /// Why one object could not be injected. `at` names it: document number, kind and name,
@@ -245,8 +245,13 @@ pub fn inject_object(
         source: Box::new(source),
     };
     let view = PodView::read(pod);
-    let template = inject::select_template(templates, &view).map_err(err)?;
-    let plan = match inject::plan(&view, &template, &Extras::default()).map_err(err)? {
+    // From the template on, the decision every path takes; no namespace and no Networks here.
+    let chosen = match inject::choose(&view, "", || Some(templates), &Standalone) {
+        Ok(chosen) => chosen,
+        Err(NotChosen::Unknown(unknown)) => return Err(err(unknown)),
+        Err(NotChosen::NoTemplates) => unreachable!("the templates are handed in"),
+    };
+    let plan = match chosen.plan_without_join(&view).map_err(err)? {
         Decision::Inject(plan) => plan,
         Decision::Skip(skip) => return Ok(unchanged(renderings, skip.to_string(), false, warnings)),
     };

@@ -9,13 +9,18 @@
 //! webhook, which adds only the join to a Pod a policy injected.
 
 mod cel;
-mod facts;
+pub mod mode;
 mod objects;
 mod patch;
 mod plan;
 pub mod sync;
+mod variables;
 
-pub use objects::{MANAGED_BY_LABEL, PolicyObject, TEMPLATE_ANNOTATION_KEY, known_templates_name, object_name};
+pub use mode::{Mode, Path};
+pub use objects::{
+    MANAGED_BY_LABEL, MUTATING, MUTATING_BINDING, PolicyObject, TEMPLATE_ANNOTATION_KEY, VALIDATING,
+    VALIDATING_BINDING, known_templates_name, object_name,
+};
 
 use crate::template::{Template, TemplateSet};
 
@@ -76,7 +81,7 @@ pub fn compile(set: &TemplateSet, options: &Options) -> Compiled {
 /// One template's four objects: the mutating policy and binding, the validating policy
 /// and binding.
 pub fn compile_template(template: &Template, options: &Options) -> Result<Vec<PolicyObject>, String> {
-    let mut variables = facts::template_variables(template);
+    let mut variables = variables::template_variables(template);
     variables.extend(plan::variables(template));
     let mut mutation_variables = variables.clone();
     mutation_variables.extend(patch::variables(template));

@@ -1,8 +1,9 @@
 //! The Kubernetes objects of the compiled policies: names, labels, match constraints and
-//! bindings, around the CEL of `facts`, `plan` and `patch`.
+//! bindings, around the CEL of `variables`, `plan` and `patch`.
 
 use std::collections::BTreeMap;
 
+use k8s_openapi::Resource;
 use k8s_openapi::api::admissionregistration::v1::{
     JSONPatch, MatchResources, MutatingAdmissionPolicy, MutatingAdmissionPolicyBinding,
     MutatingAdmissionPolicyBindingSpec, MutatingAdmissionPolicySpec, Mutation, NamedRuleWithOperations,
@@ -12,8 +13,8 @@ use k8s_openapi::api::admissionregistration::v1::{
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, LabelSelectorRequirement, ObjectMeta};
 use serde::Serialize;
 
-use super::facts::{self, CHOICE, CHOSEN_BY_ANNOTATION, OPTED_IN};
 use super::plan::DENIAL;
+use super::variables::{self, CHOICE, CHOSEN_BY_ANNOTATION, OPTED_IN};
 use super::{Options, cel};
 use crate::inject::{InjectError, NAMESPACE_LABEL, REVISION_LABEL};
 use crate::template::{Template, TemplateSet};
@@ -36,13 +37,19 @@ pub enum PolicyObject {
     ValidatingBinding(Box<ValidatingAdmissionPolicyBinding>),
 }
 
+/// The kinds of the compiled objects, as their types name them.
+pub const MUTATING: &str = MutatingAdmissionPolicy::KIND;
+pub const MUTATING_BINDING: &str = MutatingAdmissionPolicyBinding::KIND;
+pub const VALIDATING: &str = ValidatingAdmissionPolicy::KIND;
+pub const VALIDATING_BINDING: &str = ValidatingAdmissionPolicyBinding::KIND;
+
 impl PolicyObject {
     pub fn kind(&self) -> &'static str {
         match self {
-            PolicyObject::Mutating(_) => "MutatingAdmissionPolicy",
-            PolicyObject::MutatingBinding(_) => "MutatingAdmissionPolicyBinding",
-            PolicyObject::Validating(_) => "ValidatingAdmissionPolicy",
-            PolicyObject::ValidatingBinding(_) => "ValidatingAdmissionPolicyBinding",
+            PolicyObject::Mutating(_) => MUTATING,
+            PolicyObject::MutatingBinding(_) => MUTATING_BINDING,
+            PolicyObject::Validating(_) => VALIDATING,
+            PolicyObject::ValidatingBinding(_) => VALIDATING_BINDING,
         }
     }
 
@@ -156,8 +163,8 @@ pub fn template_objects(
     validation_variables: Vec<Variable>,
 ) -> Vec<PolicyObject> {
     let name = object_name(&template.name);
-    let mut conditions = facts::match_conditions();
-    conditions.push(facts::may_choose(&template.name));
+    let mut conditions = variables::match_conditions();
+    conditions.push(variables::may_choose(&template.name));
     let mutating = MutatingAdmissionPolicy {
         metadata: metadata(&name, Some(template)),
         spec: Some(MutatingAdmissionPolicySpec {
@@ -253,8 +260,8 @@ pub fn known_templates(set: &TemplateSet, options: &Options) -> Vec<PolicyObject
         spec: Some(ValidatingAdmissionPolicySpec {
             failure_policy: Some(String::from("Fail")),
             match_constraints: Some(pod_create()),
-            match_conditions: Some(facts::match_conditions()),
-            variables: Some(facts::choice_variables()),
+            match_conditions: Some(variables::match_conditions()),
+            variables: Some(variables::choice_variables()),
             validations: Some(vec![Validation {
                 expression: format!("!{OPTED_IN} || {CHOICE} in {}", cel::strings(names)),
                 message_expression: Some(message),

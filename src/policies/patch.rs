@@ -7,8 +7,8 @@ use k8s_openapi::api::admissionregistration::v1::Variable;
 use serde_json::Value;
 
 use super::cel::{self, hole};
-use super::facts::{ANNOTATIONS, CONTAINERS, VOLUMES};
 use super::plan::INJECT;
+use super::variables::{ANNOTATIONS, CONTAINERS, VOLUMES};
 use crate::inject::{OVERRIDE_PREFIX, REVISION_LABEL, STATUS_ANNOTATION, revision_label_value};
 use crate::template::{Bound, Override, Template};
 

@@ -7,7 +7,7 @@ use k8s_openapi::api::admissionregistration::v1::Variable;
 use serde_json::{Map, Value};
 
 use super::cel::{self, hole, words};
-use super::facts::{ANNOTATIONS, CONTAINERS, INIT_CONTAINERS, OPTED_IN, VOLUMES};
+use super::variables::{ANNOTATIONS, CONTAINERS, INIT_CONTAINERS, OPTED_IN, VOLUMES};
 use crate::inject::overrides::{Outside, Reason, Refused, target_name};
 use crate::inject::{InjectError, OVERRIDE_PREFIX, VOLUME_DESCRIPTION_LIMIT, describe_volume};
 use crate::template::quantity::QuantityError;
@@ -61,7 +61,7 @@ fn variable(name: &str, expression: String) -> Variable {
     }
 }
 
-/// The variables after [`super::facts::template_variables`]: what the template finds in
+/// The variables after [`super::variables::template_variables`]: what the template finds in
 /// the Pod, each denial, and the verdict ([`INJECT`], [`DENIAL`]).
 pub fn variables(template: &Template) -> Vec<Variable> {
     let names: Vec<&str> = template.container_names().collect();

@@ -14,6 +14,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
+use k8s_openapi::Resource as _;
 use k8s_openapi::api::admissionregistration::v1::{
     MutatingAdmissionPolicy, MutatingAdmissionPolicyBinding, ValidatingAdmissionPolicy,
     ValidatingAdmissionPolicyBinding,
@@ -23,7 +24,7 @@ use serde_json::Value;
 use tokio::sync::watch;
 use tracing::{debug, error, info, warn};
 
-use super::{MANAGED_BY_LABEL, Options, PolicyObject, compile};
+use super::{MANAGED_BY_LABEL, Mode, Options, Path, PolicyObject, compile};
 use crate::backoff::Exponential;
 use crate::metrics::{Metrics, ModeLabels, PolicyWriteLabels};
 use crate::shutdown::CancellationToken;
@@ -32,88 +33,54 @@ use crate::template::{LiveTemplates, TemplateSet, content_revision};
 /// The annotation holding the hash of an object as compiled.
 pub const HASH_ANNOTATION: &str = "sidecar.samplecrd.k8s.io/policy-hash";
 /// The group and version whose MutatingAdmissionPolicy policy mode needs.
-const GROUP_VERSION: &str = "admissionregistration.k8s.io/v1";
+const GROUP_VERSION: &str = MutatingAdmissionPolicy::API_VERSION;
 /// A pass also runs this often with no template change: an object deleted or edited by
 /// hand is put back.
 const RESYNC: Duration = Duration::from_secs(300);
 const RETRY: Exponential = Exponential::new(Duration::from_millis(500), Duration::from_secs(30));
 
-/// `serve --injection`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Injection {
-    /// Policies when the API server serves MutatingAdmissionPolicy v1, else the webhook.
-    Auto,
-    Policy,
-    Webhook,
-}
-
-impl Injection {
-    /// The flag's value as `serve` accepts it (`check` reads it from a Deployment).
-    pub fn parse(value: &str) -> Option<Injection> {
-        match value {
-            "auto" => Some(Injection::Auto),
-            "policy" => Some(Injection::Policy),
-            "webhook" => Some(Injection::Webhook),
-            _ => None,
-        }
-    }
-}
-
-/// The mode that runs.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Mode {
-    Policy,
-    Webhook,
-}
-
-impl Mode {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Mode::Policy => "policy",
-            Mode::Webhook => "webhook",
-        }
-    }
-}
-
 /// Whether the API server serves MutatingAdmissionPolicy in `admissionregistration.k8s.io/v1`.
 pub async fn serves_policies(client: &kube::Client) -> Result<bool, kube::Error> {
     match client.list_api_group_resources(GROUP_VERSION).await {
-        Ok(list) => Ok(list.resources.iter().any(|r| r.name == "mutatingadmissionpolicies")),
+        Ok(list) => Ok(list
+            .resources
+            .iter()
+            .any(|r| r.name == MutatingAdmissionPolicy::URL_PATH_SEGMENT)),
         Err(kube::Error::Api(status)) if status.code == 404 => Ok(false),
         Err(err) => Err(err),
     }
 }
 
-/// Decides the mode (asking the API server for `auto`, retried while it does not
-/// answer), says it in a log line and the `injection_mode` metric, and publishes it.
+/// Decides the path `mode` sets up (asking the API server for `auto`, retried while it
+/// does not answer), says it in a log line and the `injection_mode` metric, and publishes it.
 /// `None` only when stopped first.
-pub async fn decide_mode(
+pub async fn decide_path(
     client: kube::Client,
-    injection: Injection,
+    mode: Mode,
     metrics: Metrics,
     shutdown: CancellationToken,
-    publish: watch::Sender<Option<Mode>>,
+    publish: watch::Sender<Option<Path>>,
 ) {
     let mut failures = 0;
-    let mode = loop {
-        let (mode, reason) = match injection {
-            Injection::Webhook => (Mode::Webhook, String::from("--injection=webhook")),
+    let path = loop {
+        let (path, reason) = match mode {
+            Mode::Webhook => (Path::Webhook, String::from("--injection=webhook")),
             _ => match serves_policies(&client).await {
                 Ok(true) => (
-                    Mode::Policy,
+                    Path::Policy,
                     format!("the API server serves MutatingAdmissionPolicy {GROUP_VERSION}"),
                 ),
-                Ok(false) if injection == Injection::Policy => {
+                Ok(false) if mode == Mode::Policy => {
                     error!(
                         "--injection=policy, but the API server does not serve MutatingAdmissionPolicy {GROUP_VERSION} (Kubernetes 1.36 or later): injecting by the webhook"
                     );
                     (
-                        Mode::Webhook,
+                        Path::Webhook,
                         format!("no MutatingAdmissionPolicy {GROUP_VERSION} served"),
                     )
                 }
                 Ok(false) => (
-                    Mode::Webhook,
+                    Path::Webhook,
                     format!("the API server does not serve MutatingAdmissionPolicy {GROUP_VERSION}"),
                 ),
                 Err(err) => {
@@ -126,11 +93,11 @@ pub async fn decide_mode(
                 }
             },
         };
-        info!(mode = mode.as_str(), %reason, "injection mode");
-        break mode;
+        info!(mode = path.as_str(), %reason, "injection mode");
+        break path;
     };
-    for other in [Mode::Policy, Mode::Webhook] {
-        let value = i64::from(other == mode);
+    for other in [Path::Policy, Path::Webhook] {
+        let value = i64::from(other == path);
         metrics
             .injection_mode
             .get_or_create(&ModeLabels {
@@ -138,7 +105,7 @@ pub async fn decide_mode(
             })
             .set(value);
     }
-    publish.send_replace(Some(mode));
+    publish.send_replace(Some(path));
 }
 
 /// The Lease holder's part, until `stop`: in policy mode the compiled objects follow the
@@ -146,14 +113,14 @@ pub async fn decide_mode(
 pub async fn run(
     client: kube::Client,
     templates: Arc<LiveTemplates>,
-    mut mode: watch::Receiver<Option<Mode>>,
+    mut path: watch::Receiver<Option<Path>>,
     options: Options,
     metrics: Metrics,
     stop: CancellationToken,
 ) {
-    let mode = tokio::select! {
-        decided = mode.wait_for(Option::is_some) => match decided {
-            Ok(decided) => decided.unwrap_or(Mode::Webhook),
+    let path = tokio::select! {
+        decided = path.wait_for(Option::is_some) => match decided {
+            Ok(decided) => decided.unwrap_or(Path::Webhook),
             Err(_) => return,
         },
         () = stop.cancelled() => return,
@@ -163,9 +130,9 @@ pub async fn run(
         options,
         metrics: metrics.clone(),
     };
-    match mode {
-        Mode::Webhook => sync.remove_ours(&stop).await,
-        Mode::Policy => sync.follow(templates, &stop).await,
+    match path {
+        Path::Webhook => sync.remove_ours(&stop).await,
+        Path::Policy => sync.follow(templates, &stop).await,
     }
     metrics.policies_in_step.set(0);
 }

@@ -31,8 +31,8 @@ pub const EMBEDDED_DEFAULT: &str = include_str!("default-template.yaml");
 /// The name of the previous default template, kept for the Pods that ask for it.
 pub const CLASSIC_TEMPLATE: &str = "classic";
 
-/// The previous default: the seed's Envoy sidecar, with its fields put where Kubernetes
-/// expects them (it needs a ConfigMap `envoy` in the Pod's namespace and port 80).
+/// The previous default: a classic Envoy sidecar on port 80 whose configuration comes
+/// from a ConfigMap `envoy` in the Pod's namespace.
 pub const EMBEDDED_CLASSIC: &str = include_str!("classic-template.yaml");
 
 /// Every template of one configuration, by name. Immutable: a reload builds a new set and

@@ -62,8 +62,8 @@ pub struct Template {
 const TOP_LEVEL_FIELDS: &str =
     "containers, initContainers, volumes, imagePullSecrets, volumeMounts, nativeSidecar, overrides";
 
-/// Container fields that users put at the template's top level by mistake (the seed's own
-/// ConfigMap did so with `resources` and `volumeMounts`).
+/// Container fields that users put at the template's top level by mistake (`resources`
+/// and `volumeMounts` most often): each is named with the container it belongs in.
 const CONTAINER_ONLY_FIELDS: &[&str] = &[
     "name",
     "image",

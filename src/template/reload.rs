@@ -9,9 +9,12 @@ use kube::Resource;
 use tracing::{error, info, warn};
 
 use super::{LiveTemplates, TemplateSet};
-use crate::cache::ConfigMapEvents;
 use crate::events::{self, EventSink};
 use crate::metrics::Metrics;
+
+/// ConfigMap changes, as the cache's watch of it delivers them: the current object, or
+/// `None` once it is deleted (or absent after the initial list).
+pub type ConfigMapEvents = tokio::sync::mpsc::Receiver<Option<Arc<ConfigMap>>>;
 
 /// The Events' `action`.
 const ACTION: &str = "LoadTemplates";

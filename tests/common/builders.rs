@@ -4,8 +4,8 @@
 
 use std::collections::BTreeMap;
 
+use envoy_injector::inject::join::NETWORK_LABEL;
 use envoy_injector::network::crd::{FINALIZER, Network, NetworkCondition, NetworkSpec, NetworkStatus, READY};
-use envoy_injector::network::join::NETWORK_LABEL;
 use k8s_openapi::api::core::v1::{Namespace, Pod};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::api::ObjectMeta;

@@ -3,7 +3,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use envoy_injector::admission::{Admission, Standalone};
+use envoy_injector::admission::Admission;
+use envoy_injector::inject::Standalone;
 use envoy_injector::metrics::{self, Metrics};
 use envoy_injector::server::{self, AppState, ConnectionTimeouts, Readiness, RunningServer, ServerConfig};
 use envoy_injector::template::{LiveTemplates, TemplateSet};

@@ -7,8 +7,8 @@ use std::collections::BTreeMap;
 
 use envoy_injector::check::cel;
 use envoy_injector::inject::join::joined;
+use envoy_injector::inject::join::network_name;
 use envoy_injector::inject::policy::{NamespaceOptIn, decide, opted_in};
-use envoy_injector::network::join::network_name;
 use k8s_openapi::api::admissionregistration::v1::{
     MutatingWebhook, MutatingWebhookConfiguration, ValidatingWebhookConfiguration,
 };

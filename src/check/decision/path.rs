@@ -14,29 +14,20 @@ use serde::Serialize;
 use serde_json::Value;
 
 use super::{
-    Call, Installed, PodReport, Rule, Snapshot, Subject, Verdict, WebhookMatch, asked_overrides, denied, injected,
-    match_webhook, pod_annotations,
+    Call, Choice, Installed, PodReport, Rule, Snapshot, Subject, Verdict, WebhookMatch, asked_overrides, denied,
+    injected, match_webhook,
 };
-use crate::admission::ClusterView;
 use crate::check::cel;
 use crate::check::injection::{Need, Policies, Route};
-use crate::inject::{self, Decision, Extras, InjectError, Plan, PodView};
-use crate::network::join;
-
-/// The path that acts on a Pod.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Via {
-    /// A compiled admission policy, run by the API server itself.
-    Policy,
-    Webhook,
-}
+use crate::inject::{self, Decided, Decision, InjectError, NotChosen, Plan, PodView};
+use crate::policies::Path;
+use crate::template::TemplateSet;
 
 /// Which path acts on an opted-in Pod: the policy and its binding, or the webhook and why
 /// no policy acts.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct PathReport {
-    pub via: Via,
+    pub via: Path,
     /// The policy's kind (`MutatingAdmissionPolicy` injects, `ValidatingAdmissionPolicy`
     /// denies), its name and its binding's.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -57,7 +48,7 @@ pub struct PathReport {
 impl PathReport {
     pub fn webhook(why: String) -> PathReport {
         PathReport {
-            via: Via::Webhook,
+            via: Path::Webhook,
             kind: None,
             policy: None,
             binding: None,
@@ -78,7 +69,7 @@ pub(super) enum Acting {
 
 fn policy_path(route: &Route, reason: String) -> PathReport {
     PathReport {
-        via: Via::Policy,
+        via: Path::Policy,
         kind: Some(route.kind),
         policy: Some(route.policy.clone()),
         binding: Some(route.binding.clone()),
@@ -102,38 +93,45 @@ fn refused(route: &Route, webhooks: &[WebhookMatch], out: impl FnOnce() -> PodRe
     Acting::Policy(Box::new(out))
 }
 
-/// The Pod, opted in (`opted`: the rule and its words), through the policies; `webhooks`:
-/// what the API server does with each webhook for the Pod as created.
-#[allow(clippy::too_many_arguments)]
+/// What the policies' path reads besides the Pod: the installation and the cluster, and
+/// `webhooks`, what the API server does with each webhook for the Pod as created.
+pub(super) struct Facts<'a> {
+    pub subject: &'a Subject,
+    pub installed: &'a Installed<'a>,
+    pub policies: &'a Policies,
+    pub cluster: &'a Snapshot,
+    pub webhooks: &'a [WebhookMatch],
+    pub conditions: &'a [cel::Compiled],
+}
+
+/// The Pod, opted in (`opted`: the rule and its words), through the policies, with the
+/// template the decision chose for it.
 pub(super) fn acting(
-    subject: &Subject,
-    installed: &Installed<'_>,
-    policies: &Policies,
-    cluster: &Snapshot,
-    webhooks: &[WebhookMatch],
-    conditions: &[cel::Compiled],
+    facts: &Facts<'_>,
     (rule, opted): &(Rule, String),
+    (view, choice): Choice<'_, '_>,
     report: &impl Fn(Verdict, Rule, String) -> PodReport,
 ) -> Acting {
-    let Ok(templates) = installed.templates else {
-        return Acting::Webhook(None);
-    };
-    let pod = &subject.pod;
+    let Facts {
+        subject,
+        policies,
+        cluster,
+        webhooks,
+        ..
+    } = *facts;
     let namespace = subject.namespace.as_str();
-    let view = PodView::read(pod);
     let namespace_labels = cluster.namespace_labels(namespace);
     let pod_labels = subject.labels();
     let route = |template: &str, need| policies.route(template, need, namespace, &namespace_labels, &pod_labels);
-    let template = match inject::select_template_in(templates, &view, namespace, || {
-        cluster.namespace_template(namespace)
-    }) {
-        Ok(template) => template,
-        Err(err) => {
-            let (InjectError::UnknownTemplate { name, .. } | InjectError::UnknownNamespaceTemplate { name, .. }) = &err
+    let chosen = match choice {
+        Ok(chosen) => chosen,
+        Err(NotChosen::NoTemplates) => return Acting::Webhook(None),
+        Err(NotChosen::Unknown(err)) => {
+            let (InjectError::UnknownTemplate { name, .. } | InjectError::UnknownNamespaceTemplate { name, .. }) = err
             else {
                 return Acting::Webhook(None);
             };
-            return match route(name, Need::UnknownTemplate) {
+            return match route(name.as_str(), Need::UnknownTemplate) {
                 Err(why) => Acting::Webhook(Some(why)),
                 Ok(route) => refused(&route, webhooks, || {
                     report(Verdict::Deny, Rule::UnknownTemplate, err.to_string())
@@ -141,24 +139,29 @@ pub(super) fn acting(
             };
         }
     };
-    match inject::plan(&view, &template, &Extras::default()) {
+    let template = &chosen.template;
+    match chosen.plan_without_join(view) {
         // Already holds the sidecar: no policy and no webhook adds anything.
         Ok(Decision::Skip(_)) => Acting::Webhook(None),
         Err(err) => match route(&template.name, Need::Deny) {
             Err(why) => Acting::Webhook(Some(why)),
             Ok(route) => refused(&route, webhooks, || {
-                let mut out = denied(&err, &template, report);
-                out.overrides = asked_overrides(&view, &template);
+                let mut out = denied(&err, template, report);
+                out.overrides = asked_overrides(view, template);
                 out
             }),
         },
         Ok(Decision::Inject(plan)) => match route(&template.name, Need::Inject) {
             Err(why) => Acting::Webhook(Some(why)),
             Ok(route) => {
-                let out = injected(report(Verdict::Inject, *rule, opted.clone()), &template, &plan, pod);
-                let by = (&*plan, &view);
-                let mut out = injected_by_policy(out, subject, installed, policies, cluster, conditions, &route, by);
-                out.overrides = asked_overrides(&view, &template);
+                let out = injected(
+                    report(Verdict::Inject, *rule, opted.clone()),
+                    template,
+                    &plan,
+                    &subject.pod,
+                );
+                let mut out = injected_by_policy(out, facts, &route, (&plan, view));
+                out.overrides = asked_overrides(view, template);
                 Acting::Policy(Box::new(out))
             }
         },
@@ -168,20 +171,24 @@ pub(super) fn acting(
 /// `out`, injected by the policy of `route`: the webhooks as the API server calls them
 /// next (with the Pod the policy made), the join of a Network by one of them, and what is
 /// out of step.
-#[allow(clippy::too_many_arguments)]
 fn injected_by_policy(
     mut out: PodReport,
-    subject: &Subject,
-    installed: &Installed<'_>,
-    policies: &Policies,
-    cluster: &Snapshot,
-    conditions: &[cel::Compiled],
+    facts: &Facts<'_>,
     route: &Route,
     (plan, view): (&Plan<'_>, &PodView<'_>),
 ) -> PodReport {
-    if let Some(after) = as_injected(&subject.pod, plan, view) {
+    let Facts {
+        subject,
+        installed,
+        policies,
+        cluster,
+        conditions,
+        ..
+    } = *facts;
+    let after = as_injected(&subject.pod, plan, view);
+    if let Some(after) = &after {
         let after = Subject {
-            pod: after,
+            pod: after.clone(),
             ..subject.clone()
         };
         out.webhooks = installed
@@ -210,24 +217,26 @@ fn injected_by_policy(
             .cloned();
         match (called, broken) {
             (Some(hook), _) => {
-                let lookup = cluster.network(namespace, name);
-                match join::extras(name, namespace, lookup, pod_annotations(&subject.pod)) {
-                    Ok(_) => reason = format!("then webhook {} adds the join of Network `{name}`", hook.name),
-                    Err(err) => {
-                        let mut denied = PodReport {
-                            verdict: Verdict::Deny,
-                            rule: Rule::Network,
-                            reason: err.to_string(),
-                            adds: Vec::new(),
-                            ..out
-                        };
-                        denied.path = Some(policy_path(
-                            route,
-                            format!("then webhook {} refuses the join of Network `{name}`", hook.name),
-                        ));
-                        return denied;
-                    }
+                // The webhook decides on the Pod the policy made: it adds only the join.
+                let after = after.as_ref().unwrap_or(&subject.pod);
+                let no_templates = || None::<&TemplateSet>;
+                if let Decided::JoinOnly { join: Err(err), .. } =
+                    inject::decide(&PodView::read(after), namespace, no_templates, cluster)
+                {
+                    let mut denied = PodReport {
+                        verdict: Verdict::Deny,
+                        rule: Rule::Network,
+                        reason: err.to_string(),
+                        adds: Vec::new(),
+                        ..out
+                    };
+                    denied.path = Some(policy_path(
+                        route,
+                        format!("then webhook {} refuses the join of Network `{name}`", hook.name),
+                    ));
+                    return denied;
                 }
+                reason = format!("then webhook {} adds the join of Network `{name}`", hook.name);
             }
             (None, Some(hook)) => {
                 let mut denied = PodReport {

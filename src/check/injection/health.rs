@@ -1,9 +1,10 @@
 //! The `admission-policies` line: the policies found in the cluster against what the live
 //! ConfigMap compiles to, judged by the path `serve` sets up. Pure.
 
-use super::{Expected, MUTATING, Object, Policies, Served, VALIDATING, labelled};
+use super::{MUTATING, Object, Policies, Served, VALIDATING, labelled};
 use crate::check::health::{Check, Status};
 use crate::policies;
+use crate::policies::Path;
 
 const CHECK: &str = "admission-policies";
 
@@ -33,7 +34,7 @@ pub fn admission_policies(policies: &Policies) -> Check {
     let found = match &policies.found {
         Ok(found) => found,
         Err(err) => {
-            let status = if expected == Expected::Policy {
+            let status = if expected == Some(Path::Policy) {
                 Status::Fail
             } else {
                 Status::Warn
@@ -42,14 +43,14 @@ pub fn admission_policies(policies: &Policies) -> Check {
         }
     };
     match expected {
-        Expected::Webhook if found.is_empty() => {
+        Some(Path::Webhook) if found.is_empty() => {
             return Check::new(
                 CHECK,
                 Status::Ok,
                 format!("none labelled {}, as the webhook path wants", labelled()),
             );
         }
-        Expected::Webhook => {
+        Some(Path::Webhook) => {
             let out_of_step = compare(policies, found).out_of_step;
             let note = if out_of_step.is_empty() {
                 String::new()
@@ -73,16 +74,16 @@ pub fn admission_policies(policies: &Policies) -> Check {
                 ),
             );
         }
-        Expected::Unknown if found.is_empty() => {
+        None if found.is_empty() => {
             return Check::new(
                 CHECK,
                 Status::Ok,
                 format!("none labelled {}: the webhook injects", labelled()),
             );
         }
-        Expected::Policy | Expected::Unknown => {}
+        Some(Path::Policy) | None => {}
     }
-    if expected == Expected::Policy && policies.served == Served::No {
+    if expected == Some(Path::Policy) && policies.served == Served::No {
         return Check::new(
             CHECK,
             Status::Fail,

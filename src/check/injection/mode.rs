@@ -12,8 +12,7 @@ pub const INJECTION_FLAG: &str = "--injection";
 /// The environment variable `serve` reads the same choice from when the flag is absent.
 pub const INJECTION_ENV: &str = "INJECTION";
 
-/// `serve --injection`: the flag's values, as `serve` reads them.
-pub use crate::policies::sync::Injection as Mode;
+pub use crate::policies::{Mode, Path};
 
 /// The mode `serve` runs with, and where that was read.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -156,27 +155,34 @@ pub enum Served {
     Unknown(String),
 }
 
-/// Which path `serve` sets up.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Expected {
-    /// The Lease holder applies the compiled policies and keeps them in step.
-    Policy,
-    /// The webhook alone; no policy should exist.
-    Webhook,
-    /// Cannot be told: the policies found are checked as they are.
-    Unknown,
-}
-
 /// What the configured mode means on this API server: the path, and the `injection` line.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Expectation {
-    pub expected: Expected,
+    /// The path `serve` sets up; `None` when it cannot be told (the policies found are
+    /// checked as they are).
+    pub expected: Option<Path>,
     /// Where the mode was read, for messages (empty when it could not be).
     pub from: String,
     pub check: Check,
 }
 
-pub(super) const SERVED: &str = "MutatingAdmissionPolicy (admissionregistration.k8s.io/v1)";
+/// What policy mode needs the API server to serve, as messages name it.
+pub(super) struct ServedApi;
+
+impl std::fmt::Display for ServedApi {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        use k8s_openapi::Resource;
+        use k8s_openapi::api::admissionregistration::v1::MutatingAdmissionPolicy;
+        write!(
+            f,
+            "{} ({})",
+            MutatingAdmissionPolicy::KIND,
+            MutatingAdmissionPolicy::API_VERSION
+        )
+    }
+}
+
+pub(super) const SERVED: ServedApi = ServedApi;
 const POLICY_PATH: &str = "the Lease holder applies the compiled admission policies and keeps them in step with the ConfigMap; the webhook joins Networks and injects the templates left to it";
 const WEBHOOK_PATH: &str = "the webhook injects every template";
 
@@ -189,7 +195,7 @@ pub fn expectation(configured: &Configured, served: &Served) -> Expectation {
     };
     match configured {
         Configured::Invalid { value, from } => line(
-            Expected::Unknown,
+            None,
             "",
             Status::Fail,
             format!(
@@ -197,7 +203,7 @@ pub fn expectation(configured: &Configured, served: &Served) -> Expectation {
             ),
         ),
         Configured::Unknown(why) => line(
-            Expected::Unknown,
+            None,
             "",
             Status::Warn,
             format!(
@@ -206,19 +212,19 @@ pub fn expectation(configured: &Configured, served: &Served) -> Expectation {
         ),
         Configured::Mode { mode, from } => match (mode, served) {
             (Mode::Webhook, _) => line(
-                Expected::Webhook,
+                Some(Path::Webhook),
                 from,
                 Status::Ok,
                 format!("webhook: {from}: {WEBHOOK_PATH}"),
             ),
             (Mode::Policy, Served::Yes) => line(
-                Expected::Policy,
+                Some(Path::Policy),
                 from,
                 Status::Ok,
                 format!("policies: {from}: {POLICY_PATH}"),
             ),
             (Mode::Policy, Served::No) => line(
-                Expected::Policy,
+                Some(Path::Policy),
                 from,
                 Status::Fail,
                 format!(
@@ -226,25 +232,25 @@ pub fn expectation(configured: &Configured, served: &Served) -> Expectation {
                 ),
             ),
             (Mode::Policy, Served::Unknown(err)) => line(
-                Expected::Policy,
+                Some(Path::Policy),
                 from,
                 Status::Warn,
                 format!("policies: {from}; cannot tell whether the API server serves {SERVED}: {err}"),
             ),
             (Mode::Auto, Served::Yes) => line(
-                Expected::Policy,
+                Some(Path::Policy),
                 from,
                 Status::Ok,
                 format!("policies: {from}, and the API server serves {SERVED}: {POLICY_PATH}"),
             ),
             (Mode::Auto, Served::No) => line(
-                Expected::Webhook,
+                Some(Path::Webhook),
                 from,
                 Status::Ok,
                 format!("webhook: {from}, and the API server does not serve {SERVED}: {WEBHOOK_PATH}"),
             ),
             (Mode::Auto, Served::Unknown(err)) => line(
-                Expected::Unknown,
+                None,
                 from,
                 Status::Warn,
                 format!(

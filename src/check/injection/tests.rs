@@ -146,27 +146,22 @@ fn the_expected_path_follows_the_mode_and_discovery() {
     };
     let unknown = Served::Unknown(String::from("timeout"));
     let cases = [
-        (set(Mode::Auto), Served::Yes, Expected::Policy, Status::Ok),
-        (set(Mode::Auto), Served::No, Expected::Webhook, Status::Ok),
-        (set(Mode::Auto), unknown.clone(), Expected::Unknown, Status::Warn),
-        (set(Mode::Policy), Served::Yes, Expected::Policy, Status::Ok),
-        (set(Mode::Policy), Served::No, Expected::Policy, Status::Fail),
-        (set(Mode::Policy), unknown.clone(), Expected::Policy, Status::Warn),
-        (set(Mode::Webhook), Served::Yes, Expected::Webhook, Status::Ok),
-        (set(Mode::Webhook), Served::No, Expected::Webhook, Status::Ok),
-        (
-            Configured::Unknown("why".into()),
-            Served::Yes,
-            Expected::Unknown,
-            Status::Warn,
-        ),
+        (set(Mode::Auto), Served::Yes, Some(Path::Policy), Status::Ok),
+        (set(Mode::Auto), Served::No, Some(Path::Webhook), Status::Ok),
+        (set(Mode::Auto), unknown.clone(), None, Status::Warn),
+        (set(Mode::Policy), Served::Yes, Some(Path::Policy), Status::Ok),
+        (set(Mode::Policy), Served::No, Some(Path::Policy), Status::Fail),
+        (set(Mode::Policy), unknown.clone(), Some(Path::Policy), Status::Warn),
+        (set(Mode::Webhook), Served::Yes, Some(Path::Webhook), Status::Ok),
+        (set(Mode::Webhook), Served::No, Some(Path::Webhook), Status::Ok),
+        (Configured::Unknown("why".into()), Served::Yes, None, Status::Warn),
         (
             Configured::Invalid {
                 value: "x".into(),
                 from: "FROM".into(),
             },
             Served::Yes,
-            Expected::Unknown,
+            None,
             Status::Fail,
         ),
     ];

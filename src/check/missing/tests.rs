@@ -269,7 +269,8 @@ fn escaped_pods_are_grouped_by_workload_with_reasons_and_the_fix() {
 /// policy's and its binding's creation do (the later of the two).
 #[test]
 fn where_a_policy_injects_now_its_creation_is_the_evidence() {
-    use crate::check::decision::{PathReport, Via};
+    use crate::check::decision::PathReport;
+    use crate::policies::Path;
     let labels_written = BTreeMap::new();
     let registered = at(500);
     let evidence = Evidence {
@@ -280,7 +281,7 @@ fn where_a_policy_injects_now_its_creation_is_the_evidence() {
     let by_policy = || {
         let mut decision = decision(Verdict::Inject, Rule::Annotation, &[]);
         decision.path = Some(PathReport {
-            via: Via::Policy,
+            via: Path::Policy,
             kind: Some("MutatingAdmissionPolicy"),
             policy: Some("envoy-injector-template-config".into()),
             binding: Some("envoy-injector-template-config".into()),

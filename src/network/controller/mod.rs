@@ -9,7 +9,7 @@
 //!    pass goes on; on deletion the backend state is removed ([`Backend::remove`]), a
 //!    `Cleanup` Event is published and the finalizer is dropped;
 //! 2. spec validation ([`subnet::validate`]) → Ready=False `InvalidSpec`; overlap with a
-//!    senior Network of the namespace ([`CidrIndex`]) → Ready=False `Overlaps` (no backend
+//!    senior Network of the namespace ([`OverlapIndex`]) → Ready=False `Overlaps` (no backend
 //!    call for either);
 //! 3. [`Backend::ensure`]: `Unavailable` → Ready=False `BackendUnavailable`, `Conflict` →
 //!    Ready=False `BackendConflict` (both retried with per-object backoff); any other error
@@ -27,9 +27,10 @@
 //!
 //! [`subnet::validate`]: crate::network::subnet::validate
 //! [`FINALIZER`]: crate::network::crd::FINALIZER
-//! [`CidrIndex`]: crate::network::index::CidrIndex
+//! [`OverlapIndex`]: crate::network::overlaps::OverlapIndex
 
 mod finalizer;
+mod indexes;
 pub mod queue;
 mod reconcile;
 mod status;
@@ -47,13 +48,13 @@ use kube::runtime::reflector::{ObjectRef, Store};
 
 use super::backend::Backend;
 use super::crd::Network;
-use super::owned::OwnedIndex;
+use super::nad_index::NadIndex;
 use crate::backoff::Exponential;
-use crate::cache::Indexes;
 use crate::events::EventSink;
 use crate::metrics::Metrics;
 use crate::shutdown::CancellationToken;
 
+pub use indexes::Indexes;
 pub use reconcile::{Error, error_policy, reconcile};
 pub use status::*;
 
@@ -147,7 +148,7 @@ impl Context {
 /// * the requests of the cache's indexes (`ctx.indexes.pending`): collected from the start
 ///   of this call to its end, each Network at most once.
 /// * the backend's owned objects ([`Backend::owned_resource`], the NADs for Multus) are
-///   watched here (our label) into the backend's [`OwnedIndex`]: an edited or deleted NAD
+///   watched here (our label) into the backend's [`NadIndex`]: an edited or deleted NAD
 ///   requeues its Network. Reconciles wait for that watch's first list (or first failure),
 ///   so a converged Network is never taken for a missing NAD. When the CRD is missing the
 ///   watch backs off (up to [`BACKOFF`]'s max) and logs once per failure streak; it never
@@ -162,7 +163,7 @@ pub async fn run(
 ) {
     let requests = ctx.indexes.pending.start();
     let owned = ctx.backend.owned_resource().map(|resource| {
-        let index = ctx.backend.owned_index().unwrap_or_else(|| Arc::new(OwnedIndex::new()));
+        let index = ctx.backend.nad_index().unwrap_or_else(|| Arc::new(NadIndex::new()));
         let follow = watch::follow_owned(ctx.client.clone(), resource, index.clone(), ctx.indexes.pending.clone());
         (index, tokio::spawn(follow))
     });

@@ -15,10 +15,10 @@ use super::finalizer::{self, Outcome};
 use super::status::*;
 use super::{BACKOFF, CONTROLLER_NAME, Context, RESYNC};
 use crate::events;
+use crate::inject::join::NETWORK_LABEL;
 use crate::metrics::{ReconcileErrorLabels, ReconcileErrorReason, ReconcileLabels, ReconcileResult};
 use crate::network::backend::BackendError;
 use crate::network::crd::{FINALIZER, IN_USE, Network, READY};
-use crate::network::join::NETWORK_LABEL;
 use crate::network::members::NOT_TERMINAL;
 
 /// Why a reconcile failed. Each one is retried with per-object exponential backoff.

@@ -5,7 +5,7 @@
 use serde_json::Value;
 
 use crate::network::crd::{IN_USE, Network, NetworkCondition, NetworkStatus, READY};
-use crate::network::index::CidrIndex;
+use crate::network::overlaps::OverlapIndex;
 use crate::network::subnet;
 
 /// Condition reasons (and Event reasons).
@@ -205,12 +205,12 @@ pub fn is_new(previous: Option<&NetworkCondition>, next: &NetworkCondition) -> b
 
 /// What is wrong with `network`'s spec: an invalid cidr/gateway, or an overlap with a
 /// *senior* Network in any namespace (created earlier; same second: smaller namespace, then
-/// name), as [`CidrIndex`] finds it. The senior stays Ready. Networks whose own spec is
+/// name), as [`OverlapIndex`] finds it. The senior stays Ready. Networks whose own spec is
 /// invalid are not in the index, so they never count; one being deleted counts until it is
 /// gone. `cidr_of` gives a Network's cidr as its spec writes it (the message quotes it).
 pub fn spec_problem(
     network: &Network,
-    overlaps: &CidrIndex,
+    overlaps: &OverlapIndex,
     cidr_of: impl Fn(&str, &str) -> Option<String>,
 ) -> Option<Readiness> {
     let subnet = match subnet::validate(&network.spec.cidr, &network.spec.gateway) {
@@ -374,7 +374,7 @@ mod tests {
 
     /// The verdict for `network` among `all`, as the controller computes it.
     fn problem(network: &Network, all: &[Arc<Network>]) -> Option<Readiness> {
-        let index = CidrIndex::new();
+        let index = OverlapIndex::new();
         for n in all {
             index.apply(&kube::runtime::watcher::Event::Apply((**n).clone()));
         }

@@ -1,5 +1,5 @@
 //! The watch of the backend objects the controller owns (the Multus NADs): it keeps the
-//! backend's [`OwnedIndex`] current and requeues the Network whose NAD changed (drift
+//! backend's [`NadIndex`] current and requeues the Network whose NAD changed (drift
 //! repair). Member Pods and overlaps are followed by the cache's indexes instead.
 
 use std::sync::Arc;
@@ -13,7 +13,7 @@ use super::queue::Pending;
 use super::{BACKOFF, BACKOFF_QUIET};
 use crate::backoff::{Episode, Streak};
 use crate::network::nad::{MANAGED_BY_LABEL, MANAGER};
-use crate::network::owned::OwnedIndex;
+use crate::network::nad_index::NadIndex;
 
 /// Follows our labelled objects of `resource` until dropped. Whole objects, not metadata:
 /// drift detection compares their config, and only a 64-bit fingerprint of it is kept.
@@ -21,7 +21,7 @@ use crate::network::owned::OwnedIndex;
 /// Watch errors back off with [`Streak`] (kube's default backoff would keep retrying a
 /// missing CRD every few seconds); the first error of a streak is logged at warn, the rest
 /// at debug.
-pub(super) async fn follow_owned(client: Client, resource: ApiResource, index: Arc<OwnedIndex>, pending: Arc<Pending>) {
+pub(super) async fn follow_owned(client: Client, resource: ApiResource, index: Arc<NadIndex>, pending: Arc<Pending>) {
     let api: Api<DynamicObject> = Api::all_with(client, &resource);
     let config = watcher::Config::default().labels(&format!("{MANAGED_BY_LABEL}={MANAGER}"));
     let kind = resource.kind.clone();

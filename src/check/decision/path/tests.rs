@@ -5,11 +5,12 @@ use k8s_openapi::api::admissionregistration::v1::MutatingWebhook;
 use serde_json::{Value, json};
 
 use super::super::tests::{app, cluster, shipped, subject, templates};
-use super::super::{Installed, PodReport, Rule, Verdict, Via, Webhooks, explain};
+use super::super::{Installed, PodReport, Rule, Verdict, Webhooks, explain};
 use crate::check::decision::Call;
 use crate::check::injection::{MUTATING, Object, Policies, PolicyFacts, Served, VALIDATING};
 use crate::inject::{INJECT_ANNOTATION, NETWORK_ANNOTATION, TEMPLATE_ANNOTATION};
 use crate::policies;
+use crate::policies::Path;
 use crate::template::TemplateSet;
 
 const NS_HOOK: &str = "namespace.sidecar.samplecrd.k8s.io";
@@ -45,7 +46,7 @@ fn explain_with(pod: &super::super::Subject, hooks: Webhooks<'_>, policies: &Pol
     )
 }
 
-fn path(report: &PodReport) -> (Via, Option<&str>, Option<&str>, Option<&str>) {
+fn path(report: &PodReport) -> (Path, Option<&str>, Option<&str>, Option<&str>) {
     let path = report.path.as_ref().expect("a path");
     (path.via, path.kind, path.policy.as_deref(), path.binding.as_deref())
 }
@@ -67,7 +68,10 @@ fn a_policy_injects_where_it_is_bound_and_the_webhook_then_sees_the_injected_pod
         (Verdict::Inject, Rule::NamespaceLabel),
         "{report:#?}"
     );
-    assert_eq!(path(&report), (Via::Policy, Some(MUTATING), Some(POLICY), Some(POLICY)));
+    assert_eq!(
+        path(&report),
+        (Path::Policy, Some(MUTATING), Some(POLICY), Some(POLICY))
+    );
     assert_eq!(report.adds, ["container envoy", "volume envoy-conf"]);
     // The API server calls the webhooks with the Pod as the policy left it: injected.
     assert_eq!(report.webhooks[0].name, NS_HOOK);
@@ -88,7 +92,7 @@ fn a_policy_injects_where_it_is_bound_and_the_webhook_then_sees_the_injected_pod
         (Verdict::Inject, Rule::Annotation),
         "{report:#?}"
     );
-    assert_eq!(path(&report).0, Via::Policy);
+    assert_eq!(path(&report).0, Path::Policy);
 
     // Not opted in: no path to tell.
     let report = explain_with(
@@ -113,7 +117,7 @@ fn denials_name_the_validating_policy_that_refuses() {
     );
     assert_eq!(
         path(&report),
-        (Via::Policy, Some(VALIDATING), Some(POLICY), Some(POLICY))
+        (Path::Policy, Some(VALIDATING), Some(POLICY), Some(POLICY))
     );
     assert!(report.reason.contains("port 15001/TCP"), "{}", report.reason);
 
@@ -131,7 +135,7 @@ fn denials_name_the_validating_policy_that_refuses() {
     assert_eq!(
         path(&report),
         (
-            Via::Policy,
+            Path::Policy,
             Some(VALIDATING),
             Some(known.as_str()),
             Some(known.as_str())
@@ -156,7 +160,7 @@ fn denials_name_the_validating_policy_that_refuses() {
     assert_eq!(
         (path.via, path.reason.as_str()),
         (
-            Via::Webhook,
+            Path::Webhook,
             "mutating webhooks run before validating policies: webhook namespace.sidecar.samplecrd.k8s.io is called and refuses it first (ValidatingAdmissionPolicy envoy-injector-template-config with binding envoy-injector-template-config would deny it with the same words)"
         )
     );
@@ -180,7 +184,7 @@ fn without_its_policy_or_binding_the_pod_is_the_webhooks_and_says_why() {
         "{report:#?}"
     );
     let path = report.path.as_ref().unwrap();
-    assert_eq!(path.via, Via::Webhook);
+    assert_eq!(path.via, Path::Webhook);
     assert_eq!(
         path.reason,
         format!("no MutatingAdmissionPolicyBinding binds MutatingAdmissionPolicy {POLICY}")
@@ -204,7 +208,7 @@ fn without_its_policy_or_binding_the_pod_is_the_webhooks_and_says_why() {
         "{report:#?}"
     );
     let path = report.path.as_ref().unwrap();
-    assert_eq!(path.via, Via::Webhook);
+    assert_eq!(path.via, Path::Webhook);
     assert!(
         path.reason.contains(
             "matchResources.namespaceSelector wants `kubernetes.io/metadata.name notin (kube-system,envoy-injector)`"
@@ -225,7 +229,7 @@ fn a_policy_out_of_step_still_injects_with_its_own_revision_and_says_so() {
         }
     }
     let report = explain_with(&subject("labelled", json!({}), app()), Webhooks::Absent, &policies);
-    assert_eq!(path(&report).0, Via::Policy, "{report:#?}");
+    assert_eq!(path(&report).0, Path::Policy, "{report:#?}");
     assert!(
         report.warnings.contains(&format!(
             "MutatingAdmissionPolicy {POLICY} is labelled revision 0ld0ld0ld0ld, the ConfigMap's template is revision {live}: until the Lease holder applies the new policies, the Pod gets the template the policy was compiled from"
@@ -270,7 +274,7 @@ fn the_join_of_a_network_stays_with_the_webhook() {
         (Verdict::Deny, Rule::Network),
         "{report:#?}"
     );
-    assert_eq!(path(&report).0, Via::Policy);
+    assert_eq!(path(&report).0, Path::Policy);
     assert_eq!(
         report.path.as_ref().unwrap().reason,
         "then webhook pod.sidecar.samplecrd.k8s.io refuses the join of Network `blue`"
@@ -285,7 +289,7 @@ fn the_join_of_a_network_stays_with_the_webhook() {
         "{report:#?}"
     );
     assert!(report.reason.contains("Network `blue`"), "{}", report.reason);
-    assert_eq!(path(&report).0, Via::Policy);
+    assert_eq!(path(&report).0, Path::Policy);
     assert_eq!(
         report.path.as_ref().unwrap().reason,
         "then webhook join.sidecar.samplecrd.k8s.io refuses the join of Network `blue`"
@@ -312,7 +316,7 @@ fn webhook_mode_with_no_policies_says_so() {
     assert_eq!(
         (path.via, path.reason.as_str()),
         (
-            Via::Webhook,
+            Path::Webhook,
             "the API server does not serve MutatingAdmissionPolicy (admissionregistration.k8s.io/v1)"
         )
     );

@@ -8,10 +8,10 @@ use kube::runtime::reflector;
 use prometheus_client::registry::Registry;
 
 use super::*;
-use crate::cache::Indexes;
 use crate::events::Publisher;
 use crate::metrics::{Metrics, encode};
 use crate::network::backend::{Backend, MultusBackend, NoBackend};
+use crate::network::controller::Indexes;
 use crate::network::crd::NetworkSpec;
 
 fn api_error(code: u16) -> kube::Error {

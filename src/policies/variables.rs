@@ -1,5 +1,5 @@
 //! What every compiled policy reads of the Pod and its Namespace, as CEL variables: the
-//! same questions `inject::policy` and `inject::select_template_in` answer for the
+//! same questions `inject::decide` answers for the
 //! webhook, asked of the object the API server holds.
 
 use k8s_openapi::api::admissionregistration::v1::{MatchCondition, Variable};

@@ -25,7 +25,7 @@ use crate::relist::{Relisting, Step};
 /// What is kept of one NAD.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Facts {
-    /// `None` while our own write of it is in flight ([`OwnedIndex::expect`]).
+    /// `None` while our own write of it is in flight ([`NadIndex::expect`]).
     pub uid: Option<String>,
     pub fingerprint: u64,
 }
@@ -64,14 +64,14 @@ pub enum Phase {
 type Table = HashMap<String, HashMap<Box<str>, Facts>>;
 
 /// The index of NADs by namespace and name.
-pub struct OwnedIndex {
+pub struct NadIndex {
     state: Mutex<Relisting<Table>>,
     phase: watch::Sender<Phase>,
 }
 
-impl Default for OwnedIndex {
-    fn default() -> OwnedIndex {
-        OwnedIndex {
+impl Default for NadIndex {
+    fn default() -> NadIndex {
+        NadIndex {
             state: Mutex::default(),
             phase: watch::Sender::new(Phase::Listing),
         }
@@ -90,7 +90,7 @@ fn owner(object: &DynamicObject) -> Option<ObjectRef<Network>> {
 }
 
 /// Sets one NAD's facts (`None`: gone); true when that is news. The event of a write we
-/// announced with [`OwnedIndex::expect`] is not news.
+/// announced with [`NadIndex::expect`] is not news.
 fn set(table: &mut Table, object: &DynamicObject, facts: Option<Facts>) -> bool {
     let (Some(namespace), Some(name)) = (object.metadata.namespace.as_deref(), object.metadata.name.as_deref()) else {
         return false;
@@ -117,9 +117,9 @@ fn remove(table: &mut Table, namespace: &str, name: &str) -> Option<Facts> {
     removed
 }
 
-impl OwnedIndex {
-    pub fn new() -> OwnedIndex {
-        OwnedIndex::default()
+impl NadIndex {
+    pub fn new() -> NadIndex {
+        NadIndex::default()
     }
 
     /// Applies one watcher event; returns the Networks whose NAD changed (to repair drift).
@@ -195,7 +195,7 @@ impl OwnedIndex {
 
     /// Announces a write of ours before it is sent: its watch event may well arrive before
     /// its answer, and must not be taken for someone else's change. Undo with
-    /// [`OwnedIndex::unexpect`] when the write fails.
+    /// [`NadIndex::unexpect`] when the write fails.
     pub fn expect(&self, namespace: &str, name: &str, fingerprint: u64) {
         let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
         let facts = Facts { uid: None, fingerprint };
@@ -206,7 +206,7 @@ impl OwnedIndex {
             .insert(Box::from(name), facts);
     }
 
-    /// Withdraws an [`OwnedIndex::expect`] whose write failed, unless the watch has shown
+    /// Withdraws an [`NadIndex::expect`] whose write failed, unless the watch has shown
     /// the NAD meanwhile.
     pub fn unexpect(&self, namespace: &str, name: &str) {
         let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
@@ -262,7 +262,7 @@ mod tests {
 
     #[tokio::test]
     async fn unknown_until_listed_then_tracks_changes_and_our_own_writes() {
-        let index = OwnedIndex::new();
+        let index = NadIndex::new();
         let a = nad("a", r#"{"type":"bridge"}"#, "u-a");
         assert_eq!(index.lookup("default", "a"), Known::Unknown);
         index.apply(&Event::Init);
@@ -316,7 +316,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_watch_that_never_lists_settles_as_failing() {
-        let index = OwnedIndex::new();
+        let index = NadIndex::new();
         index.failed();
         assert_eq!(index.settled().await, Phase::Failing);
         assert_eq!(index.lookup("default", "a"), Known::Unknown);

@@ -80,7 +80,7 @@ fn brute_force(all: &BTreeMap<Key, Network>) -> BTreeMap<Key, Verdict> {
     verdicts
 }
 
-fn indexed(index: &CidrIndex, all: &BTreeMap<Key, Network>) -> BTreeMap<Key, Verdict> {
+fn indexed(index: &OverlapIndex, all: &BTreeMap<Key, Network>) -> BTreeMap<Key, Verdict> {
     let mut verdicts = BTreeMap::new();
     for (key, n) in judged(all) {
         let Ok((mine, _)) = subnet::validate(&n.spec.cidr, &n.spec.gateway) else {
@@ -131,7 +131,7 @@ proptest! {
 
     #[test]
     fn verdicts_and_requeues_match_a_pairwise_scan(ops in prop::collection::vec(op(), 1..40)) {
-        let index = CidrIndex::new();
+        let index = OverlapIndex::new();
         let mut all: BTreeMap<Key, Network> = BTreeMap::new();
         for op in ops {
             let before = brute_force(&all);
@@ -181,7 +181,7 @@ proptest! {
 
 #[test]
 fn same_cidr_twice_and_both_families() {
-    let index = CidrIndex::new();
+    let index = OverlapIndex::new();
     let a = network("a", "x", 2, 0, false);
     let b = network("a", "y", 2, 1, false);
     let v6 = network("a", "z", 8, 2, false);

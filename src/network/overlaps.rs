@@ -240,13 +240,13 @@ pub struct Overlap {
 
 /// The overlap index of all Networks. Cheap to share (`Arc`); queries take a read lock.
 #[derive(Default)]
-pub struct CidrIndex {
+pub struct OverlapIndex {
     state: RwLock<Relisting<Table>>,
 }
 
-impl CidrIndex {
-    pub fn new() -> CidrIndex {
-        CidrIndex::default()
+impl OverlapIndex {
+    pub fn new() -> OverlapIndex {
+        OverlapIndex::default()
     }
 
     /// Applies one watcher event; returns the Networks whose overlap verdict it can change
