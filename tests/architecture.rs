@@ -1,0 +1,162 @@
+//! Every import of the library points down (ARCHITECTURE.md, "Who may import whom"): its
+//! rooms — the top-level modules of `src/`, and `network::controller`, which sits above the
+//! cache the rest of `network` sits below — form no circle. Read from the sources: each
+//! `crate::` path outside comments and test code is an edge from the room of the file to
+//! the room it names.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+
+use regex::Regex;
+
+/// Nested modules that are rooms of their own.
+const NESTED_ROOMS: &[&str] = &["network::controller"];
+/// The binary's side: `crate::` there is the binary crate, which may import anything.
+const BINARY: &[&str] = &["main", "cli", "commands"];
+
+fn sources(dir: &Path, out: &mut Vec<PathBuf>) {
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_dir() {
+            sources(&path, out);
+        } else if path.extension().is_some_and(|e| e == "rs") {
+            out.push(path);
+        }
+    }
+}
+
+/// The room a module path (`network::controller::queue`) belongs to.
+fn room(path: &[&str]) -> String {
+    NESTED_ROOMS
+        .iter()
+        .find(|nested| {
+            let parts: Vec<&str> = nested.split("::").collect();
+            path.len() >= parts.len() && path[..parts.len()] == parts[..]
+        })
+        .map_or_else(|| path[0].to_string(), |nested| nested.to_string())
+}
+
+/// A file's code without comments and without its test module (by convention the last
+/// item of a file), and `None` for files that hold only tests.
+fn code(path: &Path) -> Option<String> {
+    let name = path.file_stem()?.to_str()?;
+    if name == "tests" || name == "fixtures" || path.components().any(|c| c.as_os_str() == "tests") {
+        return None;
+    }
+    let text = std::fs::read_to_string(path).unwrap();
+    let text = text.split("#[cfg(test)]\nmod tests").next().unwrap_or_default();
+    Some(
+        text.lines()
+            .map(|line| line.split("//").next().unwrap_or_default())
+            .collect::<Vec<_>>()
+            .join("\n"),
+    )
+}
+
+/// Room → the rooms it imports.
+fn imports() -> BTreeMap<String, BTreeSet<String>> {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut files = Vec::new();
+    sources(&src, &mut files);
+    let path = Regex::new(r"crate::([a-z_][a-z0-9_]*(?:::[a-z_][a-z0-9_]*)*)").unwrap();
+    let group = Regex::new(r"crate::\{([^}]*)\}").unwrap();
+    let mut edges: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    for file in files {
+        let relative = file.strip_prefix(&src).unwrap().with_extension("");
+        let mut module: Vec<&str> = relative.iter().map(|c| c.to_str().unwrap()).collect();
+        if module.last() == Some(&"mod") {
+            module.pop();
+        }
+        if module.first().is_some_and(|top| BINARY.contains(top)) || module == ["lib"] {
+            continue;
+        }
+        let Some(code) = code(&file) else { continue };
+        let from = room(&module);
+        let mut targets: Vec<String> = path.captures_iter(&code).map(|c| c[1].to_string()).collect();
+        for grouped in group.captures_iter(&code) {
+            targets.extend(grouped[1].split(',').map(|item| item.trim().to_string()));
+        }
+        for target in targets {
+            let target: Vec<&str> = target.split("::").filter(|s| !s.is_empty()).collect();
+            // `crate::NAME` and other items of `lib.rs` belong to no room.
+            if target.is_empty() || target[0].chars().next().is_some_and(char::is_uppercase) {
+                continue;
+            }
+            let to = room(&target);
+            if to != from {
+                edges.entry(from.clone()).or_default().insert(to);
+            }
+        }
+    }
+    edges
+}
+
+/// A circle of rooms, if there is one.
+fn circle(edges: &BTreeMap<String, BTreeSet<String>>) -> Option<Vec<String>> {
+    fn visit(
+        room: &str,
+        edges: &BTreeMap<String, BTreeSet<String>>,
+        stack: &mut Vec<String>,
+        done: &mut BTreeSet<String>,
+    ) -> Option<Vec<String>> {
+        if let Some(at) = stack.iter().position(|r| r == room) {
+            let mut found = stack[at..].to_vec();
+            found.push(room.to_string());
+            return Some(found);
+        }
+        if done.contains(room) {
+            return None;
+        }
+        stack.push(room.to_string());
+        for next in edges.get(room).into_iter().flatten() {
+            if let Some(found) = visit(next, edges, stack, done) {
+                return Some(found);
+            }
+        }
+        stack.pop();
+        done.insert(room.to_string());
+        None
+    }
+    let mut done = BTreeSet::new();
+    edges
+        .keys()
+        .find_map(|room| visit(room, edges, &mut Vec::new(), &mut done))
+}
+
+#[test]
+fn no_import_runs_back_up_the_floors() {
+    let edges = imports();
+    assert!(
+        edges.get("inject").is_some_and(|to| to.contains("template")),
+        "the scan found no import of inject at all: it reads nothing ({edges:?})"
+    );
+    if let Some(found) = circle(&edges) {
+        panic!(
+            "expected every import to point down, found a circle of rooms: {}\nevery room's imports: {edges:#?}",
+            found.join(" -> ")
+        );
+    }
+}
+
+#[test]
+fn the_pure_engine_imports_only_templates() {
+    let edges = imports();
+    let inject: Vec<&String> = edges.get("inject").into_iter().flatten().collect();
+    assert_eq!(
+        inject,
+        [&"template".to_string()],
+        "expected `inject` (the pure engine) to import only `template`"
+    );
+}
+
+#[test]
+fn a_circle_is_found_where_there_is_one() {
+    let edges = BTreeMap::from([
+        ("a".to_string(), BTreeSet::from(["b".to_string()])),
+        ("b".to_string(), BTreeSet::from(["c".to_string()])),
+        ("c".to_string(), BTreeSet::from(["a".to_string()])),
+    ]);
+    assert_eq!(circle(&edges).unwrap(), ["a", "b", "c", "a"]);
+    let down = BTreeMap::from([("a".to_string(), BTreeSet::from(["b".to_string()]))]);
+    assert_eq!(circle(&down), None);
+}
