@@ -194,8 +194,9 @@ fn document_subjects(documents: &[Value], namespace: &str) -> Vec<Subject> {
 pub async fn run(client: kube::Client, settings: &CheckSettings, now: OffsetDateTime) -> Result<Report, CheckError> {
     let facts = fetch::facts(&client, settings).await;
     // Parsed once: the `templates` check and every decision read the same set.
-    let templates = health::live_templates(&facts.namespace, &facts.configmap);
-    let mut checks = health::evaluate_with(&facts, &templates, now);
+    let live = health::live_templates(&facts);
+    let mut checks = health::evaluate_with(&facts, &live, now);
+    let templates = live.map(|live| live.set);
     let policies = injection::Policies::new(
         &fetch::policy_facts(&client, settings).await,
         &templates,

@@ -80,7 +80,7 @@ const OFFLINE_NAMESPACE: &str = "default";
 pub async fn run(args: CheckArgs) -> Result<bool, CheckCommandError> {
     // The user's files first: a missing one is reported as that, whatever the cluster.
     let documents = args.file.as_deref().map(read_documents).transpose()?;
-    let templates = args.config.as_deref().map(TemplateSet::from_file).transpose()?;
+    let config = args.config.as_deref().map(read_config).transpose()?;
     let needs_cluster = args.file.is_none() || args.stale || args.missing;
     let cluster = if args.offline {
         None
@@ -91,8 +91,11 @@ pub async fn run(args: CheckArgs) -> Result<bool, CheckCommandError> {
     };
     let report = match (cluster, documents) {
         (None, Some(documents)) => {
-            let (templates, from) = match templates {
-                Some(given) => (given, format!("template file {}", given_path(&args))),
+            let (templates, from) = match config {
+                Some((source, text)) => (
+                    TemplateSet::from_text(&source, &text, args.kube_version)?,
+                    format!("template file {}", given_path(&args)),
+                ),
                 None => (TemplateSet::embedded(), String::from("the embedded default template")),
             };
             let namespace = args.namespace.as_deref().unwrap_or(OFFLINE_NAMESPACE);
@@ -100,12 +103,26 @@ pub async fn run(args: CheckArgs) -> Result<bool, CheckCommandError> {
         }
         (_, documents) => {
             let client = kube::Client::try_default().await?;
+            // The cluster's API server checks its Pods: its version's rules.
+            let version = envoy_injector::client::kube_version(&client).await;
+            let templates = config
+                .map(|(source, text)| TemplateSet::from_text(&source, &text, version))
+                .transpose()?;
             let settings = settings(&args, client.default_namespace(), documents, templates);
             check::run(client, &settings, time::OffsetDateTime::now_utc()).await?
         }
     };
     print(&report, args.output)?;
     Ok(report.healthy)
+}
+
+/// `--config`'s text, read first so that a missing file is reported as that.
+fn read_config(path: &std::path::Path) -> Result<(String, String), CheckCommandError> {
+    let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    Ok((path.display().to_string(), text))
 }
 
 fn given_path(args: &CheckArgs) -> String {

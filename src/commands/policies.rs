@@ -17,7 +17,7 @@ pub enum PoliciesCommandError {
 }
 
 pub fn run(args: &PoliciesArgs) -> Result<(), PoliciesCommandError> {
-    let templates = TemplateSet::from_file(&args.file)?;
+    let templates = TemplateSet::from_file(&args.file, args.kube_version)?;
     let compiled = policies::compile(
         &templates,
         &Options {

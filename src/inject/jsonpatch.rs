@@ -309,7 +309,7 @@ volumeMounts:
     /// whether an entry is the template's prepared JSON or changed for this Pod.
     #[test]
     fn the_sent_operations_are_the_patch_that_applies() {
-        let template = Template::parse("config", TEMPLATE).unwrap();
+        let template = Template::parse("config", TEMPLATE, crate::template::KubeVersion::NEWEST).unwrap();
         let network_env = Extras {
             sidecar_env: vec![EnvVar {
                 name: "NETWORK".into(),

@@ -477,7 +477,12 @@ mod tests {
 
     #[test]
     fn the_revision_label_sits_next_to_the_status_annotation() {
-        let template = Template::parse("config", "containers:\n- name: proxy\n  image: envoy\n").unwrap();
+        let template = Template::parse(
+            "config",
+            "containers:\n- name: proxy\n  image: envoy\n",
+            crate::template::KubeVersion::NEWEST,
+        )
+        .unwrap();
         let pod = json!({
             "metadata": {"labels": {"app": "web"}},
             "spec": {"containers": [{"name": "app"}]},

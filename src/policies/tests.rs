@@ -25,7 +25,7 @@ overrides:
 
 fn set(templates: &[(&str, &str)]) -> TemplateSet {
     let data: BTreeMap<String, String> = templates.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
-    TemplateSet::from_data("test", &data).expect("templates parse")
+    TemplateSet::from_data("test", &data, crate::template::KubeVersion::NEWEST).expect("templates parse")
 }
 
 fn objects(compiled: &Compiled, kind: &str) -> Vec<PolicyObject> {

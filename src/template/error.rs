@@ -1,6 +1,7 @@
 use std::fmt;
 use std::path::PathBuf;
 
+use super::validate::ValueError;
 use super::yaml_locate::ConfigMapLines;
 
 /// A field serde did not recognise, with where it was found.
@@ -74,6 +75,9 @@ pub enum TemplateError {
         volume: String,
         defined: String,
     },
+    /// Values the API server would refuse in every Pod the template is injected into.
+    #[error("template `{template}`: {}", errors.iter().map(ToString::to_string).collect::<Vec<_>>().join("; "))]
+    Values { template: String, errors: Vec<ValueError> },
 }
 
 impl TemplateError {
@@ -86,7 +90,8 @@ impl TemplateError {
             | TemplateError::MissingName { template, .. }
             | TemplateError::Duplicate { template, .. }
             | TemplateError::Override { template, .. }
-            | TemplateError::UndefinedVolume { template, .. } => template,
+            | TemplateError::UndefinedVolume { template, .. }
+            | TemplateError::Values { template, .. } => template,
         }
     }
 
@@ -103,6 +108,7 @@ impl TemplateError {
         match &mut self {
             TemplateError::Syntax { line, .. } | TemplateError::Override { line, .. } => map(line),
             TemplateError::UnknownFields { fields, .. } => fields.iter_mut().for_each(|f| map(&mut f.line)),
+            TemplateError::Values { errors, .. } => errors.iter_mut().for_each(|e| map(&mut e.line)),
             TemplateError::Empty { .. }
             | TemplateError::MissingName { .. }
             | TemplateError::Duplicate { .. }

@@ -8,6 +8,7 @@ use serde::{Deserialize, Serialize};
 use super::error::{TemplateError, UnknownField};
 use super::overrides::{OverrideDecl, Overrides};
 use super::prepared::Prepared;
+use super::validate::{self, KubeVersion};
 use super::yaml_locate::{LineIndex, Segment, render_path};
 
 /// The fields a template may carry. Names and types are Kubernetes' own.
@@ -84,8 +85,24 @@ const CONTAINER_ONLY_FIELDS: &[&str] = &[
 ];
 
 impl Template {
-    /// Parses and validates the YAML text of one template.
-    pub fn parse(name: &str, text: &str) -> Result<Template, TemplateError> {
+    /// Parses and validates the YAML text of one template, its values as the API server
+    /// of `version` checks a Pod's.
+    pub fn parse(name: &str, text: &str, version: KubeVersion) -> Result<Template, TemplateError> {
+        match Template::parse_keeping_values(name, text, version)? {
+            (template, None) => Ok(template),
+            (_, Some(refused)) => Err(refused),
+        }
+    }
+
+    /// Parses a template as [`Template::parse`] does, but keeps one whose only faults are
+    /// values the API server would refuse ([`TemplateError::Values`], returned beside it):
+    /// a template loaded before these rules existed is served on, loudly, until it is
+    /// edited (`template::reload`).
+    pub fn parse_keeping_values(
+        name: &str,
+        text: &str,
+        version: KubeVersion,
+    ) -> Result<(Template, Option<TemplateError>), TemplateError> {
         let spec = parse_strict(name, text)?;
         validate(name, &spec)?;
         let overrides = Overrides::of(name, text, &spec)?;
@@ -94,13 +111,19 @@ impl Template {
             line: None,
             message: format!("cannot be written as JSON: {e}"),
         })?;
-        Ok(Template {
+        let values = validate::check(&spec, version, text);
+        let refused = (!values.is_empty()).then(|| TemplateError::Values {
+            template: name.to_string(),
+            errors: values,
+        });
+        let template = Template {
             name: name.to_string(),
             revision: content_revision(text),
             spec,
             prepared,
             overrides,
-        })
+        };
+        Ok((template, refused))
     }
 
     /// Names of every container this template injects (sidecars and init containers).

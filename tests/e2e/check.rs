@@ -612,6 +612,7 @@ async fn policy_path(
     let live = envoy_injector::template::TemplateSet::from_data(
         "check",
         &std::collections::BTreeMap::from([("config".to_string(), AFTER_UPGRADE.to_string())]),
+        envoy_injector::template::KubeVersion::NEWEST,
     )
     .expect("the edited template")
     .get("config")

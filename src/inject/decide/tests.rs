@@ -58,7 +58,8 @@ fn no_network() -> Cluster {
 fn templates() -> TemplateSet {
     TemplateSet::from_text(
         "t",
-        "apiVersion: v1\nkind: ConfigMap\ndata:\n  config: |\n    containers: [{name: proxy}]\n    volumes: [{name: data, emptyDir: {}}]\n",
+        "apiVersion: v1\nkind: ConfigMap\ndata:\n  config: |\n    containers: [{name: proxy, image: envoy}]\n    volumes: [{name: data, emptyDir: {}}]\n",
+        crate::template::KubeVersion::NEWEST,
     )
     .unwrap()
 }
@@ -196,8 +197,11 @@ fn an_unknown_template_is_not_chosen_and_named() {
 fn template_is_selected_by_annotation() {
     let mut data = std::collections::BTreeMap::new();
     data.insert("config".to_string(), crate::template::EMBEDDED_DEFAULT.to_string());
-    data.insert("debug".to_string(), "containers:\n- name: debug\n".to_string());
-    let set = TemplateSet::from_data("t", &data).unwrap();
+    data.insert(
+        "debug".to_string(),
+        "containers:\n- name: debug\n  image: debug\n".to_string(),
+    );
+    let set = TemplateSet::from_data("t", &data, crate::template::KubeVersion::NEWEST).unwrap();
     let pod = json!({"metadata": {"annotations": {TEMPLATE_ANNOTATION: "debug"}}});
     assert_eq!(
         select_template(&set, &PodView::read(&pod), "", || None).unwrap().name,
@@ -224,7 +228,8 @@ fn template_is_selected_by_annotation() {
 fn the_pod_s_template_annotation_wins_over_its_namespace_s_label() {
     let set = TemplateSet::from_text(
         "t",
-        "apiVersion: v1\nkind: ConfigMap\ndata:\n  config: |\n    containers: [{name: a}]\n  canary: |\n    containers: [{name: b}]\n",
+        "apiVersion: v1\nkind: ConfigMap\ndata:\n  config: |\n    containers: [{name: a, image: a}]\n  canary: |\n    containers: [{name: b, image: b}]\n",
+        crate::template::KubeVersion::NEWEST,
     )
     .unwrap();
     let canary = || Some("canary".to_string());
