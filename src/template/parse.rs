@@ -104,7 +104,7 @@ impl Template {
         version: KubeVersion,
     ) -> Result<(Template, Option<TemplateError>), TemplateError> {
         let spec = parse_strict(name, text)?;
-        validate(name, &spec)?;
+        validate(name, text, &spec)?;
         let overrides = Overrides::of(name, text, &spec)?;
         let prepared = Prepared::of(&spec).map_err(|e| TemplateError::Syntax {
             template: name.to_string(),
@@ -221,7 +221,7 @@ fn hint_for(path: &[Segment]) -> String {
     }
 }
 
-fn validate(name: &str, spec: &TemplateSpec) -> Result<(), TemplateError> {
+fn validate(name: &str, text: &str, spec: &TemplateSpec) -> Result<(), TemplateError> {
     let template = || name.to_string();
     if spec.containers.is_empty()
         && spec.init_containers.is_empty()
@@ -231,53 +231,77 @@ fn validate(name: &str, spec: &TemplateSpec) -> Result<(), TemplateError> {
     {
         return Err(TemplateError::Empty { template: template() });
     }
+    // The field at fault as a user writes it (`containers[1].name`), and its line: an entry
+    // without the key by the entry's first key; the text is read only on a fault.
+    let place = |path: Vec<Segment>| -> (String, Option<usize>) {
+        let lines = LineIndex::build(text);
+        let line = (0..=path.len()).rev().find_map(|len| lines.line_of(&path[..len]));
+        (render_path(&path), line)
+    };
+    let key = |k: &str| Segment::Key(k.to_string());
 
     let mut container_names = BTreeSet::new();
     let all_containers = spec
         .init_containers
         .iter()
-        .map(|c| ("initContainers", c))
-        .chain(spec.containers.iter().map(|c| ("containers", c)));
-    for (index, (list, container)) in all_containers.enumerate() {
+        .enumerate()
+        .map(|(i, c)| ("initContainers", i, c))
+        .chain(spec.containers.iter().enumerate().map(|(i, c)| ("containers", i, c)));
+    for (list, i, container) in all_containers {
         if container.name.is_empty() {
+            let (path, line) = place(vec![key(list), Segment::Index(i)]);
             return Err(TemplateError::MissingName {
                 template: template(),
-                what: format!("an entry of `{list}` (entry {index})"),
+                what: format!("an entry of `{list}` (entry {i})"),
+                path,
+                line,
             });
         }
         if !container_names.insert(container.name.as_str()) {
+            let (path, line) = place(vec![key(list), Segment::Index(i), key("name")]);
             return Err(TemplateError::Duplicate {
                 template: template(),
                 kind: "containers",
                 name: container.name.clone(),
+                path,
+                line,
             });
         }
     }
 
     let mut volumes = BTreeMap::new();
-    for volume in &spec.volumes {
+    for (i, volume) in spec.volumes.iter().enumerate() {
         if volume.name.is_empty() {
+            let (path, line) = place(vec![key("volumes"), Segment::Index(i)]);
             return Err(TemplateError::MissingName {
                 template: template(),
                 what: String::from("an entry of `volumes`"),
+                path,
+                line,
             });
         }
         if volumes.insert(volume.name.as_str(), volume).is_some() {
+            let (path, line) = place(vec![key("volumes"), Segment::Index(i), key("name")]);
             return Err(TemplateError::Duplicate {
                 template: template(),
                 kind: "volumes",
                 name: volume.name.clone(),
+                path,
+                line,
             });
         }
     }
 
     let mut pull_secrets = BTreeSet::new();
-    for secret in &spec.image_pull_secrets {
+    for (i, secret) in spec.image_pull_secrets.iter().enumerate() {
         if !pull_secrets.insert(secret.name.as_str()) {
+            let (path, line) = place(vec![key("imagePullSecrets"), Segment::Index(i), key("name")]);
             return Err(TemplateError::Duplicate {
                 template: template(),
                 kind: "imagePullSecrets",
                 name: secret.name.clone(),
+                path,
+                line,
             });
         }
     }
@@ -285,35 +309,56 @@ fn validate(name: &str, spec: &TemplateSpec) -> Result<(), TemplateError> {
     // A mount must name a template volume; the Pod's own volumes are unknown here and
     // mounting one of them from a shared template would break every other Pod.
     let defined = || volumes.keys().map(|v| format!("`{v}`")).collect::<Vec<_>>().join(", ");
-    let check_mounts = |owner: String, mounts: &[VolumeMount]| -> Result<(), TemplateError> {
+    let check_mounts = |owner: String, at: Vec<Segment>, mounts: &[VolumeMount]| {
         let mut paths = BTreeSet::new();
-        for mount in mounts {
+        for (i, mount) in mounts.iter().enumerate() {
+            let field = |k: &str| {
+                let mut path = at.clone();
+                path.extend([Segment::Index(i), key(k)]);
+                place(path)
+            };
             if !volumes.contains_key(mount.name.as_str()) {
+                let (path, line) = field("name");
                 return Err(TemplateError::UndefinedVolume {
                     template: template(),
-                    owner,
                     volume: mount.name.clone(),
                     defined: if volumes.is_empty() {
                         String::from("none")
                     } else {
                         defined()
                     },
+                    path,
+                    line,
                 });
             }
             if !paths.insert(mount.mount_path.as_str()) {
+                let (path, line) = field("mountPath");
                 return Err(TemplateError::Duplicate {
                     template: template(),
                     kind: "volumeMounts (mountPath)",
                     name: format!("{} in {owner}", mount.mount_path),
+                    path,
+                    line,
                 });
             }
         }
         Ok(())
     };
-    check_mounts(String::from("top-level `volumeMounts`"), &spec.volume_mounts)?;
-    for container in spec.init_containers.iter().chain(spec.containers.iter()) {
+    check_mounts(
+        String::from("top-level `volumeMounts`"),
+        vec![key("volumeMounts")],
+        &spec.volume_mounts,
+    )?;
+    let all_containers = spec
+        .init_containers
+        .iter()
+        .enumerate()
+        .map(|(i, c)| ("initContainers", i, c))
+        .chain(spec.containers.iter().enumerate().map(|(i, c)| ("containers", i, c)));
+    for (list, i, container) in all_containers {
         check_mounts(
             format!("container `{}`", container.name),
+            vec![key(list), Segment::Index(i), key("volumeMounts")],
             container.volume_mounts.as_deref().unwrap_or_default(),
         )?;
     }

@@ -132,7 +132,7 @@ fn top_level_mount_of_undefined_volume_is_refused() {
         "containers:\n- name: envoy\n  image: envoy\nvolumeMounts:\n- name: envoy-conf\n  mountPath: /etc/envoy\n",
     );
     assert!(
-        err.contains("top-level `volumeMounts` mounts volume `envoy-conf`"),
+        err.contains("field `volumeMounts[0].name` at line 5: a mount of volume `envoy-conf`"),
         "{err}"
     );
     assert!(err.contains("its volumes: none"), "{err}");
@@ -143,7 +143,10 @@ fn container_mount_of_undefined_volume_names_the_container() {
     let err = parse_err(
         "containers:\n- name: envoy\n  volumeMounts:\n  - {name: conf, mountPath: /etc}\nvolumes:\n- {name: other, emptyDir: {}}\n",
     );
-    assert!(err.contains("container `envoy` mounts volume `conf`"), "{err}");
+    assert!(
+        err.contains("field `containers[0].volumeMounts[0].name` at line 4: a mount of volume `conf`"),
+        "{err}"
+    );
     assert!(err.contains("`other`"), "{err}");
 }
 
@@ -170,18 +173,31 @@ fn wrong_type_names_the_line() {
 #[test]
 fn duplicates_are_refused() {
     let err = parse_err("containers:\n- name: a\n- name: a\n");
-    assert!(err.contains("two containers are named `a`"), "{err}");
+    assert!(
+        err.contains("field `containers[1].name` at line 3: two containers are named `a`"),
+        "{err}"
+    );
     let err = parse_err("initContainers:\n- name: a\ncontainers:\n- name: a\n");
-    assert!(err.contains("two containers are named `a`"), "{err}");
+    assert!(
+        err.contains("field `containers[0].name` at line 4: two containers are named `a`"),
+        "{err}"
+    );
     let err = parse_err("volumes:\n- {name: v, emptyDir: {}}\n- {name: v, emptyDir: {}}\n");
-    assert!(err.contains("two volumes are named `v`"), "{err}");
+    assert!(
+        err.contains("field `volumes[1].name` at line 3: two volumes are named `v`"),
+        "{err}"
+    );
     let err = parse_err("imagePullSecrets:\n- name: s\n- name: s\n");
     assert!(err.contains("two imagePullSecrets are named `s`"), "{err}");
 }
 
 #[test]
 fn nameless_container_and_empty_template_are_refused() {
-    assert!(parse_err("containers:\n- image: x\n").contains("has no `name`"));
+    let err = parse_err("containers:\n- image: x\n");
+    assert!(
+        err.contains("field `containers[0]` at line 2: an entry of `containers` (entry 0) has no `name`"),
+        "{err}"
+    );
     assert!(parse_err("").contains("is empty"));
     assert!(parse_err("containers: []\n").contains("is empty"));
 }

@@ -40,8 +40,9 @@ enum Frame {
     Sequence { next_index: usize },
 }
 
-/// Line (1-based) of every mapping key in the first document of `text`, by path, and for
-/// every literal block scalar (`key: |`) value the line before its first line.
+/// Line (1-based) of every mapping key and list entry in the first document of `text`, by
+/// path, and for every literal block scalar (`key: |`) value the line before its first
+/// line.
 #[derive(Default)]
 pub struct LineIndex {
     lines: HashMap<Vec<Segment>, usize>,
@@ -115,13 +116,14 @@ struct Collector {
 }
 
 impl Collector {
-    /// Called before a node (scalar or collection) that is a *value* starts: pushes the
-    /// segment that leads to it.
-    fn enter_value(&mut self) {
+    /// Called before a node (scalar or collection) that is a *value* starts on `line`:
+    /// pushes the segment that leads to it (a list entry's line is recorded here).
+    fn enter_value(&mut self, line: usize) {
         match self.stack.last_mut() {
             Some(Frame::Sequence { next_index }) => {
                 self.path.push(Segment::Index(*next_index));
                 *next_index += 1;
+                self.lines.entry(self.path.clone()).or_insert(line);
             }
             Some(Frame::Mapping { awaiting_key, key }) => {
                 *awaiting_key = true;
@@ -157,7 +159,7 @@ impl Collector {
                         *key = Some(value);
                     }
                 } else {
-                    self.enter_value();
+                    self.enter_value(line);
                     if style == ScalarStyle::Literal {
                         // The event starts on the block's first line that is not blank;
                         // the value keeps the blank ones before it as newlines.
@@ -175,19 +177,19 @@ impl Collector {
                         *key = Some(String::from("*alias"));
                     }
                 } else {
-                    self.enter_value();
+                    self.enter_value(line);
                     self.leave_value();
                 }
             }
             Event::MappingStart(..) => {
-                self.enter_value();
+                self.enter_value(line);
                 self.stack.push(Frame::Mapping {
                     awaiting_key: true,
                     key: None,
                 });
             }
             Event::SequenceStart(..) => {
-                self.enter_value();
+                self.enter_value(line);
                 self.stack.push(Frame::Sequence { next_index: 0 });
             }
             Event::MappingEnd | Event::SequenceEnd => {
@@ -221,6 +223,7 @@ mod tests {
             Some(6)
         );
         assert_eq!(index.line_of(&[key("volumes")]), Some(7));
+        assert_eq!(index.line_of(&[key("containers"), Segment::Index(1)]), Some(4));
         assert_eq!(index.line_of(&[key("nope")]), None);
     }
 

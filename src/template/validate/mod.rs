@@ -92,19 +92,9 @@ pub fn check(spec: &TemplateSpec, version: KubeVersion, text: &str) -> Vec<Value
 }
 
 /// The line of `path`, or of the nearest enclosing field written (a required field that is
-/// missing is pointed at by its parent): a list entry by its `name`.
+/// missing is pointed at by its parent).
 fn line_near(lines: &LineIndex, path: &[Segment]) -> Option<usize> {
-    (0..=path.len()).rev().find_map(|len| {
-        let prefix = &path[..len];
-        lines.line_of(prefix).or_else(|| match prefix.last() {
-            Some(Segment::Index(_)) => {
-                let mut named = prefix.to_vec();
-                named.push(Segment::Key(String::from("name")));
-                lines.line_of(&named)
-            }
-            _ => None,
-        })
-    })
+    (0..=path.len()).rev().find_map(|len| lines.line_of(&path[..len]))
 }
 
 /// The walk over one template: where it is, and what it refused so far (path, expected,
