@@ -536,7 +536,9 @@ fn injected(mut out: PodReport, template: &Template, plan: &Plan<'_>, pod: &Valu
 fn denied(err: &InjectError, template: &Template, report: &impl Fn(Verdict, Rule, String) -> PodReport) -> PodReport {
     let rule = match err {
         InjectError::InvalidPod { .. } | InjectError::Encode(_) => Rule::InvalidPod,
-        InjectError::UnknownTemplate { .. } | InjectError::UnknownNamespaceTemplate { .. } => Rule::UnknownTemplate,
+        InjectError::UnknownTemplate { .. }
+        | InjectError::UnknownNamespaceTemplate { .. }
+        | InjectError::NoDefaultTemplate { .. } => Rule::UnknownTemplate,
         InjectError::Override(_) => Rule::Override,
         _ => Rule::Collision,
     };

@@ -247,13 +247,16 @@ pub fn known_templates(set: &TemplateSet, options: &Options) -> Vec<PolicyObject
     let by_label = InjectError::UnknownNamespaceTemplate {
         name: hole.clone(),
         namespace: cel::hole(1),
-        available,
+        available: available.clone(),
     }
     .to_string();
+    let no_default = InjectError::NoDefaultTemplate { available }.to_string();
     let message = format!(
-        "{CHOSEN_BY_ANNOTATION} ? {} : {}",
+        "{CHOSEN_BY_ANNOTATION} ? {} : {} != \"\" ? {} : {}",
         cel::words(&by_annotation, &[(&hole, CHOICE)]),
-        cel::words(&by_label, &[(&hole, CHOICE), (&cel::hole(1), "request.namespace")])
+        variables::chosen_by_label(),
+        cel::words(&by_label, &[(&hole, CHOICE), (&cel::hole(1), "request.namespace")]),
+        cel::words(&no_default, &[])
     );
     let policy = ValidatingAdmissionPolicy {
         metadata: metadata(&name, None),

@@ -176,6 +176,12 @@ fn the_validating_policy_denies_with_the_webhook_words_and_reason_forbidden() {
     let (before, after) = words.split_once('X').unwrap();
     assert!(message.contains(&format!("{before:?}")), "{message}");
     assert!(message.contains(&format!("{after:?}")), "{message}");
+    // A Pod that names none, where the set has no default: the webhook's own sentence.
+    let no_default = InjectError::NoDefaultTemplate {
+        available: String::from("`config`"),
+    }
+    .to_string();
+    assert!(message.contains(&format!("{no_default:?}")), "{message}");
 }
 
 #[test]

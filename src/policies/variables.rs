@@ -41,11 +41,16 @@ fn flag(key: &str) -> String {
 }
 
 /// The variables the choice of a template needs, for every policy.
+/// The template the Pod's namespace names by its label (an empty string when none).
+pub fn chosen_by_label() -> String {
+    let label = cel::string(NAMESPACE_TEMPLATE_LABEL);
+    format!("({label} in variables.namespaceLabels ? variables.namespaceLabels[{label}].trim() : \"\")")
+}
+
 pub fn choice_variables() -> Vec<Variable> {
     let template = cel::string(TEMPLATE_ANNOTATION);
-    let label = cel::string(NAMESPACE_TEMPLATE_LABEL);
     let by_annotation = format!("({template} in {ANNOTATIONS} ? {ANNOTATIONS}[{template}].trim() : \"\")");
-    let by_label = format!("({label} in variables.namespaceLabels ? variables.namespaceLabels[{label}].trim() : \"\")");
+    let by_label = chosen_by_label();
     let opt_in_label = cel::string(NAMESPACE_LABEL);
     vec![
         variable(

@@ -225,6 +225,28 @@ fn template_is_selected_by_annotation() {
 }
 
 #[test]
+fn a_pod_naming_no_template_is_told_the_configmap_has_no_default() {
+    let set = TemplateSet::from_text(
+        "t",
+        "apiVersion: v1\nkind: ConfigMap\ndata:\n  canary: |\n    containers: [{name: b, image: b}]\n",
+        crate::template::KubeVersion::NEWEST,
+    )
+    .unwrap();
+    let err = select_template(&set, &PodView::read(&json!({})), "shop", || None)
+        .unwrap_err()
+        .to_string();
+    assert_eq!(
+        err,
+        "the injector's ConfigMap has no `config` template, which a Pod gets when neither its annotation `sidecar.samplecrd.k8s.io/template` nor its namespace's label `sidecar.samplecrd.k8s.io/template` names one; the injector has: `canary`"
+    );
+    // Named by the label, it is the label's fault.
+    let by_label = select_template(&set, &PodView::read(&json!({})), "shop", || Some("config".into()))
+        .unwrap_err()
+        .to_string();
+    assert!(by_label.starts_with("template `config` named by label"), "{by_label}");
+}
+
+#[test]
 fn the_pod_s_template_annotation_wins_over_its_namespace_s_label() {
     let set = TemplateSet::from_text(
         "t",
