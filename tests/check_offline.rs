@@ -219,6 +219,39 @@ data:
 }
 
 /// `inject app.yaml` (no `-f`) says how to pass the file.
+/// What `inject` refuses of a file, `check -f` reports in the same words, and fails.
+#[test]
+fn documents_inject_refuses_are_reported_with_a_failing_exit() {
+    let home = tempfile::tempdir().unwrap();
+    let file = write(
+        home.path(),
+        "odd.yaml",
+        "just a string\n---\n- a\n- list\n---\nmetadata: {name: x}\n---\napiVersion: apps/v1\nkind: Deployment\nmetadata: {name: d}\nspec: {template: nope}\n---\napiVersion: v1\nkind: Pod\nmetadata: {name: p}\nspec: {containers: [{name: a, image: b}]}\n",
+    );
+    let file = file.to_str().unwrap();
+    let inject = without_cluster(home.path(), &["inject", "-f", file]);
+    let check = without_cluster(home.path(), &["check", "-f", file]);
+    assert_eq!(check.status.code(), Some(1), "{}", text(&check.stdout));
+    let report = text(&check.stdout);
+    let refused: Vec<String> = text(&inject.stderr)
+        .lines()
+        .filter_map(|l| l.strip_prefix("error: ").map(String::from))
+        .collect();
+    assert_eq!(refused.len(), 4, "{}", text(&inject.stderr));
+    for why in &refused {
+        assert!(report.contains(why.as_str()), "expected `{why}` in:\n{report}");
+    }
+    assert!(report.contains("4 document(s) not explained"), "{report}");
+    assert!(
+        report.contains("Pod default/p (document 5)"),
+        "the rest is explained: {report}"
+    );
+    let json = without_cluster(home.path(), &["check", "-f", file, "-o", "json"]);
+    let value: serde_json::Value = serde_json::from_slice(&json.stdout).unwrap();
+    assert_eq!(value["unreadable"].as_array().unwrap().len(), 4, "{value}");
+    assert_eq!(value["healthy"], false);
+}
+
 #[test]
 fn a_bare_file_gets_the_hint_to_use_f() {
     let home = tempfile::tempdir().unwrap();

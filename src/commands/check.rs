@@ -30,7 +30,7 @@ pub enum CheckCommandError {
     Write(#[from] std::io::Error),
 }
 
-fn read_documents(path: &std::path::Path) -> Result<Vec<serde_json::Value>, CheckCommandError> {
+fn read_documents(path: &std::path::Path) -> Result<Vec<read::Located>, CheckCommandError> {
     let shown = path.display().to_string();
     let mut text = String::new();
     let read = flags::open(path).and_then(|mut input| input.read_to_string(&mut text));
@@ -79,7 +79,10 @@ const OFFLINE_NAMESPACE: &str = "default";
 
 pub async fn run(args: CheckArgs) -> Result<bool, CheckCommandError> {
     // The user's files first: a missing one is reported as that, whatever the cluster.
-    let documents = args.file.as_deref().map(read_documents).transpose()?;
+    let located = args.file.as_deref().map(read_documents).transpose()?;
+    // What `inject` refuses of the file is reported, and fails the check, the same way.
+    let unreadable = located.as_deref().map(check::unreadable).unwrap_or_default();
+    let documents = located.map(|l| l.into_iter().map(|d| d.object).collect::<Vec<_>>());
     let config = args.config.as_deref().map(read_config).transpose()?;
     let needs_cluster = args.file.is_none() || args.stale || args.missing;
     let cluster = if args.offline {
@@ -112,6 +115,7 @@ pub async fn run(args: CheckArgs) -> Result<bool, CheckCommandError> {
             check::run(client, &settings, time::OffsetDateTime::now_utc()).await?
         }
     };
+    let report = report.with_unreadable(unreadable);
     print(&report, args.output)?;
     Ok(report.healthy)
 }

@@ -207,6 +207,33 @@ fn locate<'v>(at: &str, object: &'v Value, renderings: Renderings) -> Result<Loc
     }
 }
 
+/// How a message names the `index`th document (from 1): `document 2 (Pod web) at line 14`;
+/// a non-object by number only, since its error says what was found.
+pub fn at_document(index: usize, object: &Value, line: Option<usize>) -> String {
+    let what = object.is_object().then(|| describe(object));
+    place(&format!("document {index}"), what.as_deref(), line)
+}
+
+/// How every message names what it is about (`document 2 (Pod web) at line 14`,
+/// `document 1 (List), item 3 (a string) at line 9`): `what` it is and its line, when
+/// known.
+fn place(name: &str, what: Option<&str>, line: Option<usize>) -> String {
+    let mut at = name.to_string();
+    if let Some(what) = what {
+        at.push_str(&format!(" ({what})"));
+    }
+    if let Some(line) = line {
+        at.push_str(&format!(" at line {line}"));
+    }
+    at
+}
+
+/// Why `inject` refuses `object` before looking at its Pod (not an object, no `kind`, a Pod
+/// template that is not an object), if it does: what `check -f` reports of the same file.
+pub fn refused(at: &str, object: &Value) -> Option<OfflineError> {
+    locate(at, object, Renderings::JsonPatch).err()
+}
+
 /// Re-roots the Pod's operations at the Pod's place in the object.
 fn reroot(patch: &mut json_patch::Patch, path: &str) {
     let prefix = json_patch::jsonptr::PointerBuf::from_tokens(path.split('/').filter(|k| !k.is_empty()));

@@ -112,21 +112,39 @@ pub struct ReadError {
     pub message: String,
 }
 
+/// One object of a manifest and the line it starts on.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Located {
+    pub object: serde_json::Value,
+    pub line: Option<usize>,
+}
+
 /// The objects of `text` as JSON, read the way kubectl reads them: every document's
-/// root, with a `List` replaced by its items. For callers that want values, not the
-/// writer's tree (`check -f`).
-pub fn objects(text: &str) -> Result<Vec<serde_json::Value>, ReadError> {
+/// root, with a `List` replaced by its items, each with its line. For callers that want
+/// values, not the writer's tree (`check -f`).
+pub fn objects(text: &str) -> Result<Vec<Located>, ReadError> {
     let mut objects = Vec::new();
     for mut document in read_documents(text, 1)? {
         document.unpack();
         let Some(root) = document.root else { continue };
-        match root.to_json() {
-            serde_json::Value::Object(mut map) if map.get("kind").and_then(|k| k.as_str()) == Some("List") => {
-                if let Some(serde_json::Value::Array(items)) = map.remove("items") {
-                    objects.extend(items);
-                }
-            }
-            other => objects.push(other),
+        let items = match (&root.value, root.get("kind").and_then(Node::as_str)) {
+            (Value::Map(_), Some("List")) => match root.get("items").map(|items| &items.value) {
+                Some(Value::Seq(items)) => Some(items),
+                _ => None,
+            },
+            _ => None,
+        };
+        match items {
+            Some(items) => objects.extend(items.iter().map(|item| Located {
+                object: item.to_json(),
+                line: item.line(),
+            })),
+            // A List without items has none to explain.
+            None if root.get("kind").and_then(Node::as_str) == Some("List") => {}
+            None => objects.push(Located {
+                object: root.to_json(),
+                line: root.line(),
+            }),
         }
     }
     Ok(objects)

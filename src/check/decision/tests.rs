@@ -478,6 +478,7 @@ fn each_override_is_shown_applied_or_refused_with_the_reason() {
         stale: None,
         missing: None,
         offline: None,
+        unreadable: Vec::new(),
     });
     assert!(
         text.contains(r#"override cpu-request="8": REFUSED: override.cpu-request: "8" exceeds max "2""#),

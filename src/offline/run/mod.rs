@@ -18,7 +18,7 @@ use super::splice;
 use super::split::{InputError, json_values, starts_like_json};
 use super::view::{engine_view, identity};
 use super::write::{self, Out, Style, comment_lines, first_not_json, json, yaml_document};
-use super::{OfflineError, Outcome, Renderings, describe, inject_object, type_name, uninject_object};
+use super::{OfflineError, Outcome, Renderings, describe, inject_object, place, type_name, uninject_object};
 use crate::template::TemplateSet;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -232,20 +232,6 @@ fn is_list(node: &Node) -> bool {
         && matches!(node.get("items").map(|i| &i.value), Some(Value::Seq(_)))
 }
 
-/// How every message names what it is about (`document 2 (Pod web) at line 14`,
-/// `document 1 (List), item 3 (a string) at line 9`): `what` it is and its line, when
-/// known.
-fn place(name: &str, what: Option<&str>, line: Option<usize>) -> String {
-    let mut at = name.to_string();
-    if let Some(what) = what {
-        at.push_str(&format!(" ({what})"));
-    }
-    if let Some(line) = line {
-        at.push_str(&format!(" at line {line}"));
-    }
-    at
-}
-
 /// What opens a YAML document in the output: `---` unless it is the first, then the
 /// comments of the comment-only pieces read before it.
 fn yaml_document_start(out: &mut Out<'_>, first: bool, pending_comments: &[String]) {
@@ -389,9 +375,7 @@ impl<W: Write> Stream<'_, W> {
         } else {
             self.view(&root)
         };
-        // A non-object is named by number only: its error says what was found.
-        let what = json.is_object().then(|| describe(&json));
-        let at = place(&format!("document {index}"), what.as_deref(), line);
+        let at = super::at_document(index, &json, line);
         for warning in warnings {
             self.say(Message::Warning(format!("{at}: {warning}")));
         }
