@@ -145,6 +145,10 @@ pub enum ConfigError {
         line: Option<usize>,
         message: String,
     },
+    #[error(
+        "config {source_name}: expected one document, a template or the `envoy-injector` ConfigMap (its `data` keys are the templates), found several: {found}"
+    )]
+    SeveralDocuments { source_name: String, found: String },
     #[error("config {source_name}: expected kind ConfigMap (apiVersion v1), found {found}")]
     WrongKind { source_name: String, found: String },
     #[error(

@@ -135,11 +135,8 @@ impl TemplateSet {
 
     /// Parses a bare template or a ConfigMap manifest from text.
     pub fn from_text(source_name: &str, text: &str, version: KubeVersion) -> Result<TemplateSet, ConfigError> {
-        let value: serde_yaml_ng::Value = serde_yaml_ng::from_str(text).map_err(|err| ConfigError::Syntax {
-            source_name: source_name.to_string(),
-            line: err.location().map(|l| l.line()),
-            message: err.to_string(),
-        })?;
+        let (value, single) = one_document(source_name, text)?;
+        let text = single.as_deref().unwrap_or(text);
         let kind = value.get("kind").and_then(|k| k.as_str());
         match kind {
             None => {
@@ -185,6 +182,62 @@ impl TemplateSet {
 
     pub fn is_empty(&self) -> bool {
         self.templates.is_empty()
+    }
+}
+
+/// The one document of a `--config` file: a template or a ConfigMap. Empty documents
+/// (a leading or trailing `---`) do not count; when there are any, the text comes back
+/// with its document markers blanked, so that the one document parses alone on the same
+/// lines.
+fn one_document(source_name: &str, text: &str) -> Result<(serde_yaml_ng::Value, Option<String>), ConfigError> {
+    let syntax = |err: serde_yaml_ng::Error| ConfigError::Syntax {
+        source_name: source_name.to_string(),
+        line: err.location().map(|l| l.line()),
+        message: yaml_locate::without_locations(&err.to_string()),
+    };
+    let mut documents = Vec::new();
+    let mut count = 0;
+    for document in serde_yaml_ng::Deserializer::from_str(text) {
+        count += 1;
+        let value = <serde_yaml_ng::Value as serde::Deserialize>::deserialize(document).map_err(syntax)?;
+        if !value.is_null() {
+            documents.push(value);
+        }
+    }
+    match documents.len() {
+        0 => Ok((serde_yaml_ng::Value::Null, None)),
+        1 if count == 1 => Ok((documents.remove(0), None)),
+        1 => {
+            let blanked: String = text
+                .split_inclusive('\n')
+                .map(|line| {
+                    let marker = line.trim_end();
+                    let bare = marker.split_once(" #").map_or(marker, |(m, _)| m).trim_end();
+                    if bare == "---" || bare == "..." { "\n" } else { line }
+                })
+                .collect();
+            Ok((documents.remove(0), Some(blanked)))
+        }
+        _ => Err(ConfigError::SeveralDocuments {
+            source_name: source_name.to_string(),
+            found: documents.iter().map(describe_document).collect::<Vec<_>>().join(", "),
+        }),
+    }
+}
+
+/// A document of a `--config` file, as an error lists it: `ConfigMap envoy-injector`,
+/// `a template`.
+fn describe_document(document: &serde_yaml_ng::Value) -> String {
+    let kind = document.get("kind").and_then(|k| k.as_str());
+    let name = document
+        .get("metadata")
+        .and_then(|m| m.get("name"))
+        .and_then(|n| n.as_str());
+    match (kind, name) {
+        (Some(kind), Some(name)) => format!("{kind} {name}"),
+        (Some(kind), None) => kind.to_string(),
+        (None, _) if document.is_mapping() => String::from("a template"),
+        (None, _) => String::from("a value that is neither"),
     }
 }
 

@@ -9,7 +9,7 @@ use super::error::{TemplateError, UnknownField};
 use super::overrides::{OverrideDecl, Overrides};
 use super::prepared::Prepared;
 use super::validate::{self, KubeVersion};
-use super::yaml_locate::{LineIndex, Segment, render_path};
+use super::yaml_locate::{LineIndex, Segment, render_path, without_locations};
 
 /// The fields a template may carry. Names and types are Kubernetes' own.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -157,7 +157,7 @@ fn parse_strict(name: &str, text: &str) -> Result<TemplateSpec, TemplateError> {
     .map_err(|source| TemplateError::Syntax {
         template: name.to_string(),
         line: source.location().map(|l| l.line()),
-        message: strip_location(&source.to_string()),
+        message: without_locations(&source.to_string()),
     })?;
     if !ignored.is_empty() {
         let lines = LineIndex::build(text);
@@ -177,15 +177,6 @@ fn parse_strict(name: &str, text: &str) -> Result<TemplateSpec, TemplateError> {
     spec.ok_or_else(|| TemplateError::Empty {
         template: name.to_string(),
     })
-}
-
-/// serde_yaml_ng appends " at line L column C" to its messages; the line is reported in
-/// a field of its own, so drop the duplicate.
-fn strip_location(message: &str) -> String {
-    match message.rfind(" at line ") {
-        Some(at) => message[..at].to_string(),
-        None => message.to_string(),
-    }
 }
 
 fn segments(path: &serde_ignored::Path<'_>) -> Vec<Segment> {

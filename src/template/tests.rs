@@ -309,3 +309,42 @@ fn native_sidecar_other_than_a_boolean_names_field_and_line() {
         assert!(err.contains("expected a boolean"), "{value}: {err}");
     }
 }
+
+/// A syntax error names one line: the file's, not also the template's own count.
+#[test]
+fn a_syntax_error_names_one_line_the_file_s() {
+    let file = "apiVersion: v1\nkind: ConfigMap\ndata:\n  config: |\n    containers:\n    - name: envoy\n      args: [a, b\n    volumes: []\n";
+    let err = TemplateSet::from_text("cm.yaml", file, crate::template::KubeVersion::NEWEST)
+        .unwrap_err()
+        .to_string();
+    assert_eq!(err.matches(" line ").count(), 1, "{err}");
+    assert!(err.contains("at line 8: did not find expected ',' or ']'"), "{err}");
+    let bare = TemplateSet::from_text(
+        "t.yaml",
+        "containers:\n- name: a\n  args: [a\n",
+        crate::template::KubeVersion::NEWEST,
+    )
+    .unwrap_err()
+    .to_string();
+    assert_eq!(bare.matches(" line ").count(), 1, "{bare}");
+}
+
+#[test]
+fn a_config_file_holds_one_document() {
+    let version = crate::template::KubeVersion::NEWEST;
+    let two = "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: envoy-injector}\ndata:\n  config: |\n    containers: [{name: a, image: a}]\n---\napiVersion: v1\nkind: Service\nmetadata: {name: web}\n";
+    let err = TemplateSet::from_text("all.yaml", two, version)
+        .unwrap_err()
+        .to_string();
+    assert_eq!(
+        err,
+        "config all.yaml: expected one document, a template or the `envoy-injector` ConfigMap (its `data` keys are the templates), found several: ConfigMap envoy-injector, Service web"
+    );
+    // Document markers around the one document are fine, and its lines stay the file's.
+    let marked = "---\ncontainers:\n- name: a\n  image: a\n  imagePullPolicy: x\n---\n";
+    let err = TemplateSet::from_text("t.yaml", marked, version)
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("field `containers[0].imagePullPolicy` at line 5"), "{err}");
+    assert!(TemplateSet::from_text("t.yaml", &marked.replace(" x", " Never"), version).is_ok());
+}

@@ -35,6 +35,34 @@ pub fn render_path(path: &[Segment]) -> String {
     out
 }
 
+/// A YAML parser's message without the places it names (`at line 5 column 8`): the
+/// line is reported apart, counted in the user's file, and a second line counted from
+/// elsewhere (a template's first line) would only mislead.
+pub fn without_locations(message: &str) -> String {
+    let mut out = String::with_capacity(message.len());
+    let mut rest = message;
+    while let Some(at) = rest.find(" at line ") {
+        out.push_str(&rest[..at]);
+        let after = &rest[at + " at line ".len()..];
+        let digits = after.bytes().take_while(u8::is_ascii_digit).count();
+        let mut tail = &after[digits..];
+        if digits == 0 {
+            out.push_str(" at line ");
+            rest = after;
+            continue;
+        }
+        if let Some(column) = tail.strip_prefix(" column ") {
+            let digits = column.bytes().take_while(u8::is_ascii_digit).count();
+            if digits > 0 {
+                tail = &column[digits..];
+            }
+        }
+        rest = tail;
+    }
+    out.push_str(rest);
+    out
+}
+
 enum Frame {
     Mapping { awaiting_key: bool, key: Option<String> },
     Sequence { next_index: usize },
@@ -239,6 +267,18 @@ mod tests {
         // A quoted string has no line-for-line mapping; an absent key none at all.
         assert_eq!(lines.file_line("quoted", 1), None);
         assert_eq!(lines.file_line("nope", 1), None);
+    }
+
+    #[test]
+    fn a_message_loses_every_place_it_names() {
+        assert_eq!(
+            without_locations(
+                "did not find expected ',' or ']' at line 5 column 8, while parsing a flow sequence at line 4 column 9"
+            ),
+            "did not find expected ',' or ']', while parsing a flow sequence"
+        );
+        assert_eq!(without_locations("invalid type at line 3"), "invalid type");
+        assert_eq!(without_locations("a value at line x"), "a value at line x");
     }
 
     #[test]
