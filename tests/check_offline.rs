@@ -98,7 +98,7 @@ fn check_f_explains_a_file_without_a_cluster() {
     for expected in [
         "Deployment apps/web (document 2, Pod template): would be injected [rule: annotation]",
         "adds: container envoy",
-        "warning: joins Network `blue`: whether it exists in namespace apps and is Ready is not known offline",
+        "warning: joins Network `blue`: the join (the Multus annotation, NETWORK_CIDR and NETWORK_GATEWAY in the sidecar) happens only in the cluster, when the injector admits the Pod; whether the Network exists in namespace apps and is Ready is not known offline",
         // The Namespace declared in the file opts its Job in; a Job gets a native sidecar.
         "Job shop/once (document 3, Pod template): would be injected [rule: namespace-label]",
         "adds: init container envoy",

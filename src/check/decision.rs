@@ -499,12 +499,11 @@ fn webhook_engine(
         Err(Refused::Pod(err)) => denied(&err, template, &report),
     };
     out.overrides = asked_overrides(view, template);
-    out.warnings.extend(chosen.unseen_network().map(|name| {
-        format!(
-            "joins Network `{name}`: whether it exists in namespace {} and is Ready is not known offline (the injector denies the Pod if not)",
-            subject.namespace
-        )
-    }));
+    out.warnings.extend(
+        chosen
+            .unseen_network()
+            .map(|name| inject::join::offline_warning(name, Some(&subject.namespace))),
+    );
     out
 }
 

@@ -262,7 +262,7 @@ pub fn inject_object(
         .pointer("/metadata/annotations")
         .and_then(Value::as_object)
         .map(|a| a as &dyn Annotations);
-    let warnings = policy::unreadable_flags(annotations);
+    let mut warnings = policy::unreadable_flags(annotations);
     // Asking for offline injection is the opt-in; an explicit opt-out still wins.
     if let Some(opt_out) = policy::opted_out(annotations) {
         return Ok(unchanged(renderings, opt_out.to_string(), false, warnings));
@@ -282,6 +282,10 @@ pub fn inject_object(
         Decision::Inject(plan) => plan,
         Decision::Skip(skip) => return Ok(unchanged(renderings, skip.to_string(), false, warnings)),
     };
+    if let Some(name) = chosen.unseen_network() {
+        let namespace = object.pointer("/metadata/namespace").and_then(Value::as_str);
+        warnings.push(inject::join::offline_warning(name, namespace));
+    }
     let mut json_patch = inject::jsonpatch::render(&plan, &view).map_err(err)?;
     let strategic = match renderings {
         Renderings::JsonPatch => None,
