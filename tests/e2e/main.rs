@@ -1,11 +1,12 @@
 //! Cluster end-to-end suite: the real `envoy-injector` binary (the one cargo built for the
 //! tests) against whatever cluster `KUBECONFIG` names, checked through the Kubernetes API
-//! alone (Pods need not run). Without `KUBECONFIG` it prints one `SKIPPED cluster tiers`
-//! line and passes.
+//! alone (Pods need not run). Without `KUBECONFIG` every tier is reported `ignored` with
+//! why, and one `SKIPPED e2e tiers` line says how to run them.
 //!
 //! The tiers share one API server and cluster-wide objects (webhook configurations, the
-//! `envoy-injector` namespace and Lease, all Networks), so one `#[test]` runs them one at a
-//! time, in this order, the API-outage tier last. Each is a file of this directory (`local`
+//! `envoy-injector` namespace and Lease, all Networks), so this binary's own harness
+//! (`support::harness`, `harness = false`) runs them as one test each, one at a time, in
+//! this order, the API-outage tier last, after the set's checks that need no cluster. Each is a file of this directory (`local`
 //! a directory, one file per capability):
 //!
 //! | tier | proves |
@@ -86,13 +87,30 @@ tiers![
     outage
 ];
 
-#[test]
-fn cluster_tiers() {
-    support::run_tiers(&support::TierSet {
+fn main() -> std::process::ExitCode {
+    support::harness::main(&support::TierSet {
         name: "e2e",
         kubeconfig_var: "KUBECONFIG",
         how_to_run: "Run them against any cluster with `KUBECONFIG=/path/to/kubeconfig make test`; on kind: \
                      `make kind-up`, then `make e2e-local` (this machine's binary) or `make e2e` (the deployed image)",
         tiers: TIERS,
-    });
+        checks: &[
+            support::Check {
+                name: "local::cluster_inputs_are_well_formed",
+                run: local::inputs::cluster_inputs_are_well_formed,
+            },
+            support::Check {
+                name: "local::in_cluster_inputs_are_well_formed",
+                run: local::inputs::in_cluster_inputs_are_well_formed,
+            },
+            support::Check {
+                name: "check::normalise_hides_what_changes_from_run_to_run",
+                run: check::normalise_hides_what_changes_from_run_to_run,
+            },
+            support::Check {
+                name: "harness::filters_select_as_libtest_s_do",
+                run: support::harness::filters_select_as_libtest_s_do,
+            },
+        ],
+    })
 }
