@@ -18,7 +18,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, Time};
 
 use super::health::Fetched;
 use super::selector;
-use crate::inject::REVISION_LABEL;
+use crate::inject::{AnnotationOptIn, REVISION_LABEL};
 use crate::policies::{self, MANAGED_BY_LABEL, Path, PolicyObject, TEMPLATE_ANNOTATION_KEY};
 use crate::template::TemplateSet;
 
@@ -141,6 +141,8 @@ pub struct Policies {
     /// `namespace/envoy-injector`, for messages and the fix.
     pub configmap: String,
     pub injector_namespace: String,
+    /// Whether `serve` lets Pods' annotations opt them in (read from its Deployment).
+    pub annotation_opt_in: AnnotationOptIn,
 }
 
 /// What a Pod needs a policy for.
@@ -176,6 +178,7 @@ impl Policies {
             facts.deployment.as_ref().map(|(n, d)| (n.as_str(), d)),
         );
         let expectation = expectation(&configured, &facts.served);
+        let annotation_opt_in = mode::annotation_opt_in(facts.deployment.as_ref().map(|(_, d)| d));
         let (compiled, left_to_webhook) = match templates {
             Ok(set) => {
                 let options = policies::Options {
@@ -206,6 +209,7 @@ impl Policies {
             left_to_webhook,
             configmap: format!("{injector_namespace}/{}", crate::NAME),
             injector_namespace: injector_namespace.to_string(),
+            annotation_opt_in,
         }
     }
 

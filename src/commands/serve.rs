@@ -9,7 +9,7 @@ use super::flags::non_empty;
 use crate::cli::{NetworkBackendKind, ServeArgs};
 use envoy_injector::admission::Admission;
 use envoy_injector::events::{EventSink, Publisher};
-use envoy_injector::inject::Standalone;
+use envoy_injector::inject::{AnnotationOptIn, Standalone};
 use envoy_injector::metrics::Metrics;
 use envoy_injector::network::{
     self,
@@ -121,6 +121,7 @@ async fn run_cluster(args: ServeArgs) -> Result<(), ServeError> {
             cache.stores.namespaces.clone(),
             cache.namespace_changed.clone(),
             metrics.clone(),
+            annotation_opt_in(&args),
             shutdown.clone(),
         ));
     }
@@ -141,11 +142,10 @@ async fn run_cluster(args: ServeArgs) -> Result<(), ServeError> {
         })
     };
     let state = AppState {
-        admission: Arc::new(Admission::new(
-            templates.clone(),
-            Arc::new(cache.stores.clone()),
-            metrics.clone(),
-        )),
+        admission: Arc::new(
+            Admission::new(templates.clone(), Arc::new(cache.stores.clone()), metrics.clone())
+                .with_annotation_opt_in(annotation_opt_in(&args)),
+        ),
         registry: Arc::new(registry),
         metrics: metrics.clone(),
         readiness,
@@ -224,7 +224,10 @@ async fn run_standalone(args: ServeArgs) -> Result<(), ServeError> {
         })
     };
     let state = AppState {
-        admission: Arc::new(Admission::new(templates, Arc::new(Standalone), metrics.clone())),
+        admission: Arc::new(
+            Admission::new(templates, Arc::new(Standalone), metrics.clone())
+                .with_annotation_opt_in(annotation_opt_in(&args)),
+        ),
         registry: Arc::new(registry),
         metrics,
         readiness,
@@ -326,6 +329,15 @@ fn controller_starter(
                 warn!(error = %err, "the admission-policy sync failed");
             }
         })
+    }
+}
+
+/// `--annotation-opt-in` as the library reads it.
+fn annotation_opt_in(args: &ServeArgs) -> AnnotationOptIn {
+    if args.annotation_opt_in {
+        AnnotationOptIn::On
+    } else {
+        AnnotationOptIn::Off
     }
 }
 

@@ -11,7 +11,7 @@ use serde_json::{Map, Value};
 
 use super::jsonpatch::{OpValue, Ops, pointer};
 use super::pod::PodView;
-use super::policy::{Annotations, Flag};
+use super::policy::{Flag, MetaMap};
 use super::{Extras, InjectError, InjectionStatus, NETWORK_ANNOTATION, STATUS_ANNOTATION};
 
 /// Multus reads the networks a Pod attaches to from this annotation.
@@ -64,7 +64,7 @@ pub enum JoinError {
 }
 
 /// The Network a Pod asks to join: its annotation's text, trimmed; blank asks for none.
-pub fn network_name(annotations: Option<&dyn Annotations>) -> Option<&str> {
+pub fn network_name(annotations: Option<&dyn MetaMap>) -> Option<&str> {
     match annotations?.flag(NETWORK_ANNOTATION)? {
         Flag::Text(text) => Some(text.trim()).filter(|name| !name.is_empty()),
         Flag::Other(_) => None,
@@ -77,7 +77,7 @@ pub fn extras(
     name: &str,
     namespace: &str,
     lookup: Lookup,
-    annotations: Option<&dyn Annotations>,
+    annotations: Option<&dyn MetaMap>,
 ) -> Result<Option<Extras>, JoinError> {
     let network = match lookup {
         Lookup::Unsupported => return Ok(None),

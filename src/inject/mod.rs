@@ -18,9 +18,13 @@ pub use plan::{
     describe_volume, plan, revision_label_value, runs_to_completion,
 };
 pub use pod::PodView;
-pub use policy::{NamespaceOptIn, OptIn, Skip};
+pub use policy::{AnnotationOptIn, NamespaceOptIn, OptIn, PodMeta, Skip};
 
 pub const INJECT_ANNOTATION: &str = "sidecar.samplecrd.k8s.io/inject";
+/// The Pod label that opts a Pod in (`"true"`) or out (`"false"`), the same key as
+/// [`INJECT_ANNOTATION`]: label selectors select it, so a Pod that did not opt in costs
+/// the API server no CEL.
+pub const INJECT_LABEL: &str = INJECT_ANNOTATION;
 pub const TEMPLATE_ANNOTATION: &str = "sidecar.samplecrd.k8s.io/template";
 pub const NETWORK_ANNOTATION: &str = "sidecar.samplecrd.k8s.io/network";
 pub const STATUS_ANNOTATION: &str = "sidecar.samplecrd.k8s.io/status";

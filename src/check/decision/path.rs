@@ -221,7 +221,7 @@ fn injected_by_policy(
                 let after = after.as_ref().unwrap_or(&subject.pod);
                 let no_templates = || None::<&TemplateSet>;
                 if let Decided::JoinOnly { join: Err(err), .. } =
-                    inject::decide(&PodView::read(after), namespace, no_templates, cluster)
+                    inject::decide(&PodView::read(after), namespace, installed.annotation_opt_in, no_templates, cluster)
                 {
                     let mut denied = PodReport {
                         verdict: Verdict::Deny,

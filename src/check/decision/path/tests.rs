@@ -41,6 +41,7 @@ fn explain_with(pod: &super::super::Subject, hooks: Webhooks<'_>, policies: &Pol
             webhooks: hooks,
             templates: Ok(&set),
             policies: Some(policies),
+            annotation_opt_in: crate::inject::AnnotationOptIn::On,
         },
         &cluster(),
     )
@@ -78,7 +79,7 @@ fn a_policy_injects_where_it_is_bound_and_the_webhook_then_sees_the_injected_pod
     assert_eq!(report.webhooks[0].call, Call::NotCalled, "{report:#?}");
     assert_eq!(
         report.webhooks[0].reason,
-        "matchCondition `not-yet-injected-or-not-yet-joined` is false"
+        "matchCondition `not-opted-out-and-work-to-do` is false"
     );
 
     // No webhook configuration at all: the policy injects all the same.
