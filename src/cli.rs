@@ -317,6 +317,10 @@ pub struct PoliciesArgs {
     /// The injector's namespace, which the policies leave alone as the webhook does.
     #[arg(long, default_value = "envoy-injector")]
     pub namespace: String,
+    /// As `serve --annotation-opt-in`: `false` leaves out the policy for Pods that opt in
+    /// by annotation.
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
+    pub annotation_opt_in: bool,
     #[arg(short = 'o', long = "output", value_enum, default_value_t = PoliciesFormat::Yaml)]
     pub output: PoliciesFormat,
 }

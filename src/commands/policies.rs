@@ -3,6 +3,7 @@
 use std::io::Write;
 
 use crate::cli::{PoliciesArgs, PoliciesFormat};
+use envoy_injector::inject::AnnotationOptIn;
 use envoy_injector::policies::{self, Options};
 use envoy_injector::template::{ConfigError, TemplateSet};
 
@@ -22,6 +23,11 @@ pub fn run(args: &PoliciesArgs) -> Result<(), PoliciesCommandError> {
         &templates,
         &Options {
             injector_namespace: args.namespace.clone(),
+            annotation_opt_in: if args.annotation_opt_in {
+                AnnotationOptIn::On
+            } else {
+                AnnotationOptIn::Off
+            },
         },
     );
     for left in &compiled.not_compiled {

@@ -166,6 +166,7 @@ async fn run_cluster(args: ServeArgs) -> Result<(), ServeError> {
             mode: mode_feed,
             options: compiled::Options {
                 injector_namespace: args.namespace.clone(),
+                annotation_opt_in: annotation_opt_in(&args),
             },
         };
         let cluster = (cache, indexes);

@@ -32,6 +32,12 @@ pub const STATUS_ANNOTATION: &str = "sidecar.samplecrd.k8s.io/status";
 /// can be selected server-side (annotations cannot be).
 pub const REVISION_LABEL: &str = "sidecar.samplecrd.k8s.io/revision";
 pub const NATIVE_SIDECAR_ANNOTATION: &str = "sidecar.samplecrd.k8s.io/native-sidecar";
+/// Label and annotation the compiled admission policies mark a Pod they refuse with (the
+/// annotation holds the webhook's words): the label selects the validating policy that
+/// denies it. A Pod never keeps them: it is denied, or the webhook injects it and takes
+/// them out.
+pub const REFUSED_LABEL: &str = "sidecar.samplecrd.k8s.io/refused";
+pub const REFUSED_ANNOTATION: &str = REFUSED_LABEL;
 /// The legacy opt-in (an Initializer annotation, from before admission webhooks), still honoured.
 pub const LEGACY_INJECT_ANNOTATION: &str = "initializer.kubernetes.io/envoy";
 /// Namespace label naming the template for every Pod of the namespace (cluster mode); a
