@@ -68,22 +68,53 @@ pub struct Compiled {
 /// The largest CEL text one template's part may hold: a policy this large would cost more
 /// to evaluate than the webhook's round trip.
 pub const MAX_EXPRESSION_BYTES: usize = 256 * 1024;
+/// The most code points the API server compiles in one CEL expression.
+pub const MAX_EXPRESSION_CODE_POINTS: usize = 100_000;
 /// The largest CEL text the mutating policy holds for all templates together: the API
 /// server stores an object of at most about 1.5 MB, and the policy is written as JSON.
 pub const MAX_POLICY_BYTES: usize = 1024 * 1024;
 
-/// One template's part of the mutating policy: its variables and its patch.
+/// One template's part of the mutating policy: its variables, its additions among them.
 struct Part<'t> {
     scope: Scope,
     template: &'t Template,
     variables: Vec<k8s_openapi::api::admissionregistration::v1::Variable>,
-    mutation: String,
 }
 
 impl Part<'_> {
     fn size(&self) -> usize {
-        self.variables.iter().map(|v| v.expression.len()).sum::<usize>() + self.mutation.len()
+        self.variables.iter().map(|v| v.expression.len()).sum::<usize>()
     }
+
+    /// Its longest expression, in code points.
+    fn longest(&self) -> usize {
+        self.variables
+            .iter()
+            .map(|v| v.expression.chars().count())
+            .max()
+            .unwrap_or(0)
+    }
+}
+
+/// The policy's one mutation: the additions of the template the Pod chose when it injects
+/// the Pod, else the refusal's mark (nothing when there is none). One expression, so the
+/// API server evaluates one per Pod whatever the number of templates (each evaluation
+/// reads the whole Pod); each template's additions are a variable, read only when chosen,
+/// so the expression stays short.
+fn mutation(parts: &[Part<'_>]) -> String {
+    let mark = objects::refusal_mark();
+    let mut chain = format!("!{} ? [] :\n", variables::OPTED_IN);
+    for part in parts {
+        chain.push_str(&format!(
+            "{} == {} ? ({} ? {} : {mark}) :\n",
+            variables::CHOICE,
+            cel::string(&part.template.name),
+            part.scope.get("inject"),
+            patch::operations(&part.scope.get("additions"))
+        ));
+    }
+    chain.push_str(&mark);
+    chain
 }
 
 /// Compiles every template of `set`.
@@ -96,16 +127,19 @@ pub fn compile(set: &TemplateSet, options: &Options) -> Compiled {
         let scope = Scope::new(index);
         let mut variables = plan::variables(template, &scope);
         variables.extend(patch::variables(template, &scope));
-        let mutation = patch::expression(template, &scope);
+        variables.push(scope.variable("additions", patch::additions(template, &scope)));
         let part = Part {
             scope,
             template,
             variables,
-            mutation,
         };
-        let size = part.size();
+        let (size, longest) = (part.size(), part.longest());
         let reason = if size > MAX_EXPRESSION_BYTES {
             format!("its policy would hold {size} bytes of CEL, more than the {MAX_EXPRESSION_BYTES} compiled at most")
+        } else if longest > MAX_EXPRESSION_CODE_POINTS {
+            format!(
+                "its policy would hold an expression of {longest} code points, more than the {MAX_EXPRESSION_CODE_POINTS} the API server compiles"
+            )
         } else if total + size > MAX_POLICY_BYTES {
             format!(
                 "with it the policy holding every template would hold {} bytes of CEL, more than the {MAX_POLICY_BYTES} compiled at most",
@@ -124,13 +158,11 @@ pub fn compile(set: &TemplateSet, options: &Options) -> Compiled {
     let names: Vec<&str> = set.names().collect();
     let scoped: Vec<(Scope, &Template)> = parts.iter().map(|p| (p.scope.clone(), p.template)).collect();
     let mut variables = variables::shared(options.annotation_opt_in);
-    let mut mutations = Vec::new();
     for part in &parts {
         variables.extend(part.variables.iter().cloned());
-        mutations.push(part.mutation.clone());
     }
     variables.push(plan::refusal(&names, &scoped));
-    mutations.push(objects::refusal_mark());
+    let mutations = [mutation(&parts)];
     // Every template the policy knows (those left to the webhook too: it refuses no Pod
     // that names one), with its revision.
     let known: Vec<&Template> = set.names().filter_map(|name| set.get(name)).map(|t| &**t).collect();

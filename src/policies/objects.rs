@@ -207,7 +207,8 @@ fn mutating_binding(name: &str, policy: &str, resources: MatchResources) -> Poli
 }
 
 /// The mark a mutating policy puts on a Pod it refuses: the label [`REFUSED_LABEL`], which
-/// selects the validating policy, and the words in the annotation [`REFUSED_ANNOTATION`].
+/// selects the validating policy, and the words in the annotation [`REFUSED_ANNOTATION`];
+/// nothing when it refuses nothing.
 pub fn refusal_mark() -> String {
     let set = |map: &str, key: &str, value: &str| {
         let path = cel::string(&format!(
@@ -219,7 +220,7 @@ pub fn refusal_mark() -> String {
         )
     };
     format!(
-        "{REFUSAL} == \"\" ? [] : {} + {}",
+        "({REFUSAL} == \"\" ? [] : {} + {})",
         set("labels", REFUSED_LABEL, "\"true\""),
         set("annotations", REFUSED_ANNOTATION, REFUSAL)
     )

@@ -11,6 +11,13 @@ use super::variables::{self, ANNOTATIONS, CONTAINERS, Scope, VOLUMES};
 use crate::inject::{OVERRIDE_PREFIX, REVISION_LABEL, STATUS_ANNOTATION, revision_label_value};
 use crate::template::{Bound, Override, Template};
 
+/// The mutation's words turning a list of operation maps (`ops`) into `JSONPatch` values.
+pub fn operations(ops: &str) -> String {
+    format!(
+        "{ops}.map(o, has(o.value) ? JSONPatch{{op: string(o.op), path: string(o.path), value: o.value}} : JSONPatch{{op: string(o.op), path: string(o.path)}})"
+    )
+}
+
 /// A JSON Pointer of fixed tokens, escaped (`~0`, `~1`).
 fn pointer(tokens: &[&str]) -> String {
     tokens
@@ -20,7 +27,10 @@ fn pointer(tokens: &[&str]) -> String {
 }
 
 fn op(kind: &str, path: &str, value: &str) -> String {
-    format!("JSONPatch{{op: {}, path: {path}, value: {value}}}", cel::string(kind))
+    format!(
+        "{{\"op\": dyn({}), \"path\": dyn({path}), \"value\": dyn({value})}}",
+        cel::string(kind)
+    )
 }
 
 fn add(path: &str, value: &str) -> String {
@@ -82,9 +92,10 @@ pub fn variables(template: &Template, scope: &Scope) -> Vec<Variable> {
     ]
 }
 
-/// The mutation of one template (`scope`): every addition when its `inject` holds, else
-/// nothing.
-pub fn expression(template: &Template, scope: &Scope) -> String {
+/// Every addition of one template (`scope`): the operations the policy's one mutation
+/// returns when the template injects the Pod, as maps (`op`, `path`, `value`), since a
+/// variable cannot hold `JSONPatch` values ([`OPERATIONS`] turns them into those).
+pub fn additions(template: &Template, scope: &Scope) -> String {
     let parts = [
         init_containers(template, scope),
         containers(template, scope),
@@ -98,7 +109,7 @@ pub fn expression(template: &Template, scope: &Scope) -> String {
             None => String::from("[]"),
         },
     ];
-    format!("{} ? (\n{}\n) : []", scope.get("inject"), parts.join("\n+ "))
+    format!("(\n{}\n)", parts.join("\n+ "))
 }
 
 /// The template's init containers, then (native) its sidecars, at the front of
@@ -262,7 +273,10 @@ fn overrides(template: &Template, scope: &Scope) -> String {
                     continue;
                 }
                 Change::Remove(at) => {
-                    ops.push(format!("JSONPatch{{op: \"remove\", path: {}}}", path(&base, &at)));
+                    ops.push(format!(
+                        "{{\"op\": dyn(\"remove\"), \"path\": dyn({})}}",
+                        path(&base, &at)
+                    ));
                     continue;
                 }
             };

@@ -84,8 +84,15 @@ fn one_mutating_policy_holds_every_template_and_its_bindings_select_by_labels() 
         ]
     );
     let spec = mutating(&compiled, names::INJECT);
-    // One patch per template, and the refusal's mark.
-    assert_eq!(spec.mutations.as_ref().unwrap().len(), 3);
+    // One mutation: the API server evaluates each one a policy has, reading the whole Pod.
+    let mutations = spec.mutations.as_ref().unwrap();
+    assert_eq!(mutations.len(), 1);
+    let expression = mutations[0].json_patch.as_ref().unwrap().expression.as_ref().unwrap();
+    assert!(
+        expression.contains("variables.choice == \"canary\" ? (variables.t0_inject ?")
+            && expression.contains("variables.choice == \"config\" ? (variables.t1_inject ?"),
+        "{expression}"
+    );
     // The templates' variables cannot collide: each carries its template's place.
     let variables: Vec<String> = spec.variables.unwrap().iter().map(|v| v.name.clone()).collect();
     let distinct: std::collections::BTreeSet<&String> = variables.iter().collect();
@@ -191,19 +198,15 @@ fn each_mutating_policy_has_one_condition_and_the_annotated_one_reads_the_opt_in
             );
         }
         let mutations = spec.mutations.unwrap();
-        assert!(mutations.iter().all(|m| m.patch_type == "JSONPatch"));
-        let first = mutations[0].json_patch.as_ref().unwrap().expression.as_ref().unwrap();
-        assert!(first.starts_with("variables.t0_inject ? ("), "{first}");
-        let mark = mutations
-            .last()
-            .unwrap()
-            .json_patch
-            .as_ref()
-            .unwrap()
-            .expression
-            .as_ref()
-            .unwrap();
-        assert!(mark.starts_with("variables.refusal == \"\" ? [] :"), "{mark}");
+        assert_eq!(mutations.len(), 1);
+        assert_eq!(mutations[0].patch_type, "JSONPatch");
+        let expression = mutations[0].json_patch.as_ref().unwrap().expression.as_ref().unwrap();
+        assert!(expression.starts_with("!variables.optedIn ? [] :"), "{expression}");
+        // Not injected: the refusal's mark, nothing when there is no refusal.
+        assert!(
+            expression.ends_with(&format!(":\n{}", objects::refusal_mark())),
+            "{expression}"
+        );
     }
 }
 
@@ -319,7 +322,13 @@ fn a_template_too_large_to_compile_is_named_and_left_to_the_webhook() {
         compiled.not_compiled
     );
     let spec = mutating(&compiled, names::INJECT);
-    assert_eq!(spec.mutations.unwrap().len(), 2, "config's patch and the mark");
+    let mutation = spec.mutations.unwrap()[0]
+        .json_patch
+        .clone()
+        .unwrap()
+        .expression
+        .unwrap();
+    assert!(!mutation.contains("\"huge\""), "no patch of `huge`");
     // The Pods naming it are the webhook's, so it is still a template that exists.
     let refusal = spec
         .variables
@@ -368,13 +377,13 @@ fn the_status_annotation_is_written_member_by_member_as_the_webhook_writes_it() 
     let templates = set(&[("config", TEMPLATE)]);
     let template = templates.get("config").unwrap();
     let compiled = compile(&templates, &Options::default());
-    let expression = mutating(&compiled, names::INJECT).mutations.unwrap()[0]
-        .json_patch
-        .as_ref()
+    let expression = mutating(&compiled, names::INJECT)
+        .variables
         .unwrap()
-        .expression
-        .clone()
-        .unwrap();
+        .into_iter()
+        .find(|v| v.name == "t0_additions")
+        .unwrap()
+        .expression;
     let status = crate::inject::InjectionStatus {
         template: String::from("config"),
         revision: template.revision.clone(),
@@ -402,7 +411,7 @@ fn the_status_annotation_is_written_member_by_member_as_the_webhook_writes_it() 
         let escaped = member.replace('"', "\\\"");
         let at = expression[from..]
             .find(&escaped)
-            .unwrap_or_else(|| panic!("{member} after byte {from} of the mutation"));
+            .unwrap_or_else(|| panic!("{member} after byte {from} of the additions"));
         from += at;
     }
 }
