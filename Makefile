@@ -250,7 +250,7 @@ bench-scale: ## Controller at scale on KUBECONFIG's cluster: BENCH_NETWORKS (100
 	$(CARGO) build --release --locked --bin envoy-injector --example bench_scale
 	target/release/examples/bench_scale
 
-bench-admission: ## Pod-create latency on KUBECONFIG's cluster, interleaved: no injection, the compiled policies, the webhook (BENCH_PODS, 200, each)
+bench-admission: ## Pod-create latency on KUBECONFIG's cluster, interleaved by route: Pods that did not opt in, injections by the compiled policies, hand-written floors, the webhook and a stand-in (BENCH_PODS, 200, each)
 	@test -n "$$KUBECONFIG" || { echo "bench-admission: set KUBECONFIG to a cluster, e.g. a local control plane" >&2; exit 1; }
 	$(CARGO) build --release --locked --bin envoy-injector --example bench_admission
 	target/release/examples/bench_admission

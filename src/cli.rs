@@ -130,6 +130,13 @@ pub struct ServeArgs {
     /// server serves MutatingAdmissionPolicy v1 (Kubernetes 1.36), else `webhook`.
     #[arg(long, default_value = "auto", env = "INJECTION", value_parser = injection_mode())]
     pub injection: Mode,
+    /// Whether a Pod's annotation `sidecar.samplecrd.k8s.io/inject: "true"` (and the legacy
+    /// `initializer.kubernetes.io/envoy`) opts it in. Its label of the same key and its
+    /// namespace's label always do. `false`: annotations opt nothing in, so no Pod costs the
+    /// API server any CEL unless a label selects it (the compiled policies then hold no
+    /// annotation path; the webhook configuration's annotation entry is to be removed too).
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set, env = "ANNOTATION_OPT_IN")]
+    pub annotation_opt_in: bool,
     /// HTTPS listener for `POST /mutate`.
     #[arg(long, default_value = "0.0.0.0:8443")]
     pub addr: SocketAddr,
@@ -323,6 +330,10 @@ pub struct PoliciesArgs {
     /// policies themselves need 1.36).
     #[arg(long = "kube-version", value_name = "VERSION", default_value_t = KubeVersion::NEWEST)]
     pub kube_version: KubeVersion,
+    /// As `serve --annotation-opt-in`: `false` leaves out the policy for Pods that opt in
+    /// by annotation.
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
+    pub annotation_opt_in: bool,
     #[arg(short = 'o', long = "output", value_enum, default_value_t = PoliciesFormat::Yaml)]
     pub output: PoliciesFormat,
 }

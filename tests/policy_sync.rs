@@ -1,7 +1,9 @@
 //! The Lease holder's admission-policy sync (`policies::sync`) against a scripted API
 //! server: the mode an API server without MutatingAdmissionPolicy gets, the order of its
-//! writes (each policy before its binding, every template before the known-templates
-//! check, bindings deleted before their policies), and no write over converged state.
+//! writes (the denial before the policies that mark Pods for it, each policy before its
+//! binding; bindings deleted before their policies; the objects of the previous layout
+//! removed once the present one is written, hand-applied ones too), and no write over
+//! converged state.
 //! Tier `policy_mode` proves the same against the real API server.
 
 // Its named steps are the controller's and the TLS bootstrap's; this file scripts its own.
@@ -164,8 +166,9 @@ async fn writes_go_in_a_safe_order_and_converged_state_is_left_alone() {
         stop.clone(),
     ));
 
-    // First pass over an empty cluster, with an object of a template gone (written by us)
-    // and one applied by hand (kubectl's): every compiled object in the compiler's order.
+    // First pass over a cluster with the previous layout (one pair of policies per template:
+    // written by us, or applied by hand with kubectl) and an object of ours applied by hand
+    // under another name: every compiled object in the compiler's order.
     let expected = policies::compile(&templates(&["canary", "config"]), &Options::default());
     let mut existing: BTreeMap<&str, Vec<Value>> = BTreeMap::new();
     existing.insert(
@@ -174,9 +177,18 @@ async fn writes_go_in_a_safe_order_and_converged_state_is_left_alone() {
     );
     existing.insert(
         KINDS[2],
-        vec![listed("envoy-injector-template-old", "x", "envoy-injector")],
+        vec![
+            listed("envoy-injector-template-old", "x", "envoy-injector"),
+            listed("envoy-injector-known-templates", "x", "kubectl"),
+        ],
     );
-    existing.insert(KINDS[3], vec![listed("envoy-injector-template-hand", "x", "kubectl")]);
+    existing.insert(
+        KINDS[3],
+        vec![
+            listed("envoy-injector-template-hand", "x", "kubectl"),
+            listed("envoy-injector-custom", "x", "kubectl"),
+        ],
+    );
     answer_lists(&mut server, &existing).await;
     let mut hashes = BTreeMap::new();
     for object in &expected.objects {
@@ -187,24 +199,22 @@ async fn writes_go_in_a_safe_order_and_converged_state_is_left_alone() {
             .to_string();
         hashes.insert(path_of(object), hash);
     }
-    // Then the stale ones of ours, binding before policy; the hand-applied one stays.
-    server
-        .expect(
-            Method::DELETE,
-            &format!("{GROUP}/{}/envoy-injector-template-old", KINDS[0]),
-        )
-        .await
-        .reply(200, &json!({"kind": "Status", "apiVersion": "v1", "status": "Success"}));
-    server
-        .expect(
-            Method::DELETE,
-            &format!("{GROUP}/{}/envoy-injector-template-old", KINDS[2]),
-        )
-        .await
-        .reply(200, &json!({"kind": "Status", "apiVersion": "v1", "status": "Success"}));
+    // Then the previous layout, binding before policy, hand-applied or not; the object
+    // applied by hand under a name of neither layout stays.
+    for (kind, name) in [
+        (KINDS[0], "envoy-injector-template-old"),
+        (KINDS[2], "envoy-injector-template-old"),
+        (KINDS[2], "envoy-injector-known-templates"),
+        (KINDS[3], "envoy-injector-template-hand"),
+    ] {
+        server
+            .expect(Method::DELETE, &format!("{GROUP}/{kind}/{name}"))
+            .await
+            .reply(200, &json!({"kind": "Status", "apiVersion": "v1", "status": "Success"}));
+    }
 
-    // A template removed: the next pass writes the known-templates check, then deletes the
-    // removed template's objects, bindings first; what is converged is not written.
+    // A template removed: only the mutating policies, which hold the templates, change;
+    // what is converged is not written.
     live.replace(templates(&["config"]));
     let converged: BTreeMap<&str, Vec<Value>> = KINDS
         .iter()
@@ -232,22 +242,14 @@ async fn writes_go_in_a_safe_order_and_converged_state_is_left_alone() {
         .collect();
     assert_eq!(
         changed,
-        [format!(
-            "{GROUP}/validatingadmissionpolicies/envoy-injector-known-templates"
-        )],
-        "only the known-templates check changes when a template goes"
+        [
+            format!("{GROUP}/mutatingadmissionpolicies/envoy-injector-inject"),
+            format!("{GROUP}/mutatingadmissionpolicies/envoy-injector-inject-annotated"),
+        ],
+        "only the policies that hold the templates change when a template goes"
     );
     for path in &changed {
         applied(server.expect(Method::PATCH, path).await);
-    }
-    for kind in KINDS {
-        server
-            .expect(
-                Method::DELETE,
-                &format!("{GROUP}/{kind}/envoy-injector-template-canary"),
-            )
-            .await
-            .reply(200, &json!({"kind": "Status", "apiVersion": "v1", "status": "Success"}));
     }
 
     // Converged: a pass (here, the same set again) lists and writes nothing.

@@ -12,11 +12,11 @@ use serde_json::Value;
 use super::cel;
 use super::injection::Policies;
 use crate::inject::join::{self, Lookup};
-use crate::inject::policy::{self, Annotations, OptIn, Skip};
+use crate::inject::policy::{self, MetaMap, OptIn, Skip};
 use crate::inject::{
-    self, Chosen, ClusterView, Decided, Decision, INJECT_ANNOTATION, InjectError, InjectionStatus,
-    LEGACY_INJECT_ANNOTATION, NAMESPACE_LABEL, NAMESPACE_OPT_IN, NATIVE_SIDECAR_ANNOTATION, NamespaceOptIn, NativeRule,
-    NotChosen, Plan, PodView, Refused, STATUS_ANNOTATION,
+    self, AnnotationOptIn, Chosen, ClusterView, Decided, Decision, INJECT_ANNOTATION, INJECT_LABEL, InjectError,
+    InjectionStatus, LEGACY_INJECT_ANNOTATION, NAMESPACE_LABEL, NAMESPACE_OPT_IN, NATIVE_SIDECAR_ANNOTATION,
+    NamespaceOptIn, NativeRule, NotChosen, Plan, PodView, Refused, STATUS_ANNOTATION,
 };
 use crate::network::crd::Network;
 use crate::stale::is_stale;
@@ -120,6 +120,8 @@ pub struct Installed<'a> {
     pub templates: Result<&'a TemplateSet, &'a str>,
     /// The compiled admission policies in the cluster; `None` when not known (offline).
     pub policies: Option<&'a Policies>,
+    /// Whether Pods' annotations opt them in, as `serve --annotation-opt-in` says.
+    pub annotation_opt_in: AnnotationOptIn,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -142,6 +144,7 @@ pub enum Verdict {
 pub enum Rule {
     Annotation,
     LegacyAnnotation,
+    Label,
     NamespaceLabel,
     OptedOut,
     NotOptedIn,
@@ -231,10 +234,10 @@ impl PodReport {
     }
 }
 
-fn pod_annotations(pod: &Value) -> Option<&dyn Annotations> {
+fn pod_annotations(pod: &Value) -> Option<&dyn MetaMap> {
     pod.pointer("/metadata/annotations")
         .and_then(Value::as_object)
-        .map(|a| a as &dyn Annotations)
+        .map(|a| a as &dyn MetaMap)
 }
 
 /// Explains one Pod.
@@ -269,7 +272,8 @@ fn explain_compiled(
 ) -> PodReport {
     let pod = &subject.pod;
     let annotations = pod.pointer("/metadata/annotations").and_then(Value::as_object);
-    let mut warnings = policy::unreadable_flags(pod_annotations(pod));
+    let view = PodView::read(pod);
+    let mut warnings = policy::unreadable_flags(view.meta(), installed.annotation_opt_in);
     if pod.pointer("/spec/hostNetwork").and_then(Value::as_bool) == Some(true) {
         warnings.push(String::from(
             "`hostNetwork: true`: the injector does not skip host-network Pods; the sidecar's ports would be bound on the node",
@@ -294,12 +298,12 @@ fn explain_compiled(
         path: None,
         warnings: Vec::new(),
     };
-    let view = PodView::read(pod);
     let seen = Seen {
         snapshot: cluster,
         networks: !matches!(installed.webhooks, Webhooks::Offline),
     };
-    let decided = inject::decide(&view, &subject.namespace, || installed.templates.ok(), &seen);
+    let templates = || installed.templates.ok();
+    let decided = inject::decide(&view, &subject.namespace, installed.annotation_opt_in, templates, &seen);
     let skipped = |skip: Skip, warnings: &mut Vec<String>, called_does: &str| {
         let rule = match skip {
             Skip::NotOptedIn => Rule::NotOptedIn,
@@ -383,6 +387,7 @@ fn opt_in_reason(opt_in: OptIn, namespace: &str) -> (Rule, String) {
             Rule::LegacyAnnotation,
             format!("opted in by the legacy annotation `{LEGACY_INJECT_ANNOTATION}: \"true\"`"),
         ),
+        OptIn::Label => (Rule::Label, format!("opted in by label `{INJECT_LABEL}: \"true\"`")),
         OptIn::NamespaceLabel => (
             Rule::NamespaceLabel,
             format!("opted in by label `{NAMESPACE_LABEL}={NAMESPACE_OPT_IN}` on namespace `{namespace}`"),

@@ -176,6 +176,7 @@ pub fn explain_offline(documents: &[Value], namespace: &str, templates: &Templat
         webhooks: Webhooks::Offline,
         templates: Ok(templates),
         policies: None,
+        annotation_opt_in: crate::inject::AnnotationOptIn::On,
     };
     let pods = decision::explain_all(&subjects, &installed, &snapshot);
     let mut report = Report::new(String::new(), Vec::new(), pods, None);
@@ -253,6 +254,7 @@ pub async fn run(client: kube::Client, settings: &CheckSettings, now: OffsetDate
             None => templates.as_ref().map_err(String::as_str),
         },
         policies: Some(&policies),
+        annotation_opt_in: policies.annotation_opt_in,
     };
     let pods = decision::explain_all(&subjects, &installed, &snapshot);
 
@@ -309,7 +311,8 @@ async fn find_missing(
         .filter_map(|ns| Some((name(ns), missing::label_written(ns)?)))
         .collect();
     let picked = |meta: &kube::api::ObjectMeta| {
-        uninjected::uninjected(meta, labels.opt_in(meta.namespace.as_deref().unwrap_or_default()))
+        let namespace = labels.opt_in(meta.namespace.as_deref().unwrap_or_default());
+        uninjected::uninjected(meta, namespace, installed.annotation_opt_in)
     };
     let picks = fetch::pod_metadata(client, scope, |pod| {
         picked(&pod.metadata)?;

@@ -3,6 +3,7 @@
 use std::io::Write;
 
 use crate::cli::{PoliciesArgs, PoliciesFormat};
+use envoy_injector::inject::AnnotationOptIn;
 use envoy_injector::policies::{self, Options};
 use envoy_injector::template::{ConfigError, TemplateSet};
 
@@ -17,11 +18,18 @@ pub enum PoliciesCommandError {
 }
 
 /// The comment that opens the YAML output: what it is, the Kubernetes it needs, and what
-/// its bindings select (read from the bindings themselves).
+/// each binding selects (read from the bindings themselves).
 fn header(file: &std::path::Path, templates: &TemplateSet, compiled: &policies::Compiled) -> String {
     let left: Vec<&str> = compiled.not_compiled.iter().map(|n| n.template.as_str()).collect();
     let names: Vec<&str> = templates.names().filter(|n| !left.contains(n)).collect();
-    let mut selects: Vec<String> = Vec::new();
+    let mut out = format!(
+        "# Admission policies compiled by `envoy-injector policies` from {}, templates {}:\n\
+         # they inject a Pod that opted in with the template it chose, or refuse it in the\n\
+         # webhook's words. Needs Kubernetes 1.36 or later (MutatingAdmissionPolicy\n\
+         # admissionregistration.k8s.io/v1); what they leave to the webhook: docs/policies.md.\n",
+        file.display(),
+        names.join(", "),
+    );
     for object in &compiled.objects {
         let Ok(value) = serde_json::to_value(object) else {
             continue;
@@ -37,29 +45,13 @@ fn header(file: &std::path::Path, templates: &TemplateSet, compiled: &policies::
                 parts.push(format!("{what} {selector}"));
             }
         }
-        let text = if parts.is_empty() {
+        let selects = if parts.is_empty() {
             String::from("every namespace")
         } else {
-            parts.join(", ")
+            parts.join("; ")
         };
-        if !selects.contains(&text) {
-            selects.push(text);
-        }
-    }
-    let mut out = format!(
-        "# Admission policies compiled by `envoy-injector policies` from {}, templates {}:\n\
-         # for each a MutatingAdmissionPolicy that injects it and a ValidatingAdmissionPolicy that\n\
-         # denies in the webhook's words, with their bindings, and {} for templates the\n\
-         # ConfigMap does not have. Needs Kubernetes 1.36 or later (MutatingAdmissionPolicy\n\
-         # admissionregistration.k8s.io/v1); what they leave to the webhook: docs/policies.md.\n",
-        file.display(),
-        names.join(", "),
-        policies::known_templates_name(),
-    );
-    for text in selects {
-        out.push_str(&format!(
-            "# Binds Pod CREATE in {text}; each acts only on a Pod that opted in.\n"
-        ));
+        let name = value["metadata"]["name"].as_str().unwrap_or_default();
+        out.push_str(&format!("# Binding {name}: {selects}\n"));
     }
     out
 }
@@ -97,6 +89,11 @@ pub fn run(args: &PoliciesArgs) -> Result<(), PoliciesCommandError> {
         &templates,
         &Options {
             injector_namespace: args.namespace.clone(),
+            annotation_opt_in: if args.annotation_opt_in {
+                AnnotationOptIn::On
+            } else {
+                AnnotationOptIn::Off
+            },
         },
     );
     for left in &compiled.not_compiled {

@@ -9,7 +9,7 @@ use super::flags::non_empty;
 use crate::cli::{NetworkBackendKind, ServeArgs};
 use envoy_injector::admission::{Admission, TemplateValidation};
 use envoy_injector::events::{EventSink, Publisher};
-use envoy_injector::inject::Standalone;
+use envoy_injector::inject::{AnnotationOptIn, Standalone};
 use envoy_injector::metrics::Metrics;
 use envoy_injector::network::{
     self,
@@ -124,6 +124,7 @@ async fn run_cluster(args: ServeArgs) -> Result<(), ServeError> {
             cache.stores.namespaces.clone(),
             cache.namespace_changed.clone(),
             metrics.clone(),
+            annotation_opt_in(&args),
             shutdown.clone(),
         ));
     }
@@ -144,11 +145,10 @@ async fn run_cluster(args: ServeArgs) -> Result<(), ServeError> {
         })
     };
     let state = AppState {
-        admission: Arc::new(Admission::new(
-            templates.clone(),
-            Arc::new(cache.stores.clone()),
-            metrics.clone(),
-        )),
+        admission: Arc::new(
+            Admission::new(templates.clone(), Arc::new(cache.stores.clone()), metrics.clone())
+                .with_annotation_opt_in(annotation_opt_in(&args)),
+        ),
         validation: TemplateValidation::new(version),
         registry: Arc::new(registry),
         metrics: metrics.clone(),
@@ -170,6 +170,7 @@ async fn run_cluster(args: ServeArgs) -> Result<(), ServeError> {
             mode: mode_feed,
             options: compiled::Options {
                 injector_namespace: args.namespace.clone(),
+                annotation_opt_in: annotation_opt_in(&args),
             },
         };
         let cluster = (cache, indexes);
@@ -228,7 +229,10 @@ async fn run_standalone(args: ServeArgs) -> Result<(), ServeError> {
         })
     };
     let state = AppState {
-        admission: Arc::new(Admission::new(templates, Arc::new(Standalone), metrics.clone())),
+        admission: Arc::new(
+            Admission::new(templates, Arc::new(Standalone), metrics.clone())
+                .with_annotation_opt_in(annotation_opt_in(&args)),
+        ),
         validation: TemplateValidation::new(args.kube_version),
         registry: Arc::new(registry),
         metrics,
@@ -331,6 +335,15 @@ fn controller_starter(
                 warn!(error = %err, "the admission-policy sync failed");
             }
         })
+    }
+}
+
+/// `--annotation-opt-in` as the library reads it.
+fn annotation_opt_in(args: &ServeArgs) -> AnnotationOptIn {
+    if args.annotation_opt_in {
+        AnnotationOptIn::On
+    } else {
+        AnnotationOptIn::Off
     }
 }
 

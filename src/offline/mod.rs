@@ -23,8 +23,7 @@ pub mod yaml11;
 
 use serde_json::{Map, Value};
 
-use crate::inject::policy::Annotations;
-use crate::inject::{self, Decision, NotChosen, PodView, Standalone, policy};
+use crate::inject::{self, AnnotationOptIn, Decision, NotChosen, PodView, Standalone, policy};
 use crate::template::TemplateSet;
 
 /// Why one object could not be injected. `at` names it: document number, kind and name,
@@ -258,20 +257,17 @@ pub fn inject_object(
         Located::Pod { path, pod } => (path, pod),
         Located::NoPod(outcome) => return Ok(outcome),
     };
-    let annotations = pod
-        .pointer("/metadata/annotations")
-        .and_then(Value::as_object)
-        .map(|a| a as &dyn Annotations);
-    let mut warnings = policy::unreadable_flags(annotations);
-    // Asking for offline injection is the opt-in; an explicit opt-out still wins.
-    if let Some(opt_out) = policy::opted_out(annotations) {
+    let view = PodView::read(pod);
+    // Asking for offline injection is the opt-in (an annotation opt-in is always read
+    // here); an explicit opt-out still wins.
+    let mut warnings = policy::unreadable_flags(view.meta(), AnnotationOptIn::On);
+    if let Some(opt_out) = policy::opted_out(view.meta()) {
         return Ok(unchanged(renderings, opt_out.to_string(), false, warnings));
     }
     let err = |source| OfflineError::Inject {
         at: at.to_string(),
         source: Box::new(source),
     };
-    let view = PodView::read(pod);
     // From the template on, the decision every path takes; no namespace and no Networks here.
     let chosen = match inject::choose(&view, "", || Some(templates), &Standalone) {
         Ok(chosen) => chosen,

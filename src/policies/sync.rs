@@ -24,7 +24,7 @@ use serde_json::Value;
 use tokio::sync::watch;
 use tracing::{debug, error, info, warn};
 
-use super::{MANAGED_BY_LABEL, Mode, Options, Path, PolicyObject, compile};
+use super::{MANAGED_BY_LABEL, Mode, Options, Path, PolicyObject, compile, names};
 use crate::backoff::Exponential;
 use crate::metrics::{Metrics, ModeLabels, PolicyWriteLabels};
 use crate::shutdown::CancellationToken;
@@ -257,9 +257,11 @@ impl Sync {
             self.count("apply");
             writes.applied.push(format!("{} {}", object.resource.kind, object.name));
         }
-        // `existing` lists bindings first: a policy goes after its binding.
+        // `existing` lists bindings first: a policy goes after its binding. Objects of the
+        // previous layout go too, applied by hand or not: the present one, written above,
+        // injects and denies as they did.
         for stale in existing.iter().filter(|e| {
-            e.written_by_us
+            (e.written_by_us || names::previous_layout(&e.name))
                 && !desired
                     .iter()
                     .any(|d| d.resource.kind == e.resource.kind && d.name == e.name)

@@ -7,7 +7,9 @@
 //! without a sidecar; a bad edit keeps the last good objects; a deleted template's objects
 //! go and a Pod naming it is denied; a restart over converged state writes nothing; with
 //! no replica running, Pods are still injected and an edit changes nothing until a replica
-//! is back, which catches up; `--injection=webhook` removes every object it wrote.
+//! is back, which catches up; `--injection=webhook` removes every object it wrote. First,
+//! the objects of the previous layout, applied by hand, are replaced while Pods are created:
+//! none refused, none without the sidecar.
 
 use std::time::{Duration, Instant};
 
@@ -21,6 +23,7 @@ use kube::api::{Api, ApiResource, DynamicObject, ListParams, Patch, PatchParams}
 use serde_json::json;
 
 use crate::common::metrics::metric_value;
+use crate::common::policies::narrow;
 use crate::support::*;
 
 pub const TIER: Tier = Tier {
@@ -29,8 +32,22 @@ pub const TIER: Tier = Tier {
 };
 
 const MANAGED: &str = "app.kubernetes.io/managed-by=envoy-injector";
+/// What `policies -f` printed for this tier's templates before the present layout.
+const PREVIOUS_LAYOUT: &str = "tests/fixtures/policies/previous-layout.yaml";
 const TEMPLATE_ANNOTATION: &str = "sidecar.samplecrd.k8s.io/template";
-const REVISION: &str = "sidecar.samplecrd.k8s.io/revision";
+/// The annotation of a mutating policy: the templates it holds, with their revisions.
+const TEMPLATES: &str = "sidecar.samplecrd.k8s.io/templates";
+/// The compiled objects' names, sorted by kind then name as [`ours`] lists them (with
+/// annotation opt-in on, `serve`'s default).
+const LAYOUT: [&str; 7] = [
+    "envoy-injector-inject",
+    "envoy-injector-inject-annotated",
+    "envoy-injector-inject-annotated",
+    "envoy-injector-inject-label",
+    "envoy-injector-inject-namespace",
+    "envoy-injector-refused",
+    "envoy-injector-refused",
+];
 
 fn kinds() -> [ApiResource; 4] {
     [
@@ -41,7 +58,7 @@ fn kinds() -> [ApiResource; 4] {
     ]
 }
 
-/// Every compiled object in the cluster: (kind, name, revision label, resourceVersion).
+/// Every compiled object in the cluster: (kind, name, templates it holds, resourceVersion).
 async fn ours(client: &kube::Client) -> Vec<(String, String, String, String)> {
     let mut out = Vec::new();
     for kind in kinds() {
@@ -55,7 +72,7 @@ async fn ours(client: &kube::Client) -> Vec<(String, String, String, String)> {
             out.push((
                 kind.kind.clone(),
                 meta.name.unwrap_or_default(),
-                meta.labels.and_then(|l| l.get(REVISION).cloned()).unwrap_or_default(),
+                meta.annotations.and_then(|a| a.get(TEMPLATES).cloned()).unwrap_or_default(),
                 meta.resource_version.unwrap_or_default(),
             ));
         }
@@ -64,19 +81,23 @@ async fn ours(client: &kube::Client) -> Vec<(String, String, String, String)> {
     out
 }
 
-/// Waits until the compiled objects are those of `templates`, each at its revision.
+/// Waits until the compiled objects are those of the layout, the mutating policies
+/// holding `templates`, each at its revision.
 async fn in_step(client: &kube::Client, templates: &[(&str, String)]) -> Vec<(String, String, String, String)> {
-    let want: Vec<(String, String)> = templates
+    let want: std::collections::BTreeMap<&str, String> = templates
         .iter()
-        .map(|(name, text)| (format!("envoy-injector-template-{name}"), envoy_injector::template::content_revision(text)))
+        .map(|(name, text)| (*name, envoy_injector::template::content_revision(text)))
         .collect();
     wait_for("the compiled policies to follow the ConfigMap", PATIENCE, async || {
         let found = ours(client).await;
-        let complete = want.iter().all(|(name, revision)| {
-            found.iter().filter(|(_, n, r, _)| n == name && r == revision).count() == 4
-        }) && found.iter().filter(|(_, n, _, _)| n == "envoy-injector-known-templates").count() == 2
-            && found.len() == want.len() * 4 + 2;
-        if complete { Ok(found) } else { Err(format!("{found:?}")) }
+        let names: Vec<&str> = found.iter().map(|(_, n, _, _)| n.as_str()).collect();
+        let held = found
+            .iter()
+            .filter(|(kind, _, _, _)| kind == "MutatingAdmissionPolicy")
+            .all(|(_, _, held, _)| {
+                serde_json::from_str::<std::collections::BTreeMap<&str, String>>(held).is_ok_and(|h| h == want)
+            });
+        if names == LAYOUT && held { Ok(found) } else { Err(format!("{found:?}")) }
     })
     .await
 }
@@ -103,7 +124,7 @@ async fn run(suite: &Suite) -> TierResult {
     suite.install_network_crd().await;
     // Whatever the run leaves, the cluster-wide objects go with the tier.
     for kind in kinds() {
-        for name in ["envoy-injector-template-config", "envoy-injector-template-canary", "envoy-injector-known-templates"] {
+        for name in LAYOUT.iter().chain(&["envoy-injector-template-config", "envoy-injector-template-canary", "envoy-injector-known-templates"]) {
             scope.delete_later(kind.clone(), None, name);
         }
     }
@@ -111,6 +132,23 @@ async fn run(suite: &Suite) -> TierResult {
     let (v1, v2, v3) = (template("v1.31.0"), template("v1.32.0"), template("v1.33.0"));
     let canary = String::from("containers:\n- name: envoy-canary\n  image: docker.io/library/busybox:1.36\n");
     set_templates(&configmaps, json!({"config": v1, "canary": canary})).await;
+
+    // The previous layout, applied by hand from an earlier `policies -f` (bound to this
+    // tier's namespace), injects until the Lease holder replaces it; a Pod loop runs
+    // through the replacement.
+    let text = std::fs::read_to_string(manifest_path(PREVIOUS_LAYOUT)).expect("the previous layout's fixture");
+    let previous: Vec<serde_json::Value> = serde_yaml_ng::Deserializer::from_str(&text)
+        .map(|doc| serde::Deserialize::deserialize(doc).expect("a YAML object"))
+        .collect();
+    kubectl_apply(&narrow(&previous, std::slice::from_ref(&apps.name))).await;
+    let opted = pod("e2e-by-policy", &[(INJECT, "true")], DEFAULT_IMAGE);
+    wait_for("a Pod injected by the previous layout", PATIENCE, async || {
+        let p = apps.create_pod(&opted, true).await.map_err(|e| api_error(&e))?;
+        container(&p, "envoy").map(|_| ()).ok_or_else(|| describe_pod(&p))
+    })
+    .await;
+    let migrating = PodLoop::start(&apps, "e2e-migrate", DEFAULT_IMAGE, LOOP_PAUSE, false);
+    tokio::time::sleep(Duration::from_millis(500)).await;
 
     let certs = tls::generate(INJECTOR_NAME, &injector.name, &["127.0.0.1".to_string()], 1).expect("test certificates");
     let args = ["--namespace", &injector.name, "--network-backend", "none", "--identity", "policy-mode-a", "--injection", "policy"];
@@ -138,9 +176,22 @@ async fn run(suite: &Suite) -> TierResult {
     );
     let converged = in_step(client, &[("canary", canary.clone()), ("config", v1.clone())]).await;
     step!("policy mode: {} compiled objects applied, labelled ours, at each template's revision", converged.len());
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let report = migrating.stop().await;
+    assert!(
+        report.failed.is_empty() && report.created > 0,
+        "expected every Pod created while the previous layout was replaced, found: {}: {:?}",
+        report.summary(),
+        report.failed
+    );
+    apps.loop_pods_injected("e2e-migrate", &["envoy"]).await;
+    step!(
+        "the previous layout ({} objects applied by hand) replaced and removed by the Lease holder; Pod loop through it: {}",
+        previous.len(),
+        report.summary()
+    );
 
     // Injected by the policy, the webhook not called.
-    let opted = pod("e2e-by-policy", &[(INJECT, "true")], DEFAULT_IMAGE);
     wait_for("a Pod injected by the policy", PATIENCE, async || {
         let before = serve.admissions().await;
         let p = apps.create_pod(&opted, true).await.map_err(|e| api_error(&e))?;

@@ -202,13 +202,14 @@ fn injected_by_policy(
             .map(|(hook, conditions)| match_webhook(hook, conditions, &after, cluster))
             .collect();
     }
-    if let Some((labelled, live)) = &route.out_of_step {
+    if let Some((held, live)) = &route.out_of_step {
+        let template = out.template.as_ref().map(|t| t.name.as_str()).unwrap_or_default();
         out.warnings.push(format!(
-            "{} {} is labelled revision {labelled}, the ConfigMap's template is revision {live}: until the Lease holder applies the new policies, the Pod gets the template the policy was compiled from",
+            "{} {} holds template `{template}` at revision {held}, the ConfigMap's is revision {live}: until the Lease holder applies the new policies, the Pod gets the template the policy was compiled from",
             route.kind, route.policy
         ));
     }
-    out.warnings.extend(policies.known_templates_out_of_step());
+    out.warnings.extend(policies.templates_out_of_step(&route.policy));
     let mut reason = String::new();
     if let Some(name) = subject.network() {
         let namespace = subject.namespace.as_str();
@@ -224,7 +225,7 @@ fn injected_by_policy(
                 let after = after.as_ref().unwrap_or(&subject.pod);
                 let no_templates = || None::<&TemplateSet>;
                 if let Decided::JoinOnly { join: Err(err), .. } =
-                    inject::decide(&PodView::read(after), namespace, no_templates, cluster)
+                    inject::decide(&PodView::read(after), namespace, installed.annotation_opt_in, no_templates, cluster)
                 {
                     let mut denied = PodReport {
                         verdict: Verdict::Deny,

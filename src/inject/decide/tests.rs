@@ -70,14 +70,20 @@ fn pod(annotations: Value) -> Value {
 
 fn decided(pod: &Value, cluster: &dyn ClusterView) -> Decided {
     let set = templates();
-    decide(&PodView::read(pod), "shop", || Some(&set), cluster)
+    decide(&PodView::read(pod), "shop", AnnotationOptIn::On, || Some(&set), cluster)
 }
 
 #[test]
 fn a_pod_not_opted_in_is_skipped_without_reading_the_templates() {
     let plain = pod(json!({}));
     let never = || -> Option<&TemplateSet> { panic!("templates read for a Pod that did not opt in") };
-    let out = decide(&PodView::read(&plain), "shop", never, &no_network());
+    let out = decide(
+        &PodView::read(&plain),
+        "shop",
+        AnnotationOptIn::On,
+        never,
+        &no_network(),
+    );
     assert!(matches!(out, Decided::Skip(Skip::NotOptedIn)), "{out:?}");
     // The namespace's label opts it in; an opt-out annotation wins over it.
     let labelled = Cluster {
@@ -98,7 +104,13 @@ fn a_pod_not_opted_in_is_skipped_without_reading_the_templates() {
 #[test]
 fn an_opted_in_pod_without_templates_is_told_so() {
     let asked = pod(json!({INJECT_ANNOTATION: "true"}));
-    let out = decide(&PodView::read(&asked), "shop", || None::<&TemplateSet>, &no_network());
+    let out = decide(
+        &PodView::read(&asked),
+        "shop",
+        AnnotationOptIn::On,
+        || None::<&TemplateSet>,
+        &no_network(),
+    );
     assert!(
         matches!(out, Decided::OptedIn(OptIn::Annotation, Err(NotChosen::NoTemplates))),
         "{out:?}"
