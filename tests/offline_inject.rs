@@ -340,7 +340,11 @@ fn a_value_json_cannot_hold_is_named_by_its_object_and_its_field_there() {
         let out = run(&["inject", "-f", "-", "-o", "json"], Some(text));
         assert_eq!(out.status.code(), Some(1));
         let stderr = String::from_utf8(out.stderr).unwrap();
-        stderr.lines().next().unwrap_or_default().to_string()
+        stderr
+            .lines()
+            .find(|l| l.starts_with("error: "))
+            .unwrap_or_default()
+            .to_string()
     };
     let pod = "{kind: Pod, metadata: {name: a}, spec: {containers: [{name: a}]}}";
     let cannot = "which JSON cannot represent (kubectl would refuse it too)";

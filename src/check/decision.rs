@@ -216,6 +216,10 @@ pub struct PodReport {
     /// What the injection adds (`container envoy`, `volume envoy-conf`, ...).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub adds: Vec<String>,
+    /// The values the injected containers take from the Pod (`fromPod`), and where from:
+    /// `env APP_PORT of container envoy: "80", the one TCP port ...`.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub values: Vec<String>,
     /// The Pod's override annotations, each applied or refused.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub overrides: Vec<OverrideReport>,
@@ -293,6 +297,7 @@ fn explain_compiled(
         reason,
         template: None,
         adds: Vec::new(),
+        values: Vec::new(),
         overrides: Vec::new(),
         webhooks: webhooks.clone(),
         path: None,
@@ -533,6 +538,9 @@ fn injected(mut out: PodReport, template: &Template, plan: &Plan<'_>, pod: &Valu
     ]
     .concat();
     out.warnings.extend(never_completes(pod, plan));
+    out.warnings
+        .extend(plan.pod_values.iter().filter_map(|v| v.warning(template)));
+    out.values = plan.pod_values.iter().map(|v| v.describe()).collect();
     out
 }
 

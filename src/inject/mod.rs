@@ -7,6 +7,7 @@ pub mod jsonpatch;
 pub mod overrides;
 mod plan;
 pub mod pod;
+pub mod pod_values;
 pub mod policy;
 pub mod strategic;
 pub mod uninject;

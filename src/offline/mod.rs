@@ -282,6 +282,7 @@ pub fn inject_object(
         let namespace = object.pointer("/metadata/namespace").and_then(Value::as_str);
         warnings.push(inject::join::offline_warning(name, namespace));
     }
+    warnings.extend(plan.pod_values.iter().filter_map(|v| v.warning(&chosen.template)));
     let mut json_patch = inject::jsonpatch::render(&plan, &view).map_err(err)?;
     let strategic = match renderings {
         Renderings::JsonPatch => None,
@@ -406,7 +407,7 @@ mod tests {
         let set = TemplateSet::embedded();
         let pod = json!({"apiVersion": "v1", "kind": "Pod",
                          "metadata": {"name": "p", "annotations": {(inject::INJECT_ANNOTATION): "yes"}},
-                         "spec": {"containers": [{"name": "app"}]}});
+                         "spec": {"containers": [{"name": "app", "ports": [{"containerPort": 8080}]}]}});
         let outcome = inject_object("d", &pod, &set, Renderings::JsonPatch).unwrap();
         assert!(outcome.skipped.is_none());
         assert_eq!(outcome.warnings.len(), 1);

@@ -425,3 +425,21 @@ fn the_status_annotation_is_written_member_by_member_as_the_webhook_writes_it() 
         from += at;
     }
 }
+
+/// `fromPod`: the patch replaces APP_PORT's value with the app's one TCP port, unless the
+/// Pod asks the override on it (the e2e tier `policies` compares the stored Pods).
+#[test]
+fn the_default_template_s_app_port_is_taken_from_the_pod_in_the_patch() {
+    let compiled = compile(&TemplateSet::embedded(), &Options::default());
+    let spec = mutating(&compiled, names::INJECT);
+    let text = serde_json::to_string(&spec).unwrap();
+    assert!(text.contains(r#"\"/env/0/value\""#), "no replace of APP_PORT's value");
+    assert!(
+        text.contains("c.ports.filter(p, !has(p.protocol) || p.protocol == \\\"TCP\\\")"),
+        "{text}"
+    );
+    assert!(
+        text.contains(r#"!(\"sidecar.samplecrd.k8s.io/override.app-port\" in variables.annotations)"#),
+        "the override wins"
+    );
+}

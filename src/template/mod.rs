@@ -5,6 +5,7 @@ mod error;
 mod live;
 pub mod overrides;
 mod parse;
+pub mod pod_values;
 mod prepared;
 pub mod quantity;
 pub mod reload;
@@ -19,6 +20,7 @@ pub use error::{ConfigError, TemplateError, UnknownField};
 pub use live::LiveTemplates;
 pub use overrides::{Bound, OutOfBounds, Override, Overrides, Target};
 pub use parse::{Template, TemplateSpec, content_revision};
+pub use pod_values::{PodValue, PodValueKind};
 pub use prepared::Prepared;
 pub use validate::{KubeVersion, ValueError, VersionError};
 

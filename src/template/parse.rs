@@ -7,6 +7,7 @@ use serde::{Deserialize, Serialize};
 
 use super::error::{TemplateError, UnknownField};
 use super::overrides::{OverrideDecl, Overrides};
+use super::pod_values::{self, PodValue};
 use super::prepared::Prepared;
 use super::validate::{self, KubeVersion};
 use super::yaml_locate::{LineIndex, Segment, render_path, without_locations};
@@ -37,6 +38,29 @@ pub struct TemplateSpec {
     /// Values a Pod may set with `sidecar.samplecrd.k8s.io/override.NAME`, and their bounds.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub overrides: BTreeMap<String, OverrideDecl>,
+    /// Values injected containers take from the Pod (`template::pod_values`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub from_pod: Vec<PodValue>,
+}
+
+impl TemplateSpec {
+    /// The container of the template named `name` (an init container or a sidecar).
+    pub fn container(&self, name: &str) -> Option<&Container> {
+        self.init_containers
+            .iter()
+            .chain(&self.containers)
+            .find(|c| c.name == name)
+    }
+
+    /// The template's containers as messages list them: `` `envoy`, `init` ``.
+    pub fn container_list(&self) -> String {
+        self.init_containers
+            .iter()
+            .chain(&self.containers)
+            .map(|c| format!("`{}`", c.name))
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
 }
 
 /// A field that, once written, must be a boolean (`Option<bool>` alone would read `null`
@@ -61,7 +85,7 @@ pub struct Template {
 }
 
 const TOP_LEVEL_FIELDS: &str =
-    "containers, initContainers, volumes, imagePullSecrets, volumeMounts, nativeSidecar, overrides";
+    "containers, initContainers, volumes, imagePullSecrets, volumeMounts, nativeSidecar, overrides, fromPod";
 
 /// Container fields that users put at the template's top level by mistake (`resources`
 /// and `volumeMounts` most often): each is named with the container it belongs in.
@@ -106,6 +130,7 @@ impl Template {
         let spec = parse_strict(name, text)?;
         validate(name, text, &spec)?;
         let overrides = Overrides::of(name, text, &spec)?;
+        pod_values::check(name, text, &spec)?;
         let prepared = Prepared::of(&spec).map_err(|e| TemplateError::Syntax {
             template: name.to_string(),
             line: None,

@@ -348,3 +348,37 @@ fn a_config_file_holds_one_document() {
     assert!(err.contains("field `containers[0].imagePullPolicy` at line 5"), "{err}");
     assert!(TemplateSet::from_text("t.yaml", &marked.replace(" x", " Never"), version).is_ok());
 }
+
+/// `fromPod` names a container the template adds and an env var of it with a default.
+#[test]
+fn from_pod_is_checked_at_load_with_its_field_and_line() {
+    let with = |entry: &str| {
+        format!(
+            "containers:\n- name: proxy\n  image: envoy\n  env: [{{name: PORT, value: \"8080\"}}]\nfromPod:\n- {entry}\n"
+        )
+    };
+    assert!(
+        Template::parse(
+            "t",
+            &with("{value: appPort, container: proxy, env: PORT}"),
+            crate::template::KubeVersion::NEWEST
+        )
+        .is_ok()
+    );
+    let err = parse_err(&with("{value: appPort, container: other, env: PORT}"));
+    assert!(
+        err.contains(
+            "field `fromPod[0].container` at line 6: expected a container the template adds (`proxy`), found `other`"
+        ),
+        "{err}"
+    );
+    let err = parse_err(&with("{value: appPort, container: proxy, env: NOPE}"));
+    assert!(
+        err.contains("field `fromPod[0].env` at line 6") && err.contains("no such var `NOPE`"),
+        "{err}"
+    );
+    let err = parse_err(&with("{value: hostName, container: proxy, env: PORT}"));
+    assert!(err.contains("line 6") && err.contains("appPort"), "{err}");
+    let twice = with("{value: appPort, container: proxy, env: PORT}\n- {value: appPort, container: proxy, env: PORT}");
+    assert!(parse_err(&twice).contains("`PORT` of container `proxy` again"));
+}
