@@ -123,6 +123,11 @@ pub struct ServeArgs {
     /// server serves MutatingAdmissionPolicy v1 (Kubernetes 1.36), else `webhook`.
     #[arg(long, value_enum, default_value_t = InjectionMode::Auto, env = "INJECTION")]
     pub injection: InjectionMode,
+    /// The ValidatingWebhookConfiguration that owns (ownerReferences) every admission
+    /// policy policy mode writes: deleting it, as removing the installation does, lets the
+    /// garbage collector delete them. None is written while it does not exist.
+    #[arg(long, value_name = "NAME", default_value = "envoy-injector", value_parser = clap::builder::NonEmptyStringValueParser::new())]
+    pub policy_owner: String,
     /// HTTPS listener for `POST /mutate`.
     #[arg(long, default_value = "0.0.0.0:8443")]
     pub addr: SocketAddr,

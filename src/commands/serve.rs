@@ -163,6 +163,7 @@ async fn run_cluster(args: ServeArgs) -> Result<(), ServeError> {
             options: compiled::Options {
                 injector_namespace: args.namespace.clone(),
             },
+            owner: args.policy_owner.clone(),
         };
         let start = controller_starter(client, events, cache, metrics.clone(), args.network_backend, policies);
         tokio::spawn(envoy_injector::leader::supervise(
@@ -287,6 +288,8 @@ struct PolicySync {
     templates: Arc<LiveTemplates>,
     mode: tokio::sync::watch::Receiver<Option<compiled::sync::Mode>>,
     options: compiled::Options,
+    /// `--policy-owner`.
+    owner: String,
 }
 
 /// Builds what `leader::supervise` calls each time this replica starts leading: the
@@ -308,6 +311,7 @@ fn controller_starter(
                 policies.templates,
                 policies.mode,
                 policies.options,
+                policies.owner,
                 metrics.clone(),
                 stop.clone(),
             ));
