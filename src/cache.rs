@@ -229,8 +229,10 @@ async fn drive<K, S>(
 }
 
 /// Starts one watch per kind and returns the cache plus the ConfigMap change feed.
-/// `namespace` is where the `envoy-injector` ConfigMap lives.
-pub fn start(client: Client, namespace: &str, metrics: Metrics) -> (Cache, ConfigMapEvents) {
+/// `namespace` is where the `envoy-injector` ConfigMap lives. Without `networks`
+/// (`serve --networks=false`) neither Networks nor member Pods are watched: their stores
+/// stay empty and count as synced, so no Network CRD is needed.
+pub fn start(client: Client, namespace: &str, metrics: Metrics, networks: bool) -> (Cache, ConfigMapEvents) {
     let synced = Arc::new(Synced::default());
     let indexes = Indexes::default();
 
@@ -288,6 +290,23 @@ pub fn start(client: Client, namespace: &str, metrics: Metrics) -> (Cache, Confi
         metrics.clone(),
     ));
 
+    let network_events = Relay::new();
+    if !networks {
+        synced.mark(|s| &s.networks);
+        synced.mark(|s| &s.member_pods);
+        let cache = Cache {
+            stores: Stores {
+                configmap,
+                namespaces,
+                networks: reflector::store::<Network>().0,
+            },
+            synced,
+            network_events,
+            indexes,
+            namespace_changed,
+        };
+        return (cache, configmap_rx);
+    }
     let (networks, networks_writer) = reflector::store_shared::<Network>(SHARED_BUFFER);
     let network_subscription = networks_writer
         .subscribe()
@@ -306,7 +325,6 @@ pub fn start(client: Client, namespace: &str, metrics: Metrics) -> (Cache, Confi
         move || store.len(),
         metrics.clone(),
     ));
-    let network_events = Relay::new();
     tokio::spawn(network_events.clone().pump(network_subscription));
 
     // Only Pods that joined a Network and may still hold its interface (not Succeeded or

@@ -157,6 +157,11 @@ pub struct ServeArgs {
     // variants of similar size.
     #[command(flatten)]
     pub connections: Box<ConnectionArgs>,
+    /// Run the Network controller and watch Networks (cluster mode). `--networks=false`:
+    /// neither, so the Network CRD need not be installed; a Pod naming a Network is then
+    /// refused, as naming one that does not exist.
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
+    pub networks: bool,
     /// Backend that realises Networks: `multus` (a NetworkAttachmentDefinition per
     /// Network) or `none` (status only).
     #[arg(long, value_enum, default_value_t = NetworkBackendKind::Multus)]

@@ -245,7 +245,7 @@ async fn hot_reloaded_template_serves_the_next_admission() {
 async fn admission_makes_no_api_call_once_the_cache_has_synced() {
     let (service, mut handle) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
     let client = kube::Client::new(service, "default");
-    let (cache, mut configmap_feed) = cache::start(client, "ei", Metrics::unregistered());
+    let (cache, mut configmap_feed) = cache::start(client, "ei", Metrics::unregistered(), true);
 
     let list = |kind: &str, items: Value| json!({"kind": kind, "apiVersion": "v1", "metadata": {"resourceVersion": "1"}, "items": items});
     let mut held_watches = Vec::new();
@@ -341,6 +341,83 @@ async fn admission_makes_no_api_call_once_the_cache_has_synced() {
         matches!(extra, Err(_) | Ok(None)),
         "admission made an API call: {extra:?}"
     );
+}
+
+/// `serve --networks=false`: the cache lists only the ConfigMap and Namespaces (no
+/// Network CRD is needed), syncs on them, and a Pod naming a Network is refused naming it.
+#[tokio::test]
+async fn without_networks_the_cache_needs_no_network_and_refuses_a_pod_that_names_one() {
+    let (service, mut handle) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
+    let client = kube::Client::new(service, "default");
+    let (cache, mut configmap_feed) = cache::start(client, "ei", Metrics::unregistered(), false);
+    let list = |kind: &str, items: Value| json!({"kind": kind, "apiVersion": "v1", "metadata": {"resourceVersion": "1"}, "items": items});
+    let mut held_watches = Vec::new();
+    let mut listed = Vec::new();
+    let server = async {
+        while listed.len() < 2 {
+            let (request, send) = handle.next_request().await.expect("the cache asks for its lists");
+            let uri = request.uri().to_string();
+            if uri.contains("watch=true") {
+                held_watches.push(send);
+                continue;
+            }
+            let body = if uri.contains("/configmaps") {
+                list(
+                    "ConfigMapList",
+                    json!([{"metadata": {"name": "envoy-injector", "namespace": "ei", "resourceVersion": "1"},
+                    "data": {"config": SIDECAR}}]),
+                )
+            } else if uri.contains("/namespaces") {
+                list("PartialObjectMetadataList", json!([]))
+            } else {
+                panic!("expected only the ConfigMap and Namespaces to be listed, found {uri}");
+            };
+            listed.push(uri);
+            send.send_response(
+                Response::builder()
+                    .body(Body::from(serde_json::to_vec(&body).unwrap()))
+                    .unwrap(),
+            );
+        }
+    };
+    tokio::time::timeout(Duration::from_secs(10), server)
+        .await
+        .expect("the cache listed its two kinds");
+    tokio::time::timeout(Duration::from_secs(10), async {
+        while cache.synced.check().is_err() {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    })
+    .await
+    .expect("every store counts as synced");
+    let configmap = configmap_feed.recv().await.unwrap().expect("the ConfigMap was listed");
+    let live = Arc::new(LiveTemplates::new(Some(
+        envoy_injector::template::TemplateSet::from_data("ei/envoy-injector", &configmap.data.clone().unwrap())
+            .unwrap(),
+    )));
+    let admission = Admission::new(live, Arc::new(cache.stores.clone()), Metrics::unregistered());
+    let response = respond(&admission, &fixture("network-annotation.json"));
+    let message = response["status"]["message"].as_str().unwrap_or_default().to_string();
+    assert!(
+        response["allowed"] == false && message.contains("example-network"),
+        "expected a Pod naming a Network refused, naming it, found {response}"
+    );
+    // No watch of Networks or member Pods was started.
+    let extra = tokio::time::timeout(Duration::from_millis(300), async {
+        loop {
+            let (request, send) = handle.next_request().await?;
+            if request.uri().to_string().contains("watch=true")
+                && !request.uri().path().contains("networks")
+                && !request.uri().path().contains("/pods")
+            {
+                held_watches.push(send);
+                continue;
+            }
+            return Some(request.uri().to_string());
+        }
+    })
+    .await;
+    assert!(matches!(extra, Err(_) | Ok(None)), "unexpected request: {extra:?}");
 }
 
 /// Namespace `mesh`, opted in, whose label picks `template` for its Pods.

@@ -93,7 +93,8 @@ async fn run_cluster(args: ServeArgs) -> Result<(), ServeError> {
         mode,
     ));
 
-    let (cache, configmap_feed) = envoy_injector::cache::start(client.clone(), &args.namespace, metrics.clone());
+    let (cache, configmap_feed) =
+        envoy_injector::cache::start(client.clone(), &args.namespace, metrics.clone(), args.networks);
     let templates = Arc::new(LiveTemplates::new(None));
     let events: Arc<dyn EventSink> = Arc::new(Publisher::new(client.clone(), &identity));
     tokio::spawn(envoy_injector::template::reload::run(
@@ -165,7 +166,8 @@ async fn run_cluster(args: ServeArgs) -> Result<(), ServeError> {
             },
             owner: args.policy_owner.clone(),
         };
-        let start = controller_starter(client, events, cache, metrics.clone(), args.network_backend, policies);
+        let networks = args.networks.then_some(args.network_backend);
+        let start = controller_starter(client, events, cache, metrics.clone(), networks, policies);
         tokio::spawn(envoy_injector::leader::supervise(
             election,
             metrics,
@@ -293,13 +295,14 @@ struct PolicySync {
 }
 
 /// Builds what `leader::supervise` calls each time this replica starts leading: the
-/// Network controller and the admission-policy sync, stopped together.
+/// Network controller (unless `--networks=false`: `backend` is `None`) and the
+/// admission-policy sync, stopped together.
 fn controller_starter(
     client: kube::Client,
     events: Arc<dyn EventSink>,
     cache: Arc<envoy_injector::cache::Cache>,
     metrics: Metrics,
-    backend: NetworkBackendKind,
+    backend: Option<NetworkBackendKind>,
     policies: PolicySync,
 ) -> impl Fn(CancellationToken) -> futures::future::BoxFuture<'static, ()> {
     move |stop| {
@@ -315,19 +318,24 @@ fn controller_starter(
                 metrics.clone(),
                 stop.clone(),
             ));
-            let backend: Arc<dyn Backend> = match backend {
-                NetworkBackendKind::Multus => Arc::new(MultusBackend::new(client.clone())),
-                NetworkBackendKind::None => Arc::new(NoBackend),
-            };
-            let ctx = Arc::new(Context::new(
-                client,
-                backend,
-                events,
-                cache.stores.networks.clone(),
-                cache.indexes.clone(),
-                metrics,
-            ));
-            network::controller::run_on_cache(ctx, &cache, stop).await;
+            if let Some(backend) = backend {
+                let backend: Arc<dyn Backend> = match backend {
+                    NetworkBackendKind::Multus => Arc::new(MultusBackend::new(client.clone())),
+                    NetworkBackendKind::None => Arc::new(NoBackend),
+                };
+                let ctx = Arc::new(Context::new(
+                    client,
+                    backend,
+                    events,
+                    cache.stores.networks.clone(),
+                    cache.indexes.clone(),
+                    metrics,
+                ));
+                network::controller::run_on_cache(ctx, &cache, stop).await;
+            } else {
+                // No Network controller: the sync alone, until the Lease is lost.
+                stop.cancelled().await;
+            }
             if let Err(err) = sync.await {
                 warn!(error = %err, "the admission-policy sync failed");
             }
