@@ -12,7 +12,7 @@ stdout (text for `lint`); a Helm error goes to stderr, exit 1, with Helm's own w
     helm.py schema CHART [-f VALUES]... [--set-json JSON]... # values.schema.json only
     helm.py package CHART DEST_DIR
     helm.py install|upgrade CHART_OR_OCI RELEASE -n NS [-f VALUES]... [--set-json JSON]...
-                    [--wait SECONDS] [--plain-http]
+                    [--wait SECONDS] [--version V] [--plain-http]
     helm.py rollback RELEASE -n NS [--revision N] [--wait SECONDS]
     helm.py uninstall RELEASE -n NS [--wait SECONDS]
     helm.py history RELEASE -n NS
@@ -121,6 +121,7 @@ def release_action(args, action):
             args.release,
             values(args),
             namespace=args.namespace,
+            chart_version=args.version,
             plain_http=args.plain_http,
             **wait_options(args),
         )
@@ -150,6 +151,7 @@ def cmd_push(args):
 
 
 def cmd_pull(args):
+    os.makedirs(args.dest, exist_ok=True)
     print(json.dumps(helm.pull(args.ref, version=args.version, destination=args.dest, plain_http=args.plain_http)))
 
 
@@ -180,9 +182,9 @@ def main():
     command("schema", cmd_schema, chart=True, values_too=True)
     command("package", cmd_package, chart=True).add_argument("dest")
     for name, func in (("install", cmd_install), ("upgrade", cmd_upgrade)):
-        command(name, func, chart=True, release=True, values_too=True, cluster=True).add_argument(
-            "--plain-http", action="store_true", help="the chart is an oci:// reference served over plain HTTP"
-        )
+        sub = command(name, func, chart=True, release=True, values_too=True, cluster=True)
+        sub.add_argument("--version", help="the chart version, with an oci:// reference")
+        sub.add_argument("--plain-http", action="store_true", help="the oci:// reference is served over plain HTTP")
     command("rollback", cmd_rollback, release=True, cluster=True).add_argument("--revision", type=int)
     command("uninstall", cmd_uninstall, release=True, cluster=True)
     command("history", cmd_history, release=True, cluster=True)

@@ -23,7 +23,6 @@
 
 #[path = "../common/kit.rs"]
 mod common;
-mod engine;
 mod options;
 mod render;
 mod values;

@@ -2,7 +2,7 @@
 
 use serde_json::{Value, json};
 
-use crate::engine::{Engine, engine};
+use crate::common::helm::{Engine, engine};
 
 fn render(helm: &Engine, namespace: &str, values: Value) -> Vec<Value> {
     helm.render(namespace, &values.to_string())

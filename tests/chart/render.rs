@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use serde_json::Value;
 
 use crate::common::kubectl;
-use crate::engine::{engine, repo, yaml_documents};
+use crate::common::helm::{engine, repo, yaml_documents};
 
 /// The differences Helm imposes on the chart's objects, each also said in docs/install.md
 /// (`What the chart installs`):

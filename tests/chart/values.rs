@@ -6,7 +6,7 @@ use std::collections::BTreeSet;
 use envoy_injector::template::{EMBEDDED_CLASSIC, EMBEDDED_DEFAULT};
 use serde_json::Value;
 
-use crate::engine::{chart_dir, engine, repo};
+use crate::common::helm::{chart_dir, engine, repo};
 
 fn yaml_file(relative: &str) -> Value {
     let text = std::fs::read_to_string(chart_dir().join(relative)).unwrap_or_else(|e| panic!("{relative}: {e}"));

@@ -1,13 +1,14 @@
 //! The real Helm v4 engine, driven through `scripts/helm.py` (PyPI's helm-python-sdk,
 //! installed by `make helm-sdk` into `target/helm-sdk/`, or `HELM_SDK_DIR`): lint, schema,
-//! render. Without it a test says `SKIPPED` and passes, except under CI, where it fails.
+//! render for `tests/chart`, install to uninstall for tier `helm` of `tests/pods`. Without
+//! it a test says `SKIPPED` and passes, except under CI, where it fails.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use serde_json::Value;
 
-use crate::common::kubectl::{in_ci, skipped};
+use super::kubectl::{in_ci, skipped};
 
 pub fn repo() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))
