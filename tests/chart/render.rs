@@ -4,8 +4,8 @@ use std::collections::BTreeMap;
 
 use serde_json::Value;
 
-use crate::common::kubectl;
 use crate::common::helm::{engine, repo, yaml_documents};
+use crate::common::kubectl;
 
 /// The differences Helm imposes on the chart's objects, each also said in docs/install.md
 /// (`What the chart installs`):
