@@ -10,7 +10,10 @@
 //!   (the template's MutatingAdmissionPolicyBinding deleted, as when policies are missing);
 //! - a rollback to the first revision: the old template again, through both paths;
 //! - `helm uninstall`: within 60 s no admission policy, binding or webhook configuration of
-//!   ours is left, an opted-in Pod is stored as written, and the CRD stays (Helm keeps it).
+//!   ours is left, an opted-in Pod is stored as written, and the CRD stays (Helm keeps it);
+//! - installed again with `tls.mode: secret` (a Secret of ours, made by `envoy-injector
+//!   certs`, and its CA): the webhook is reached with that CA, and the injector wrote into
+//!   neither webhook configuration (no field of theirs is its) nor the Secret.
 //!
 //! Without `docker-registry` the chart is installed from its directory and the OCI part is
 //! skipped, loudly (under CI it fails: `.ci/run` installs it).
@@ -145,14 +148,16 @@ async fn run(suite: &Suite) -> TierResult {
         crds.get_opt("networks.samplecrd.k8s.io").await.ok().flatten().is_some(),
         "Helm keeps the CRDs it installed from crds/"
     );
-    let namespaces: Api<Namespace> = Api::all(client.clone());
-    let _ = namespaces.delete(INJECTOR_NAMESPACE, &DeleteParams::default()).await;
-    namespace_gone(client).await;
     step!(
         "helm uninstall ({:.1} s): no policy, binding or webhook configuration {:.1} s later; an opted-in Pod stored as written; the CRD kept",
         uninstalled.as_secs_f64(),
         gone.as_secs_f64()
     );
+
+    existing_secret_writes_nothing(&helm, &chart, &apps, &images, &values(&v1), &r1).await;
+    let namespaces: Api<Namespace> = Api::all(client.clone());
+    let _ = namespaces.delete(INJECTOR_NAMESPACE, &DeleteParams::default()).await;
+    namespace_gone(client).await;
     Ok(format!(
         "install {:.1} s from {}, uninstall {:.1} s, all gone {:.1} s later",
         installed.as_secs_f64(),
@@ -302,6 +307,81 @@ async fn through_the_webhook(apps: &TestNs, images: &Images, name: &str, revisio
         }
     })
     .await;
+}
+
+/// `tls.mode: secret`: installed with a Secret of ours (`envoy-injector certs`) and its CA,
+/// in webhook mode: an opted-in Pod is injected through the webhook (the API server trusts
+/// the given CA), and no field of either webhook configuration, nor of the Secret, is the
+/// injector's (field manager `envoy-injector`): it writes into no object GitOps would own.
+async fn existing_secret_writes_nothing(helm: &Engine, chart: &ChartSource, apps: &TestNs, images: &Images, values: &str, revision: &str) {
+    const SECRET: &str = "my-webhook-tls";
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_envoy-injector"))
+        .args(["certs", "--service", INJECTOR_NAME, "--namespace", INJECTOR_NAMESPACE, "--out-dir"])
+        .arg(dir.path())
+        .output()
+        .expect("envoy-injector certs runs");
+    assert!(out.status.success(), "expected `envoy-injector certs` to write the certificates, found {}", describe_output(&out));
+    let read = |name: &str| std::fs::read(dir.path().join(name)).unwrap_or_else(|e| panic!("{name}: {e}"));
+    let secrets: Api<k8s_openapi::api::core::v1::Secret> = Api::namespaced(apps.client.clone(), INJECTOR_NAMESPACE);
+    let secret = serde_json::from_value(json!({
+        "apiVersion": "v1", "kind": "Secret", "type": "kubernetes.io/tls",
+        "metadata": {"name": SECRET, "namespace": INJECTOR_NAMESPACE},
+        "data": {"tls.crt": base64(&read("tls.crt")), "tls.key": base64(&read("tls.key"))},
+    }))
+    .expect("a Secret");
+    secrets
+        .create(&PostParams::default(), &secret)
+        .await
+        .unwrap_or_else(|e| panic!("expected to create Secret {SECRET}, found: {}", api_error(&e)));
+    let ca = base64(&read("ca.crt"));
+    let mut values: serde_json::Value = serde_json::from_str(values).expect("the tier's values");
+    values["injection"] = json!("webhook");
+    values["tls"] = json!({"mode": "secret", "secret": {"name": SECRET, "caBundle": ca}});
+    let values = values.to_string();
+    let mut install = vec!["install", chart.reference.as_str(), RELEASE, "-n", INJECTOR_NAMESPACE, "--wait", "180"];
+    install.extend(chart.flags());
+    install.extend(["--set-json", &values]);
+    helm.run(&install)
+        .unwrap_or_else(|e| panic!("expected `helm install` with tls.mode secret to succeed, found: {e}"));
+
+    let mut attempt = 0;
+    // Until the node's proxy has the endpoints, a create fails calling the webhook.
+    wait_for("an opted-in Pod injected through the webhook, which serves the given certificate", RUN_PATIENCE, async || {
+        attempt += 1;
+        let pod = app_pod(&format!("secret-mode-{attempt}"), &[(INJECT, "true")], images);
+        let stored = apps.create_pod(&pod, false).await.map_err(|e| api_error(&e))?;
+        injected_at(&stored, revision, false)
+    })
+    .await;
+    let mutating: Api<MutatingWebhookConfiguration> = Api::all(apps.client.clone());
+    let validating: Api<ValidatingWebhookConfiguration> = Api::all(apps.client.clone());
+    let mutating = mutating.get(INJECTOR_NAME).await.unwrap_or_else(|e| panic!("{}", api_error(&e)));
+    let validating = validating.get(INJECTOR_NAME).await.unwrap_or_else(|e| panic!("{}", api_error(&e)));
+    let bundles: Vec<Option<String>> = mutating
+        .webhooks
+        .iter()
+        .flatten()
+        .map(|w| w.client_config.ca_bundle.as_ref().map(|b| base64(&b.0)))
+        .chain(validating.webhooks.iter().flatten().map(|w| w.client_config.ca_bundle.as_ref().map(|b| base64(&b.0))))
+        .collect();
+    assert!(bundles.len() == 3 && bundles.iter().all(|b| b.as_deref() == Some(ca.as_str())), "every webhook trusts the given CA: {bundles:?}");
+    let stored_secret = secrets.get(SECRET).await.unwrap_or_else(|e| panic!("{}", api_error(&e)));
+    for (what, meta) in [
+        ("MutatingWebhookConfiguration", &mutating.metadata),
+        ("ValidatingWebhookConfiguration", &validating.metadata),
+        ("Secret", &stored_secret.metadata),
+    ] {
+        let managers: Vec<&str> = meta.managed_fields.iter().flatten().filter_map(|m| m.manager.as_deref()).collect();
+        assert!(
+            !managers.contains(&INJECTOR_NAME),
+            "expected the injector to write nothing into {what} {} with tls.mode secret, found field managers {managers:?}",
+            meta.name.as_deref().unwrap_or_default()
+        );
+    }
+    helm.run(&["uninstall", RELEASE, "-n", INJECTOR_NAMESPACE, "--wait", "120"])
+        .unwrap_or_else(|e| panic!("expected `helm uninstall` to succeed, found: {e}"));
+    step!("tls.mode secret: a Pod injected through the webhook with the given CA (attempt {attempt}); the injector wrote into neither webhook configuration nor the Secret");
 }
 
 /// Waits until no admission policy, binding or webhook configuration of ours is left;
