@@ -182,6 +182,25 @@ fn start_policy_mode(
     (live, server, stop, running)
 }
 
+/// Each object of `objects` server-side applied in order, owned by the owner at `uid`,
+/// its hash covering that ownerReference.
+async fn expect_owned_applies(server: &mut ApiServer, objects: &[PolicyObject], uid: &str) {
+    for object in objects {
+        let body = applied(server.expect(Method::PATCH, &path_of(object)).await);
+        assert_eq!(
+            body["metadata"]["ownerReferences"],
+            owned_by(uid),
+            "{}",
+            path_of(object)
+        );
+        assert_eq!(
+            body["metadata"]["annotations"][HASH_ANNOTATION],
+            json!(hash_of(object, Some(uid))),
+            "the hash covers the ownerReference"
+        );
+    }
+}
+
 #[tokio::test]
 async fn an_api_server_without_mutating_admission_policy_gets_the_webhook_and_nothing_to_remove() {
     let (client, mut server) = mock_api::mock_client("default");
@@ -246,20 +265,7 @@ async fn writes_go_in_a_safe_order_and_converged_state_is_left_alone() {
     existing.insert(KINDS[3], vec![listed("envoy-injector-template-hand", "x", "kubectl")]);
     answer_owner(&mut server, Some("uid-1")).await;
     answer_lists(&mut server, &existing).await;
-    for object in &expected.objects {
-        let body = applied(server.expect(Method::PATCH, &path_of(object)).await);
-        assert_eq!(
-            body["metadata"]["ownerReferences"],
-            owned_by("uid-1"),
-            "{}",
-            path_of(object)
-        );
-        assert_eq!(
-            body["metadata"]["annotations"][HASH_ANNOTATION],
-            json!(hash_of(object, Some("uid-1"))),
-            "the hash covers the ownerReference"
-        );
-    }
+    expect_owned_applies(&mut server, &expected.objects, "uid-1").await;
     // Then the stale ones of ours, binding before policy; the hand-applied one stays.
     server
         .expect(
@@ -328,35 +334,14 @@ async fn every_object_follows_its_owner_and_none_is_written_without_it() {
     // applied again, owned; none is deleted.
     answer_owner(&mut server, Some("uid-1")).await;
     answer_lists(&mut server, &listed_as(&compiled, None)).await;
-    for object in &compiled.objects {
-        let body = applied(server.expect(Method::PATCH, &path_of(object)).await);
-        assert_eq!(
-            body["metadata"]["ownerReferences"],
-            owned_by("uid-1"),
-            "{}",
-            path_of(object)
-        );
-        assert_eq!(
-            body["metadata"]["annotations"][HASH_ANNOTATION],
-            json!(hash_of(object, Some("uid-1"))),
-            "the hash covers the ownerReference"
-        );
-    }
+    expect_owned_applies(&mut server, &compiled.objects, "uid-1").await;
 
     // The owner deleted and created again (a new uid): every object is owned anew, none
     // deleted.
     live.replace(templates(&["config"]));
     answer_owner(&mut server, Some("uid-2")).await;
     answer_lists(&mut server, &listed_as(&compiled, Some("uid-1"))).await;
-    for object in &compiled.objects {
-        let body = applied(server.expect(Method::PATCH, &path_of(object)).await);
-        assert_eq!(
-            body["metadata"]["ownerReferences"],
-            owned_by("uid-2"),
-            "{}",
-            path_of(object)
-        );
-    }
+    expect_owned_applies(&mut server, &compiled.objects, "uid-2").await;
 
     // The owner gone (the installation being removed while this replica still runs):
     // nothing is listed or written, and the owner is asked again after a backoff; once it

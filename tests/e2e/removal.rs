@@ -9,7 +9,7 @@
 
 use std::time::{Duration, Instant};
 
-use k8s_openapi::api::admissionregistration::v1::{MutatingWebhookConfiguration, ValidatingWebhookConfiguration};
+use k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration;
 use kube::api::Api;
 
 use crate::support::*;
@@ -79,20 +79,9 @@ async fn run(suite: &Suite) -> TierResult {
     let deleted = started.elapsed();
     step!("kubectl delete -k manifests/ returned in {:.1} s; the replica still runs", deleted.as_secs_f64());
 
-    let mutating: Api<MutatingWebhookConfiguration> = Api::all(client.clone());
     let removed = Instant::now();
     wait_for("no admission policy, binding or webhook configuration of ours left", GONE_WITHIN, async || {
-        let mut left: Vec<String> = policies_left(client)
-            .await?
-            .into_iter()
-            .map(|(kind, name, _)| format!("{kind} {name}"))
-            .collect();
-        if mutating.get_opt(INJECTOR_NAME).await.map_err(|e| api_error(&e))?.is_some() {
-            left.push(format!("MutatingWebhookConfiguration {INJECTOR_NAME}"));
-        }
-        if owner.get_opt(INJECTOR_NAME).await.map_err(|e| api_error(&e))?.is_some() {
-            left.push(format!("ValidatingWebhookConfiguration {INJECTOR_NAME}"));
-        }
+        let left = acting_on_pods(client, INJECTOR_NAME).await?;
         if left.is_empty() { Ok(()) } else { Err(format!("left: {left:?}")) }
     })
     .await;

@@ -388,20 +388,8 @@ async fn existing_secret_writes_nothing(helm: &Engine, chart: &ChartSource, apps
 /// returns how long that took.
 async fn nothing_left(client: &kube::Client) -> Duration {
     let started = Instant::now();
-    let mutating: Api<MutatingWebhookConfiguration> = Api::all(client.clone());
-    let validating: Api<ValidatingWebhookConfiguration> = Api::all(client.clone());
     wait_for("no admission policy, binding or webhook configuration of ours left", GONE_WITHIN, async || {
-        let mut left: Vec<String> = compiled_objects(client)
-            .await?
-            .into_iter()
-            .map(|(kind, meta)| format!("{kind} {}", meta.name.unwrap_or_default()))
-            .collect();
-        if mutating.get_opt(INJECTOR_NAME).await.map_err(|e| api_error(&e))?.is_some() {
-            left.push(format!("MutatingWebhookConfiguration {INJECTOR_NAME}"));
-        }
-        if validating.get_opt(INJECTOR_NAME).await.map_err(|e| api_error(&e))?.is_some() {
-            left.push(format!("ValidatingWebhookConfiguration {INJECTOR_NAME}"));
-        }
+        let left = acting_on_pods(client, INJECTOR_NAME).await?;
         if left.is_empty() { Ok(()) } else { Err(format!("left: {left:?}")) }
     })
     .await;

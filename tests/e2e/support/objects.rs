@@ -4,7 +4,7 @@ use std::collections::BTreeMap;
 
 use k8s_openapi::api::admissionregistration::v1::{
     MutatingAdmissionPolicy, MutatingAdmissionPolicyBinding, MutatingWebhookConfiguration, ValidatingAdmissionPolicy,
-    ValidatingAdmissionPolicyBinding,
+    ValidatingAdmissionPolicyBinding, ValidatingWebhookConfiguration,
 };
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{ConfigMap, Container, Namespace, Pod, ServiceAccount};
@@ -383,4 +383,23 @@ pub async fn compiled_objects(client: &kube::Client) -> Result<Vec<(String, Obje
         out.extend(list.items.into_iter().map(|item| (kind.kind.clone(), item.metadata)));
     }
     Ok(out)
+}
+
+/// What of ours still acts on Pods: every compiled object labelled ours, and the webhook
+/// configurations named `name`, as `Kind name`. Empty once an installation is removed.
+pub async fn acting_on_pods(client: &kube::Client, name: &str) -> Result<Vec<String>, String> {
+    let mut left: Vec<String> = compiled_objects(client)
+        .await?
+        .into_iter()
+        .map(|(kind, meta)| format!("{kind} {}", meta.name.unwrap_or_default()))
+        .collect();
+    let mutating: Api<MutatingWebhookConfiguration> = Api::all(client.clone());
+    if mutating.get_opt(name).await.map_err(|e| api_error(&e))?.is_some() {
+        left.push(format!("MutatingWebhookConfiguration {name}"));
+    }
+    let validating: Api<ValidatingWebhookConfiguration> = Api::all(client.clone());
+    if validating.get_opt(name).await.map_err(|e| api_error(&e))?.is_some() {
+        left.push(format!("ValidatingWebhookConfiguration {name}"));
+    }
+    Ok(left)
 }
