@@ -12,7 +12,7 @@ stdout (text for `lint`); a Helm error goes to stderr, exit 1, with Helm's own w
     helm.py schema CHART [-f VALUES]... [--set-json JSON]... # values.schema.json only
     helm.py package CHART DEST_DIR
     helm.py install|upgrade CHART_OR_OCI RELEASE -n NS [-f VALUES]... [--set-json JSON]...
-                    [--wait SECONDS] [--version V] [--plain-http]
+                    [--wait SECONDS] [--version V] [--plain-http] [--take-ownership] [--force-conflicts]
     helm.py rollback RELEASE -n NS [--revision N] [--wait SECONDS]
     helm.py uninstall RELEASE -n NS [--wait SECONDS]
     helm.py history RELEASE -n NS
@@ -116,16 +116,36 @@ def cmd_upgrade(args):
 def release_action(args, action):
     """`install` or `upgrade`: the same arguments, the release's summary printed."""
     with config(args) as cfg:
-        release = getattr(cfg, action)(
-            args.chart,
-            args.release,
-            values(args),
-            namespace=args.namespace,
-            chart_version=args.version,
-            plain_http=args.plain_http,
-            **wait_options(args),
-        )
+        if args.take_ownership or args.force_conflicts:
+            release = ownership_action(cfg, args, action)
+        else:
+            release = getattr(cfg, action)(
+                args.chart,
+                args.release,
+                values(args),
+                namespace=args.namespace,
+                chart_version=args.version,
+                plain_http=args.plain_http,
+                **wait_options(args),
+            )
     print(json.dumps(summary(release)))
+
+
+def ownership_action(cfg, args, action):
+    """The same call with Helm's `--take-ownership` / `--force-conflicts`, which the SDK's
+    Python wrapper does not pass on: its native call, with the options libhelm_c reads."""
+    from helm_python import _native
+
+    handle, ref = cfg._chart_args(args.chart)
+    options = {"namespace": args.namespace, "take_ownership": args.take_ownership or None,
+               "force_conflicts": args.force_conflicts or None, "chart_version": args.version,
+               "plain_http": args.plain_http or None}
+    if args.wait:
+        options.update({"wait": "watcher", "timeout_seconds": args.wait})
+    options = {k: v for k, v in options.items() if v is not None}
+    payload = _native.call_string(f"helm_{action}", cfg._raw(), cfg._context_arg(None), handle, ref, args.release,
+                                  json.dumps(values(args)), json.dumps(options))
+    return json.loads(payload)
 
 
 def cmd_rollback(args):
@@ -185,6 +205,8 @@ def main():
         sub = command(name, func, chart=True, release=True, values_too=True, cluster=True)
         sub.add_argument("--version", help="the chart version, with an oci:// reference")
         sub.add_argument("--plain-http", action="store_true", help="the oci:// reference is served over plain HTTP")
+        sub.add_argument("--take-ownership", action="store_true", help="adopt objects that exist without Helm's marks")
+        sub.add_argument("--force-conflicts", action="store_true", help="server-side apply takes over fields other managers own")
     command("rollback", cmd_rollback, release=True, cluster=True).add_argument("--revision", type=int)
     command("uninstall", cmd_uninstall, release=True, cluster=True)
     command("history", cmd_history, release=True, cluster=True)
