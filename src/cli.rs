@@ -137,6 +137,11 @@ pub struct ServeArgs {
     /// annotation path; the webhook configuration's annotation entry is to be removed too).
     #[arg(long, default_value_t = true, action = clap::ArgAction::Set, env = "ANNOTATION_OPT_IN")]
     pub annotation_opt_in: bool,
+    /// The ValidatingWebhookConfiguration that owns (ownerReferences) every admission
+    /// policy policy mode writes: deleting it, as removing the installation does, lets the
+    /// garbage collector delete them. None is written while it does not exist.
+    #[arg(long, value_name = "NAME", default_value = "envoy-injector", value_parser = clap::builder::NonEmptyStringValueParser::new())]
+    pub policy_owner: String,
     /// HTTPS listener for `POST /mutate`.
     #[arg(long, default_value = "0.0.0.0:8443")]
     pub addr: SocketAddr,
@@ -166,6 +171,11 @@ pub struct ServeArgs {
     // variants of similar size.
     #[command(flatten)]
     pub connections: Box<ConnectionArgs>,
+    /// Run the Network controller and watch Networks (cluster mode). `--networks=false`:
+    /// neither, so the Network CRD need not be installed; a Pod naming a Network is then
+    /// refused, as naming one that does not exist.
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
+    pub networks: bool,
     /// Backend that realises Networks: `multus` (a NetworkAttachmentDefinition per
     /// Network) or `none` (status only).
     #[arg(long, value_enum, default_value_t = NetworkBackendKind::Multus)]

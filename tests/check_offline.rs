@@ -264,3 +264,64 @@ fn a_bare_file_gets_the_hint_to_use_f() {
         "{stderr}"
     );
 }
+
+/// The Pod label opts in offline as in the cluster (`check -f` says so), and `"false"` opts
+/// out, which `inject` honours as it honours the annotation.
+#[test]
+fn the_pod_label_opts_in_and_out_offline() {
+    let home = tempfile::tempdir().unwrap();
+    let file = write(
+        home.path(),
+        "labelled.yaml",
+        "apiVersion: v1\nkind: Pod\nmetadata:\n  name: by-label\n  namespace: apps\n  labels:\n    sidecar.samplecrd.k8s.io/inject: \"true\"\nspec:\n  containers:\n  - {name: app, image: app}\n---\napiVersion: v1\nkind: Pod\nmetadata:\n  name: out-by-label\n  namespace: apps\n  labels:\n    sidecar.samplecrd.k8s.io/inject: \"false\"\n  annotations:\n    sidecar.samplecrd.k8s.io/inject: \"true\"\nspec:\n  containers:\n  - {name: app, image: app}\n",
+    );
+    let out = without_cluster(home.path(), &["check", "-f", file.to_str().unwrap(), "-o", "json"]);
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "check -o json prints JSON ({e}): {}{}",
+            text(&out.stdout),
+            text(&out.stderr)
+        )
+    });
+    let pods: Vec<(String, String)> = report["pods"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| {
+            (
+                p["verdict"].as_str().unwrap().to_string(),
+                p["rule"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        pods,
+        [
+            (String::from("inject"), String::from("label")),
+            (String::from("skip"), String::from("opted-out"))
+        ],
+        "{}",
+        text(&out.stdout)
+    );
+    let injected = without_cluster(home.path(), &["inject", "-f", file.to_str().unwrap(), "-o", "json"]);
+    assert!(injected.status.success(), "{}", text(&injected.stderr));
+    let stdout = text(&injected.stdout);
+    // Several documents come out as one JSON List.
+    let list: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    let documents = list["items"].as_array().unwrap();
+    let containers = |doc: &serde_json::Value| -> Vec<String> {
+        doc["spec"]["containers"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| c["name"].as_str().unwrap().to_string())
+            .collect()
+    };
+    assert_eq!(containers(&documents[0]), ["app", "envoy"]);
+    assert_eq!(containers(&documents[1]), ["app"], "the label's opt-out wins: {stdout}");
+    assert!(
+        text(&injected.stderr).contains("opted out by label `sidecar.samplecrd.k8s.io/inject: \"false\"`"),
+        "{}",
+        text(&injected.stderr)
+    );
+}

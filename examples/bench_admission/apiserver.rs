@@ -33,14 +33,15 @@ fn delta(before: &Samples, after: &Samples, name: &str, key: &str, value: &str) 
     )
 }
 
-/// The distinct values of `key` on `name`'s series, those of the benchmark's objects.
+/// The distinct values of `key` on `name`'s series; with `ours`, those of the benchmark's
+/// objects (its policies, and the webhooks it registers).
 fn values(samples: &Samples, name: &str, key: &str, ours: bool) -> Vec<String> {
     let mut out: Vec<String> = samples
         .0
         .iter()
         .filter(|s| s.name == format!("{name}_count"))
         .filter_map(|s| s.labels.get(key).cloned())
-        .filter(|v| !ours || v.starts_with(PREFIX))
+        .filter(|v| !ours || v.starts_with(PREFIX) || v.ends_with(".sidecar.samplecrd.k8s.io") || v.contains("bench"))
         .collect();
     out.sort();
     out.dedup();
@@ -76,6 +77,16 @@ pub fn report(before: &Samples, after: &Samples, pods: usize) {
         if count > 0.0 {
             println!(
                 "  validating policy {policy:<34} {count:>7} checks, mean {:>7.3} ms",
+                sum / count * 1e3
+            );
+        }
+    }
+    let webhooks = "apiserver_admission_webhook_admission_duration_seconds";
+    for name in values(after, webhooks, "name", true) {
+        let (sum, count) = delta(before, after, webhooks, "name", &name);
+        if count > 0.0 {
+            println!(
+                "  webhook {name:<44} {count:>7} calls, mean {:>7.3} ms",
                 sum / count * 1e3
             );
         }

@@ -12,7 +12,9 @@
 //!   the floor for this patch), our policies for a Pod opted in by label, by annotation and
 //!   by its namespace, our webhook (`serve`, the shipped configuration, a labelled
 //!   namespace) and `stand-in` (a TLS webhook returning the fixed patch a classic Go injector
-//!   returns);
+//!   returns); where the difference between the two comes from: the stand-in returning the
+//!   patch our webhook returns (`stand-in-our-patch`), and that under our webhook entry's
+//!   match condition (`stand-in-our-entry`);
 //! - the same with a huge Pod (50 containers, 1,500 env vars): `none-huge`, `ours-1-on-huge`,
 //!   `ours-1-off-huge`, `minimal-huge`, `ours-label-huge`.
 //!
@@ -52,7 +54,6 @@ use serde_json::{Value, json};
 use objects::{FIELD_MANAGER, INJECT, PREFIX, SIDECAR, Shape};
 
 const WEBHOOK_CONFIG: &str = "bench-adm-webhook";
-const STANDIN_CONFIG: &str = "bench-adm-standin";
 const PATIENCE: Duration = Duration::from_secs(60);
 
 struct Settings {
@@ -97,7 +98,9 @@ const ROUTES: &[(&str, Shape, bool, bool)] = &[
     ("ours-annotation", Shape::Annotation, false, true),
     ("ours-namespace", Shape::Namespace, false, true),
     ("webhook", Shape::Namespace, false, true),
-    ("stand-in", Shape::Annotation, false, true),
+    ("stand-in", Shape::Namespace, false, true),
+    ("stand-in-our-patch", Shape::Namespace, false, true),
+    ("stand-in-our-entry", Shape::Namespace, false, true),
     ("none-huge", Shape::Plain, true, false),
     ("ours-1-on-huge", Shape::Plain, true, false),
     ("ours-1-off-huge", Shape::Plain, true, false),
@@ -226,7 +229,7 @@ async fn install(s: &Settings, client: &Client, injector: &str, routes: &[Route]
     let shipped: Value = serde_yaml_ng::from_str(include_str!("../../manifests/webhook.yaml"))
         .map_err(|e| format!("manifests/webhook.yaml: {e}"))?;
     let webhooks = common::webhooks::local_webhooks(
-        shipped,
+        shipped.clone(),
         json!({"name": WEBHOOK_CONFIG, "labels": {"app.kubernetes.io/managed-by": FIELD_MANAGER}}),
         &format!("https://{}/mutate", served.webhook),
         &ca,
@@ -235,26 +238,40 @@ async fn install(s: &Settings, client: &Client, injector: &str, routes: &[Route]
     let webhook_resource = kube::core::ApiResource::erase::<MutatingWebhookConfiguration>(&());
     apply(client, &webhooks, &webhook_resource).await?;
 
-    // The stand-in: the same sidecar container, one volume, one annotation.
+    // The stand-ins: the classic injector's patch (the same sidecar container, one volume,
+    // one annotation); our webhook's patch; that under our namespace entry's condition.
     let (containers, _) = objects::sidecar();
     let volume = json!({"name": "bench-scratch", "emptyDir": {}});
-    let standin = standin::start(&dir, &standin::patch(&containers[0], &volume)).await?;
-    let standin_config = json!({
-        "apiVersion": "admissionregistration.k8s.io/v1",
-        "kind": "MutatingWebhookConfiguration",
-        "metadata": {"name": STANDIN_CONFIG, "labels": {"app.kubernetes.io/managed-by": FIELD_MANAGER}},
-        "webhooks": [{
-            "name": "stand-in.bench.envoy-injector",
+    let ours = objects::our_patch(&objects::pod("bench", Shape::Namespace, false))?;
+    let shipped_entry = &shipped["webhooks"][0];
+    let entries: [(&str, Value, Option<&Value>); 3] = [
+        ("stand-in", standin::patch(&containers[0], &volume), None),
+        ("stand-in-our-patch", ours.clone(), None),
+        ("stand-in-our-entry", ours, Some(&shipped_entry["matchConditions"])),
+    ];
+    for (route, patch, conditions) in entries {
+        let standin = standin::start(&dir, &patch).await?;
+        let mut webhook = json!({
+            "name": format!("{route}.bench.envoy-injector"),
             "admissionReviewVersions": ["v1"],
             "sideEffects": "None",
             "failurePolicy": "Fail",
             "timeoutSeconds": 5,
             "clientConfig": {"url": format!("https://{}/mutate", standin.addr), "caBundle": common::webhooks::base64(&ca)},
             "rules": [{"operations": ["CREATE"], "apiGroups": [""], "apiVersions": ["v1"], "resources": ["pods"]}],
-            "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": namespace_of(routes, "stand-in")}},
-        }],
-    });
-    apply(client, &standin_config, &webhook_resource).await?;
+            "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": namespace_of(routes, route)}},
+        });
+        if let Some(conditions) = conditions {
+            webhook["matchConditions"] = conditions.clone();
+        }
+        let config = json!({
+            "apiVersion": "admissionregistration.k8s.io/v1",
+            "kind": "MutatingWebhookConfiguration",
+            "metadata": {"name": format!("{PREFIX}{route}"), "labels": {"app.kubernetes.io/managed-by": FIELD_MANAGER}},
+            "webhooks": [webhook],
+        });
+        apply(client, &config, &webhook_resource).await?;
+    }
     Ok(served)
 }
 
@@ -339,13 +356,13 @@ fn added(routes: &[Route], name: &str) -> f64 {
 fn report(routes: &[Route]) {
     println!();
     println!(
-        "{:<16} {:>8} {:>8} {:>8} {:>8} {:>8} {:>8} {:>10}",
+        "{:<20} {:>8} {:>8} {:>8} {:>8} {:>8} {:>8} {:>10}",
         "route", "p50 ms", "p90 ms", "p99 ms", "mean ms", "min ms", "max ms", "added p50"
     );
     for route in routes {
         let l = &route.latencies;
         println!(
-            "{:<16} {:>8.2} {:>8.2} {:>8.2} {:>8.2} {:>8.2} {:>8.2} {:>10}",
+            "{:<20} {:>8.2} {:>8.2} {:>8.2} {:>8.2} {:>8.2} {:>8.2} {:>10}",
             route.name,
             ms(percentile(l, 0.50)),
             ms(percentile(l, 0.90)),

@@ -210,3 +210,18 @@ pub fn pod(name: &str, shape: Shape, huge: bool) -> Pod {
     }
     serde_json::from_value(json!({"metadata": metadata, "spec": {"containers": containers}})).expect("a Pod")
 }
+
+/// The JSON Patch our webhook answers for `pod` (the shipped default template; the
+/// decision and the patch as the webhook makes them), to serve from a stand-in.
+pub fn our_patch(pod: &Pod) -> Result<Value> {
+    use envoy_injector::inject::{self, Decision, PodView, Standalone};
+    let json = serde_json::to_value(pod).map_err(|e| e.to_string())?;
+    let view = PodView::read(&json);
+    let set = TemplateSet::embedded();
+    let chosen = inject::choose(&view, "", || Some(&set), &Standalone).map_err(|e| format!("{e:?}"))?;
+    let Decision::Inject(plan) = chosen.plan(&view).map_err(|e| e.to_string())? else {
+        return Err(String::from("the default template does not inject the benchmark's Pod"));
+    };
+    let patch = inject::jsonpatch::render(&plan, &view).map_err(|e| e.to_string())?;
+    serde_json::to_value(patch).map_err(|e| e.to_string())
+}

@@ -98,8 +98,9 @@ async fn run_cluster(args: ServeArgs) -> Result<(), ServeError> {
 
     // The controller's indexes, kept current by the cache's watches on every replica.
     let indexes = network::controller::Indexes::default();
+    let followers = args.networks.then(|| indexes.followers());
     let (cache, configmap_feed) =
-        envoy_injector::cache::start(client.clone(), &args.namespace, metrics.clone(), indexes.followers());
+        envoy_injector::cache::start(client.clone(), &args.namespace, metrics.clone(), followers);
     let templates = Arc::new(LiveTemplates::new(None));
     let events: Arc<dyn EventSink> = Arc::new(Publisher::new(client.clone(), &identity));
     tokio::spawn(envoy_injector::template::reload::run(
@@ -172,9 +173,11 @@ async fn run_cluster(args: ServeArgs) -> Result<(), ServeError> {
                 injector_namespace: args.namespace.clone(),
                 annotation_opt_in: annotation_opt_in(&args),
             },
+            owner: args.policy_owner.clone(),
         };
         let cluster = (cache, indexes);
-        let start = controller_starter(client, events, cluster, metrics.clone(), args.network_backend, policies);
+        let networks = args.networks.then_some(args.network_backend);
+        let start = controller_starter(client, events, cluster, metrics.clone(), networks, policies);
         tokio::spawn(envoy_injector::leader::supervise(
             election,
             metrics,
@@ -293,16 +296,19 @@ struct PolicySync {
     templates: Arc<LiveTemplates>,
     mode: tokio::sync::watch::Receiver<Option<Path>>,
     options: compiled::Options,
+    /// `--policy-owner`.
+    owner: String,
 }
 
 /// Builds what `leader::supervise` calls each time this replica starts leading: the
-/// Network controller and the admission-policy sync, stopped together.
+/// Network controller (unless `--networks=false`: `backend` is `None`) and the
+/// admission-policy sync, stopped together.
 fn controller_starter(
     client: kube::Client,
     events: Arc<dyn EventSink>,
     (cache, indexes): (Arc<envoy_injector::cache::Cache>, network::controller::Indexes),
     metrics: Metrics,
-    backend: NetworkBackendKind,
+    backend: Option<NetworkBackendKind>,
     policies: PolicySync,
 ) -> impl Fn(CancellationToken) -> futures::future::BoxFuture<'static, ()> {
     move |stop| {
@@ -315,22 +321,28 @@ fn controller_starter(
                 policies.templates,
                 policies.mode,
                 policies.options,
+                policies.owner,
                 metrics.clone(),
                 stop.clone(),
             ));
-            let backend: Arc<dyn Backend> = match backend {
-                NetworkBackendKind::Multus => Arc::new(MultusBackend::new(client.clone())),
-                NetworkBackendKind::None => Arc::new(NoBackend),
-            };
-            let ctx = Arc::new(Context::new(
-                client,
-                backend,
-                events,
-                cache.stores.networks.clone(),
-                indexes,
-                metrics,
-            ));
-            network::controller::run_on_cache(ctx, &cache, stop).await;
+            if let Some(backend) = backend {
+                let backend: Arc<dyn Backend> = match backend {
+                    NetworkBackendKind::Multus => Arc::new(MultusBackend::new(client.clone())),
+                    NetworkBackendKind::None => Arc::new(NoBackend),
+                };
+                let ctx = Arc::new(Context::new(
+                    client,
+                    backend,
+                    events,
+                    cache.stores.networks.clone(),
+                    indexes,
+                    metrics,
+                ));
+                network::controller::run_on_cache(ctx, &cache, stop).await;
+            } else {
+                // No Network controller: the sync alone, until the Lease is lost.
+                stop.cancelled().await;
+            }
             if let Err(err) = sync.await {
                 warn!(error = %err, "the admission-policy sync failed");
             }

@@ -25,6 +25,7 @@
 //! | `replicas` | two processes on one ClusterIP (`--reuse-port`): one Lease holder reconciles; SIGKILL of it: takeover within the bound, every opted-in Pod injected |
 //! | `upgrade` | a rolling upgrade as the Deployment does it (`maxUnavailable: 0`) under a Pod loop: 0 failed, 0 uninjected; the Lease handed over within 5 s of its holder's SIGTERM |
 //! | `workloads` | a Deployment's Pods, namespace-label opt-in, opt-out, `dryRun=All`, template edit to next Pod latency |
+//! | `removal` | nothing acts on Pods after the installation goes: `manifests/` applied, a replica in the shipped mode writes the compiled policies, each owned by the ValidatingWebhookConfiguration; removed while it runs by `kubectl delete -k manifests/`, then (installed again and taken over by a Helm release, every uid kept) by `helm uninstall`: each time within 60 s no policy, binding or webhook configuration of ours is left, and an opted-in Pod is stored as written |
 //! | `outage` | `$CONTROLPLANE_SH restart-apiserver` (`DOWN_S=15`): alive, `/readyz`, serving from cache, watches resume |
 //!
 //! Environment:
@@ -45,7 +46,7 @@
 //! so they need an API server on this machine; `validate`, `check`, `missing`, `overrides`
 //! and `controller` start processes of their own, so they skip with `E2E_MODE=in-cluster`.
 //! The tiers `deployed`, `guard`, `replicas`,
-//! `upgrade`, `workloads` and `outage` need Service ClusterIPs that are loopback addresses of
+//! `upgrade`, `workloads`, `removal` and `outage` need Service ClusterIPs that are loopback addresses of
 //! this machine (see `support/install.rs`) and may bind port 443. Each skips, loudly, where
 //! it cannot run. Each test namespace is `ei-e2e-<tier>-<random>` (tier `check`'s are
 //! `ei-check-<random>[-labelled|-plain]`, as its golden files show them) and is deleted at
@@ -84,6 +85,7 @@ tiers![
     replicas,
     upgrade,
     workloads,
+    removal,
     outage
 ];
 

@@ -7,19 +7,18 @@
 //! without a sidecar; a bad edit keeps the last good objects; a deleted template's objects
 //! go and a Pod naming it is denied; a restart over converged state writes nothing; with
 //! no replica running, Pods are still injected and an edit changes nothing until a replica
-//! is back, which catches up; `--injection=webhook` removes every object it wrote. First,
-//! the objects of the previous layout, applied by hand, are replaced while Pods are created:
-//! none refused, none without the sidecar.
+//! is back, which catches up; `--injection=webhook` removes every object it wrote. Every
+//! object is owned by the ValidatingWebhookConfiguration `--policy-owner` names (one
+//! without webhooks, created by the tier). First, the objects of the previous layout,
+//! applied by hand, are replaced while Pods are created: none refused, none without the
+//! sidecar.
 
 use std::time::{Duration, Instant};
 
 use envoy_injector::tls;
-use k8s_openapi::api::admissionregistration::v1::{
-    MutatingAdmissionPolicy, MutatingAdmissionPolicyBinding, ValidatingAdmissionPolicy,
-    ValidatingAdmissionPolicyBinding,
-};
+use k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration;
 use k8s_openapi::api::core::v1::ConfigMap;
-use kube::api::{Api, ApiResource, DynamicObject, ListParams, Patch, PatchParams};
+use kube::api::{Api, ApiResource, Patch, PatchParams};
 use serde_json::json;
 
 use crate::common::metrics::metric_value;
@@ -31,7 +30,6 @@ pub const TIER: Tier = Tier {
     run: |suite| Box::pin(run(suite)),
 };
 
-const MANAGED: &str = "app.kubernetes.io/managed-by=envoy-injector";
 /// What `policies -f` printed for this tier's templates before the present layout.
 const PREVIOUS_LAYOUT: &str = "tests/fixtures/policies/previous-layout.yaml";
 const TEMPLATE_ANNOTATION: &str = "sidecar.samplecrd.k8s.io/template";
@@ -49,34 +47,21 @@ const LAYOUT: [&str; 7] = [
     "envoy-injector-refused",
 ];
 
-fn kinds() -> [ApiResource; 4] {
-    [
-        ApiResource::erase::<MutatingAdmissionPolicy>(&()),
-        ApiResource::erase::<MutatingAdmissionPolicyBinding>(&()),
-        ApiResource::erase::<ValidatingAdmissionPolicy>(&()),
-        ApiResource::erase::<ValidatingAdmissionPolicyBinding>(&()),
-    ]
-}
-
 /// Every compiled object in the cluster: (kind, name, templates it holds, resourceVersion).
 async fn ours(client: &kube::Client) -> Vec<(String, String, String, String)> {
-    let mut out = Vec::new();
-    for kind in kinds() {
-        let api: Api<DynamicObject> = Api::all_with(client.clone(), &kind);
-        let list = api
-            .list_metadata(&ListParams::default().labels(MANAGED))
-            .await
-            .unwrap_or_else(|e| panic!("expected to list {}, found: {}", kind.kind, api_error(&e)));
-        for item in list.items {
-            let meta = item.metadata;
-            out.push((
-                kind.kind.clone(),
+    let mut out: Vec<_> = compiled_objects(client)
+        .await
+        .unwrap_or_else(|e| panic!("{e}"))
+        .into_iter()
+        .map(|(kind, meta)| {
+            (
+                kind,
                 meta.name.unwrap_or_default(),
                 meta.annotations.and_then(|a| a.get(TEMPLATES).cloned()).unwrap_or_default(),
                 meta.resource_version.unwrap_or_default(),
-            ));
-        }
-    }
+            )
+        })
+        .collect();
     out.sort();
     out
 }
@@ -123,7 +108,7 @@ async fn run(suite: &Suite) -> TierResult {
     let apps = TestNs::create(client, &scope, "policy-mode", &[]).await;
     suite.install_network_crd().await;
     // Whatever the run leaves, the cluster-wide objects go with the tier.
-    for kind in kinds() {
+    for kind in policy_kinds() {
         for name in LAYOUT.iter().chain(&["envoy-injector-template-config", "envoy-injector-template-canary", "envoy-injector-known-templates"]) {
             scope.delete_later(kind.clone(), None, name);
         }
@@ -150,8 +135,10 @@ async fn run(suite: &Suite) -> TierResult {
     let migrating = PodLoop::start(&apps, "e2e-migrate", DEFAULT_IMAGE, LOOP_PAUSE, false);
     tokio::time::sleep(Duration::from_millis(500)).await;
 
+    let owner = format!("envoy-injector-{}", injector.name);
+    let owner_uid = create_owner(client, &scope, &owner).await;
     let certs = tls::generate(INJECTOR_NAME, &injector.name, &["127.0.0.1".to_string()], 1).expect("test certificates");
-    let args = ["--namespace", &injector.name, "--network-backend", "none", "--identity", "policy-mode-a", "--injection", "policy"];
+    let args = ["--namespace", &injector.name, "--network-backend", "none", "--identity", "policy-mode-a", "--injection", "policy", "--policy-owner", &owner];
     let (serve, webhook) = serve_on_loopback("policy-mode", &certs, &args).await;
     serve.wait_ready().await;
     register_shipped_webhooks(
@@ -175,7 +162,11 @@ async fn run(suite: &Suite) -> TierResult {
         "a log line says the injection mode"
     );
     let converged = in_step(client, &[("canary", canary.clone()), ("config", v1.clone())]).await;
-    step!("policy mode: {} compiled objects applied, labelled ours, at each template's revision", converged.len());
+    owned_by(client, &owner_uid).await;
+    step!(
+        "policy mode: {} compiled objects applied, labelled ours, at each template's revision, owned by {owner}",
+        converged.len()
+    );
     tokio::time::sleep(Duration::from_millis(500)).await;
     let report = migrating.stop().await;
     assert!(
@@ -255,7 +246,7 @@ async fn run(suite: &Suite) -> TierResult {
     // A restart over converged state writes nothing.
     let settled = ours(client).await;
     drop(serve);
-    let args_b = ["--namespace", &injector.name, "--network-backend", "none", "--identity", "policy-mode-b", "--injection", "policy"];
+    let args_b = ["--namespace", &injector.name, "--network-backend", "none", "--identity", "policy-mode-b", "--policy-owner", &owner, "--injection", "policy"];
     let (serve, _) = serve_on_loopback("policy-mode-b", &certs, &args_b).await;
     serve.wait_ready().await;
     wait_for("the restarted replica to find the policies in step", PATIENCE, async || {
@@ -294,7 +285,7 @@ async fn run(suite: &Suite) -> TierResult {
         describe_pod(&p)
     );
     step!("no replica running: {}; the edit waits", report.summary());
-    let args_c = ["--namespace", &injector.name, "--network-backend", "none", "--identity", "policy-mode-c", "--injection", "policy"];
+    let args_c = ["--namespace", &injector.name, "--network-backend", "none", "--identity", "policy-mode-c", "--policy-owner", &owner, "--injection", "policy"];
     let (serve, _) = serve_on_loopback("policy-mode-c", &certs, &args_c).await;
     serve.wait_ready().await;
     in_step(client, &[("config", v3.clone())]).await;
@@ -302,7 +293,7 @@ async fn run(suite: &Suite) -> TierResult {
 
     // Webhook mode removes every object it wrote.
     drop(serve);
-    let args_d = ["--namespace", &injector.name, "--network-backend", "none", "--identity", "policy-mode-d", "--injection", "webhook"];
+    let args_d = ["--namespace", &injector.name, "--network-backend", "none", "--identity", "policy-mode-d", "--policy-owner", &owner, "--injection", "webhook"];
     let (serve, _) = serve_on_loopback("policy-mode-d", &certs, &args_d).await;
     serve.wait_ready().await;
     wait_for("webhook mode to remove the compiled policies", PATIENCE, async || {
@@ -315,4 +306,31 @@ async fn run(suite: &Suite) -> TierResult {
     step!("--injection=webhook: every compiled object removed");
     drop(serve);
     Ok(format!("template edit → next Pod {} ms", ms(latency)))
+}
+
+/// A ValidatingWebhookConfiguration without webhooks, to own the compiled objects (the
+/// shipped one is the tier `deployed`'s); `scope` deletes it. Returns its uid.
+async fn create_owner(client: &kube::Client, scope: &Scope, name: &str) -> String {
+    scope.delete_later(ApiResource::erase::<ValidatingWebhookConfiguration>(&()), None, name);
+    let api: Api<ValidatingWebhookConfiguration> = Api::all(client.clone());
+    let owner = json!({"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingWebhookConfiguration",
+                       "metadata": {"name": name, "labels": {PART_OF.0: PART_OF.1}}});
+    let created = api
+        .patch(name, &PatchParams::apply(FIELD_MANAGER).force(), &Patch::Apply(&owner))
+        .await
+        .unwrap_or_else(|e| panic!("expected to create ValidatingWebhookConfiguration {name}, found: {}", api_error(&e)));
+    created.metadata.uid.expect("a stored object has a uid")
+}
+
+/// Every compiled object is owned by the owner at `uid`, without `blockOwnerDeletion`.
+async fn owned_by(client: &kube::Client, uid: &str) {
+    for (kind, meta) in compiled_objects(client).await.unwrap_or_else(|e| panic!("{e}")) {
+        let owners = meta.owner_references.unwrap_or_default();
+        assert!(
+            owners.len() == 1 && owners[0].uid == uid && owners[0].block_owner_deletion.is_none(),
+            "expected {kind} {:?} owned by the ValidatingWebhookConfiguration at uid {uid} alone, without \
+             blockOwnerDeletion, found {owners:?}",
+            meta.name
+        );
+    }
 }

@@ -22,6 +22,7 @@
 //! | `network` | on a node where every Pod goes through Multus: without the NetworkAttachmentDefinition CRD a Network reports `BackendUnavailable` and the injector counts it in `envoy_injector_reconcile_errors_total{reason="backend_unavailable"}`; with it, Pods that join a Network run with `net1` in its CIDR (inside the Pod and in Multus's network-status), reach its gateway and each other, while a Pod of another Network and one of none reach neither; the sidecar has `NETWORK_CIDR`/`NETWORK_GATEWAY`; `attachedPods` counts them; an overlapping Network in another namespace is `Overlaps` with no NAD and denies its Pods; the Network in use, deleted, stays Terminating (`InUse`, an Event naming its Pods, new Pods denied) until its Pods are gone, then the overlapping one is promoted and its Pod reaches the same gateway; at every step, no Running Pod of a Ready Network fails to reach its gateway |
 //! | `rollouts` | while opted-in Pods are created every ~50 ms: `kubectl rollout restart` of the injector, deleting one injector Pod, a rolling update to `E2E_IMAGE_NEXT`: each with 0 failed creates and 0 Pods without the sidecar; the slowest create of each is printed |
 //! | `independence` | policy mode as deployed (`make deploy INJECTION=policy`): with the injector's Deployment deleted, 150 opted-in Pods created one every ~50 ms: 0 failed creates, 0 without the sidecar, all Running; a template edit made meanwhile changes nothing until a replica is back, which catches up; the same loop in webhook mode, printed for contrast |
+//! | `helm` | the chart with the real Helm v4 engine, after `make undeploy` of the others' installation: packaged, pushed to an OCI registry on loopback (Debian's `docker-registry`) and installed from it in policy mode: an opted-in Pod runs with the sidecar; an upgrade changing the template: the next Pod gets the new revision from the admission policy (webhook not called) and from the webhook (the binding deleted); a rollback: the old revision again, both ways; `helm uninstall`: within 60 s no policy, binding or webhook configuration of ours, an opted-in Pod stored as written, the CRD kept; installed again with `tls.mode: secret`: injected through the webhook with that CA, nothing of either webhook configuration or the Secret written by the injector. Skipped, loudly, without the engine (`make helm-sdk`) |
 //!
 //! Environment (besides `E2E_TIERS`, as in `tests/e2e`):
 //!
@@ -33,8 +34,9 @@
 //! | `E2E_ENVOY_IMAGE_LOADED` | set (to anything): the default template's Envoy image is on the node (`make envoy-image-local NODE_SH=...`); unset: tier `envoy` is skipped, loudly |
 //! | `E2E_SHELL_IMAGE` | a busybox image on the node (or pullable): the stand-in proxy and the apps; default `localhost/busybox:local` |
 //!
-//! The set leaves the injector installed (with the shipped template put back): `make
-//! undeploy` removes it. Each test namespace is `ei-e2e-<tier>-<random>` and is deleted at
+//! The set leaves nothing installed when tier `helm` runs (it ends with `helm uninstall`
+//! and the namespace deleted; the Network CRD stays); run without it, it leaves the
+//! injector installed (with the shipped template put back): `make undeploy` removes it. Each test namespace is `ei-e2e-<tier>-<random>` and is deleted at
 //! the end, also when a tier fails.
 
 #[path = "../common/kit.rs"]
@@ -54,7 +56,7 @@ macro_rules! tiers {
     };
 }
 
-tiers![installed, sidecars, jobs, envoy, network, rollouts, independence];
+tiers![installed, sidecars, jobs, envoy, network, rollouts, independence, helm];
 
 fn main() -> std::process::ExitCode {
     support::harness::main(&support::TierSet {
