@@ -218,7 +218,6 @@ data:
     }
 }
 
-/// `inject app.yaml` (no `-f`) says how to pass the file.
 /// What `inject` refuses of a file, `check -f` reports in the same words, and fails.
 #[test]
 fn documents_inject_refuses_are_reported_with_a_failing_exit() {
@@ -252,6 +251,7 @@ fn documents_inject_refuses_are_reported_with_a_failing_exit() {
     assert_eq!(value["healthy"], false);
 }
 
+/// `inject app.yaml` (no `-f`) says how to pass the file.
 #[test]
 fn a_bare_file_gets_the_hint_to_use_f() {
     let home = tempfile::tempdir().unwrap();
