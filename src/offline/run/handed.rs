@@ -16,13 +16,15 @@
 use std::rc::Rc;
 use std::sync::Arc;
 
-use super::super::ahead::{Handed, Handing, InOrder};
-use super::super::layout::Entry;
-use super::super::node::{Node, Value};
-use super::super::read::{Aliased, Document, HandedItem, ListPlace, Packed, read_documents_with_layouts};
-use super::super::splice::{self, Edit, ItemText};
 use super::text::{Failed, removal, write_pieces};
 use super::{Message, Stream, StreamError, is_list};
+use crate::offline::paths::PodPaths;
+use crate::yaml::ahead::{Handed, Handing, InOrder};
+use crate::yaml::layout::Entry;
+use crate::yaml::node::{Node, Value};
+use crate::yaml::packed::Packed;
+use crate::yaml::read::{Aliased, Document, HandedItem, ListPlace, read_documents_with_layouts};
+use crate::yaml::splice::{self, Edit, ItemText};
 
 /// What was done of a `List`'s items as they were read.
 #[derive(Default)]
@@ -147,7 +149,7 @@ impl<W: std::io::Write> Stream<'_, W> {
             }
         };
         drop(items);
-        let documents = documents.unwrap_or_else(|| read_documents_with_layouts(&text, first_line));
+        let documents = documents.unwrap_or_else(|| read_documents_with_layouts(&text, first_line, &PodPaths));
         let handed = (!speculation.items.is_empty()).then_some(speculation);
         let written = match (handed, documents) {
             (Some(handed), Ok(documents)) => {
@@ -158,7 +160,7 @@ impl<W: std::io::Write> Stream<'_, W> {
                     // Not the List it was taken for: its items are gone, read it again.
                     drop(documents);
                     drop(handed);
-                    let documents = read_documents_with_layouts(&text, first_line);
+                    let documents = read_documents_with_layouts(&text, first_line, &PodPaths);
                     self.piece(index, first_line, &text, documents, parsed, None)
                 }
             }
@@ -209,9 +211,9 @@ impl<W: std::io::Write> Stream<'_, W> {
             Some(first) => speculation.same_list &= first == list,
         }
         if speculation.held > speculation.budget {
-            let mut bytes = Vec::new();
-            super::super::packed::pack(&item, &mut bytes);
-            speculation.items.push(Taken::Waiting(Packed::from_bytes(bytes)));
+            speculation
+                .items
+                .push(Taken::Waiting(Packed::new(&item, &mut Vec::new())));
             return;
         }
         // Named without the document, which may not be known yet: `commit_list_text`

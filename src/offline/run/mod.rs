@@ -11,15 +11,17 @@ use std::io::{BufRead, Write};
 
 use serde_json::Value as Json;
 
-use super::ahead::{Body, InOrder, Piece, Reading, parse_ahead, workers};
-use super::node::{Node, Value};
-use super::read::{Document, Packed, ReadError};
-use super::splice;
-use super::split::{InputError, json_values, starts_like_json};
+use super::paths::PodPaths;
 use super::view::{engine_view, identity};
-use super::write::{self, Out, Style, comment_lines, first_not_json, json, yaml_document};
 use super::{OfflineError, Outcome, Renderings, describe, inject_object, type_name, uninject_object};
 use crate::template::TemplateSet;
+use crate::yaml::ahead::{Body, InOrder, Piece, Reading, parse_ahead, workers};
+use crate::yaml::node::{Node, Value};
+use crate::yaml::packed::Packed;
+use crate::yaml::read::{Document, ReadError};
+use crate::yaml::splice;
+use crate::yaml::split::{InputError, json_values, starts_like_json};
+use crate::yaml::write::{self, Out, Style, comment_lines, first_not_json, json, yaml_document};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Format {
@@ -184,7 +186,7 @@ fn stream<R: BufRead + Send, W: Write>(
         stream.splicing = format == Format::Yaml;
         // Only output that is the input's text needs it, and where things are in it.
         let reading = match stream.splicing {
-            true => Reading::Text,
+            true => Reading::Text(&PodPaths),
             false => Reading::Values,
         };
         // Cutting on one thread, parsing ahead on others, injecting and writing here in

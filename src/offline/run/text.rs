@@ -7,12 +7,24 @@
 
 use std::io::Write;
 
-use super::super::node::{Node, Value};
-use super::super::read::{Aliased, Packed, read_documents};
-use super::super::splice::{self, Edit, Edits, ItemText, NotInText};
-use super::super::write::{Out, yaml_document};
-use super::super::{OfflineError, Outcome};
 use super::{Action, Message, Stream, StreamError, apply, describe, place, type_name};
+use crate::offline::{OfflineError, Outcome};
+use crate::yaml::node::{Node, Value};
+use crate::yaml::packed::Packed;
+use crate::yaml::read::{Aliased, read_documents};
+use crate::yaml::splice::{self, Edit, Edits, ItemText, NotInText};
+use crate::yaml::write::{Out, yaml_document};
+
+/// The keys an injection creates, in the order it creates them (`inject::jsonpatch`):
+/// what `uninject` needs to tell them from the input's own.
+const CREATED_IN_ORDER: &[&str] = &[
+    "initContainers",
+    "containers",
+    "volumes",
+    "imagePullSecrets",
+    "annotations",
+    "labels",
+];
 
 /// Writes `text` with `edits` made, in order, from `at`; returns where it stopped.
 pub(super) fn write_edited(output: &mut dyn Write, text: &str, edits: &[Edit], at: usize) -> std::io::Result<usize> {
@@ -79,7 +91,7 @@ impl<W: Write> Stream<'_, W> {
     fn edits(&mut self, text: &str, root: &Node, outcome: &Outcome) -> Result<Edits, NotInText> {
         match self.action {
             Action::Inject(_) => splice::additions(text, root, &outcome.json_patch, &mut self.renders),
-            Action::Uninject => splice::removals(text, root, &outcome.json_patch),
+            Action::Uninject => splice::removals(text, root, &outcome.json_patch, CREATED_IN_ORDER),
         }
     }
 

@@ -1,6 +1,7 @@
 //! YAML input cut into documents on one thread and parsed ahead on several, handed back
-//! in input order. Parsing is most of the work of `inject` and each document parses on
-//! its own, so it spreads over the cores while the caller injects and writes.
+//! in input order. Parsing is most of the work of a caller that edits each document, and
+//! each document parses on its own, so it spreads over the cores while the caller edits
+//! and writes.
 //!
 //! Documents travel in batches of about `BATCH_BYTES`: a hand-over between threads
 //! costs a wake-up (a system call) each way, and a manifest can hold tens of thousands
@@ -13,6 +14,7 @@ use std::sync::Arc;
 use std::sync::mpsc::{Receiver, Sender, SyncSender, channel, sync_channel};
 use std::thread::Scope;
 
+use super::layout::Paths;
 use super::node::Node;
 use super::read::{
     Document, HandedItem, PACK_FROM, ReadError, read_documents, read_documents_handing_items,
@@ -41,7 +43,7 @@ pub enum Body {
     /// A large piece read with its text (`Reading::Text`), handed over before it is
     /// parsed: its root `items` come one by one while the rest is read, then its
     /// documents. A `List` is one document, often the whole input: so its items can be
-    /// injected while it is still being read.
+    /// worked on while it is still being read.
     Handing(Handing),
 }
 
@@ -74,13 +76,14 @@ const HANDED_BATCH: usize = 16;
 const HANDED_IN_FLIGHT: usize = 8;
 
 /// What the caller wants of each piece.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Clone, Copy)]
 pub enum Reading {
     /// Its documents' values: the text is reused as soon as it is parsed (`Piece::text`
     /// is empty).
     Values,
-    /// Its text too, for output that is the text edited: read with layouts.
-    Text,
+    /// Its text too, for output that is the text edited: read with the layouts of the
+    /// collections on these paths.
+    Text(&'static dyn Paths),
 }
 
 /// Text per batch: small enough to keep every thread busy, large enough that a batch
@@ -202,11 +205,11 @@ pub fn parse_ahead<'scope, R: BufRead + Send + 'scope>(
         let (out_tx, out_rx) = channel::<Vec<Parsed>>();
         let recycle = recycle_tx.clone();
         // Only text is handed over: it is what is shared while parsed.
-        let hand_from = match reading {
-            Reading::Text if hand_over => HAND_FROM,
-            _ => usize::MAX,
+        let handing = match reading {
+            Reading::Text(paths) if hand_over => Some(paths),
+            _ => None,
         };
-        scope.spawn(move || parse_and_free(work_rx, out_tx, reading, hand_from, recycle));
+        scope.spawn(move || parse_and_free(work_rx, out_tx, reading, handing, recycle));
         queues.push(work_tx);
         outputs.push(out_rx);
     }
@@ -267,7 +270,7 @@ fn parse_and_free(
     work: Receiver<Work>,
     out: Sender<Vec<Parsed>>,
     reading: Reading,
-    hand_from: usize,
+    handing_with: Option<&'static dyn Paths>,
     recycle: SyncSender<String>,
 ) {
     let mut out = Some(out);
@@ -284,7 +287,7 @@ fn parse_and_free(
                     match job {
                         // The last of its batch (a large piece ends one), so that the
                         // batch can go now.
-                        Ok((first_line, text)) if i == last && text.len() >= hand_from => {
+                        Ok((first_line, text)) if i == last && text.len() >= HAND_FROM && handing_with.is_some() => {
                             let text = Arc::new(kept(text));
                             let (items, receiver) = sync_channel(HANDED_IN_FLIGHT);
                             parsed.push(Ok(Piece {
@@ -306,10 +309,10 @@ fn parse_and_free(
                     out = None;
                     continue;
                 }
-                if let Some((first_line, text, items)) = handing {
+                if let (Some((first_line, text, items)), Some(paths)) = (handing, handing_with) {
                     // A caller that stopped takes no more: what is handed is dropped.
                     let mut batch = Vec::with_capacity(HANDED_BATCH);
-                    let documents = read_documents_handing_items(&text, first_line, &mut |item| {
+                    let documents = read_documents_handing_items(&text, first_line, paths, &mut |item| {
                         batch.push(item);
                         if batch.len() == HANDED_BATCH {
                             let full = std::mem::replace(&mut batch, Vec::with_capacity(HANDED_BATCH));
@@ -331,13 +334,13 @@ fn parse_and_free(
 fn parse_piece(first_line: usize, mut text: String, reading: Reading, recycle: &SyncSender<String>) -> Piece {
     let documents = match reading {
         Reading::Values => read_documents(&text, first_line),
-        Reading::Text => read_documents_with_layouts(&text, first_line),
+        Reading::Text(paths) => read_documents_with_layouts(&text, first_line, paths),
     };
     match reading {
         Reading::Values => {
             let _ = recycle.try_send(std::mem::take(&mut text));
         }
-        Reading::Text => text = kept(text),
+        Reading::Text(_) => text = kept(text),
     }
     Piece {
         first_line,
@@ -357,6 +360,7 @@ fn kept(mut text: String) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::yaml::layout::EveryCollection;
 
     fn names(text: &str, workers: usize) -> Vec<String> {
         std::thread::scope(|scope| {
@@ -420,7 +424,7 @@ mod tests {
         let text = format!("kind: List\nitems:\n{items}");
         assert!(text.len() >= HAND_FROM);
         std::thread::scope(|scope| {
-            let mut parsed = parse_ahead(scope, text.as_bytes(), 2, Reading::Text, true);
+            let mut parsed = parse_ahead(scope, text.as_bytes(), 2, Reading::Text(&EveryCollection), true);
             let Body::Handing(handing) = parsed.next().unwrap().unwrap().body else {
                 panic!("a large piece read as text is handed over");
             };
