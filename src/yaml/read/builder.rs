@@ -6,7 +6,7 @@ use std::collections::HashMap;
 use granit_parser::{Event, Parser, Placement, ScalarStyle, Span, StructureStyle};
 
 use super::map::{merge, set};
-use super::{Aliased, Document, HandedItem, ListPlace, ReadError};
+use super::{Aliased, Document, ReadError};
 use crate::yaml::layout::{self, Entry, Layout, Paths, Shape};
 use crate::yaml::node::{Meta, Node, Value};
 use crate::yaml::packed::Packed;
@@ -123,10 +123,6 @@ pub(super) struct Builder<'t> {
     /// Whether the root map's `items` are packed as they are read.
     pack: bool,
     pack_buffer: Vec<u8>,
-    /// Where the first document's root `items` go instead, if anywhere.
-    pub(super) hand: Option<&'t mut dyn FnMut(HandedItem)>,
-    /// How many of the document's aliases went with an item handed over.
-    aliases_handed: usize,
 }
 
 fn node_count(node: &Node) -> usize {
@@ -165,8 +161,6 @@ impl<'t> Builder<'t> {
             events: 0,
             pack,
             pack_buffer: Vec::new(),
-            hand: None,
-            aliases_handed: 0,
         }
     }
 
@@ -554,7 +548,6 @@ impl<'t> Builder<'t> {
                 Frame::Map { key: Some(Key { name: KeyName::Name(k), .. }), .. } if k == "items"
             );
         if root_items {
-            let mut list = None;
             if let Some(Frame::Seq {
                 rec: Rec {
                     layout: Some(layout), ..
@@ -563,23 +556,9 @@ impl<'t> Builder<'t> {
             }) = self.frames.last_mut()
             {
                 layout.entries.push(Some(entry));
-                list = Some(ListPlace::of(layout));
             }
             if let Some(paths) = self.paths {
                 paths.settle_item(&mut node);
-            }
-            // Only the first document's, and only where the text of each is recorded.
-            if let (Some(hand), Some(list), true) = (self.hand.as_mut(), list, self.done.is_empty()) {
-                let aliased = self.document.aliased[self.aliases_handed..].to_vec();
-                self.aliases_handed = self.document.aliased.len();
-                hand(HandedItem {
-                    item: node,
-                    entry,
-                    list,
-                    aliased,
-                });
-                self.last = Last::Nothing;
-                return Ok(());
             }
             let packed = Packed::new(&node, &mut self.pack_buffer);
             self.document.packed_items.push(packed);

@@ -7,7 +7,7 @@ mod builder;
 mod map;
 mod scalar;
 
-use super::layout::{Entry, Layout, Paths};
+use super::layout::Paths;
 use super::node::{Node, Value};
 use super::packed::Packed;
 use builder::Builder;
@@ -53,38 +53,6 @@ impl Document {
     }
 }
 
-/// An item of the root map's `items` list, handed over as soon as it is read
-/// ([`read_documents_handing_items`]), with what placing its text needs.
-#[derive(Debug)]
-pub struct HandedItem {
-    /// Its tree, as it would have been packed (`Paths::settle_item` applied).
-    pub item: Node,
-    /// Its entry in the list's layout.
-    pub entry: Entry,
-    /// The list's layout without its entries, as it is when the item ends.
-    pub list: ListPlace,
-    /// The aliases read since the item before it (or since the document started).
-    pub aliased: Vec<Aliased>,
-}
-
-/// What placing an item's text needs of its list's layout.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct ListPlace {
-    pub flow: bool,
-    pub indent: u32,
-    pub json: bool,
-}
-
-impl ListPlace {
-    pub fn of(layout: &Layout) -> ListPlace {
-        ListPlace {
-            flow: layout.flow,
-            indent: layout.indent,
-            json: layout.json,
-        }
-    }
-}
-
 /// The input is not YAML, or not YAML that kubectl could turn into JSON.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{}{message}", line.map(|l| format!("line {l}: ")).unwrap_or_default())]
@@ -95,7 +63,7 @@ pub struct ReadError {
 
 /// Texts from this size on have their root `items` packed (`Document::packed_items`);
 /// below it a tree is at most a few MB, not worth packing and unpacking.
-pub const PACK_FROM: usize = 1 << 20;
+const PACK_FROM: usize = 1 << 20;
 
 /// Parses `text` (one or more YAML documents); `first_line` is the line of `text`'s
 /// first line in the whole input, so that messages point into the user's file.
@@ -111,21 +79,6 @@ pub fn read_documents_with_layouts(
     paths: &dyn Paths,
 ) -> Result<Vec<Document>, ReadError> {
     Builder::new(text, first_line, text.len() >= PACK_FROM, Some(paths)).run()
-}
-
-/// As [`read_documents_with_layouts`] for a large text, but the first document's root
-/// `items` are handed to `hand` one by one as soon as each is read, not packed into the
-/// document (whose `items` list is left empty, its layout recorded): the caller can work
-/// on them while the rest of the text is read.
-pub fn read_documents_handing_items(
-    text: &str,
-    first_line: usize,
-    paths: &dyn Paths,
-    hand: &mut dyn FnMut(HandedItem),
-) -> Result<Vec<Document>, ReadError> {
-    let mut builder = Builder::new(text, first_line, true, Some(paths));
-    builder.hand = Some(hand);
-    builder.run()
 }
 
 /// How a value is named in messages.

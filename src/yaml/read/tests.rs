@@ -1,11 +1,10 @@
 use serde_json::json;
 
 use super::*;
-use crate::yaml::layout::EveryCollection;
 
-/// `text` read with its root `items` packed or not, recording `paths`.
-fn parse(text: &str, first_line: usize, pack: bool, paths: Option<&dyn Paths>) -> Result<Vec<Document>, ReadError> {
-    Builder::new(text, first_line, pack, paths).run()
+/// `text` read with its root `items` packed or not.
+fn parse(text: &str, first_line: usize, pack: bool) -> Result<Vec<Document>, ReadError> {
+    Builder::new(text, first_line, pack, None).run()
 }
 
 fn one(text: &str) -> serde_json::Value {
@@ -88,7 +87,7 @@ fn errors_point_at_the_line_in_the_whole_file() {
 #[test]
 fn a_large_lists_items_are_packed_and_unpack_to_the_same_values() {
     let text = "kind: List\nitems:\n# first\n- {kind: Pod, metadata: {name: a}, x: yes}\n- [1, 2]\nmetadata: {}\n";
-    let mut docs = parse(text, 1, true, None).unwrap();
+    let mut docs = parse(text, 1, true).unwrap();
     let doc = &mut docs[0];
     assert_eq!(doc.packed_items.len(), 2);
     assert_eq!(doc.packed_items[0].unpack().line(), Some(4));
@@ -99,40 +98,16 @@ fn a_large_lists_items_are_packed_and_unpack_to_the_same_values() {
         json!({"kind": "List", "items": [{"kind": "Pod", "metadata": {"name": "a"}, "x": true}, [1, 2]], "metadata": {}})
     );
     // Only the root map's `items`.
-    let nested = parse("spec:\n  items: [a]\n", 1, true, None).unwrap();
+    let nested = parse("spec:\n  items: [a]\n", 1, true).unwrap();
     assert!(nested[0].packed_items.is_empty());
     // A small text is not packed at all.
     assert!(read_documents(text, 1).unwrap()[0].packed_items.is_empty());
 }
 
 #[test]
-fn handed_items_are_the_packed_ones_and_the_rest_is_the_same() {
-    let text = "# head\nkind: List\nitems:\n# first\n- {kind: Pod, metadata: {name: a, labels: &l {x: y}}, y: *l}\n- [1, 2]\n- kind: Deployment\n  spec:\n    template:\n      metadata: {labels: {a: b}}\nmetadata: {}\n---\nkind: List\nitems: [c]\n";
-    let packed = parse(text, 3, true, Some(&EveryCollection)).unwrap();
-    let mut handed = Vec::new();
-    let documents = read_documents_handing_items(text, 3, &EveryCollection, &mut |item| handed.push(item)).unwrap();
-    // Only the first document's.
-    assert_eq!(handed.len(), 3);
-    assert_eq!(documents[1].packed_items, packed[1].packed_items);
-    assert!(documents[0].packed_items.is_empty());
-    let list = packed[0].root.as_ref().unwrap().get("items").unwrap().layout().unwrap();
-    for (i, item) in handed.iter().enumerate() {
-        assert_eq!(item.item, packed[0].packed_items[i].unpack(), "{i}");
-        assert_eq!(Some(item.entry), list.entries[i], "{i}");
-        assert_eq!(item.list, ListPlace::of(list));
-    }
-    // The alias goes with the item it is in.
-    assert_eq!(handed[0].aliased, packed[0].aliased);
-    assert!(handed[1].aliased.is_empty());
-    assert_eq!(documents[0].root, packed[0].root);
-    assert_eq!(documents[0].aliased, packed[0].aliased);
-    assert_eq!(documents[0].trailing, packed[0].trailing);
-}
-
-#[test]
 fn an_item_with_its_own_items_unpacks_whole() {
     let text = "kind: List\nitems:\n- kind: ConfigMapList\n  items: [a, b]\n";
-    let mut docs = parse(text, 1, true, None).unwrap();
+    let mut docs = parse(text, 1, true).unwrap();
     docs[0].unpack();
     assert_eq!(
         docs[0].root.as_ref().unwrap().to_json()["items"],

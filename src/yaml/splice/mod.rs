@@ -22,7 +22,7 @@ use json_patch::jsonptr::PointerBuf;
 
 use super::layout::{self, Entry, Layout};
 use super::node::{Node, Value};
-use super::read::{Aliased, ListPlace};
+use super::read::Aliased;
 use super::write::{self, Out, Style};
 
 pub use add::{Renders, additions};
@@ -54,17 +54,6 @@ pub fn touches(text: &str, edits: &[Edit], aliased: &[Aliased]) -> bool {
         let (start, end) = (line_start(text, start as usize), line_after(text, end as usize));
         edits.iter().any(|e| e.to > start && e.from <= end)
     })
-}
-
-/// For each `k`, how far an edit may reach without touching any of `aliased[k..]` (as
-/// [`touches`] has it): one whose end is at or before it touches none. Its last element
-/// (`k` = `aliased.len()`) is `usize::MAX`.
-pub fn untouched_below(text: &str, aliased: &[Aliased]) -> Vec<usize> {
-    let mut below = vec![usize::MAX; aliased.len() + 1];
-    for (k, a) in aliased.iter().enumerate().rev() {
-        below[k] = below[k + 1].min(line_start(text, a.anchored.0 as usize));
-    }
-    below
 }
 
 /// An operation that has no place in the text; the caller writes the object anew.
@@ -240,7 +229,20 @@ pub fn aliases_cross_items(list: &Node, aliased: &[Aliased]) -> bool {
 pub fn item_text(text: &str, list: &Node, index: usize) -> Option<ItemText> {
     let layout = list.layout()?;
     let entry = layout.entries.get(index).copied().flatten()?;
-    Some(ItemText::of(text, ListPlace::of(layout), entry))
+    Some(match layout.flow {
+        true => ItemText {
+            from: entry.start as usize,
+            to: entry.end as usize,
+            block: false,
+            indent: 0,
+        },
+        false => ItemText {
+            from: line_start(text, entry.start as usize),
+            to: line_after(text, entry.end as usize),
+            block: true,
+            indent: layout.indent as usize,
+        },
+    })
 }
 
 /// Where a list item's text is (see [`item_text`]).
@@ -254,24 +256,6 @@ pub struct ItemText {
 }
 
 impl ItemText {
-    /// The text of the item written at `entry` of a list placed as `list`.
-    pub fn of(text: &str, list: ListPlace, entry: Entry) -> ItemText {
-        match list.flow {
-            true => ItemText {
-                from: entry.start as usize,
-                to: entry.end as usize,
-                block: false,
-                indent: 0,
-            },
-            false => ItemText {
-                from: line_start(text, entry.start as usize),
-                to: line_after(text, entry.end as usize),
-                block: true,
-                indent: list.indent as usize,
-            },
-        }
-    }
-
     /// The item written anew from its tree, in place of its text.
     pub fn anew(&self, item: &Node, json: bool) -> Edit {
         let mut out = Out::default();
