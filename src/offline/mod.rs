@@ -9,7 +9,7 @@
 //! of each object, and has the reader record where in the text the collections on the
 //! ways to a Pod are (`paths`); this module holds the per-object decision, which is pure.
 
-pub mod paths;
+mod paths;
 pub mod run;
 pub mod view;
 

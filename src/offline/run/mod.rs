@@ -2,10 +2,11 @@
 //! memory follows the largest document, not the input. Every document that can be
 //! processed is written; each one that cannot is left out of the output and reported.
 //!
-//! Each document is written one of two ways, whole or item by item (a `List`):
-//! - YAML in, YAML out: as the input's text with the additions (or removals) spliced in
-//!   (`text`);
-//! - JSON in or out, or a patch format: from its tree (`tree`), or its patches.
+//! How a document is written is decided once, in `document`, on two questions: whether
+//! it is written as the input's own text with the additions (or removals) spliced in
+//! (`text`: YAML in and out) or from its tree (`tree`: JSON in or out, the patch formats,
+//! and YAML that cannot be edited in place); and whether it is one object, or a `List`
+//! whose items are injected and written one at a time.
 
 mod text;
 mod tree;
