@@ -9,8 +9,9 @@ use super::flags::{self, non_empty};
 use super::kubeconfig::{self, KubeconfigError};
 use crate::cli::{CheckArgs, CheckOutput};
 use envoy_injector::check::{self, CheckError, CheckSettings, Report, Target};
-use envoy_injector::offline::read::{self, ReadError};
+use envoy_injector::offline;
 use envoy_injector::template::{ConfigError, TemplateSet};
+use envoy_injector::yaml::read::ReadError;
 
 #[derive(Debug, thiserror::Error)]
 pub enum CheckCommandError {
@@ -38,7 +39,7 @@ fn read_documents(path: &std::path::Path) -> Result<Vec<serde_json::Value>, Chec
         path: shown.clone(),
         source,
     })?;
-    read::objects(&text).map_err(|source| CheckCommandError::Manifest { path: shown, source })
+    offline::objects(&text).map_err(|source| CheckCommandError::Manifest { path: shown, source })
 }
 
 /// The settings `args` ask for; `default_namespace` is the kubeconfig context's, and
