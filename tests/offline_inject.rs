@@ -36,8 +36,8 @@ fn run(args: &[&str], stdin: Option<&str>) -> Output {
 }
 
 /// The objects of a manifest as kubectl reads them (YAML 1.1, then JSON).
-fn read_documents(text: &str) -> Result<Vec<Value>, envoy_injector::offline::read::ReadError> {
-    Ok(envoy_injector::offline::read::read_documents(text, 1)?
+fn read_documents(text: &str) -> Result<Vec<Value>, envoy_injector::yaml::read::ReadError> {
+    Ok(envoy_injector::yaml::read::read_documents(text, 1)?
         .into_iter()
         .filter_map(|mut d| {
             d.unpack();

@@ -147,7 +147,7 @@ impl Report {
 /// Each of `documents` that `inject` refuses (not an object, no `kind`, a Pod template
 /// that is not an object), in `inject`'s words: `document 2 at line 3: expected an object
 /// (a Kubernetes manifest), found a list`.
-pub fn unreadable(documents: &[crate::offline::read::Located]) -> Vec<String> {
+pub fn unreadable(documents: &[crate::offline::ManifestObject]) -> Vec<String> {
     documents
         .iter()
         .enumerate()

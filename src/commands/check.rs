@@ -9,8 +9,9 @@ use super::flags::{self, non_empty};
 use super::kubeconfig::{self, KubeconfigError};
 use crate::cli::{CheckArgs, CheckOutput};
 use envoy_injector::check::{self, CheckError, CheckSettings, Report, Target};
-use envoy_injector::offline::read::{self, ReadError};
+use envoy_injector::offline;
 use envoy_injector::template::{ConfigError, TemplateSet};
+use envoy_injector::yaml::read::ReadError;
 
 #[derive(Debug, thiserror::Error)]
 pub enum CheckCommandError {
@@ -30,7 +31,7 @@ pub enum CheckCommandError {
     Write(#[from] std::io::Error),
 }
 
-fn read_documents(path: &std::path::Path) -> Result<Vec<read::Located>, CheckCommandError> {
+fn read_documents(path: &std::path::Path) -> Result<Vec<offline::ManifestObject>, CheckCommandError> {
     let shown = path.display().to_string();
     let mut text = String::new();
     let read = flags::open(path).and_then(|mut input| input.read_to_string(&mut text));
@@ -38,7 +39,7 @@ fn read_documents(path: &std::path::Path) -> Result<Vec<read::Located>, CheckCom
         path: shown.clone(),
         source,
     })?;
-    read::objects(&text).map_err(|source| CheckCommandError::Manifest { path: shown, source })
+    offline::objects(&text).map_err(|source| CheckCommandError::Manifest { path: shown, source })
 }
 
 /// The settings `args` ask for; `default_namespace` is the kubeconfig context's, and

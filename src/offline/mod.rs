@@ -2,29 +2,23 @@
 //! undoing (`uninject`): manifests in, changed manifests or patches out, one document at a
 //! time.
 //!
-//! Input is read the way kubectl reads it (`read`, `yaml11`), so the injector decides on
-//! the same values the API server will see; output is written so that kubectl reads
-//! back exactly those values, with key order, `List`s and comments kept (`write`).
-//! `run` streams documents from a reader (parsed `ahead` on other threads) to a writer,
-//! handing the engine only its `view` of each object; this module holds the per-object
-//! decision, which is pure.
+//! Input is read the way kubectl reads it (`crate::yaml`), so the injector decides on
+//! the same values the API server will see; output is the input's text with the
+//! additions spliced in, or written so that kubectl reads back exactly those values.
+//! `run` streams documents from a reader to a writer, handing the engine only its `view`
+//! of each object, and has the reader record where in the text the collections on the
+//! ways to a Pod are (`paths`); this module holds the per-object decision, which is pure.
 
-pub mod ahead;
-pub mod layout;
-pub mod node;
-pub mod packed;
-pub mod read;
+mod paths;
 pub mod run;
-pub mod splice;
-pub mod split;
 pub mod view;
-pub mod write;
-pub mod yaml11;
 
 use serde_json::{Map, Value};
 
 use crate::inject::{self, AnnotationOptIn, Decision, NotChosen, PodView, Standalone, policy};
 use crate::template::TemplateSet;
+use crate::yaml::node::{Node, Value as NodeValue};
+use crate::yaml::read::{ReadError, read_documents};
 
 /// Why one object could not be injected. `at` names it: document number, kind and name,
 /// line (`document 2 (Pod web) at line 14`).
@@ -54,6 +48,40 @@ pub enum OfflineError {
         format: &'static str,
         message: String,
     },
+}
+
+/// One object of a manifest and the line it starts on.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ManifestObject {
+    pub object: Value,
+    pub line: Option<usize>,
+}
+
+/// The objects of `text` as JSON, read the way kubectl reads them: every document's
+/// root, with a `List` replaced by its items, each with its line. For callers that want
+/// values, not the writer's tree (`check -f`).
+pub fn objects(text: &str) -> Result<Vec<ManifestObject>, ReadError> {
+    let mut objects = Vec::new();
+    for mut document in read_documents(text, 1)? {
+        document.unpack();
+        let Some(root) = document.root else { continue };
+        let list = root.get("kind").and_then(Node::as_str) == Some("List");
+        match (&root.value, root.get("items").map(|items| &items.value)) {
+            (NodeValue::Map(_), Some(NodeValue::Seq(items))) if list => {
+                objects.extend(items.iter().map(|item| ManifestObject {
+                    object: item.to_json(),
+                    line: item.line(),
+                }))
+            }
+            // A List without items has none to explain.
+            (NodeValue::Map(_), _) if list => {}
+            _ => objects.push(ManifestObject {
+                object: root.to_json(),
+                line: root.line(),
+            }),
+        }
+    }
+    Ok(objects)
 }
 
 /// Where the Pod spec lives in an object of this kind, as a JSON Pointer.

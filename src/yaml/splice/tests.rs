@@ -4,10 +4,14 @@ use json_patch::Patch;
 use serde_json::Value as Json;
 
 use super::*;
-use crate::offline::read::read_documents_with_layouts as read_documents;
+use crate::yaml::layout::EveryCollection;
+use crate::yaml::read::read_documents_with_layouts;
+
+/// The order in which the additions undone here created keys: annotations before labels.
+const CREATED: &[&str] = &["annotations", "labels"];
 
 fn root(text: &str) -> Node {
-    let mut documents = read_documents(text, 1).unwrap();
+    let mut documents = read_documents_with_layouts(text, 1, &EveryCollection).unwrap();
     documents[0].unpack();
     documents.remove(0).root.unwrap()
 }
@@ -37,7 +41,7 @@ fn added(text: &str, ops: Json) -> String {
 
 /// The text `uninject` writes for `ops` (removals).
 fn removed(text: &str, ops: Json) -> String {
-    edited(text, ops, removals)
+    edited(text, ops, |text, root, patch| removals(text, root, patch, CREATED))
 }
 
 #[test]
@@ -266,7 +270,7 @@ fn removals_take_an_entry_s_own_text_and_nothing_else() {
     // writes the lists it creates in block style, so this one was the input's.
     let text = "spec:\n  volumes: [ {name: a} ]\n";
     let whole = patch(json!([{"op": "remove", "path": "/spec/volumes"}]));
-    let edits = removals(text, &root(text), &whole).unwrap();
+    let edits = removals(text, &root(text), &whole, CREATED).unwrap();
     assert_eq!(apply(text, &edits.edits), "spec:\n  volumes: [  ]\n");
     // In a flow map, an entry that one staying follows was there before the injection,
     // which appends what it creates, annotations before labels.
@@ -275,10 +279,10 @@ fn removals_take_an_entry_s_own_text_and_nothing_else() {
         {"op": "remove", "path": "/metadata/annotations"},
         {"op": "remove", "path": "/metadata/labels"},
     ]));
-    let edits = removals(text, &root(text), &both).unwrap();
+    let edits = removals(text, &root(text), &both, CREATED).unwrap();
     assert_eq!(apply(text, &edits.edits), "metadata: {name: p, labels: {}}\nspec: {}\n");
     let text = "{\"metadata\": {\"annotations\": {\"s\": \"y\"}}, \"spec\": {}}\n";
     let metadata = patch(json!([{"op": "remove", "path": "/metadata"}]));
-    let edits = removals(text, &root(text), &metadata).unwrap();
+    let edits = removals(text, &root(text), &metadata, CREATED).unwrap();
     assert_eq!(apply(text, &edits.edits), "{\"metadata\": {}, \"spec\": {}}\n");
 }

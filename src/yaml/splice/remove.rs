@@ -1,4 +1,5 @@
-//! Removals: each `remove` of `uninject` as the text of the entry it takes out.
+//! Removals: each `remove` of a patch that undoes additions, as the text of the entry it
+//! takes out.
 
 use json_patch::{Patch, PatchOperation};
 
@@ -6,12 +7,13 @@ use super::{
     Edit, Edits, NotInText, Target, Written, child, index_of, is_map, line_after, line_start, not_in_text, resolve,
     tokens,
 };
-use crate::offline::layout::{Entry, Layout, Shape};
-use crate::offline::node::{Node, Value};
+use crate::yaml::layout::{Entry, Layout, Shape};
+use crate::yaml::node::{Node, Value};
 
-/// The edits that make `patch` (`remove`s against the object `root`, as `uninject`
-/// plans them) in `text`: each entry's own text goes, nothing else.
-pub fn removals(text: &str, root: &Node, patch: &Patch) -> Result<Edits, NotInText> {
+/// The edits that make `patch` (`remove`s against the object `root`) in `text`: each
+/// entry's own text goes, nothing else. `created` is the order in which the additions
+/// being undone created the keys they created (see `take_whole`).
+pub fn removals(text: &str, root: &Node, patch: &Patch, created: &[&str]) -> Result<Edits, NotInText> {
     // Per collection, the entries removed (list items by their first index: later
     // operations count without the earlier ones, as JSON Patch applies them in turn).
     let mut taken: Vec<(Written<'_>, Vec<usize>)> = Vec::new();
@@ -19,7 +21,7 @@ pub fn removals(text: &str, root: &Node, patch: &Patch) -> Result<Edits, NotInTe
     let mut whole: Vec<(Written<'_>, usize)> = Vec::new();
     for op in &patch.0 {
         let PatchOperation::Remove(remove) = op else {
-            return Err(not_in_text(format!("uninject only removes, found {op:?}")));
+            return Err(not_in_text(format!("a patch of removals only, found {op:?}")));
         };
         let tokens = tokens(&remove.path);
         let mut chain = Vec::new();
@@ -52,7 +54,7 @@ pub fn removals(text: &str, root: &Node, patch: &Patch) -> Result<Edits, NotInTe
         }
     }
     for &(from, index) in &whole {
-        take_whole(&mut taken, from, index, &whole);
+        take_whole(&mut taken, from, index, &whole, created);
     }
     let mut edits = Edits::default();
     let mut ranges: Vec<(usize, usize)> = Vec::new();
@@ -60,7 +62,7 @@ pub fn removals(text: &str, root: &Node, patch: &Patch) -> Result<Edits, NotInTe
         let layout = from.layout;
         let written = layout.entries.iter().flatten().count();
         match layout.merge {
-            // A flow map left with only its `<<: *alias`, where the injection merged into
+            // A flow map left with only its `<<: *alias`, where the additions merged into
             // an alias: the alias alone again.
             Some(merge) if layout.flow && !gone.is_empty() && gone.len() == written => {
                 edits.edits.push(Edit {
@@ -99,34 +101,26 @@ pub fn removals(text: &str, root: &Node, patch: &Patch) -> Result<Edits, NotInTe
     Ok(edits)
 }
 
-/// The keys an injection creates, in the order it creates them (`inject::jsonpatch`).
-const CREATED_IN_ORDER: &[&str] = &[
-    "initContainers",
-    "containers",
-    "volumes",
-    "imagePullSecrets",
-    "annotations",
-    "labels",
-];
-
-/// Whether an injection creating both would create `first` before `then`.
-fn created_before(first: &str, then: &str) -> bool {
-    let rank = |key| CREATED_IN_ORDER.iter().position(|k| *k == key);
+/// Whether additions that create keys in the order `created` would create `first`
+/// before `then`.
+fn created_before(created: &[&str], first: &str, then: &str) -> bool {
+    let rank = |key| created.iter().position(|k| *k == key);
     matches!((rank(first), rank(then)), (Some(a), Some(b)) if a < b)
 }
 
-/// Takes map entry `index` of `from` out whole, as `uninject`'s patch says (`whole`: all
-/// it takes out of maps), but for a collection the input had, which stays, emptied. An
-/// injection writes a collection it creates in the style of a block map (block), and
-/// after every entry of a flow map, in the order it creates them; so a flow collection in
-/// a block map was the input's, as is an entry of a flow map that an entry staying
-/// follows (or one the injection would have created before it), and a block map holding
-/// either. True if the entry stays.
+/// Takes map entry `index` of `from` out whole, as the patch says (`whole`: all it takes
+/// out of maps), but for a collection the input had, which stays, emptied. The additions
+/// being undone wrote a collection they created in the style of a block map (block), and
+/// after every entry of a flow map, in the order `created`; so a flow collection in a
+/// block map was the input's, as is an entry of a flow map that an entry staying follows
+/// (or one the additions would have created before it), and a block map holding either.
+/// True if the entry stays.
 fn take_whole<'n>(
     taken: &mut Vec<(Written<'n>, Vec<usize>)>,
     from: Written<'n>,
     index: usize,
     whole: &[(Written<'n>, usize)],
+    created: &[&str],
 ) -> bool {
     let (Some(entry), value) = (from.entry(index), child(from.node, index)) else {
         return false;
@@ -143,7 +137,7 @@ fn take_whole<'n>(
                 let taken = |i: usize| whole.iter().any(|(m, w)| m.same(&from) && *w == i);
                 e.start > entry.start
                     && match i {
-                        Some(i) => !taken(*i) || created_before(key(*i), key(index)),
+                        Some(i) => !taken(*i) || created_before(created, key(*i), key(index)),
                         None => true,
                     }
             });
@@ -158,7 +152,7 @@ fn take_whole<'n>(
             true => {
                 let all: Vec<(Written<'n>, usize)> = written.iter().map(|&i| (inner, i)).collect();
                 for &i in &written {
-                    stays |= take_whole(taken, inner, i, &all);
+                    stays |= take_whole(taken, inner, i, &all, created);
                 }
             }
             false if was_there => taken_from(taken, inner).extend(written),

@@ -1,5 +1,5 @@
-//! Additions: each `add` of an injection placed in the text, written in the style of
-//! what it joins.
+//! Additions: each `add` of a patch placed in the text, written in the style of what it
+//! joins.
 
 use std::borrow::Cow;
 
@@ -12,9 +12,9 @@ use super::{
     Edit, Edits, NotInText, Target, Written, child, comment_line, index_of, is_map, line_after, line_start,
     not_in_text, resolve, style_of, tokens,
 };
-use crate::offline::layout::{Entry, Shape};
-use crate::offline::node::{Node, Value};
-use crate::offline::write::{self, Out, Style};
+use crate::yaml::layout::{Entry, Shape};
+use crate::yaml::node::{Node, Value};
+use crate::yaml::write::{self, Out, Style};
 
 /// What the additions of one object make, before it is written as text.
 enum Pending<'n> {
@@ -60,7 +60,7 @@ pub fn additions<'n>(text: &str, root: &'n Node, patch: &'n Patch, renders: &mut
     let mut pending: Vec<Pending<'n>> = Vec::new();
     for op in &patch.0 {
         let PatchOperation::Add(add) = op else {
-            return Err(not_in_text(format!("an injection only adds, found {op:?}")));
+            return Err(not_in_text(format!("a patch of additions only, found {op:?}")));
         };
         let tokens = tokens(&add.path);
         if into_pending(&mut pending, &tokens, &add.value)? {
@@ -270,8 +270,8 @@ fn lines_at(text: &str, at: usize, mut lines: String) -> String {
     lines
 }
 
-/// Block text already written for an addition: a run adds the same sidecar, volume and
-/// labels to one Pod after another, at the same place in the same style.
+/// Block text already written for an addition: a stream of documents often gets the same
+/// additions, one document after another, at the same place in the same style.
 #[derive(Debug, Default)]
 pub struct Renders {
     written: Vec<(Rendered, String)>,
@@ -288,7 +288,8 @@ struct Rendered {
 }
 
 impl Renders {
-    /// Kept: the few additions of a template, at the few places a manifest puts them.
+    /// Kept: the few distinct additions of such a stream, at the few places its documents
+    /// put them.
     const KEEP: usize = 32;
 
     fn text(&mut self, entry: &Added<'_>, indent: usize, style: Style, flow_items: bool) -> &str {

@@ -21,6 +21,27 @@ const WITH_META: u8 = 0x80;
 /// Set on the tag of a node with a layout, which follows (after the comments).
 const WITH_LAYOUT: u8 = 0x40;
 
+/// One node packed: an item of a large `List` (see `read::Document::packed_items`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Packed(Box<[u8]>);
+
+impl Packed {
+    /// `node` packed, in bytes kept at their exact size (a list item's bytes grown by
+    /// doubling would hold a third more, and there can be a million items); `buffer` is
+    /// where they are written first, reused from one item to the next.
+    pub fn new(node: &Node, buffer: &mut Vec<u8>) -> Packed {
+        buffer.clear();
+        pack(node, buffer);
+        Packed(buffer.as_slice().into())
+    }
+
+    pub fn unpack(&self) -> Node {
+        // The bytes were packed here from a tree; the tests below hold that they come
+        // back exactly.
+        unpack(&self.0).unwrap_or_else(|_| Node::from(Value::Null))
+    }
+}
+
 /// Appends `node` to `out`.
 pub fn pack(node: &Node, out: &mut Vec<u8>) {
     pack_node(node, out, &mut 0);
@@ -340,8 +361,8 @@ impl Reader<'_> {
 
 #[cfg(test)]
 mod tests {
-    use super::super::read::read_documents;
     use super::*;
+    use crate::yaml::read::read_documents;
 
     #[test]
     fn every_value_and_comment_comes_back_exactly() {
@@ -354,8 +375,8 @@ mod tests {
         let back = unpack(&bytes).unwrap();
         // NaN is not equal to itself: compare the text the writer makes of each.
         let yaml = |node: &Node| {
-            let mut out = super::super::write::Out::default();
-            super::super::write::yaml_document(&mut out, node, &[]);
+            let mut out = crate::yaml::write::Out::default();
+            crate::yaml::write::yaml_document(&mut out, node, &[]);
             out.into_string()
         };
         assert_eq!(yaml(&back), yaml(&root));
@@ -372,7 +393,8 @@ mod tests {
     #[test]
     fn layouts_come_back_exactly() {
         let text = "kind: Pod\nbase: &base {a: b}\nmetadata:\n  labels: {<<: *base, c: d}\nspec:\n  containers:\n  - name: x\n    volumeMounts: [{name: v}]\n  volumes:\n  - &v {name: v}\n  initContainers: [*v]\n";
-        let root = super::super::read::read_documents_with_layouts(text, 1).unwrap()[0]
+        let root = crate::yaml::read::read_documents_with_layouts(text, 1, &crate::yaml::layout::EveryCollection)
+            .unwrap()[0]
             .root
             .clone()
             .unwrap();

@@ -514,8 +514,8 @@ fn json_string(out: &mut Out<'_>, s: &str) {
 
 #[cfg(test)]
 mod tests {
-    use super::super::read::read_documents;
     use super::*;
+    use crate::yaml::read::read_documents;
 
     fn round_trip(yaml: &str) -> (String, serde_json::Value) {
         let docs = read_documents(yaml, 1).unwrap();
@@ -599,7 +599,7 @@ mod tests {
 
     mod properties {
         use super::*;
-        use crate::offline::yaml11::TRICKY_STRINGS;
+        use crate::yaml::yaml11::TRICKY_STRINGS;
         use proptest::prelude::*;
 
         fn text() -> impl Strategy<Value = String> {

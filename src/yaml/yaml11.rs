@@ -328,7 +328,7 @@ fn means_more_than_text_elsewhere(text: &str) -> bool {
 /// looks like YAML syntax (document markers, indicators, flow collections, comments),
 /// leading and trailing white space, line breaks and characters that must be escaped.
 /// Written as a string, each must read back as that same string, by kubectl and by
-/// [`super::read`]; the writer's property test and the `inject` corpus test draw from it.
+/// [`super::read`]; the writer's property test and the offline corpus test draw from it.
 pub const TRICKY_STRINGS: &[&str] = &[
     "yes",
     "No",

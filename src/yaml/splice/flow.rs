@@ -3,7 +3,7 @@
 
 use serde_json::Value as Json;
 
-use crate::offline::write::{self, Out};
+use crate::yaml::write::{self, Out};
 
 /// A key in a flow map: as JSON in a JSON collection.
 pub(super) fn flow_key(out: &mut Out<'_>, key: &str, json: bool) {

@@ -1,6 +1,7 @@
 //! YAML input cut into documents on one thread and parsed ahead on several, handed back
-//! in input order. Parsing is most of the work of `inject` and each document parses on
-//! its own, so it spreads over the cores while the caller injects and writes.
+//! in input order. Parsing is most of the work of a caller that edits each document, and
+//! each document parses on its own, so it spreads over the cores while the caller edits
+//! and writes.
 //!
 //! Documents travel in batches of about `BATCH_BYTES`: a hand-over between threads
 //! costs a wake-up (a system call) each way, and a manifest can hold tens of thousands
@@ -9,78 +10,35 @@
 //! building, and the caller is the busier thread.
 
 use std::io::BufRead;
-use std::sync::Arc;
 use std::sync::mpsc::{Receiver, Sender, SyncSender, channel, sync_channel};
 use std::thread::Scope;
 
+use super::layout::Paths;
 use super::node::Node;
-use super::read::{
-    Document, HandedItem, PACK_FROM, ReadError, read_documents, read_documents_handing_items,
-    read_documents_with_layouts,
-};
+use super::read::{Document, ReadError, read_documents, read_documents_with_layouts};
 use super::split::{InputError, YamlChunks};
 
 /// One piece of the input: its first line, its text (which the documents' layouts point
 /// into) and its documents, or why it could not be read (the last item then).
 pub type Parsed = Result<Piece, InputError>;
 
-/// A piece of the input, parsed (or being parsed).
+/// A piece of the input, parsed.
 #[derive(Debug)]
 pub struct Piece {
     pub first_line: usize,
-    pub body: Body,
+    pub text: String,
+    pub documents: Result<Vec<Document>, ReadError>,
 }
-
-#[derive(Debug)]
-pub enum Body {
-    /// Parsed: its text and documents.
-    Read {
-        text: String,
-        documents: Result<Vec<Document>, ReadError>,
-    },
-    /// A large piece read with its text (`Reading::Text`), handed over before it is
-    /// parsed: its root `items` come one by one while the rest is read, then its
-    /// documents. A `List` is one document, often the whole input: so its items can be
-    /// injected while it is still being read.
-    Handing(Handing),
-}
-
-/// A piece whose parsing is under way on another thread.
-#[derive(Debug)]
-pub struct Handing {
-    /// Shared with the parsing thread, which lets go of it before `Handed::End`.
-    pub text: Arc<String>,
-    pub items: Receiver<Handed>,
-}
-
-/// What comes of a `Handing` piece: items in order, a few at a time, then its
-/// documents (the first one's `items` list empty, its layout recorded: see
-/// `read_documents_handing_items`).
-#[derive(Debug)]
-pub enum Handed {
-    Items(Vec<HandedItem>),
-    End(Result<Vec<Document>, ReadError>),
-}
-
-/// Pieces from this size on are handed over as they are parsed: the size from which a
-/// `List`'s items are packed, as `read_documents_handing_items` reads them.
-const HAND_FROM: usize = PACK_FROM;
-
-/// Items go a few at a time: each hand-over can cost a wake-up each way.
-const HANDED_BATCH: usize = 16;
-
-/// Batches of items handed over but not yet taken: enough that neither thread waits
-/// for the other often, few enough that their trees take little memory.
-const HANDED_IN_FLIGHT: usize = 8;
 
 /// What the caller wants of each piece.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Clone, Copy)]
 pub enum Reading {
     /// Its documents' values: the text is reused as soon as it is parsed (`Piece::text`
     /// is empty).
     Values,
-    /// Its text too, for output that is the text edited: read with layouts.
-    Text,
+    /// Its text too, for output that is the text edited: read with the layouts of the
+    /// collections on these paths.
+    Text(&'static dyn Paths),
 }
 
 /// Text per batch: small enough to keep every thread busy, large enough that a batch
@@ -177,14 +135,12 @@ impl Drop for InOrder {
 }
 
 /// Starts the cutting thread and `workers` parsing threads in `scope`. They stop at the
-/// end of the input, after an input error, or when the `InOrder` is dropped. With
-/// `hand_over`, a large piece read as text comes as a `Body::Handing`.
+/// end of the input, after an input error, or when the `InOrder` is dropped.
 pub fn parse_ahead<'scope, R: BufRead + Send + 'scope>(
     scope: &'scope Scope<'scope, '_>,
     input: R,
     workers: usize,
     reading: Reading,
-    hand_over: bool,
 ) -> InOrder {
     let workers = workers.max(1);
     // The work queues are unbounded so that handing trees back never waits (the
@@ -201,12 +157,7 @@ pub fn parse_ahead<'scope, R: BufRead + Send + 'scope>(
         let (work_tx, work_rx) = channel::<Work>();
         let (out_tx, out_rx) = channel::<Vec<Parsed>>();
         let recycle = recycle_tx.clone();
-        // Only text is handed over: it is what is shared while parsed.
-        let hand_from = match reading {
-            Reading::Text if hand_over => HAND_FROM,
-            _ => usize::MAX,
-        };
-        scope.spawn(move || parse_and_free(work_rx, out_tx, reading, hand_from, recycle));
+        scope.spawn(move || parse_and_free(work_rx, out_tx, reading, recycle));
         queues.push(work_tx);
         outputs.push(out_rx);
     }
@@ -263,13 +214,7 @@ fn cut<R: BufRead>(input: R, jobs: &[Sender<Work>], slots: SyncSender<()>, recyc
 
 /// One parsing thread: it ends when both the cutting thread and the caller are done
 /// with it (every sender of its queue is gone).
-fn parse_and_free(
-    work: Receiver<Work>,
-    out: Sender<Vec<Parsed>>,
-    reading: Reading,
-    hand_from: usize,
-    recycle: SyncSender<String>,
-) {
+fn parse_and_free(work: Receiver<Work>, out: Sender<Vec<Parsed>>, reading: Reading, recycle: SyncSender<String>) {
     let mut out = Some(out);
     for item in work {
         match item {
@@ -277,71 +222,35 @@ fn parse_and_free(
             Work::End => out = None,
             Work::Parse(batch) => {
                 let Some(sender) = &out else { continue };
-                let last = batch.len().saturating_sub(1);
-                let mut parsed = Vec::with_capacity(batch.len());
-                let mut handing = None;
-                for (i, job) in batch.into_iter().enumerate() {
-                    match job {
-                        // The last of its batch (a large piece ends one), so that the
-                        // batch can go now.
-                        Ok((first_line, text)) if i == last && text.len() >= hand_from => {
-                            let text = Arc::new(kept(text));
-                            let (items, receiver) = sync_channel(HANDED_IN_FLIGHT);
-                            parsed.push(Ok(Piece {
-                                first_line,
-                                body: Body::Handing(Handing {
-                                    text: Arc::clone(&text),
-                                    items: receiver,
-                                }),
-                            }));
-                            handing = Some((first_line, text, items));
-                        }
-                        job => {
-                            parsed.push(job.map(|(first_line, text)| parse_piece(first_line, text, reading, &recycle)))
-                        }
-                    }
-                }
+                let parsed = batch
+                    .into_iter()
+                    .map(|job| job.map(|(first_line, text)| parse_piece(first_line, text, reading, &recycle)))
+                    .collect();
                 // A closed channel: the caller stopped (an output error).
                 if sender.send(parsed).is_err() {
                     out = None;
-                    continue;
-                }
-                if let Some((first_line, text, items)) = handing {
-                    // A caller that stopped takes no more: what is handed is dropped.
-                    let mut batch = Vec::with_capacity(HANDED_BATCH);
-                    let documents = read_documents_handing_items(&text, first_line, &mut |item| {
-                        batch.push(item);
-                        if batch.len() == HANDED_BATCH {
-                            let full = std::mem::replace(&mut batch, Vec::with_capacity(HANDED_BATCH));
-                            let _ = items.send(Handed::Items(full));
-                        }
-                    });
-                    if !batch.is_empty() {
-                        let _ = items.send(Handed::Items(batch));
-                    }
-                    drop(text);
-                    let _ = items.send(Handed::End(documents));
                 }
             }
         }
     }
 }
 
-/// A piece parsed whole.
+/// One piece parsed.
 fn parse_piece(first_line: usize, mut text: String, reading: Reading, recycle: &SyncSender<String>) -> Piece {
     let documents = match reading {
         Reading::Values => read_documents(&text, first_line),
-        Reading::Text => read_documents_with_layouts(&text, first_line),
+        Reading::Text(paths) => read_documents_with_layouts(&text, first_line, paths),
     };
     match reading {
         Reading::Values => {
             let _ = recycle.try_send(std::mem::take(&mut text));
         }
-        Reading::Text => text = kept(text),
+        Reading::Text(_) => text = kept(text),
     }
     Piece {
         first_line,
-        body: Body::Read { text, documents },
+        text,
+        documents,
     }
 }
 
@@ -360,13 +269,10 @@ mod tests {
 
     fn names(text: &str, workers: usize) -> Vec<String> {
         std::thread::scope(|scope| {
-            let mut parsed = parse_ahead(scope, text.as_bytes(), workers, Reading::Values, true);
+            let mut parsed = parse_ahead(scope, text.as_bytes(), workers, Reading::Values);
             let mut names = Vec::new();
             while let Some(piece) = parsed.next() {
-                let Body::Read { documents, .. } = piece.unwrap().body else {
-                    panic!("a small piece is parsed whole");
-                };
-                for document in documents.unwrap() {
+                for document in piece.unwrap().documents.unwrap() {
                     let Some(root) = document.root else { continue };
                     names.push(
                         root.get("name")
@@ -393,8 +299,7 @@ mod tests {
     #[test]
     fn an_input_error_comes_last_in_its_place() {
         let bytes: &[u8] = b"name: a\n---\nname: b\n---\nname: \xff\n---\nname: c\n";
-        let got: Vec<Parsed> =
-            std::thread::scope(|scope| parse_ahead(scope, bytes, 2, Reading::Values, true).collect());
+        let got: Vec<Parsed> = std::thread::scope(|scope| parse_ahead(scope, bytes, 2, Reading::Values).collect());
         assert_eq!(got.len(), 3);
         assert!(got[0].is_ok() && got[1].is_ok());
         assert_eq!(got[2].as_ref().unwrap_err().line, 5);
@@ -404,52 +309,9 @@ mod tests {
     fn a_caller_that_stops_early_stops_every_thread() {
         let text: String = (0..5000).map(|i| format!("---\nname: d{i}\n")).collect();
         std::thread::scope(|scope| {
-            let mut parsed = parse_ahead(scope, text.as_bytes(), 2, Reading::Values, true);
-            let Body::Read { documents, .. } = parsed.next().unwrap().unwrap().body else {
-                panic!("a small piece is parsed whole");
-            };
-            parsed.free(documents.unwrap().into_iter().next().unwrap().root.unwrap());
-        });
-    }
-
-    #[test]
-    fn a_large_lists_items_are_handed_over_before_its_end_is_read() {
-        let items: String = (0..40_000)
-            .map(|i| format!("- {{kind: Pod, metadata: {{name: p{i}}}}}\n"))
-            .collect();
-        let text = format!("kind: List\nitems:\n{items}");
-        assert!(text.len() >= HAND_FROM);
-        std::thread::scope(|scope| {
-            let mut parsed = parse_ahead(scope, text.as_bytes(), 2, Reading::Text, true);
-            let Body::Handing(handing) = parsed.next().unwrap().unwrap().body else {
-                panic!("a large piece read as text is handed over");
-            };
-            let Ok(Handed::Items(first)) = handing.items.recv() else {
-                panic!("the first items come first");
-            };
-            assert_eq!(
-                first[0]
-                    .item
-                    .get("metadata")
-                    .and_then(|m| m.get("name"))
-                    .and_then(Node::as_str),
-                Some("p0")
-            );
-            // At most `HANDED_IN_FLIGHT` batches wait to be taken, so the parsing thread,
-            // far from the end, still holds the text it reads.
-            assert_eq!(Arc::strong_count(&handing.text), 2);
-            let mut count = first.len();
-            let documents = loop {
-                match handing.items.recv().unwrap() {
-                    Handed::Items(items) => count += items.len(),
-                    Handed::End(documents) => break documents.unwrap(),
-                }
-            };
-            assert_eq!(count, 40_000);
-            assert_eq!(Arc::strong_count(&handing.text), 1);
-            let root = documents[0].root.as_ref().unwrap();
-            assert_eq!(root.get("items").unwrap().layout().unwrap().entries.len(), 40_000);
-            assert!(documents[0].packed_items.is_empty());
+            let mut parsed = parse_ahead(scope, text.as_bytes(), 2, Reading::Values);
+            let documents = parsed.next().unwrap().unwrap().documents.unwrap();
+            parsed.free(documents.into_iter().next().unwrap().root.unwrap());
         });
     }
 
@@ -477,7 +339,7 @@ mod tests {
             }
         }
         std::thread::scope(|scope| {
-            let mut parsed = parse_ahead(scope, Counting(&mut input, &counted), 2, Reading::Values, true);
+            let mut parsed = parse_ahead(scope, Counting(&mut input, &counted), 2, Reading::Values);
             assert!(parsed.next().is_some());
             std::thread::sleep(std::time::Duration::from_millis(200));
             // One batch received, four slots taken, the cutting thread into the next:

@@ -1,11 +1,12 @@
-//! The output as the input's own text: an injection's `add`s become text inserted at
+//! The output as the input's own text: a JSON Patch's `add`s become text inserted at
 //! byte offsets of the document (taken from the reader's [`Layout`]s), written in the
 //! style of the collection they join — a block list gets block items at its dashes'
 //! column (on one line, in flow style, where its items are flow maps), a block map
 //! `key: value` lines at its keys' column, a flow collection `, item` before its closing
-//! bracket (JSON where its keys are double-quoted). `uninject`'s `remove`s become ranges
-//! of the text taken out: a block entry's lines, a flow entry with one separator. So
-//! every byte that is not added (or removed) is the input's.
+//! bracket (JSON where its keys are double-quoted). `remove`s (of entries that `add`s
+//! made) become ranges of the text taken out: a block entry's lines, a flow entry with
+//! one separator. So every byte that is not added (or removed) is the input's. A patch
+//! is either: `add`s only, or `remove`s only.
 //!
 //! What has no place of its own in the text is written anew, and only that: the value
 //! of an alias the addition goes into (`labels: *labels` becomes
@@ -21,7 +22,7 @@ use json_patch::jsonptr::PointerBuf;
 
 use super::layout::{self, Entry, Layout};
 use super::node::{Node, Value};
-use super::read::{Aliased, ListPlace};
+use super::read::Aliased;
 use super::write::{self, Out, Style};
 
 pub use add::{Renders, additions};
@@ -53,17 +54,6 @@ pub fn touches(text: &str, edits: &[Edit], aliased: &[Aliased]) -> bool {
         let (start, end) = (line_start(text, start as usize), line_after(text, end as usize));
         edits.iter().any(|e| e.to > start && e.from <= end)
     })
-}
-
-/// For each `k`, how far an edit may reach without touching any of `aliased[k..]` (as
-/// [`touches`] has it): one whose end is at or before it touches none. Its last element
-/// (`k` = `aliased.len()`) is `usize::MAX`.
-pub fn untouched_below(text: &str, aliased: &[Aliased]) -> Vec<usize> {
-    let mut below = vec![usize::MAX; aliased.len() + 1];
-    for (k, a) in aliased.iter().enumerate().rev() {
-        below[k] = below[k + 1].min(line_start(text, a.anchored.0 as usize));
-    }
-    below
 }
 
 /// An operation that has no place in the text; the caller writes the object anew.
@@ -239,7 +229,20 @@ pub fn aliases_cross_items(list: &Node, aliased: &[Aliased]) -> bool {
 pub fn item_text(text: &str, list: &Node, index: usize) -> Option<ItemText> {
     let layout = list.layout()?;
     let entry = layout.entries.get(index).copied().flatten()?;
-    Some(ItemText::of(text, ListPlace::of(layout), entry))
+    Some(match layout.flow {
+        true => ItemText {
+            from: entry.start as usize,
+            to: entry.end as usize,
+            block: false,
+            indent: 0,
+        },
+        false => ItemText {
+            from: line_start(text, entry.start as usize),
+            to: line_after(text, entry.end as usize),
+            block: true,
+            indent: layout.indent as usize,
+        },
+    })
 }
 
 /// Where a list item's text is (see [`item_text`]).
@@ -253,24 +256,6 @@ pub struct ItemText {
 }
 
 impl ItemText {
-    /// The text of the item written at `entry` of a list placed as `list`.
-    pub fn of(text: &str, list: ListPlace, entry: Entry) -> ItemText {
-        match list.flow {
-            true => ItemText {
-                from: entry.start as usize,
-                to: entry.end as usize,
-                block: false,
-                indent: 0,
-            },
-            false => ItemText {
-                from: line_start(text, entry.start as usize),
-                to: line_after(text, entry.end as usize),
-                block: true,
-                indent: list.indent as usize,
-            },
-        }
-    }
-
     /// The item written anew from its tree, in place of its text.
     pub fn anew(&self, item: &Node, json: bool) -> Edit {
         let mut out = Out::default();
