@@ -7,7 +7,7 @@ use k8s_openapi::api::admissionregistration::v1::Variable;
 use serde_json::Value;
 
 use super::cel::{self, hole};
-use super::variables::{self, ANNOTATIONS, CONTAINERS, Scope, VOLUMES};
+use super::variables::{self, ANNOTATIONS, CONTAINERS, POD_VOLUME_NAMES, Scope};
 use crate::inject::{OVERRIDE_PREFIX, REVISION_LABEL, STATUS_ANNOTATION, revision_label_value};
 use crate::template::{Bound, Override, Template};
 
@@ -66,7 +66,7 @@ pub fn variables(template: &Template, scope: &Scope) -> Vec<Variable> {
         scope.variable(
             "addedVolumes",
             format!(
-                "{}.filter(i, !({volume_names}[i] in {VOLUMES}.map(v, v.name)))",
+                "{}.filter(i, !({volume_names}[i] in {POD_VOLUME_NAMES}))",
                 indices(spec.volumes.len())
             ),
         ),

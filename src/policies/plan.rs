@@ -9,8 +9,8 @@ use serde_json::{Map, Value};
 
 use super::cel::{self, hole, words};
 use super::variables::{
-    self, ANNOTATIONS, CHOICE, CHOSEN_BY_ANNOTATION, CONTAINERS, INIT_CONTAINERS, OPTED_IN, POD_CONTAINER_NAMES, Scope,
-    VOLUMES, variable,
+    self, ANNOTATIONS, CHOICE, CHOSEN_BY_ANNOTATION, CONTAINERS, INIT_CONTAINERS, OPTED_IN, OVERRIDE_KEYS,
+    POD_CONTAINER_NAMES, POD_MOUNT_PATHS, POD_PORTS, POD_VOLUME_NAMES, Scope, VOLUMES, port_key, variable,
 };
 use crate::inject::overrides::{Outside, Reason, Refused, target_name};
 use crate::inject::{InjectError, OVERRIDE_PREFIX, VOLUME_DESCRIPTION_LIMIT, describe_volume};
@@ -226,8 +226,7 @@ fn override_denial(template: &Template) -> String {
         chain.push_str(&format!("e[0] == {key} ? {check} :\n"));
     }
     format!(
-        "{ANNOTATIONS}.filter(k, k.startsWith({prefix})).sort().map(k, [dyn(k), dyn({escaped})]).map(e,\n{chain}{undeclared}).filter(m, m != \"\").join(\"; \")",
-        prefix = cel::string(OVERRIDE_PREFIX),
+        "size({OVERRIDE_KEYS}) == 0 ? \"\" : {OVERRIDE_KEYS}.map(k, [dyn(k), dyn({escaped})]).map(e,\n{chain}{undeclared}).filter(m, m != \"\").join(\"; \")",
         escaped = escaped(&format!("{ANNOTATIONS}[k]")),
     )
 }
@@ -272,9 +271,11 @@ fn override_check(decl: &Override, value: &str, message: impl Fn(OutOfBounds) ->
 /// Pod container (containers, then init containers) already using it.
 fn port_denials(template: &Template) -> String {
     let mut checks = Vec::new();
+    let mut keys = Vec::new();
     for sidecar in &template.spec.containers {
         for port in sidecar.ports.iter().flatten() {
             let protocol = port.protocol.as_deref().unwrap_or("TCP");
+            keys.push(port_key(port.container_port, protocol));
             let uses = format!(
                 "has(c.ports) && c.ports.exists(p, p.containerPort == {} && (has(p.protocol) ? p.protocol : \"TCP\") == {})",
                 port.container_port,
@@ -293,7 +294,19 @@ fn port_denials(template: &Template) -> String {
             checks.push(format!("({all}.exists(c, {uses}) ? {message} : \"\")"));
         }
     }
-    filtered(checks)
+    only_if_found(&keys, POD_PORTS, filtered(checks))
+}
+
+/// `denials` only where one of `wanted` is in `found` (a list the shared variables read of
+/// the Pod once): a collision check costs the Pods that could collide, no other.
+fn only_if_found(wanted: &[String], found: &str, denials: String) -> String {
+    if wanted.is_empty() {
+        return denials;
+    }
+    format!(
+        "{}.exists(w, w in {found}) ? {denials} : []",
+        cel::strings(wanted.iter().map(String::as_str))
+    )
 }
 
 /// `[a, b, ...].filter(m, m != "")`: the refusals that apply, first one first.
@@ -325,7 +338,8 @@ fn volume_denials(template: &Template) -> String {
             "({VOLUMES}.exists(v, v.name == {name}) ? [{VOLUMES}.filter(v, v.name == {name})[0]].map(p, {same} ? \"\" : {message})[0] : \"\")"
         ));
     }
-    filtered(checks)
+    let names: Vec<String> = template.spec.volumes.iter().map(|v| v.name.clone()).collect();
+    only_if_found(&names, POD_VOLUME_NAMES, filtered(checks))
 }
 
 /// The webhook's description of the Pod volume `volume`: its first source as compact JSON with
@@ -400,8 +414,15 @@ fn mount_denials(template: &Template) -> String {
             cel::string(&mount.name)
         ));
     }
-    format!(
+    let paths: Vec<String> = template
+        .spec
+        .volume_mounts
+        .iter()
+        .map(|m| m.mount_path.clone())
+        .collect();
+    let denials = format!(
         "{CONTAINERS}.map(c, [{}].filter(m, m != \"\")).flatten()",
         checks.join(",\n")
-    )
+    );
+    only_if_found(&paths, POD_MOUNT_PATHS, denials)
 }

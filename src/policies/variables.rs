@@ -8,7 +8,7 @@ use k8s_openapi::api::admissionregistration::v1::{MatchCondition, Variable};
 use super::cel;
 use crate::inject::{
     AnnotationOptIn, INJECT_ANNOTATION, INJECT_LABEL, LEGACY_INJECT_ANNOTATION, NAMESPACE_LABEL, NAMESPACE_OPT_IN,
-    NAMESPACE_TEMPLATE_LABEL, NATIVE_SIDECAR_ANNOTATION, STATUS_ANNOTATION, TEMPLATE_ANNOTATION,
+    NAMESPACE_TEMPLATE_LABEL, NATIVE_SIDECAR_ANNOTATION, OVERRIDE_PREFIX, STATUS_ANNOTATION, TEMPLATE_ANNOTATION,
 };
 use crate::template::{DEFAULT_TEMPLATE, Template};
 
@@ -30,6 +30,19 @@ pub const INIT_CONTAINERS: &str = "variables.initContainers";
 pub const VOLUMES: &str = "variables.volumes";
 /// The names of the Pod's containers and init containers.
 pub const POD_CONTAINER_NAMES: &str = "variables.podContainerNames";
+/// The ports the Pod's containers and init containers use, each as `PORT/PROTOCOL`.
+pub const POD_PORTS: &str = "variables.podPorts";
+/// The names of the Pod's volumes.
+pub const POD_VOLUME_NAMES: &str = "variables.podVolumeNames";
+/// The paths the Pod's app containers mount volumes at.
+pub const POD_MOUNT_PATHS: &str = "variables.podMountPaths";
+/// The Pod's override annotations' keys, sorted (as the API server sends annotations).
+pub const OVERRIDE_KEYS: &str = "variables.overrideKeys";
+
+/// `PORT/PROTOCOL`, as [`POD_PORTS`] writes a port.
+pub fn port_key(port: i32, protocol: &str) -> String {
+    format!("{port}/{protocol}")
+}
 
 pub fn variable(name: &str, expression: String) -> Variable {
     Variable {
@@ -137,6 +150,27 @@ pub fn shared(annotations: AnnotationOptIn) -> Vec<Variable> {
         variable(
             "podContainerNames",
             format!("({CONTAINERS} + {INIT_CONTAINERS}).map(c, c.name)"),
+        ),
+        // What the rare denials look for, read once for every template: a template's
+        // collision checks run only when one of its ports, volume names, mount paths or
+        // override annotations is found here.
+        variable(
+            "podPorts",
+            format!(
+                "({CONTAINERS} + {INIT_CONTAINERS}).map(c, has(c.ports) ? c.ports.map(p, (has(p.containerPort) ? string(p.containerPort) : \"\") + \"/\" + (has(p.protocol) ? p.protocol : \"TCP\")) : []).flatten()"
+            ),
+        ),
+        variable("podVolumeNames", format!("{VOLUMES}.map(v, v.name)")),
+        variable(
+            "podMountPaths",
+            format!("{CONTAINERS}.map(c, has(c.volumeMounts) ? c.volumeMounts.map(vm, vm.mountPath) : []).flatten()"),
+        ),
+        variable(
+            "overrideKeys",
+            format!(
+                "{ANNOTATIONS}.filter(k, k.startsWith({})).sort()",
+                cel::string(OVERRIDE_PREFIX)
+            ),
         ),
     ]
 }
