@@ -7,6 +7,7 @@ use std::time::Duration;
 use clap::builder::{PossibleValuesParser, TypedValueParser};
 use clap::{Args, CommandFactory, Parser, Subcommand, ValueEnum};
 use envoy_injector::policies::Mode;
+use envoy_injector::template::KubeVersion;
 
 #[derive(Debug, Parser)]
 #[command(
@@ -115,6 +116,10 @@ pub struct ServeArgs {
     /// Template file (a bare template or a whole ConfigMap manifest); standalone only.
     #[arg(long, value_name = "FILE")]
     pub config: Option<PathBuf>,
+    /// The Kubernetes version whose API server checks the Pods, for the value rules of the
+    /// templates (standalone only: in cluster mode, the API server's own version).
+    #[arg(long = "kube-version", value_name = "VERSION", default_value_t = KubeVersion::NEWEST)]
+    pub kube_version: KubeVersion,
     /// Namespace of the `envoy-injector` ConfigMap (cluster mode).
     #[arg(long, env = "POD_NAMESPACE", default_value = "envoy-injector")]
     pub namespace: String,
@@ -310,6 +315,10 @@ pub struct InjectArgs {
     /// templates, `config` and `classic`.
     #[arg(long, value_name = "FILE")]
     pub config: Option<PathBuf>,
+    /// The Kubernetes version whose API server will check the Pods: the value rules the
+    /// templates of --config are checked with.
+    #[arg(long = "kube-version", value_name = "VERSION", default_value_t = KubeVersion::NEWEST)]
+    pub kube_version: KubeVersion,
     #[arg(short = 'o', long = "output", value_enum, default_value_t = OutputFormat::Yaml)]
     pub output: OutputFormat,
 }
@@ -327,6 +336,10 @@ pub struct PoliciesArgs {
     /// The injector's namespace, which the policies leave alone as the webhook does.
     #[arg(long, default_value = "envoy-injector")]
     pub namespace: String,
+    /// The value rules the templates are checked with, for this Kubernetes version (the
+    /// policies themselves need 1.36).
+    #[arg(long = "kube-version", value_name = "VERSION", default_value_t = KubeVersion::NEWEST)]
+    pub kube_version: KubeVersion,
     /// As `serve --annotation-opt-in`: `false` leaves out the policy for Pods that opt in
     /// by annotation.
     #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
@@ -410,6 +423,10 @@ pub struct CheckArgs {
     /// With -f: consult no cluster even when a kubeconfig is found.
     #[arg(long, requires = "file", conflicts_with_all = ["stale", "missing"])]
     pub offline: bool,
+    /// With -f and no cluster: the Kubernetes version whose value rules the templates are
+    /// checked with (with a cluster, its API server's version).
+    #[arg(long = "kube-version", value_name = "VERSION", default_value_t = KubeVersion::NEWEST)]
+    pub kube_version: KubeVersion,
     /// Also list injected Pods running an older template revision, by workload, with the
     /// `kubectl rollout restart` that replaces them (within --namespace, else everywhere).
     #[arg(long)]

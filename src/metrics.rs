@@ -281,6 +281,9 @@ pub struct Metrics {
     pub injections: Family<TemplateLabels, Counter>,
     pub template_loads: Family<LoadLabels, Counter>,
     pub templates_loaded: Gauge,
+    /// Live templates with values the API server refuses, served because they were live
+    /// before the injector checked values (`template::reload`); 0 normally.
+    pub templates_refused_values: Gauge,
     pub tls_reloads: Family<LoadLabels, Counter>,
     pub reconciles: Family<ReconcileLabels, Counter>,
     /// Failed reconciles by reason (each also counted as `reconciles{result="error"}`).
@@ -330,6 +333,7 @@ impl Metrics {
             injections: Family::default(),
             template_loads: Family::default(),
             templates_loaded: Gauge::default(),
+            templates_refused_values: Gauge::default(),
             tls_reloads: Family::default(),
             reconciles: Family::default(),
             reconcile_errors: Family::default(),
@@ -378,6 +382,11 @@ impl Metrics {
             "templates_loaded",
             "Number of templates in the live configuration",
             metrics.templates_loaded.clone(),
+        );
+        registry.register(
+            "templates_refused_values",
+            "Live templates with values the API server refuses, served because they were live before the injector checked values",
+            metrics.templates_refused_values.clone(),
         );
         registry.register(
             "tls_reloads",

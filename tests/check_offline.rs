@@ -98,7 +98,7 @@ fn check_f_explains_a_file_without_a_cluster() {
     for expected in [
         "Deployment apps/web (document 2, Pod template): would be injected [rule: annotation]",
         "adds: container envoy",
-        "warning: joins Network `blue`: whether it exists in namespace apps and is Ready is not known offline",
+        "warning: joins Network `blue`: the join (the Multus annotation, NETWORK_CIDR and NETWORK_GATEWAY in the sidecar) happens only in the cluster, when the injector admits the Pod; whether the Network exists in namespace apps and is Ready is not known offline",
         // The Namespace declared in the file opts its Job in; a Job gets a native sidecar.
         "Job shop/once (document 3, Pod template): would be injected [rule: namespace-label]",
         "adds: init container envoy",
@@ -216,6 +216,39 @@ data:
             "{args:?}"
         );
     }
+}
+
+/// What `inject` refuses of a file, `check -f` reports in the same words, and fails.
+#[test]
+fn documents_inject_refuses_are_reported_with_a_failing_exit() {
+    let home = tempfile::tempdir().unwrap();
+    let file = write(
+        home.path(),
+        "odd.yaml",
+        "just a string\n---\n- a\n- list\n---\nmetadata: {name: x}\n---\napiVersion: apps/v1\nkind: Deployment\nmetadata: {name: d}\nspec: {template: nope}\n---\napiVersion: v1\nkind: Pod\nmetadata: {name: p}\nspec: {containers: [{name: a, image: b}]}\n",
+    );
+    let file = file.to_str().unwrap();
+    let inject = without_cluster(home.path(), &["inject", "-f", file]);
+    let check = without_cluster(home.path(), &["check", "-f", file]);
+    assert_eq!(check.status.code(), Some(1), "{}", text(&check.stdout));
+    let report = text(&check.stdout);
+    let refused: Vec<String> = text(&inject.stderr)
+        .lines()
+        .filter_map(|l| l.strip_prefix("error: ").map(String::from))
+        .collect();
+    assert_eq!(refused.len(), 4, "{}", text(&inject.stderr));
+    for why in &refused {
+        assert!(report.contains(why.as_str()), "expected `{why}` in:\n{report}");
+    }
+    assert!(report.contains("4 document(s) not explained"), "{report}");
+    assert!(
+        report.contains("Pod default/p (document 5)"),
+        "the rest is explained: {report}"
+    );
+    let json = without_cluster(home.path(), &["check", "-f", file, "-o", "json"]);
+    let value: serde_json::Value = serde_json::from_slice(&json.stdout).unwrap();
+    assert_eq!(value["unreadable"].as_array().unwrap().len(), 4, "{value}");
+    assert_eq!(value["healthy"], false);
 }
 
 /// `inject app.yaml` (no `-f`) says how to pass the file.

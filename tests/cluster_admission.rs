@@ -65,7 +65,8 @@ fn admission(stores: Stores, template: &str) -> (Admission, Arc<LiveTemplates>) 
     let mut data = BTreeMap::new();
     data.insert("config".to_string(), template.to_string());
     let live = Arc::new(LiveTemplates::new(Some(
-        envoy_injector::template::TemplateSet::from_data("t", &data).unwrap(),
+        envoy_injector::template::TemplateSet::from_data("t", &data, envoy_injector::template::KubeVersion::NEWEST)
+            .unwrap(),
     )));
     (
         Admission::new(live.clone(), Arc::new(stores), Metrics::unregistered()),
@@ -224,7 +225,12 @@ async fn hot_reloaded_template_serves_the_next_admission() {
         }
     }
     let metrics = Metrics::unregistered();
-    assert!(envoy_injector::template::reload::apply(Some(&configmap), &live, &metrics, &Quiet).await);
+    let reloader = |metrics| envoy_injector::template::reload::Reloader {
+        version: envoy_injector::template::KubeVersion::NEWEST,
+        metrics,
+        events: &Quiet,
+    };
+    assert!(envoy_injector::template::reload::apply(Some(&configmap), &live, &reloader(&metrics)).await);
     let second = patched(&review, &respond(&admission, &review));
     assert_eq!(second["spec"]["containers"][1]["name"], "proxy-v2");
 
@@ -233,7 +239,7 @@ async fn hot_reloaded_template_serves_the_next_admission() {
         "config".to_string(),
         "containers:\n- nme: broken\n".to_string(),
     )]));
-    assert!(!envoy_injector::template::reload::apply(Some(&configmap), &live, &metrics, &Quiet).await);
+    assert!(!envoy_injector::template::reload::apply(Some(&configmap), &live, &reloader(&metrics)).await);
     let third = patched(&review, &respond(&admission, &review));
     assert_eq!(third["spec"]["containers"][1]["name"], "proxy-v2");
 }
@@ -355,7 +361,14 @@ async fn admission_makes_no_api_call_once_the_cache_has_synced() {
     let configmap = configmap_feed.recv().await.unwrap().expect("the ConfigMap was listed");
     let live = Arc::new(LiveTemplates::new(None));
     let data = configmap.data.clone().unwrap();
-    live.replace(envoy_injector::template::TemplateSet::from_data("ei/envoy-injector", &data).unwrap());
+    live.replace(
+        envoy_injector::template::TemplateSet::from_data(
+            "ei/envoy-injector",
+            &data,
+            envoy_injector::template::KubeVersion::NEWEST,
+        )
+        .unwrap(),
+    );
 
     let admission = Admission::new(live, Arc::new(cache.stores.clone()), Metrics::unregistered());
     for name in [
@@ -396,8 +409,12 @@ async fn without_networks_the_cache_needs_no_network_and_refuses_a_pod_that_name
     .await;
     let configmap = configmap_feed.recv().await.unwrap().expect("the ConfigMap was listed");
     let live = Arc::new(LiveTemplates::new(Some(
-        envoy_injector::template::TemplateSet::from_data("ei/envoy-injector", &configmap.data.clone().unwrap())
-            .unwrap(),
+        envoy_injector::template::TemplateSet::from_data(
+            "ei/envoy-injector",
+            &configmap.data.clone().unwrap(),
+            envoy_injector::template::KubeVersion::NEWEST,
+        )
+        .unwrap(),
     )));
     let admission = Admission::new(live, Arc::new(cache.stores.clone()), Metrics::unregistered());
     let response = respond(&admission, &fixture("network-annotation.json"));
@@ -433,7 +450,8 @@ fn a_namespace_label_picks_the_template_and_the_pod_s_annotation_wins() {
     ]);
     let admission_in = |template: &str| {
         let live = Arc::new(LiveTemplates::new(Some(
-            envoy_injector::template::TemplateSet::from_data("t", &data).unwrap(),
+            envoy_injector::template::TemplateSet::from_data("t", &data, envoy_injector::template::KubeVersion::NEWEST)
+                .unwrap(),
         )));
         let stores = stores(vec![namespace_with_template(template)], vec![]);
         Admission::new(live, Arc::new(stores), Metrics::unregistered())

@@ -350,7 +350,7 @@ fn envoy_or_skip(what: &str) -> Option<PathBuf> {
             !kubectl::in_ci(),
             "{what} needs Envoy, which is required when CI is set: {why}"
         );
-        let _ = writeln!(std::io::stderr().lock(), "SKIPPED {what}: {why}");
+        kubectl::skipped(what, why);
     }
     found
 }

@@ -29,7 +29,7 @@ const NATIVE: &str = "nativeSidecar: true\ncontainers:\n- name: proxy\n  image: 
 fn templates() -> Vec<TemplateSet> {
     [EVERYTHING, NATIVE]
         .iter()
-        .map(|text| TemplateSet::from_text("fixture", text).unwrap())
+        .map(|text| TemplateSet::from_text("fixture", text, envoy_injector::template::KubeVersion::NEWEST).unwrap())
         .collect()
 }
 

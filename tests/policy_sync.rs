@@ -57,7 +57,7 @@ fn templates(keys: &[&str]) -> TemplateSet {
             )
         })
         .collect();
-    TemplateSet::from_data("test", &data).unwrap()
+    TemplateSet::from_data("test", &data, envoy_injector::template::KubeVersion::NEWEST).unwrap()
 }
 
 fn list_reply(items: Vec<Value>) -> Value {

@@ -60,7 +60,8 @@ pub fn compiled(
     variant: &str,
     namespaces: &[String],
 ) -> Result<Vec<Value>> {
-    let set = TemplateSet::from_data("bench", data).map_err(|e| e.to_string())?;
+    let set = TemplateSet::from_data("bench", data, envoy_injector::template::KubeVersion::NEWEST)
+        .map_err(|e| e.to_string())?;
     let options = Options {
         annotation_opt_in: annotations,
         ..Options::default()

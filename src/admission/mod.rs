@@ -196,6 +196,7 @@ impl Admission {
             }
             Err(err) => return Answer::deny(err.to_string()),
         };
+        warnings.extend(plan.pod_values.iter().filter_map(|v| v.warning(template)));
         let patch = match inject::jsonpatch::render_ops(&plan, pod) {
             Ok(ops) => review::patch_base64(&ops),
             Err(err) => return Answer::deny(err.to_string()),

@@ -216,6 +216,10 @@ pub struct PodReport {
     /// What the injection adds (`container envoy`, `volume envoy-conf`, ...).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub adds: Vec<String>,
+    /// The values the injected containers take from the Pod (`fromPod`), and where from:
+    /// `env APP_PORT of container envoy: "80", the one TCP port ...`.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub values: Vec<String>,
     /// The Pod's override annotations, each applied or refused.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub overrides: Vec<OverrideReport>,
@@ -293,6 +297,7 @@ fn explain_compiled(
         reason,
         template: None,
         adds: Vec::new(),
+        values: Vec::new(),
         overrides: Vec::new(),
         webhooks: webhooks.clone(),
         path: None,
@@ -504,12 +509,11 @@ fn webhook_engine(
         Err(Refused::Pod(err)) => denied(&err, template, &report),
     };
     out.overrides = asked_overrides(view, template);
-    out.warnings.extend(chosen.unseen_network().map(|name| {
-        format!(
-            "joins Network `{name}`: whether it exists in namespace {} and is Ready is not known offline (the injector denies the Pod if not)",
-            subject.namespace
-        )
-    }));
+    out.warnings.extend(
+        chosen
+            .unseen_network()
+            .map(|name| inject::join::offline_warning(name, Some(&subject.namespace))),
+    );
     out
 }
 
@@ -534,6 +538,9 @@ fn injected(mut out: PodReport, template: &Template, plan: &Plan<'_>, pod: &Valu
     ]
     .concat();
     out.warnings.extend(never_completes(pod, plan));
+    out.warnings
+        .extend(plan.pod_values.iter().filter_map(|v| v.warning(template)));
+    out.values = plan.pod_values.iter().map(|v| v.describe()).collect();
     out
 }
 
@@ -541,7 +548,9 @@ fn injected(mut out: PodReport, template: &Template, plan: &Plan<'_>, pod: &Valu
 fn denied(err: &InjectError, template: &Template, report: &impl Fn(Verdict, Rule, String) -> PodReport) -> PodReport {
     let rule = match err {
         InjectError::InvalidPod { .. } | InjectError::Encode(_) => Rule::InvalidPod,
-        InjectError::UnknownTemplate { .. } | InjectError::UnknownNamespaceTemplate { .. } => Rule::UnknownTemplate,
+        InjectError::UnknownTemplate { .. }
+        | InjectError::UnknownNamespaceTemplate { .. }
+        | InjectError::NoDefaultTemplate { .. } => Rule::UnknownTemplate,
         InjectError::Override(_) => Rule::Override,
         _ => Rule::Collision,
     };

@@ -114,6 +114,10 @@ pub struct Report {
     /// Set when no cluster was consulted: what the report could not know, said once.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub offline: Option<String>,
+    /// Documents of `-f` that `inject` refuses too (not an object, no `kind`, a Pod
+    /// template that is not an object), each named with why; any makes the report unhealthy.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub unreadable: Vec<String>,
 }
 
 impl Report {
@@ -128,8 +132,30 @@ impl Report {
             stale,
             missing: None,
             offline: None,
+            unreadable: Vec::new(),
         }
     }
+
+    /// Adds the documents of `-f` that could not be explained, as `inject` refuses them.
+    pub fn with_unreadable(mut self, unreadable: Vec<String>) -> Report {
+        self.healthy &= unreadable.is_empty();
+        self.unreadable = unreadable;
+        self
+    }
+}
+
+/// Each of `documents` that `inject` refuses (not an object, no `kind`, a Pod template
+/// that is not an object), in `inject`'s words: `document 2 at line 3: expected an object
+/// (a Kubernetes manifest), found a list`.
+pub fn unreadable(documents: &[crate::offline::ManifestObject]) -> Vec<String> {
+    documents
+        .iter()
+        .enumerate()
+        .filter_map(|(i, d)| {
+            let at = crate::offline::at_document(i + 1, &d.object, d.line);
+            crate::offline::refused(&at, &d.object).map(|e| e.to_string())
+        })
+        .collect()
 }
 
 /// What `check -f` cannot know without a cluster, said once in its report.
@@ -195,8 +221,9 @@ fn document_subjects(documents: &[Value], namespace: &str) -> Vec<Subject> {
 pub async fn run(client: kube::Client, settings: &CheckSettings, now: OffsetDateTime) -> Result<Report, CheckError> {
     let facts = fetch::facts(&client, settings).await;
     // Parsed once: the `templates` check and every decision read the same set.
-    let templates = health::live_templates(&facts.namespace, &facts.configmap);
-    let mut checks = health::evaluate_with(&facts, &templates, now);
+    let live = health::live_templates(&facts);
+    let mut checks = health::evaluate_with(&facts, &live, now);
+    let templates = live.map(|live| live.set);
     let policies = injection::Policies::new(
         &fetch::policy_facts(&client, settings).await,
         &templates,

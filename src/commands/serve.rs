@@ -7,7 +7,7 @@ use tracing::{info, warn};
 
 use super::flags::non_empty;
 use crate::cli::{NetworkBackendKind, ServeArgs};
-use envoy_injector::admission::Admission;
+use envoy_injector::admission::{Admission, TemplateValidation};
 use envoy_injector::events::{EventSink, Publisher};
 use envoy_injector::inject::{AnnotationOptIn, Standalone};
 use envoy_injector::metrics::Metrics;
@@ -68,6 +68,8 @@ async fn run_cluster(args: ServeArgs) -> Result<(), ServeError> {
     };
     super::kubeconfig::find()?;
     let client = envoy_injector::client::connect(limits, &metrics).await?;
+    // The rules of the API server's own version: it is the one that checks the Pods.
+    let version = envoy_injector::client::kube_version(&client).await;
     // Without files, the certificate lives in a Secret this process manages; the
     // bootstrap keeps it current until shutdown.
     let (tls, tls_bootstrap) = match files_source(&args) {
@@ -104,6 +106,7 @@ async fn run_cluster(args: ServeArgs) -> Result<(), ServeError> {
     tokio::spawn(envoy_injector::template::reload::run(
         configmap_feed,
         templates.clone(),
+        version,
         metrics.clone(),
         events.clone(),
     ));
@@ -147,6 +150,7 @@ async fn run_cluster(args: ServeArgs) -> Result<(), ServeError> {
             Admission::new(templates.clone(), Arc::new(cache.stores.clone()), metrics.clone())
                 .with_annotation_opt_in(annotation_opt_in(&args)),
         ),
+        validation: TemplateValidation::new(version),
         registry: Arc::new(registry),
         metrics: metrics.clone(),
         readiness,
@@ -203,7 +207,7 @@ async fn run_standalone(args: ServeArgs) -> Result<(), ServeError> {
     let metrics = Metrics::register(&mut registry);
 
     let loaded = match &args.config {
-        Some(path) => TemplateSet::from_file(path),
+        Some(path) => TemplateSet::from_file(path, args.kube_version),
         None => Ok(TemplateSet::embedded()),
     };
     let set = match loaded {
@@ -232,6 +236,7 @@ async fn run_standalone(args: ServeArgs) -> Result<(), ServeError> {
             Admission::new(templates, Arc::new(Standalone), metrics.clone())
                 .with_annotation_opt_in(annotation_opt_in(&args)),
         ),
+        validation: TemplateValidation::new(args.kube_version),
         registry: Arc::new(registry),
         metrics,
         readiness,

@@ -234,7 +234,7 @@ pub fn select_template(
     templates
         .get(DEFAULT_TEMPLATE)
         .cloned()
-        .ok_or_else(|| unknown(DEFAULT_TEMPLATE))
+        .ok_or_else(|| InjectError::NoDefaultTemplate { available: available() })
 }
 
 #[cfg(test)]

@@ -321,7 +321,7 @@ volumeMounts:
     /// a change) and the webhook injects loses the mark: it would be denied for it.
     #[test]
     fn an_injection_takes_the_refusal_mark_out() {
-        let template = Template::parse("config", TEMPLATE).unwrap();
+        let template = Template::parse("config", TEMPLATE, crate::template::KubeVersion::NEWEST).unwrap();
         let pod = json!({"metadata": {"labels": {REFUSED_LABEL: "true", "app": "web"},
                                       "annotations": {REFUSED_ANNOTATION: "template `old` ...", "a": "b"}},
                          "spec": {"containers": [{"name": "app"}]}});
@@ -339,7 +339,7 @@ volumeMounts:
 
     #[test]
     fn the_sent_operations_are_the_patch_that_applies() {
-        let template = Template::parse("config", TEMPLATE).unwrap();
+        let template = Template::parse("config", TEMPLATE, crate::template::KubeVersion::NEWEST).unwrap();
         let network_env = Extras {
             sidecar_env: vec![EnvVar {
                 name: "NETWORK".into(),

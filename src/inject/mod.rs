@@ -7,6 +7,7 @@ pub mod jsonpatch;
 pub mod overrides;
 mod plan;
 pub mod pod;
+pub mod pod_values;
 pub mod policy;
 pub mod strategic;
 pub mod uninject;
@@ -73,6 +74,12 @@ pub enum InjectError {
         namespace: String,
         available: String,
     },
+    /// Neither the Pod nor its namespace names a template, and the ConfigMap has no default.
+    #[error(
+        "the injector's ConfigMap has no `{}` template, which a Pod gets when neither its annotation `{TEMPLATE_ANNOTATION}` nor its namespace's label `{NAMESPACE_TEMPLATE_LABEL}` names one; the injector has: {available}",
+        crate::template::DEFAULT_TEMPLATE
+    )]
+    NoDefaultTemplate { available: String },
     #[error(
         "Pod already has container(s) {present} of template `{template}` but not {missing}: refusing to inject half a template (rename the Pod's container or remove it)"
     )]

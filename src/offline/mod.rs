@@ -17,6 +17,7 @@ use serde_json::{Map, Value};
 
 use crate::inject::{self, AnnotationOptIn, Decision, NotChosen, PodView, Standalone, policy};
 use crate::template::TemplateSet;
+use crate::yaml::node::{Node, Value as NodeValue};
 use crate::yaml::read::{ReadError, read_documents};
 
 /// Why one object could not be injected. `at` names it: document number, kind and name,
@@ -49,21 +50,35 @@ pub enum OfflineError {
     },
 }
 
+/// One object of a manifest and the line it starts on.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ManifestObject {
+    pub object: Value,
+    pub line: Option<usize>,
+}
+
 /// The objects of `text` as JSON, read the way kubectl reads them: every document's
-/// root, with a `List` replaced by its items. For callers that want values, not the
-/// writer's tree (`check -f`).
-pub fn objects(text: &str) -> Result<Vec<Value>, ReadError> {
+/// root, with a `List` replaced by its items, each with its line. For callers that want
+/// values, not the writer's tree (`check -f`).
+pub fn objects(text: &str) -> Result<Vec<ManifestObject>, ReadError> {
     let mut objects = Vec::new();
     for mut document in read_documents(text, 1)? {
         document.unpack();
         let Some(root) = document.root else { continue };
-        match root.to_json() {
-            Value::Object(mut map) if map.get("kind").and_then(Value::as_str) == Some("List") => {
-                if let Some(Value::Array(items)) = map.remove("items") {
-                    objects.extend(items);
-                }
+        let list = root.get("kind").and_then(Node::as_str) == Some("List");
+        match (&root.value, root.get("items").map(|items| &items.value)) {
+            (NodeValue::Map(_), Some(NodeValue::Seq(items))) if list => {
+                objects.extend(items.iter().map(|item| ManifestObject {
+                    object: item.to_json(),
+                    line: item.line(),
+                }))
             }
-            other => objects.push(other),
+            // A List without items has none to explain.
+            (NodeValue::Map(_), _) if list => {}
+            _ => objects.push(ManifestObject {
+                object: root.to_json(),
+                line: root.line(),
+            }),
         }
     }
     Ok(objects)
@@ -219,6 +234,33 @@ fn locate<'v>(at: &str, object: &'v Value, renderings: Renderings) -> Result<Loc
     }
 }
 
+/// How a message names the `index`th document (from 1): `document 2 (Pod web) at line 14`;
+/// a non-object by number only, since its error says what was found.
+pub fn at_document(index: usize, object: &Value, line: Option<usize>) -> String {
+    let what = object.is_object().then(|| describe(object));
+    place(&format!("document {index}"), what.as_deref(), line)
+}
+
+/// How every message names what it is about (`document 2 (Pod web) at line 14`,
+/// `document 1 (List), item 3 (a string) at line 9`): `what` it is and its line, when
+/// known.
+fn place(name: &str, what: Option<&str>, line: Option<usize>) -> String {
+    let mut at = name.to_string();
+    if let Some(what) = what {
+        at.push_str(&format!(" ({what})"));
+    }
+    if let Some(line) = line {
+        at.push_str(&format!(" at line {line}"));
+    }
+    at
+}
+
+/// Why `inject` refuses `object` before looking at its Pod (not an object, no `kind`, a Pod
+/// template that is not an object), if it does: what `check -f` reports of the same file.
+pub fn refused(at: &str, object: &Value) -> Option<OfflineError> {
+    locate(at, object, Renderings::JsonPatch).err()
+}
+
 /// Re-roots the Pod's operations at the Pod's place in the object.
 fn reroot(patch: &mut json_patch::Patch, path: &str) {
     let prefix = json_patch::jsonptr::PointerBuf::from_tokens(path.split('/').filter(|k| !k.is_empty()));
@@ -246,7 +288,7 @@ pub fn inject_object(
     let view = PodView::read(pod);
     // Asking for offline injection is the opt-in (an annotation opt-in is always read
     // here); an explicit opt-out still wins.
-    let warnings = policy::unreadable_flags(view.meta(), AnnotationOptIn::On);
+    let mut warnings = policy::unreadable_flags(view.meta(), AnnotationOptIn::On);
     if let Some(opt_out) = policy::opted_out(view.meta()) {
         return Ok(unchanged(renderings, opt_out.to_string(), false, warnings));
     }
@@ -264,6 +306,11 @@ pub fn inject_object(
         Decision::Inject(plan) => plan,
         Decision::Skip(skip) => return Ok(unchanged(renderings, skip.to_string(), false, warnings)),
     };
+    if let Some(name) = chosen.unseen_network() {
+        let namespace = object.pointer("/metadata/namespace").and_then(Value::as_str);
+        warnings.push(inject::join::offline_warning(name, namespace));
+    }
+    warnings.extend(plan.pod_values.iter().filter_map(|v| v.warning(&chosen.template)));
     let mut json_patch = inject::jsonpatch::render(&plan, &view).map_err(err)?;
     let strategic = match renderings {
         Renderings::JsonPatch => None,
@@ -388,7 +435,7 @@ mod tests {
         let set = TemplateSet::embedded();
         let pod = json!({"apiVersion": "v1", "kind": "Pod",
                          "metadata": {"name": "p", "annotations": {(inject::INJECT_ANNOTATION): "yes"}},
-                         "spec": {"containers": [{"name": "app"}]}});
+                         "spec": {"containers": [{"name": "app", "ports": [{"containerPort": 8080}]}]}});
         let outcome = inject_object("d", &pod, &set, Renderings::JsonPatch).unwrap();
         assert!(outcome.skipped.is_none());
         assert_eq!(outcome.warnings.len(), 1);

@@ -16,6 +16,7 @@ pub mod mode;
 mod objects;
 mod patch;
 mod plan;
+mod pod_values;
 pub mod sync;
 mod variables;
 

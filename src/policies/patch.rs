@@ -26,7 +26,7 @@ fn pointer(tokens: &[&str]) -> String {
         .collect()
 }
 
-fn op(kind: &str, path: &str, value: &str) -> String {
+pub(super) fn op(kind: &str, path: &str, value: &str) -> String {
     format!(
         "{{\"op\": dyn({}), \"path\": dyn({path}), \"value\": dyn({value})}}",
         cel::string(kind)
@@ -100,6 +100,7 @@ pub fn additions(template: &Template, scope: &Scope) -> String {
         init_containers(template, scope),
         containers(template, scope),
         overrides(template, scope),
+        super::pod_values::additions(template, scope),
         volumes(template, scope),
         image_pull_secrets(template, scope),
         app_mounts(template, scope),
@@ -159,7 +160,7 @@ fn containers(template: &Template, scope: &Scope) -> String {
 
 /// Where the injected container `name` stands once added: a template init container at
 /// its index; a sidecar after them (native) or after the Pod's containers.
-fn container_path(template: &Template, scope: &Scope, name: &str) -> String {
+pub(super) fn container_path(template: &Template, scope: &Scope, name: &str) -> String {
     let spec = &template.spec;
     if let Some(i) = spec.init_containers.iter().position(|c| c.name == name) {
         return cel::string(&format!("/spec/initContainers/{i}"));

@@ -9,7 +9,7 @@ use serde_json::{Map, Value};
 
 use super::cel::{self, hole, words};
 use super::variables::{
-    ANNOTATIONS, CHOICE, CHOSEN_BY_ANNOTATION, CONTAINERS, INIT_CONTAINERS, OPTED_IN, OVERRIDE_KEYS,
+    self, ANNOTATIONS, CHOICE, CHOSEN_BY_ANNOTATION, CONTAINERS, INIT_CONTAINERS, OPTED_IN, OVERRIDE_KEYS,
     POD_CONTAINER_NAMES, POD_MOUNT_PATHS, POD_PORTS, POD_VOLUME_NAMES, Scope, VOLUMES, port_key, variable,
 };
 use crate::inject::overrides::{Outside, Reason, Refused, target_name};
@@ -125,13 +125,17 @@ pub fn refusal(names: &[&str], compiled: &[(Scope, &Template)]) -> Variable {
     let by_label = InjectError::UnknownNamespaceTemplate {
         name: name_hole.clone(),
         namespace: hole(1),
-        available,
+        available: available.clone(),
     }
     .to_string();
+    // Named by neither: the set has no default.
+    let no_default = InjectError::NoDefaultTemplate { available }.to_string();
     let unknown = format!(
-        "({CHOSEN_BY_ANNOTATION} ? {} : {})",
+        "({CHOSEN_BY_ANNOTATION} ? {} : {} != \"\" ? {} : {})",
         words(&by_annotation, &[(&name_hole, CHOICE)]),
-        words(&by_label, &[(&name_hole, CHOICE), (&hole(1), "request.namespace")])
+        variables::chosen_by_label(),
+        words(&by_label, &[(&name_hole, CHOICE), (&hole(1), "request.namespace")]),
+        words(&no_default, &[])
     );
     let mut chain = format!(
         "!{OPTED_IN} ? \"\" :\n!({CHOICE} in {}) ? {unknown} :\n",

@@ -28,7 +28,7 @@ overrides:
 
 fn set(templates: &[(&str, &str)]) -> TemplateSet {
     let data: BTreeMap<String, String> = templates.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
-    TemplateSet::from_data("test", &data).expect("templates parse")
+    TemplateSet::from_data("test", &data, crate::template::KubeVersion::NEWEST).expect("templates parse")
 }
 
 fn mutating(compiled: &Compiled, name: &str) -> MutatingAdmissionPolicySpec {
@@ -273,6 +273,16 @@ fn the_validating_policy_denies_a_marked_pod_with_the_words_of_its_mark() {
         "{}",
         refusal.expression
     );
+    // A Pod that names none, where the set has no default: the webhook's own sentence.
+    let no_default = InjectError::NoDefaultTemplate {
+        available: String::from("`config`"),
+    }
+    .to_string();
+    assert!(
+        refusal.expression.contains(&format!("{no_default:?}")),
+        "{}",
+        refusal.expression
+    );
 }
 
 #[test]
@@ -414,4 +424,22 @@ fn the_status_annotation_is_written_member_by_member_as_the_webhook_writes_it() 
             .unwrap_or_else(|| panic!("{member} after byte {from} of the additions"));
         from += at;
     }
+}
+
+/// `fromPod`: the patch replaces APP_PORT's value with the app's one TCP port, unless the
+/// Pod asks the override on it (the e2e tier `policies` compares the stored Pods).
+#[test]
+fn the_default_template_s_app_port_is_taken_from_the_pod_in_the_patch() {
+    let compiled = compile(&TemplateSet::embedded(), &Options::default());
+    let spec = mutating(&compiled, names::INJECT);
+    let text = serde_json::to_string(&spec).unwrap();
+    assert!(text.contains(r#"\"/env/0/value\""#), "no replace of APP_PORT's value");
+    assert!(
+        text.contains("c.ports.filter(p, !has(p.protocol) || p.protocol == \\\"TCP\\\")"),
+        "{text}"
+    );
+    assert!(
+        text.contains(r#"!(\"sidecar.samplecrd.k8s.io/override.app-port\" in variables.annotations)"#),
+        "the override wins"
+    );
 }

@@ -87,13 +87,18 @@ fn flag(key: &str) -> String {
     format!("({key} in {ANNOTATIONS} ? {ANNOTATIONS}[{key}].trim().lowerAscii() : \"\")")
 }
 
+/// The template the Pod's namespace names by its label (an empty string when none).
+pub fn chosen_by_label() -> String {
+    let label = cel::string(NAMESPACE_TEMPLATE_LABEL);
+    format!("({label} in variables.namespaceLabels ? variables.namespaceLabels[{label}].trim() : \"\")")
+}
+
 /// The variables every template's part reads: the Pod's maps and lists, the opt-in, the
 /// template chosen.
 pub fn shared(annotations: AnnotationOptIn) -> Vec<Variable> {
     let template = cel::string(TEMPLATE_ANNOTATION);
-    let label = cel::string(NAMESPACE_TEMPLATE_LABEL);
     let by_annotation = format!("({template} in {ANNOTATIONS} ? {ANNOTATIONS}[{template}].trim() : \"\")");
-    let by_label = format!("({label} in variables.namespaceLabels ? variables.namespaceLabels[{label}].trim() : \"\")");
+    let by_label = chosen_by_label();
     let opt_in_label = cel::string(NAMESPACE_LABEL);
     let pod_label = cel::string(INJECT_LABEL);
     let mut opted_in = Vec::new();

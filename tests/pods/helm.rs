@@ -172,7 +172,7 @@ async fn run(suite: &Suite) -> TierResult {
 /// The revision label a Pod injected with `template` as `config` carries.
 fn revision_of(template: &str) -> String {
     let data = std::collections::BTreeMap::from([("config".to_string(), template.to_string())]);
-    let set = TemplateSet::from_data("tier helm", &data).expect("the tier's template parses");
+    let set = TemplateSet::from_data("tier helm", &data, envoy_injector::template::KubeVersion::NEWEST).expect("the tier's template parses");
     let template = set.get("config").expect("config");
     revision_label_value(&template.revision).expect("a revision label").to_string()
 }

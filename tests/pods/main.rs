@@ -58,14 +58,14 @@ macro_rules! tiers {
 
 tiers![installed, sidecars, jobs, envoy, network, rollouts, independence, helm];
 
-#[test]
-fn pod_tiers() {
-    support::run_tiers(&support::TierSet {
+fn main() -> std::process::ExitCode {
+    support::harness::main(&support::TierSet {
         name: "pods",
         kubeconfig_var: "E2E_NODE_KUBECONFIG",
         how_to_run: "These tiers need a cluster with a node and the injector image on it: `make image-local \
                      NODE_SH=/path/to/node.sh IMAGE=envoy-injector:e2e`, then `E2E_NODE_KUBECONFIG=/path/to/kubeconfig \
                      E2E_IMAGE=envoy-injector:e2e make test`; on kind, `make e2e` runs them",
         tiers: TIERS,
-    });
+        checks: &[],
+    })
 }

@@ -127,11 +127,14 @@ pub(super) fn acting(
         Ok(chosen) => chosen,
         Err(NotChosen::NoTemplates) => return Acting::Webhook(None),
         Err(NotChosen::Unknown(err)) => {
-            let (InjectError::UnknownTemplate { name, .. } | InjectError::UnknownNamespaceTemplate { name, .. }) = err
-            else {
-                return Acting::Webhook(None);
+            let name = match err {
+                InjectError::UnknownTemplate { name, .. } | InjectError::UnknownNamespaceTemplate { name, .. } => {
+                    name.as_str()
+                }
+                InjectError::NoDefaultTemplate { .. } => crate::template::DEFAULT_TEMPLATE,
+                _ => return Acting::Webhook(None),
             };
-            return match route(name.as_str(), Need::UnknownTemplate) {
+            return match route(name, Need::UnknownTemplate) {
                 Err(why) => Acting::Webhook(Some(why)),
                 Ok(route) => refused(&route, webhooks, || {
                     report(Verdict::Deny, Rule::UnknownTemplate, err.to_string())

@@ -18,6 +18,7 @@ pub(super) fn templates() -> TemplateSet {
     TemplateSet::from_data(
         "envoy-injector/envoy-injector",
         &BTreeMap::from([("config".to_string(), TEMPLATE.to_string())]),
+        crate::template::KubeVersion::NEWEST,
     )
     .unwrap()
 }
@@ -392,6 +393,7 @@ fn a_regular_sidecar_in_a_pod_that_runs_to_completion_is_a_warning_with_the_fix(
     let regular = TemplateSet::from_data(
         "envoy-injector/envoy-injector",
         &BTreeMap::from([("config".to_string(), format!("nativeSidecar: false\n{TEMPLATE}"))]),
+        crate::template::KubeVersion::NEWEST,
     )
     .unwrap();
     let hooks = shipped();
@@ -447,7 +449,12 @@ fn job_and_cronjob_pod_templates_are_explained_with_their_restart_policy() {
 #[test]
 fn each_override_is_shown_applied_or_refused_with_the_reason() {
     let example = crate::template::overrides::tests::EXAMPLE;
-    let set = TemplateSet::from_data("t", &BTreeMap::from([("config".to_string(), example.to_string())])).unwrap();
+    let set = TemplateSet::from_data(
+        "t",
+        &BTreeMap::from([("config".to_string(), example.to_string())]),
+        crate::template::KubeVersion::NEWEST,
+    )
+    .unwrap();
     let hooks = shipped();
     let asked = |overrides: &[(&str, &str)]| {
         let mut annotations = json!({INJECT_ANNOTATION: "true"});
@@ -497,6 +504,7 @@ fn each_override_is_shown_applied_or_refused_with_the_reason() {
         stale: None,
         missing: None,
         offline: None,
+        unreadable: Vec::new(),
     });
     assert!(
         text.contains(r#"override cpu-request="8": REFUSED: override.cpu-request: "8" exceeds max "2""#),
@@ -535,6 +543,7 @@ fn a_namespace_s_template_label_is_the_template_check_reports() {
                 "containers:\n- name: canary\n  image: envoy\n".to_string(),
             ),
         ]),
+        crate::template::KubeVersion::NEWEST,
     )
     .unwrap();
     let mut cluster = cluster();

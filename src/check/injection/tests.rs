@@ -185,6 +185,7 @@ fn templates(data: &[(&str, &str)]) -> TemplateSet {
     TemplateSet::from_data(
         "envoy-injector/envoy-injector",
         &data.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
+        crate::template::KubeVersion::NEWEST,
     )
     .unwrap()
 }

@@ -20,7 +20,7 @@ use serde_json::Value as Json;
 
 use super::paths::PodPaths;
 use super::view::{engine_view, identity};
-use super::{OfflineError, Outcome, Renderings, describe, inject_object, type_name, uninject_object};
+use super::{OfflineError, Outcome, Renderings, describe, inject_object, place, type_name, uninject_object};
 use crate::template::TemplateSet;
 use crate::yaml::ahead::{InOrder, Piece, Reading, parse_ahead, workers};
 use crate::yaml::node::{Node, Value};
@@ -204,20 +204,6 @@ fn is_list(node: &Node) -> bool {
         && matches!(node.get("items").map(|i| &i.value), Some(Value::Seq(_)))
 }
 
-/// How every message names what it is about (`document 2 (Pod web) at line 14`,
-/// `document 1 (List), item 3 (a string) at line 9`): `what` it is and its line, when
-/// known.
-fn place(name: &str, what: Option<&str>, line: Option<usize>) -> String {
-    let mut at = name.to_string();
-    if let Some(what) = what {
-        at.push_str(&format!(" ({what})"));
-    }
-    if let Some(line) = line {
-        at.push_str(&format!(" at line {line}"));
-    }
-    at
-}
-
 /// How a `List`'s item `i` (from 0), whose view is `json`, is named in messages:
 /// `document 1 (List), item 3 (a string) at line 9`.
 fn item_place(at: &str, i: usize, item: &Node, json: &Json) -> String {
@@ -360,9 +346,7 @@ impl<W: Write> Stream<'_, W> {
             true => identity(&root),
             false => self.view(&root),
         };
-        // A non-object is named by number only: its error says what was found.
-        let what = json.is_object().then(|| describe(&json));
-        let at = place(&format!("document {index}"), what.as_deref(), line);
+        let at = super::at_document(index, &json, line);
         for warning in warnings {
             self.say(Message::Warning(format!("{at}: {warning}")));
         }

@@ -225,7 +225,8 @@ fn a_large_document_that_is_not_such_a_list_is_written_whole() {
         let injected = written
             .iter()
             .filter(|o| {
-                o.pointer("/spec/template/metadata/annotations/sidecar.samplecrd.k8s.io~1status")
+                o.object
+                    .pointer("/spec/template/metadata/annotations/sidecar.samplecrd.k8s.io~1status")
                     .is_some()
             })
             .count();

@@ -325,6 +325,31 @@ pub fn corpus() -> Vec<Shape> {
             &[(TEMPLATE, "shipped")],
             json!({"containers": [{"name": "web", "image": IMAGE, "ports": [{"containerPort": 80}, {"containerPort": 443}]}]}),
         ),
+        // `fromPod`: APP_PORT is the one TCP port the app declares (UDP aside), on either
+        // kind of sidecar; the same port twice is one; an override wins.
+        opted(
+            "shipped-app-port-from-pod",
+            &[(TEMPLATE, "shipped")],
+            json!({"containers": [{"name": "web", "image": IMAGE, "ports": [{"containerPort": 3001}, {"containerPort": 53, "protocol": "UDP"}]}]}),
+        ),
+        opted(
+            "shipped-app-port-from-pod-native",
+            &[(TEMPLATE, "shipped")],
+            json!({"restartPolicy": "Never", "containers": [{"name": "web", "image": IMAGE, "ports": [{"containerPort": 3001}]}]}),
+        ),
+        opted(
+            "shipped-app-port-one-port-twice",
+            &[(TEMPLATE, "shipped")],
+            json!({"containers": [
+                {"name": "web", "image": IMAGE, "ports": [{"containerPort": 8000, "protocol": "TCP"}]},
+                {"name": "tail", "image": IMAGE, "ports": [{"containerPort": 8000, "name": "web"}]},
+            ]}),
+        ),
+        opted(
+            "shipped-app-port-override-wins",
+            &[(TEMPLATE, "shipped"), (&ov("app-port"), "443")],
+            json!({"containers": [{"name": "web", "image": IMAGE, "ports": [{"containerPort": 3001}]}]}),
+        ),
         opted(
             "shipped-every-override",
             &[
