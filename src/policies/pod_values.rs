@@ -4,28 +4,17 @@
 
 use super::cel;
 use super::patch::{container_path, op};
-use super::variables::{ANNOTATIONS, CONTAINERS, Scope};
+use super::variables::{ANNOTATIONS, APP_TCP_PORTS, Scope};
 use crate::inject::OVERRIDE_PREFIX;
 use crate::template::{PodValueKind, Target, Template};
-
-/// The Pod's app containers' TCP ports, a list per container.
-fn tcp_ports() -> String {
-    format!(
-        "{CONTAINERS}.map(c, has(c.ports) ? c.ports.filter(p, !has(p.protocol) || p.protocol == \"TCP\").map(p, p.containerPort) : [])"
-    )
-}
 
 /// (whether the Pod gives a value, the value) of `kind`, in CEL.
 fn value_of(kind: PodValueKind) -> (String, String) {
     match kind {
-        PodValueKind::AppPort => {
-            let ports = tcp_ports();
-            let first = format!("{ports}.filter(l, size(l) > 0)[0][0]");
-            (
-                format!("({ports}.exists(l, size(l) > 0) && {ports}.all(l, l.all(p, p == {first})))"),
-                format!("string({first})"),
-            )
-        }
+        PodValueKind::AppPort => (
+            format!("(size({APP_TCP_PORTS}) > 0 && {APP_TCP_PORTS}.all(p, p == {APP_TCP_PORTS}[0]))"),
+            format!("string({APP_TCP_PORTS}[0])"),
+        ),
     }
 }
 

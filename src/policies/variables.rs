@@ -36,6 +36,8 @@ pub const POD_PORTS: &str = "variables.podPorts";
 pub const POD_VOLUME_NAMES: &str = "variables.podVolumeNames";
 /// The paths the Pod's app containers mount volumes at.
 pub const POD_MOUNT_PATHS: &str = "variables.podMountPaths";
+/// The TCP ports the Pod's app containers declare, in their order (a `fromPod` value).
+pub const APP_TCP_PORTS: &str = "variables.appTcpPorts";
 /// The Pod's override annotations' keys, sorted (as the API server sends annotations).
 pub const OVERRIDE_KEYS: &str = "variables.overrideKeys";
 
@@ -158,6 +160,12 @@ pub fn shared(annotations: AnnotationOptIn) -> Vec<Variable> {
             "podPorts",
             format!(
                 "({CONTAINERS} + {INIT_CONTAINERS}).map(c, has(c.ports) ? c.ports.map(p, (has(p.containerPort) ? string(p.containerPort) : \"\") + \"/\" + (has(p.protocol) ? p.protocol : \"TCP\")) : []).flatten()"
+            ),
+        ),
+        variable(
+            "appTcpPorts",
+            format!(
+                "{CONTAINERS}.map(c, has(c.ports) ? c.ports.filter(p, !has(p.protocol) || p.protocol == \"TCP\").map(p, p.containerPort) : []).flatten()"
             ),
         ),
         variable("podVolumeNames", format!("{VOLUMES}.map(v, v.name)")),
