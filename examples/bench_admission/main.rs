@@ -19,8 +19,9 @@
 //!   `one-condition-huge`, `ours-1-on-huge`, `ours-1-off-huge`, `minimal-huge`,
 //!   `ours-label-huge`.
 //!
-//! One request in flight; each round creates one Pod on every route, starting with the next
-//! one (`BENCH_WARMUP` rounds not counted, then `BENCH_PODS`). Every Pod of an injecting route
+//! One request in flight; each round creates one Pod on every route, the small Pods' routes
+//! then the huge Pods', each in an order shuffled anew every round (`BENCH_WARMUP` rounds
+//! not counted, then `BENCH_PODS`). Every Pod of an injecting route
 //! must come back with the sidecar and no other with it (otherwise the run fails: it would not
 //! measure what it says). Prints each route's p50, p90, p99, mean, min and max, its added p50
 //! over its baseline, the ratios the policies are held to, where the API server spent the time
@@ -111,6 +112,20 @@ const ROUTES: &[(&str, Shape, bool, bool)] = &[
 ];
 
 fn main() -> ExitCode {
+    let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    if args.get(1).is_some_and(|a| a == standin::ARGUMENT) {
+        let (Some(certs), Some(patch)) = (args.get(2), args.get(3)) else {
+            eprintln!("usage: bench_admission stand-in CERTS PATCH_FILE");
+            return ExitCode::FAILURE;
+        };
+        return match standin::serve(certs.as_ref(), patch.as_ref()) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("stand-in: {e}");
+                ExitCode::FAILURE
+            }
+        };
+    }
     scale::run_benchmark("bench-admission", run)
 }
 
@@ -147,7 +162,12 @@ fn namespace_of<'r>(routes: &'r [Route], name: &str) -> &'r str {
 
 /// Every object the routes need: the compiled variants, the hand-written floors, the two
 /// webhook configurations.
-async fn install(s: &Settings, client: &Client, injector: &str, routes: &[Route]) -> Result<Served> {
+async fn install(
+    s: &Settings,
+    client: &Client,
+    injector: &str,
+    routes: &[Route],
+) -> Result<(Served, Vec<standin::StandIn>)> {
     let ns = |name: &str| namespace_of(routes, name).to_string();
     let mut objects = Vec::new();
     let on = AnnotationOptIn::On;
@@ -254,8 +274,9 @@ async fn install(s: &Settings, client: &Client, injector: &str, routes: &[Route]
         ("stand-in-our-patch", ours.clone(), None),
         ("stand-in-our-entry", ours, Some(&shipped_entry["matchConditions"])),
     ];
+    let mut standins = Vec::new();
     for (route, patch, conditions) in entries {
-        let standin = standin::start(&dir, &patch).await?;
+        let standin = standin::start(&dir, route, &patch)?;
         let mut webhook = json!({
             "name": format!("{route}.bench.envoy-injector"),
             "admissionReviewVersions": ["v1"],
@@ -276,8 +297,9 @@ async fn install(s: &Settings, client: &Client, injector: &str, routes: &[Route]
             "webhooks": [webhook],
         });
         apply(client, &config, &webhook_resource).await?;
+        standins.push(standin);
     }
-    Ok(served)
+    Ok((served, standins))
 }
 
 async fn measure(s: &Settings, client: &Client, injector: &str, routes: &mut [Route]) -> Result<()> {
@@ -288,7 +310,7 @@ async fn measure(s: &Settings, client: &Client, injector: &str, routes: &mut [Ro
             label_namespace(client, &route.namespace).await?;
         }
     }
-    let served = install(s, client, injector, routes).await?;
+    let (served, standins) = install(s, client, injector, routes).await?;
     for route in routes.iter() {
         scale::default_service_account(client, &route.namespace).await?;
     }
@@ -308,10 +330,9 @@ async fn measure(s: &Settings, client: &Client, injector: &str, routes: &mut [Ro
     let rounds = s.warmup + s.pods;
     for round in 0..rounds {
         if round == s.warmup {
-            before = Some(apiserver::scrape(client).await?);
+            before = Some((apiserver::scrape(client).await?, served.metrics().await?));
         }
-        for turn in 0..routes.len() {
-            let at = (round + turn) % routes.len();
+        for at in order(routes, round) {
             let route = &mut routes[at];
             let pod = objects::pod(&format!("bench-{round:05}"), route.shape, route.huge);
             let api: Api<Pod> = Api::namespaced(client.clone(), &route.namespace);
@@ -333,15 +354,53 @@ async fn measure(s: &Settings, client: &Client, injector: &str, routes: &mut [Ro
             }
         }
     }
-    let after = apiserver::scrape(client).await?;
+    let after = (apiserver::scrape(client).await?, served.metrics().await?);
     served.stop().await?;
+    drop(standins);
     println!("load average at the end: {}", load());
 
     report(routes);
     if let Some(before) = before {
-        apiserver::report(&before, &after, s.pods);
+        apiserver::report(&before.0, &after.0, s.pods);
+        // What of the webhook's call is our handler's: the rest is the API server's
+        // request and the round trip.
+        let series = "envoy_injector_admission_duration_seconds";
+        let of = |samples: &common::metrics::Samples, suffix: &str| samples.sum(&format!("{series}_{suffix}"), &[]);
+        let count = of(&after.1, "count") - of(&before.1, "count");
+        if count > 0.0 {
+            let mean = (of(&after.1, "sum") - of(&before.1, "sum")) / count;
+            println!(
+                "  serve: a review answered (body read to response encoded) {count:>7} reviews, mean {:>7.3} ms",
+                mean * 1e3
+            );
+        }
     }
     Ok(())
+}
+
+/// The order of a round: the small Pods' routes, then the huge Pods', each shuffled anew
+/// every round (seeded by the round, so a run can be repeated). A create pays for what the
+/// one before it left the API server and etcd to do, a huge Pod most; shuffled, no route
+/// always follows the same one.
+fn order(routes: &[Route], round: usize) -> Vec<usize> {
+    let mut state = 0x9e37_79b9_7f4a_7c15_u64 ^ (round as u64).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    let mut next = move || {
+        // xorshift64*: enough to shuffle a few dozen routes.
+        state ^= state >> 12;
+        state ^= state << 25;
+        state ^= state >> 27;
+        state.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    };
+    let mut shuffled = |huge: bool| {
+        let mut group: Vec<usize> = (0..routes.len()).filter(|&i| routes[i].huge == huge).collect();
+        for i in (1..group.len()).rev() {
+            group.swap(i, (next() % (i as u64 + 1)) as usize);
+        }
+        group
+    };
+    let mut order = shuffled(false);
+    order.extend(shuffled(true));
+    order
 }
 
 fn injected(pod: &Pod) -> bool {

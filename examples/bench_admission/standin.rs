@@ -2,7 +2,9 @@
 //! that decodes the review, and answers every Pod with one fixed JSON Patch of the
 //! operations such an injector returns — one container, one volume, one annotation. No Go
 //! toolchain with Kubernetes' modules is reachable here, so this is what our webhook's
-//! added latency is compared with, in the same run.
+//! added latency is compared with, in the same run. Each stand-in is a process of its own,
+//! as the Go injector and our `serve` are: the benchmark runs itself as
+//! `bench_admission stand-in CERTS PATCH_FILE`, which prints the address it serves.
 
 use std::net::SocketAddr;
 use std::path::Path;
@@ -23,10 +25,21 @@ use crate::scale::Result;
 /// The annotation the Go injector writes on a Pod it injected.
 const STATUS: &str = "sidecar-injector-webhook.morven.me/status";
 
-/// A running stand-in; stops with the benchmark's runtime.
+/// A running stand-in process; killed when dropped.
 pub struct StandIn {
     pub addr: SocketAddr,
+    child: std::process::Child,
 }
+
+impl Drop for StandIn {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// The argument that makes the benchmark a stand-in.
+pub const ARGUMENT: &str = "stand-in";
 
 /// The fixed patch: `container` appended, `volume` appended (the API server's
 /// ServiceAccount admission has given every Pod its token volume by then), the status
@@ -39,8 +52,50 @@ pub fn patch(container: &Value, volume: &Value) -> Value {
     ])
 }
 
-/// Serves `/mutate` on 127.0.0.1 with the serving pair in `certs` (`tls.crt`, `tls.key`).
-pub async fn start(certs: &Path, patch: &Value) -> Result<StandIn> {
+/// Starts a stand-in process answering with `patch`, serving with the pair in `certs`
+/// (`tls.crt`, `tls.key`), and waits for its address.
+pub fn start(certs: &Path, name: &str, patch: &Value) -> Result<StandIn> {
+    let patch_file = certs.join(format!("{name}.patch.json"));
+    std::fs::write(&patch_file, patch.to_string())
+        .map_err(|e| format!("cannot write {}: {e}", patch_file.display()))?;
+    let exe = std::env::current_exe().map_err(|e| format!("cannot find the benchmark's own binary: {e}"))?;
+    let mut child = std::process::Command::new(exe)
+        .arg(ARGUMENT)
+        .arg(certs)
+        .arg(&patch_file)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .map_err(|e| format!("cannot start stand-in {name}: {e}"))?;
+    let mut line = String::new();
+    let read = child
+        .stdout
+        .take()
+        .map(|out| std::io::BufRead::read_line(&mut std::io::BufReader::new(out), &mut line));
+    let addr = match (read, line.trim().parse::<SocketAddr>()) {
+        (Some(Ok(_)), Ok(addr)) => addr,
+        _ => {
+            let _ = child.kill();
+            return Err(format!(
+                "stand-in {name}: expected its address on its first line, found {line:?}"
+            ));
+        }
+    };
+    Ok(StandIn { addr, child })
+}
+
+/// The stand-in process: serves `/mutate` on 127.0.0.1 with the pair in `certs`, answering
+/// every review with the patch in `patch_file`; prints its address, then serves until killed.
+pub fn serve(certs: &Path, patch_file: &Path) -> Result<()> {
+    let patch = std::fs::read(patch_file).map_err(|e| format!("cannot read {}: {e}", patch_file.display()))?;
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| format!("cannot start a runtime: {e}"))?;
+    runtime.block_on(listen(certs, base64_std(&patch)))
+}
+
+async fn listen(certs: &Path, encoded: String) -> Result<()> {
     let read = |name: &str| std::fs::read(certs.join(name)).map_err(|e| format!("cannot read {name}: {e}"));
     let chain = rustls::pki_types::CertificateDer::pem_slice_iter(&read("tls.crt")?)
         .collect::<std::result::Result<Vec<_>, _>>()
@@ -59,26 +114,23 @@ pub async fn start(certs: &Path, patch: &Value) -> Result<StandIn> {
         .await
         .map_err(|e| format!("cannot bind the stand-in: {e}"))?;
     let addr = listener.local_addr().map_err(|e| e.to_string())?;
-    let encoded = base64_std(patch.to_string().as_bytes());
-    tokio::spawn(async move {
-        loop {
-            let Ok((stream, _)) = listener.accept().await else {
-                continue;
-            };
-            let (acceptor, encoded) = (acceptor.clone(), encoded.clone());
-            tokio::spawn(async move {
-                let Ok(tls) = acceptor.accept(stream).await else { return };
-                let service = hyper::service::service_fn(move |request: Request<Incoming>| {
-                    let encoded = encoded.clone();
-                    async move { Ok::<_, hyper::Error>(answer(request, &encoded).await) }
-                });
-                let _ = auto::Builder::new(TokioExecutor::new())
-                    .serve_connection(TokioIo::new(tls), service)
-                    .await;
+    println!("{addr}");
+    loop {
+        let Ok((stream, _)) = listener.accept().await else {
+            continue;
+        };
+        let (acceptor, encoded) = (acceptor.clone(), encoded.clone());
+        tokio::spawn(async move {
+            let Ok(tls) = acceptor.accept(stream).await else { return };
+            let service = hyper::service::service_fn(move |request: Request<Incoming>| {
+                let encoded = encoded.clone();
+                async move { Ok::<_, hyper::Error>(answer(request, &encoded).await) }
             });
-        }
-    });
-    Ok(StandIn { addr })
+            let _ = auto::Builder::new(TokioExecutor::new())
+                .serve_connection(TokioIo::new(tls), service)
+                .await;
+        });
+    }
 }
 
 /// Decodes the review (as the Go injector decodes it whole) and answers with the patch.
