@@ -76,7 +76,7 @@ pub enum Command {
             Uses the current kubeconfig and only reads. With -f and no kubeconfig (or \
             --offline) it needs no cluster: each Pod of the file is explained from the file and \
             the template (--config, else the embedded default). Exit code 1 when a check fails, \
-            a Pod would be denied or --missing finds Pods; stale sidecars and a Pod that would \
+            a Pod would be denied, or --missing or --drift finds Pods; stale sidecars and a Pod that would \
             simply not be injected are not failures.",
         after_help = "Examples:\n  \
             envoy-injector check                      # the installation's health\n  \
@@ -387,7 +387,7 @@ pub struct CheckArgs {
     #[arg(long, value_name = "FILE", requires = "file")]
     pub config: Option<PathBuf>,
     /// With -f: consult no cluster even when a kubeconfig is found.
-    #[arg(long, requires = "file", conflicts_with_all = ["stale", "missing"])]
+    #[arg(long, requires = "file", conflicts_with_all = ["stale", "missing", "drift"])]
     pub offline: bool,
     /// Also list injected Pods running an older template revision, by workload, with the
     /// `kubectl rollout restart` that replaces them (within --namespace, else everywhere).
@@ -399,6 +399,12 @@ pub struct CheckArgs {
     /// Any found: exit code 1.
     #[arg(long)]
     pub missing: bool,
+    /// Also list injected Pods at their template's live revision whose sidecar differs
+    /// from what the template makes of them (changed after injection, e.g. by a later
+    /// mutating webhook), field by field (within --namespace, else everywhere). Any found:
+    /// exit code 1.
+    #[arg(long)]
+    pub drift: bool,
     #[arg(short = 'o', long = "output", value_enum, default_value_t = CheckOutput::Text)]
     pub output: CheckOutput,
     /// Namespace of the injector's ConfigMap, Secret, Service and Lease.

@@ -63,6 +63,7 @@ pub fn settings(
         target,
         stale: args.stale,
         missing: args.missing,
+        drift: args.drift,
         injector_namespace: args.injector_namespace.clone(),
         webhook_config: non_empty(&args.webhook_config),
         validating_webhook_config: non_empty(&args.validating_webhook_config),
@@ -81,7 +82,7 @@ pub async fn run(args: CheckArgs) -> Result<bool, CheckCommandError> {
     // The user's files first: a missing one is reported as that, whatever the cluster.
     let documents = args.file.as_deref().map(read_documents).transpose()?;
     let templates = args.config.as_deref().map(TemplateSet::from_file).transpose()?;
-    let needs_cluster = args.file.is_none() || args.stale || args.missing;
+    let needs_cluster = args.file.is_none() || args.stale || args.missing || args.drift;
     let cluster = if args.offline {
         None
     } else if needs_cluster {
