@@ -101,11 +101,10 @@ async fn served(client: &kube::Client) -> Served {
 
 /// The injector's Deployment, whether the API server serves MutatingAdmissionPolicy v1,
 /// and the admission policies labelled as ours (the mutating kinds only when served).
-pub(super) async fn policy_facts(client: &kube::Client, settings: &CheckSettings) -> PolicyFacts {
-    let namespace = settings.injector_namespace.as_str();
-    let deployment = match &settings.deployment {
+pub(super) async fn policy_facts(client: &kube::Client, namespace: &str, deployment: Option<&str>) -> PolicyFacts {
+    let deployment = match deployment {
         Some(name) => Some((
-            name.clone(),
+            name.to_string(),
             get(Api::<Deployment>::namespaced(client.clone(), namespace), name).await,
         )),
         None => None,

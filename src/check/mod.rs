@@ -207,7 +207,7 @@ pub async fn run(client: kube::Client, settings: &CheckSettings, now: OffsetDate
     let templates = health::live_templates(&facts.namespace, &facts.configmap);
     let mut checks = health::evaluate_with(&facts, &templates, now);
     let policies = injection::Policies::new(
-        &fetch::policy_facts(&client, settings).await,
+        &fetch::policy_facts(&client, &settings.injector_namespace, settings.deployment.as_deref()).await,
         &templates,
         &settings.injector_namespace,
     );
@@ -254,10 +254,7 @@ pub async fn run(client: kube::Client, settings: &CheckSettings, now: OffsetDate
     };
     let stale = if settings.stale {
         let groups = match &templates {
-            Ok(live) => {
-                let (pods, owners) = fetch::injected_pods(&client, scope).await?;
-                stale::group(&pods, &owners, live)
-            }
+            Ok(live) => stale_groups(&client, scope, live).await?,
             Err(_) => Vec::new(),
         };
         checks.push(stale_check(&groups, templates.is_ok(), scope));
@@ -303,6 +300,34 @@ pub async fn run(client: kube::Client, settings: &CheckSettings, now: OffsetDate
     report.missing = missing;
     report.drift = drift;
     Ok(report)
+}
+
+/// The injected Pods in `scope` (or everywhere) that run a stale revision of `live`,
+/// grouped by workload, as `--stale` lists them (`rollout` restarts from this list).
+pub async fn stale_groups(
+    client: &kube::Client,
+    scope: Option<&str>,
+    live: &TemplateSet,
+) -> Result<Vec<StaleGroup>, CheckError> {
+    let (pods, owners) = fetch::injected_pods(client, scope).await?;
+    Ok(stale::group(&pods, &owners, live))
+}
+
+/// The compiled admission policies against `templates`, judged by the mode the injector's
+/// `deployment` (in `injector_namespace`) runs with, as the `admission-policies` line
+/// judges them; and that Deployment, as read.
+pub async fn policies(
+    client: &kube::Client,
+    injector_namespace: &str,
+    deployment: Option<&str>,
+    templates: &Result<TemplateSet, String>,
+) -> (
+    injection::Policies,
+    Option<health::Fetched<k8s_openapi::api::apps::v1::Deployment>>,
+) {
+    let facts = fetch::policy_facts(client, injector_namespace, deployment).await;
+    let policies = injection::Policies::new(&facts, templates, injector_namespace);
+    (policies, facts.deployment.map(|(_, read)| read))
 }
 
 /// The opted-in Pods without the sidecar in `scope` (or everywhere), grouped, and those

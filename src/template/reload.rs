@@ -19,6 +19,15 @@ pub type ConfigMapEvents = tokio::sync::mpsc::Receiver<Option<Arc<ConfigMap>>>;
 /// The Events' `action`.
 const ACTION: &str = "LoadTemplates";
 
+/// Counts a successful load of `set` and shows its templates' revisions.
+pub fn loaded(metrics: &Metrics, set: &TemplateSet) {
+    metrics.template_load(Some(set.len()));
+    metrics.templates_live(
+        set.names()
+            .filter_map(|name| Some((name, set.get(name)?.revision.as_str()))),
+    );
+}
+
 /// Applies one ConfigMap state to the live templates. Returns whether it was loaded.
 pub async fn apply(
     configmap: Option<&ConfigMap>,
@@ -47,7 +56,7 @@ pub async fn apply(
                 return true;
             }
             let names: Vec<String> = set.names().map(String::from).collect();
-            metrics.template_load(Some(set.len()));
+            loaded(metrics, &set);
             live.replace(set);
             info!(configmap = %source, templates = ?names, "templates loaded");
             let note = format!("loaded templates {}", names.join(", "));
@@ -125,13 +134,28 @@ mod tests {
     #[tokio::test]
     async fn good_edit_goes_live_bad_edit_keeps_the_last_good_one() {
         let live = LiveTemplates::new(None);
-        let metrics = Metrics::unregistered();
+        let mut registry = prometheus_client::registry::Registry::default();
+        let metrics = Metrics::register(&mut registry);
         let events = Recorded::default();
+        // The revisions this replica shows: what `rollout` reads before it restarts.
+        let shown = || {
+            crate::metrics::encode(&registry)
+                .lines()
+                .filter(|line| line.starts_with("envoy_injector_template_revision{"))
+                .map(String::from)
+                .collect::<Vec<_>>()
+        };
+        let revision = |live: &LiveTemplates| live.current().unwrap().get("config").unwrap().revision.clone();
         assert!(apply(Some(&configmap("containers:\n- name: a\n")), &live, &metrics, &events).await);
         assert_eq!(
             live.current().unwrap().get("config").unwrap().spec.containers[0].name,
             "a"
         );
+        let first = revision(&live);
+        let line = |revision: &str| {
+            format!(r#"envoy_injector_template_revision{{template="config",revision="{revision}"}} 1"#)
+        };
+        assert_eq!(shown(), vec![line(&first)]);
 
         assert!(
             !apply(
@@ -152,12 +176,15 @@ mod tests {
         assert_eq!(reason, "TemplatesInvalid");
         assert!(note.contains("unknown field `containers[0].imag` at line 3"), "{note}");
         assert!(note.contains("keeping the last good templates"), "{note}");
+        assert_eq!(shown(), vec![line(&first)], "a bad edit leaves the revision shown");
 
         assert!(apply(Some(&configmap("containers:\n- name: c\n")), &live, &metrics, &events).await);
         assert_eq!(
             live.current().unwrap().get("config").unwrap().spec.containers[0].name,
             "c"
         );
+        assert_ne!(revision(&live), first);
+        assert_eq!(shown(), vec![line(&revision(&live))], "only the live revision is shown");
     }
 
     #[tokio::test]
