@@ -83,24 +83,35 @@ pub fn progress(object: &Object, generation: i64, pods: &[Pod], live: &TemplateS
             })
         }
     };
+    let stale = |pod: &Pod| injected(&pod.metadata).filter(|(template, revision)| is_stale(template, revision, live));
+    // A new Pod that is not Ready says most about a rollout that does not finish.
+    let unready = pods
+        .iter()
+        .filter_map(|pod| Some((stale(pod).is_some(), pod, not_ready(pod)?)))
+        .min_by_key(|(old, _, _)| *old)
+        .map(|(_, pod, why)| {
+            format!(
+                "Pod {} is not Ready: {why}",
+                pod.metadata.name.as_deref().unwrap_or_default()
+            )
+        });
     if let Some(waiting) = controller {
-        return Progress::Waiting(waiting);
+        return Progress::Waiting(match unready {
+            Some(pod) => format!("{waiting}; {pod}"),
+            None => waiting,
+        });
     }
-    for pod in pods {
+    if let Some(pod) = unready {
+        return Progress::Waiting(pod);
+    }
+    if let Some((pod, (template, revision))) = pods.iter().find_map(|pod| Some((pod, stale(pod)?))) {
         let name = pod.metadata.name.as_deref().unwrap_or_default();
-        if let Some(why) = not_ready(pod) {
-            return Progress::Waiting(format!("Pod {name} is not Ready: {why}"));
-        }
-        if let Some((template, revision)) = injected(&pod.metadata)
-            && is_stale(&template, &revision, live)
-        {
-            let live = live
-                .get(&template)
-                .map_or("(template removed)", |t| t.revision.as_str());
-            return Progress::Waiting(format!(
-                "Pod {name} carries template `{template}` revision {revision}, live {live}"
-            ));
-        }
+        let live = live
+            .get(&template)
+            .map_or("(template removed)", |t| t.revision.as_str());
+        return Progress::Waiting(format!(
+            "Pod {name} carries template `{template}` revision {revision}, live {live}"
+        ));
     }
     Progress::Done
 }

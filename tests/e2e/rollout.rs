@@ -11,13 +11,12 @@
 //! Deployments in order and lists, with what to do, a paused Deployment, an OnDelete and a
 //! partitioned StatefulSet, a bare Pod and a Job — changing no object (resourceVersions
 //! equal); `--selector` narrows the plan; the real run right after another edit restarts the
-//! first Deployment (its new Pod carries the revision that was live), times it out (exit
-//! 1) and leaves the second untouched. Drift: Pods made from `envoy-injector inject`'s
+//! first Deployment (its new Pod carries the revision that was live), times it out, exits
+//! with 1 and leaves the second untouched. Drift: Pods made from `envoy-injector inject`'s
 //! output with a rewritten image and a native sidecar's `restartPolicy` dropped are named by
 //! `check --drift`, field by field (exit 1), and `check POD`; gone, the check exits 0.
 
 use std::collections::BTreeMap;
-use std::process::Command;
 
 use k8s_openapi::api::apps::v1::{Deployment, StatefulSet};
 use k8s_openapi::api::batch::v1::Job;
@@ -37,29 +36,6 @@ const REVISION: &str = "sidecar.samplecrd.k8s.io/revision";
 const AUTO: (&str, &str) = ("sidecar.samplecrd.k8s.io/rollout", "auto");
 const RESTARTED_AT: &str = "kubectl.kubernetes.io/restartedAt";
 const SIDECAR: &str = "envoy";
-
-/// `envoy-injector COMMAND ARGS`, which must answer with exit code 0 or 1.
-struct Ran {
-    code: i32,
-    stdout: String,
-    stderr: String,
-}
-
-async fn envoy_injector(command: &str, args: &[&str]) -> Ran {
-    let mut cli = Command::new(env!("CARGO_BIN_EXE_envoy-injector"));
-    cli.arg(command).args(args);
-    let out = run_command(cli, None).await;
-    assert!(
-        out.status.code().is_some_and(|c| c == 0 || c == 1),
-        "expected `{command}` to answer (exit 0 or 1), found: {}",
-        describe_output(&out)
-    );
-    Ran {
-        code: out.status.code().unwrap_or(-1),
-        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-    }
-}
 
 fn revision_of(text: &str) -> String {
     envoy_injector::template::content_revision(text)
@@ -102,14 +78,14 @@ fn stateful_set(name: &str, strategy: Value) -> StatefulSet {
             "serviceName": name,
             "selector": {"matchLabels": {"app": name}},
             "updateStrategy": strategy,
-            "template": serde_json::to_value(&opted_in_deployment(name)).expect("a Deployment is JSON")["spec"]["template"],
+            "template": serde_json::to_value(opted_in_deployment(name)).expect("a Deployment is JSON")["spec"]["template"],
         },
     }))
     .expect("a StatefulSet")
 }
 
 fn job(name: &str) -> Job {
-    let mut template = serde_json::to_value(&opted_in_deployment(name)).expect("a Deployment is JSON")["spec"]["template"].clone();
+    let mut template = serde_json::to_value(opted_in_deployment(name)).expect("a Deployment is JSON")["spec"]["template"].clone();
     template["spec"]["restartPolicy"] = json!("Never");
     serde_json::from_value(json!({
         "apiVersion": "batch/v1",

@@ -97,6 +97,12 @@ fn a_deployment_is_done_when_rolled_and_every_pod_ready_at_the_live_revision() {
     let current = live.get("config").unwrap().revision.clone();
     let fine = [pod("web-a", &current, true), pod("web-b", &current, true)];
     assert!(waiting(progress(&deployment(3, rolled(2, 2, 2, 2)), 3, &fine, &live)).contains("not seen the restart"));
+    // The controller's word first, then the new Pod that holds it up.
+    let surging = [pod("web-old", "aaaaaaaaaaaa", false), pod("web-new", &current, false)];
+    assert_eq!(
+        waiting(progress(&deployment(3, rolled(3, 1, 2, 0)), 3, &surging, &live)),
+        "1 of 2 Pod(s) updated; Pod web-new is not Ready: container(s) app running but not Ready (their readiness probe fails, or a startup probe has not passed yet)"
+    );
     assert_eq!(
         waiting(progress(&deployment(3, rolled(3, 1, 3, 2)), 3, &fine, &live)),
         "1 of 2 Pod(s) updated"
