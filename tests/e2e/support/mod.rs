@@ -28,7 +28,7 @@ use crate::common::poll::{self, Miss};
 pub use crate::common::kubectl::{describe_output, kubectl, kubectl_apply, run_command};
 pub use crate::common::metrics::metric_sum;
 pub use cleanup::Scope;
-pub use command::{envoy_injector, register_shipped_webhooks, require_kubectl};
+pub use command::{Ran, envoy_injector, register_shipped_webhooks, require_kubectl};
 pub use install::Install;
 pub use namespace::{LOOP_PAUSE, PodLoop, TestNs, injected_with, list_events_about};
 pub use objects::*;
