@@ -111,7 +111,8 @@ pub enum Command {
             each until its new Pods are Ready with the live revision.\n\n\
             Each Deployment, StatefulSet and DaemonSet with stale Pods (as `check --stale` lists them) \
             is restarted as `kubectl rollout restart` does, once the live templates are in step where \
-            they are served (the compiled admission policies, every replica's reload); the run waits \
+            they are served (the compiled admission policies, every replica's reload, a dry run of the \
+            workload's Pod template); the run waits \
             until its rollout completes and every Pod is Ready with the live revision, then goes on. \
             The first failure or timeout stops the run: the workloads after it are left untouched. \
             Bare Pods, Jobs, CronJobs and workloads that will not roll (OnDelete, paused, a partition) \

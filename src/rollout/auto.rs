@@ -18,7 +18,6 @@ use kube::api::{Api, ListParams};
 use kube::core::PartialObjectMeta;
 use tracing::{info, warn};
 
-use super::in_step;
 use super::plan::{self, Target};
 use super::report::Outcome;
 use super::run::roll;
@@ -163,20 +162,33 @@ impl Pass<'_> {
         if plans.is_empty() {
             return Ok(());
         }
-        let (policies, replicas) = cluster::serving(
-            self.client,
-            &self.settings.injector_namespace,
-            self.deployment,
-            self.live,
-        )
-        .await;
-        let verdict = in_step::judge(self.live, &policies, &replicas);
-        if !verdict.ready {
-            info!(
-                because = %verdict.because.join("; "),
-                "automatic rollout: the live templates are not in step yet; restarting nothing"
-            );
-            return Ok(());
+        let targets: Vec<Target> = plans.iter().flat_map(|(_, targets)| targets.iter().cloned()).collect();
+        // The policies and replicas follow an edit within a second or two: wait for them,
+        // at most as long as a rollout may take.
+        let waiting = Instant::now();
+        loop {
+            let verdict = cluster::in_step(
+                self.client,
+                &self.settings.injector_namespace,
+                self.deployment,
+                self.live,
+                &targets,
+            )
+            .await;
+            if verdict.ready {
+                break;
+            }
+            if waiting.elapsed() >= self.settings.timeout {
+                info!(
+                    because = %verdict.because.join("; "),
+                    "automatic rollout: the live templates are not in step; restarting nothing until the next pass"
+                );
+                return Ok(());
+            }
+            tokio::select! {
+                () = self.stop.cancelled() => return Ok(()),
+                () = tokio::time::sleep(POLL) => {}
+            }
         }
         futures::future::join_all(
             plans

@@ -9,18 +9,19 @@ use std::collections::BTreeSet;
 use k8s_openapi::api::apps::v1::{DaemonSet, Deployment, ReplicaSet, StatefulSet};
 use k8s_openapi::api::core::v1::{ConfigMap, Pod};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
-use kube::api::{Api, ListParams, Patch, PatchParams};
+use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
 use kube::core::Selector;
 use serde::de::DeserializeOwned;
 use serde_json::json;
 
 use super::RolloutError;
-use super::in_step::{Replica, Replicas, shown_revisions};
-use super::plan::{Kind, Object, Objects};
+use super::in_step::{self, InStep, Probe, Replica, Replicas, shown_revisions};
+use super::plan::{Kind, Object, Objects, Target};
 use crate::check::health::{self, Fetched};
 use crate::check::injection::Policies;
 use crate::check::stale::StaleGroup;
 use crate::check::workload::controller;
+use crate::stale::injected;
 use crate::template::TemplateSet;
 
 /// The Pod template annotation a restart sets, as `kubectl rollout restart` does.
@@ -50,9 +51,30 @@ pub async fn live_templates(client: &kube::Client, namespace: &str) -> Result<Te
     health::live_templates(namespace, &read)
 }
 
+/// Whether `live` is in step everywhere it is served: the compiled policies and the
+/// replicas first, then (once they are) what a Pod each of `targets` creates now gets.
+pub async fn in_step(
+    client: &kube::Client,
+    namespace: &str,
+    deployment: Option<&str>,
+    live: &TemplateSet,
+    targets: &[Target],
+) -> InStep {
+    let (policies, replicas) = serving(client, namespace, deployment, live).await;
+    let verdict = in_step::judge(live, &policies, &replicas);
+    if !verdict.ready || targets.is_empty() {
+        return verdict;
+    }
+    let mut probes = Vec::new();
+    for target in targets {
+        probes.push((target.workload.to_string(), probe(client, target).await));
+    }
+    verdict.and(in_step::judge_probes(live, &probes))
+}
+
 /// Where `live` is served: the compiled policies as found, and the Ready replicas of the
 /// injector's `deployment` with the revisions each shows.
-pub async fn serving(
+async fn serving(
     client: &kube::Client,
     namespace: &str,
     deployment: Option<&str>,
@@ -259,6 +281,45 @@ pub async fn read(
         Kind::Deployment => get::<Deployment>(client, namespace, name, Object::Deployment).await,
         Kind::StatefulSet => get::<StatefulSet>(client, namespace, name, Object::StatefulSet).await,
         Kind::DaemonSet => get::<DaemonSet>(client, namespace, name, Object::DaemonSet).await,
+    }
+}
+
+/// What a Pod `target` creates now would get: its Pod template created as a Pod with
+/// `dryRun=All`, through every admission the API server runs (webhooks, the compiled
+/// policies), nothing stored.
+pub async fn probe(client: &kube::Client, target: &Target) -> Probe {
+    let meta = target.object.metadata();
+    let namespace = meta.namespace.clone().unwrap_or_default();
+    let template = target.object.pod_template().cloned().unwrap_or_default();
+    let mut metadata = template.metadata.unwrap_or_default();
+    metadata.name = None;
+    metadata.generate_name = Some(format!("{}-rollout-probe-", meta.name.as_deref().unwrap_or_default()));
+    metadata.namespace = Some(namespace.clone());
+    let pod = Pod {
+        metadata,
+        spec: template.spec,
+        status: None,
+    };
+    let params = PostParams {
+        dry_run: true,
+        field_manager: Some(crate::NAME.to_string()),
+    };
+    match Api::<Pod>::namespaced(client.clone(), &namespace)
+        .create(&params, &pod)
+        .await
+    {
+        Ok(stored) => match injected(&stored.metadata) {
+            Some((template, revision)) => Probe::Injected { template, revision },
+            None => Probe::NotInjected,
+        },
+        // RBAC's refusal says who cannot do what; admission's says why the Pod is refused.
+        Err(kube::Error::Api(status)) if status.code == 403 && status.message.contains(" cannot create resource ") => {
+            Probe::NotPermitted(status.message)
+        }
+        Err(kube::Error::Api(status)) => {
+            Probe::Refused(format!("HTTP {} {}: {}", status.code, status.reason, status.message))
+        }
+        Err(err) => Probe::Refused(err.to_string()),
     }
 }
 

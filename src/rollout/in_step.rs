@@ -10,6 +10,7 @@ use serde::Serialize;
 
 use crate::check::injection::{Policies, health};
 use crate::policies::Path;
+use crate::stale::is_stale;
 use crate::template::TemplateSet;
 
 /// The metric every replica shows its live templates' revisions in.
@@ -102,6 +103,74 @@ pub fn judge(live: &TemplateSet, policies: &Policies, replicas: &Replicas) -> In
     InStep {
         ready: lagging.is_empty(),
         because: if lagging.is_empty() { fine } else { lagging },
+    }
+}
+
+/// What a server-side dry run of a workload's Pod template came back with: what a Pod it
+/// creates now would get.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Probe {
+    Injected {
+        template: String,
+        revision: String,
+    },
+    NotInjected,
+    /// Refused at admission, with the API server's words.
+    Refused(String),
+    /// The dry run is not permitted (RBAC: `create` on Pods): not checked.
+    NotPermitted(String),
+}
+
+/// Whether the Pods the workloads (named) would create now get the live revisions, from
+/// a dry run of each one's Pod template: the last word on where a template is served (the
+/// API server applies a changed admission policy a moment after it is written).
+pub fn judge_probes(live: &TemplateSet, probes: &[(String, Probe)]) -> InStep {
+    let mut lagging = Vec::new();
+    let mut fine = Vec::new();
+    for (workload, probe) in probes {
+        match probe {
+            Probe::Injected { template, revision } if is_stale(template, revision, live) => {
+                let live = live.get(template).map_or("(template removed)", |t| t.revision.as_str());
+                lagging.push(format!(
+                    "a Pod {workload} creates now gets template `{template}` revision {revision}, live {live}: the live one is not served there yet"
+                ));
+            }
+            Probe::Refused(why) => lagging.push(format!("a Pod {workload} creates now is refused: {why}")),
+            Probe::NotPermitted(why) => fine.push(format!(
+                "what a Pod {workload} creates now gets is not checked (no dry run allowed: {why})"
+            )),
+            Probe::Injected { .. } | Probe::NotInjected => {}
+        }
+    }
+    let checked = probes
+        .iter()
+        .filter(|(_, p)| !matches!(p, Probe::NotPermitted(_)))
+        .count();
+    if checked > 0 {
+        fine.insert(
+            0,
+            format!("a Pod each of {checked} workload(s) creates now gets the live revision (server-side dry run)"),
+        );
+    }
+    InStep {
+        ready: lagging.is_empty(),
+        because: if lagging.is_empty() { fine } else { lagging },
+    }
+}
+
+impl InStep {
+    /// Both verdicts: ready when both are; what lags of either, else what both rest on.
+    pub fn and(self, other: InStep) -> InStep {
+        let because = match (self.ready, other.ready) {
+            (true, true) => [self.because, other.because].concat(),
+            (true, false) => other.because,
+            (false, true) => self.because,
+            (false, false) => [self.because, other.because].concat(),
+        };
+        InStep {
+            ready: self.ready && other.ready,
+            because,
+        }
     }
 }
 

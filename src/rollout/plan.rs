@@ -5,6 +5,7 @@
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::apps::v1::{DaemonSet, Deployment, StatefulSet};
+use k8s_openapi::api::core::v1::PodTemplateSpec;
 use serde::Serialize;
 
 use crate::check::stale::StaleGroup;
@@ -62,6 +63,15 @@ impl Object {
             Object::Deployment(d) => &d.metadata,
             Object::StatefulSet(s) => &s.metadata,
             Object::DaemonSet(d) => &d.metadata,
+        }
+    }
+
+    /// Its Pod template: what the Pods a restart creates are made from.
+    pub fn pod_template(&self) -> Option<&PodTemplateSpec> {
+        match self {
+            Object::Deployment(d) => d.spec.as_ref().map(|s| &s.template),
+            Object::StatefulSet(s) => s.spec.as_ref().map(|s| &s.template),
+            Object::DaemonSet(d) => d.spec.as_ref().map(|s| &s.template),
         }
     }
 

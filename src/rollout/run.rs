@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use futures::StreamExt;
 use futures::stream::FuturesUnordered;
 
-use super::in_step::{self, InStep};
+use super::in_step::InStep;
 use super::plan::{self, Plan, Target};
 use super::progress::{self, Progress};
 use super::report::{Ended, Outcome, Report};
@@ -73,14 +73,14 @@ async fn wait_in_step(
     let started = Instant::now();
     let mut told = false;
     loop {
-        let (policies, replicas) = cluster::serving(
+        let verdict = cluster::in_step(
             client,
             &settings.injector_namespace,
             settings.deployment.as_deref(),
             &planned.live,
+            &planned.plan.restart,
         )
         .await;
-        let verdict = in_step::judge(&planned.live, &policies, &replicas);
         let waited = started.elapsed().as_secs_f64();
         // Nothing to restart, or only the plan asked for: the verdict as it is now.
         let now = settings.dry_run || planned.plan.restart.is_empty();

@@ -64,6 +64,7 @@ fn the_component_grants_what_the_automatic_rollout_uses_and_turns_it_on() {
             ("apps", "statefulsets", "", &["get", "patch"]),
             ("apps", "daemonsets", "", &["get", "patch"]),
             ("apps", "replicasets", "", &["get", "list"]),
+            ("", "pods", "", &["create"]),
         ]),
         "the ClusterRole {ROLLOUT}"
     );

@@ -157,3 +157,64 @@ fn policy_mode_waits_for_the_compiled_policies() {
     let leftover_in_step = policies("webhook", compiled(&new), &new);
     assert!(judge(&new, &leftover_in_step, &Replicas::NotChecked).ready);
 }
+
+#[test]
+fn a_dry_run_pod_at_an_older_revision_or_refused_is_not_in_step() {
+    let old = live("envoy:1");
+    let new = live("envoy:2");
+    let at = |set: &TemplateSet| Probe::Injected {
+        template: "config".into(),
+        revision: set.get("config").unwrap().revision.clone(),
+    };
+    let verdict = judge_probes(
+        &new,
+        &[
+            ("Deployment apps/a".into(), at(&new)),
+            ("Deployment apps/b".into(), Probe::NotInjected),
+        ],
+    );
+    assert!(verdict.ready, "{verdict:?}");
+    assert_eq!(
+        verdict.because,
+        vec!["a Pod each of 2 workload(s) creates now gets the live revision (server-side dry run)"]
+    );
+
+    let verdict = judge_probes(&new, &[("Deployment apps/a".into(), at(&old))]);
+    assert!(!verdict.ready);
+    assert!(
+        verdict.because[0].starts_with("a Pod Deployment apps/a creates now gets template `config` revision")
+            && verdict.because[0].ends_with("the live one is not served there yet"),
+        "{verdict:?}"
+    );
+    let refused = judge_probes(
+        &new,
+        &[(
+            "Deployment apps/a".into(),
+            Probe::Refused("HTTP 403 Forbidden: denied".into()),
+        )],
+    );
+    assert!(
+        !refused.ready && refused.because[0].contains("is refused: HTTP 403"),
+        "{refused:?}"
+    );
+    let unchecked = judge_probes(
+        &new,
+        &[("Deployment apps/a".into(), Probe::NotPermitted("cannot create".into()))],
+    );
+    assert!(
+        unchecked.ready && unchecked.because[0].contains("not checked"),
+        "{unchecked:?}"
+    );
+
+    // Both verdicts: what lags wins; when both hold, what both rest on.
+    let serving = judge(&new, &policies("webhook", Vec::new(), &new), &Replicas::NotChecked);
+    let both = serving
+        .clone()
+        .and(judge_probes(&new, &[("Deployment apps/a".into(), at(&new))]));
+    assert!(
+        both.ready && both.because.len() == serving.because.len() + 1,
+        "{both:?}"
+    );
+    let lagging = serving.and(judge_probes(&new, &[("Deployment apps/a".into(), at(&old))]));
+    assert!(!lagging.ready && lagging.because.len() == 1, "{lagging:?}");
+}
