@@ -12,7 +12,8 @@
 //! partitioned StatefulSet, a bare Pod and a Job — changing no object (resourceVersions
 //! equal); `--selector` narrows the plan; the real run right after another edit restarts the
 //! first Deployment (its new Pod carries the revision that was live), times it out, exits
-//! with 1 and leaves the second untouched. Drift: Pods made from `envoy-injector inject`'s
+//! with 1 and leaves the others untouched; with `--max-parallel 2` the two in flight both
+//! finish and are reported, the third is not started. Drift: Pods made from `envoy-injector inject`'s
 //! output with a rewritten image and a native sidecar's `restartPolicy` dropped are named by
 //! `check --drift`, field by field (exit 1), and `check POD`; gone, the check exits 0.
 
@@ -195,7 +196,7 @@ async fn run(suite: &Suite) -> TierResult {
     // The workloads, injected at v1 by the compiled policies.
     let post = PostParams::default();
     let deployments = |ns: &TestNs| Api::<Deployment>::namespaced(client.clone(), &ns.name);
-    for name in ["a-web", "b-api", "c-paused"] {
+    for name in ["a-web", "b-api", "b-cart", "c-paused"] {
         deployments(&apps).create(&post, &opted_in_deployment(name)).await.expect("a Deployment");
     }
     for name in ["a-first", "b-second"] {
@@ -216,13 +217,13 @@ async fn run(suite: &Suite) -> TierResult {
         .await
         .expect("a Job");
     apps.create_stored(&pod("g-solo", &[(INJECT, "true")], DEFAULT_IMAGE)).await;
-    injected_at(&apps, 7, &revision_of(&v1)).await;
+    injected_at(&apps, 8, &revision_of(&v1)).await;
     injected_at(&auto, 2, &revision_of(&v1)).await;
     deployments(&apps)
         .patch("c-paused", &PatchParams::default(), &Patch::Merge(&json!({"spec": {"paused": true}})))
         .await
         .expect("pause c-paused");
-    step!("7 Pods in {} (3 Deployments, 2 StatefulSets, a Job, a bare Pod) and 2 in {} injected at v1", apps.name, auto.name);
+    step!("8 Pods in {} (4 Deployments, 2 StatefulSets, a Job, a bare Pod) and 2 in {} injected at v1", apps.name, auto.name);
 
     // The edit: the automatic rollout acts in the labelled namespace only.
     set_config(&configmaps, &v2).await;
@@ -258,7 +259,7 @@ async fn run(suite: &Suite) -> TierResult {
     let dry = envoy_injector("rollout", &with(&["--dry-run", "-o", "json"])).await;
     assert_eq!(dry.code, 0, "{}{}", dry.stdout, dry.stderr);
     let plan: Value = serde_json::from_str(&dry.stdout).expect("-o json prints JSON");
-    assert_eq!(names(&plan, "workloads"), vec!["Deployment a-web", "Deployment b-api"], "{plan:#}");
+    assert_eq!(names(&plan, "workloads"), vec!["Deployment a-web", "Deployment b-api", "Deployment b-cart"], "{plan:#}");
     assert!(plan["workloads"].as_array().unwrap().iter().all(|w| w["result"] == "planned"), "{plan:#}");
     assert_eq!(
         names(&plan, "left"),
@@ -280,14 +281,14 @@ async fn run(suite: &Suite) -> TierResult {
         String::from("its updateStrategy is OnDelete"),
         String::from("its rollingUpdate.partition is 1"),
         String::from("a bare Pod: nothing would recreate it"),
-        String::from("Result: ok (dry run, nothing changed: 2 to restart; 5 left to you)"),
+        String::from("Result: ok (dry run, nothing changed: 3 to restart; 5 left to you)"),
     ] {
         assert!(text.stdout.contains(&expected), "expected {expected:?} in:\n{}", text.stdout);
     }
     let narrowed = envoy_injector("rollout", &with(&["--dry-run", "-o", "json", "--selector", "app=b-api"])).await;
     let narrowed: Value = serde_json::from_str(&narrowed.stdout).expect("-o json prints JSON");
     assert_eq!((names(&narrowed, "workloads"), names(&narrowed, "left")), (vec![String::from("Deployment b-api")], vec![]));
-    step!("rollout --dry-run: a-web then b-api, 5 left with what to do, nothing changed; --selector app=b-api: b-api alone");
+    step!("rollout --dry-run: a-web, b-api, b-cart, 5 left with what to do, nothing changed; --selector app=b-api: b-api alone");
 
     // Another edit, and the real run at once: it restarts once the policies serve v3.
     set_config(&configmaps, &v3).await;
@@ -302,7 +303,11 @@ async fn run(suite: &Suite) -> TierResult {
         .collect();
     assert_eq!(
         results,
-        vec![(String::from("a-web"), String::from("timed-out")), (String::from("b-api"), String::from("not-started"))],
+        vec![
+            (String::from("a-web"), String::from("timed-out")),
+            (String::from("b-api"), String::from("not-started")),
+            (String::from("b-cart"), String::from("not-started")),
+        ],
         "{report:#}"
     );
     assert!(report["workloads"][1]["reason"].as_str().unwrap_or_default().contains("a-web"), "{report:#}");
@@ -327,6 +332,15 @@ async fn run(suite: &Suite) -> TierResult {
         report_waited,
         report["workloads"][0]["reason"]
     );
+
+    // Two at once: both in flight finish and are reported, none is started after them.
+    let parallel = envoy_injector("rollout", &with(&["--timeout", "6s", "--max-parallel", "2", "-o", "json"])).await;
+    let report: Value = serde_json::from_str(&parallel.stdout).expect("-o json prints JSON");
+    let results: Vec<&str> = report["workloads"].as_array().unwrap().iter().map(|w| w["result"].as_str().unwrap_or("?")).collect();
+    assert_eq!((parallel.code, results), (1, vec!["timed-out", "timed-out", "not-started"]), "{report:#}");
+    let after = workloads(client, &apps.name).await;
+    assert!(after["Deployment b-api"].1 && !after["Deployment b-cart"].1, "b-api restarted beside a-web, b-cart untouched: {after:?}");
+    step!("rollout --max-parallel 2: a-web and b-api both timed out and reported, b-cart not started");
 
     // Drift: Pods written from `inject`'s output, then changed.
     let dir = temp_dir("envoy-injector-e2e-rollout");
