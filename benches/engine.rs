@@ -203,7 +203,8 @@ fn admission_handle_overrides(c: &mut Criterion) {
     let template = include_str!("../tests/fixtures/overrides/template.yaml");
     let admission = Admission::new(
         Arc::new(LiveTemplates::new(Some(
-            TemplateSet::from_text("bench", template).expect("the overrides fixture parses"),
+            TemplateSet::from_text("bench", template, envoy_injector::template::KubeVersion::NEWEST)
+                .expect("the overrides fixture parses"),
         ))),
         Arc::new(Standalone),
         Metrics::unregistered(),

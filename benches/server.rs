@@ -61,6 +61,7 @@ fn end_to_end(c: &mut Criterion) {
             Arc::new(Standalone),
             metrics.clone(),
         )),
+        validation: envoy_injector::admission::TemplateValidation::new(envoy_injector::template::KubeVersion::NEWEST),
         registry: Arc::new(registry),
         metrics,
         readiness: Arc::new(|| Ok(())),

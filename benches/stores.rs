@@ -205,7 +205,7 @@ fn main() {
     }
     // First, on a heap nothing has freed into yet: what it adds is its own.
     let before_uninjected = rss_kib();
-    let mut uninjected = Tracker::new();
+    let mut uninjected = Tracker::new(envoy_injector::inject::AnnotationOptIn::On);
     uninjected.apply(Event::Init);
     for i in 0..PODS {
         // One at a time, as a watch page would deliver them: only the tracker's entry stays.

@@ -238,8 +238,15 @@ async fn drive<K, S>(
 
 /// Starts one watch per kind and returns the cache plus the ConfigMap change feed.
 /// `namespace` is where the `envoy-injector` ConfigMap lives; `followers` are kept current
-/// from the Network and member-Pod watches.
-pub fn start(client: Client, namespace: &str, metrics: Metrics, followers: Followers) -> (Cache, ConfigMapEvents) {
+/// from the Network and member-Pod watches. Without them (`serve --networks=false`)
+/// neither Networks nor member Pods are watched: their stores stay empty and count as
+/// synced, so no Network CRD is needed.
+pub fn start(
+    client: Client,
+    namespace: &str,
+    metrics: Metrics,
+    followers: Option<Followers>,
+) -> (Cache, ConfigMapEvents) {
     let synced = Arc::new(Synced::default());
 
     let (configmap, configmap_writer) = reflector::store::<ConfigMap>();
@@ -296,6 +303,22 @@ pub fn start(client: Client, namespace: &str, metrics: Metrics, followers: Follo
         metrics.clone(),
     ));
 
+    let network_events = Relay::new();
+    let Some(followers) = followers else {
+        synced.mark(|s| &s.networks);
+        synced.mark(|s| &s.member_pods);
+        let cache = Cache {
+            stores: Stores {
+                configmap,
+                namespaces,
+                networks: reflector::store::<Network>().0,
+            },
+            synced,
+            network_events,
+            namespace_changed,
+        };
+        return (cache, configmap_rx);
+    };
     let (networks, networks_writer) = reflector::store_shared::<Network>(SHARED_BUFFER);
     let network_subscription = networks_writer
         .subscribe()
@@ -314,7 +337,6 @@ pub fn start(client: Client, namespace: &str, metrics: Metrics, followers: Follo
         move || store.len(),
         metrics.clone(),
     ));
-    let network_events = Relay::new();
     tokio::spawn(network_events.clone().pump(network_subscription));
 
     // Metadata only (`PartialObjectMeta` requests), as selected, and nothing stored but the

@@ -7,6 +7,7 @@ use std::time::Duration;
 use clap::builder::{PossibleValuesParser, TypedValueParser};
 use clap::{Args, CommandFactory, Parser, Subcommand, ValueEnum};
 use envoy_injector::policies::Mode;
+use envoy_injector::template::KubeVersion;
 
 #[derive(Debug, Parser)]
 #[command(
@@ -136,6 +137,10 @@ pub struct ServeArgs {
     /// Template file (a bare template or a whole ConfigMap manifest); standalone only.
     #[arg(long, value_name = "FILE")]
     pub config: Option<PathBuf>,
+    /// The Kubernetes version whose API server checks the Pods, for the value rules of the
+    /// templates (standalone only: in cluster mode, the API server's own version).
+    #[arg(long = "kube-version", value_name = "VERSION", default_value_t = KubeVersion::NEWEST)]
+    pub kube_version: KubeVersion,
     /// Namespace of the `envoy-injector` ConfigMap (cluster mode).
     #[arg(long, env = "POD_NAMESPACE", default_value = "envoy-injector")]
     pub namespace: String,
@@ -146,6 +151,18 @@ pub struct ServeArgs {
     /// server serves MutatingAdmissionPolicy v1 (Kubernetes 1.36), else `webhook`.
     #[arg(long, default_value = "auto", env = "INJECTION", value_parser = injection_mode())]
     pub injection: Mode,
+    /// Whether a Pod's annotation `sidecar.samplecrd.k8s.io/inject: "true"` (and the legacy
+    /// `initializer.kubernetes.io/envoy`) opts it in. Its label of the same key and its
+    /// namespace's label always do. `false`: annotations opt nothing in, so no Pod costs the
+    /// API server any CEL unless a label selects it (the compiled policies then hold no
+    /// annotation path; the webhook configuration's annotation entry is to be removed too).
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set, env = "ANNOTATION_OPT_IN")]
+    pub annotation_opt_in: bool,
+    /// The ValidatingWebhookConfiguration that owns (ownerReferences) every admission
+    /// policy policy mode writes: deleting it, as removing the installation does, lets the
+    /// garbage collector delete them. None is written while it does not exist.
+    #[arg(long, value_name = "NAME", default_value = "envoy-injector", value_parser = clap::builder::NonEmptyStringValueParser::new())]
+    pub policy_owner: String,
     /// HTTPS listener for `POST /mutate`.
     #[arg(long, default_value = "0.0.0.0:8443")]
     pub addr: SocketAddr,
@@ -175,6 +192,11 @@ pub struct ServeArgs {
     // variants of similar size.
     #[command(flatten)]
     pub connections: Box<ConnectionArgs>,
+    /// Run the Network controller and watch Networks (cluster mode). `--networks=false`:
+    /// neither, so the Network CRD need not be installed; a Pod naming a Network is then
+    /// refused, as naming one that does not exist.
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
+    pub networks: bool,
     /// Backend that realises Networks: `multus` (a NetworkAttachmentDefinition per
     /// Network) or `none` (status only).
     #[arg(long, value_enum, default_value_t = NetworkBackendKind::Multus)]
@@ -327,6 +349,10 @@ pub struct InjectArgs {
     /// templates, `config` and `classic`.
     #[arg(long, value_name = "FILE")]
     pub config: Option<PathBuf>,
+    /// The Kubernetes version whose API server will check the Pods: the value rules the
+    /// templates of --config are checked with.
+    #[arg(long = "kube-version", value_name = "VERSION", default_value_t = KubeVersion::NEWEST)]
+    pub kube_version: KubeVersion,
     #[arg(short = 'o', long = "output", value_enum, default_value_t = OutputFormat::Yaml)]
     pub output: OutputFormat,
 }
@@ -344,6 +370,14 @@ pub struct PoliciesArgs {
     /// The injector's namespace, which the policies leave alone as the webhook does.
     #[arg(long, default_value = "envoy-injector")]
     pub namespace: String,
+    /// The value rules the templates are checked with, for this Kubernetes version (the
+    /// policies themselves need 1.36).
+    #[arg(long = "kube-version", value_name = "VERSION", default_value_t = KubeVersion::NEWEST)]
+    pub kube_version: KubeVersion,
+    /// As `serve --annotation-opt-in`: `false` leaves out the policy for Pods that opt in
+    /// by annotation.
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
+    pub annotation_opt_in: bool,
     #[arg(short = 'o', long = "output", value_enum, default_value_t = PoliciesFormat::Yaml)]
     pub output: PoliciesFormat,
 }
@@ -423,6 +457,10 @@ pub struct CheckArgs {
     /// With -f: consult no cluster even when a kubeconfig is found.
     #[arg(long, requires = "file", conflicts_with_all = ["stale", "missing", "drift"])]
     pub offline: bool,
+    /// With -f and no cluster: the Kubernetes version whose value rules the templates are
+    /// checked with (with a cluster, its API server's version).
+    #[arg(long = "kube-version", value_name = "VERSION", default_value_t = KubeVersion::NEWEST)]
+    pub kube_version: KubeVersion,
     /// Also list injected Pods running an older template revision, by workload, with the
     /// `kubectl rollout restart` that replaces them (within --namespace, else everywhere).
     #[arg(long)]

@@ -24,7 +24,9 @@ use prometheus_client::metrics::family::Family;
 use tower::buffer::Buffer;
 use tower::{BoxError, Layer, Service, ServiceExt};
 
+use crate::backoff::Exponential;
 use crate::metrics::{ApiLabels, Metrics};
+use crate::template::KubeVersion;
 
 /// Requests queued in front of the rate limiter's inner service.
 const BUFFER: usize = 1024;
@@ -47,6 +49,45 @@ pub async fn connect(limits: Limits, metrics: &Metrics) -> Result<kube::Client, 
         .with_layer(&RateLimitLayer::new(limits))
         .build();
     Ok(client)
+}
+
+/// Tries to read the API server's version before the newest supported is assumed.
+const VERSION_TRIES: u32 = 5;
+
+/// The Kubernetes version of the API server (`/version`): the value rules templates are
+/// checked with. Asked a few times with backoff; if it never answers, or answers with a
+/// version outside the supported range, that is logged and the nearest supported rules
+/// are used (the newest, when nothing answered).
+pub async fn kube_version(client: &kube::Client) -> KubeVersion {
+    let backoff = Exponential::new(std::time::Duration::from_millis(200), std::time::Duration::from_secs(3));
+    for failures in 1..=VERSION_TRIES {
+        let info = match client.apiserver_version().await {
+            Ok(info) => info,
+            Err(err) => {
+                tracing::warn!(error = %err, "cannot read the API server's version; asking again");
+                tokio::time::sleep(backoff.jittered(failures)).await;
+                continue;
+            }
+        };
+        match KubeVersion::from_server(&info.major, &info.minor) {
+            Ok((version, note)) => {
+                if let Some(note) = note {
+                    tracing::warn!("{note}");
+                }
+                tracing::info!(%version, "checking template values with the rules of the API server's version");
+                return version;
+            }
+            Err(err) => {
+                tracing::warn!(error = %err, "the API server's version is not one this injector knows");
+                break;
+            }
+        }
+    }
+    tracing::warn!(
+        version = %KubeVersion::NEWEST,
+        "checking template values with the rules of the newest supported Kubernetes"
+    );
+    KubeVersion::NEWEST
 }
 
 /// The verb and resource of a request to the Kubernetes API, from its method, path and

@@ -26,3 +26,4 @@ pub mod stale;
 pub mod template;
 pub mod tls;
 pub mod uninjected;
+pub mod yaml;

@@ -300,6 +300,9 @@ pub struct Metrics {
     /// 1 for each live template at its revision: what this replica injects with now (read
     /// by `rollout` from every replica before it restarts anything).
     pub template_revision: Family<TemplateRevisionLabels, Gauge>,
+    /// Live templates with values the API server refuses, served because they were live
+    /// before the injector checked values (`template::reload`); 0 normally.
+    pub templates_refused_values: Gauge,
     pub tls_reloads: Family<LoadLabels, Counter>,
     pub reconciles: Family<ReconcileLabels, Counter>,
     /// Failed reconciles by reason (each also counted as `reconciles{result="error"}`).
@@ -354,6 +357,7 @@ impl Metrics {
             template_loads: Family::default(),
             templates_loaded: Gauge::default(),
             template_revision: Family::default(),
+            templates_refused_values: Gauge::default(),
             tls_reloads: Family::default(),
             reconciles: Family::default(),
             reconcile_errors: Family::default(),
@@ -404,6 +408,11 @@ impl Metrics {
             "templates_loaded",
             "Number of templates in the live configuration",
             metrics.templates_loaded.clone(),
+        );
+        registry.register(
+            "templates_refused_values",
+            "Live templates with values the API server refuses, served because they were live before the injector checked values",
+            metrics.templates_refused_values.clone(),
         );
         registry.register(
             "template_revision",

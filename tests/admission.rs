@@ -340,7 +340,10 @@ fn the_pod_read_from_text_gets_the_same_decision_and_patch_as_the_parsed_pod() {
 const OVERRIDES_TEMPLATE: &str = include_str!("fixtures/overrides/template.yaml");
 
 fn overrides_admission(template: &str) -> Admission {
-    admission_with(Some(TemplateSet::from_text("test", template).unwrap())).0
+    admission_with(Some(
+        TemplateSet::from_text("test", template, envoy_injector::template::KubeVersion::NEWEST).unwrap(),
+    ))
+    .0
 }
 
 /// The captured dry-run review, opted in, asking for `overrides`.
@@ -395,8 +398,8 @@ fn the_webhook_denies_a_value_out_of_bounds_with_the_issue_s_words() {
 #[test]
 fn a_pod_without_override_annotations_gets_exactly_the_patch_it_got_before() {
     let plain_text = &OVERRIDES_TEMPLATE[..OVERRIDES_TEMPLATE.find("overrides:").unwrap()];
-    let with = TemplateSet::from_text("t", OVERRIDES_TEMPLATE).unwrap();
-    let without = TemplateSet::from_text("t", plain_text).unwrap();
+    let with = TemplateSet::from_text("t", OVERRIDES_TEMPLATE, envoy_injector::template::KubeVersion::NEWEST).unwrap();
+    let without = TemplateSet::from_text("t", plain_text, envoy_injector::template::KubeVersion::NEWEST).unwrap();
     let revision = |set: &TemplateSet| set.get("config").unwrap().revision.clone();
     let plain = overrides_review(&[]);
     let patch = |template: &str| {

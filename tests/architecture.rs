@@ -149,6 +149,39 @@ fn the_pure_engine_imports_only_templates() {
     );
 }
 
+/// The YAML layer knows nothing of Pods or templates: no `crate::` path out of it, and no
+/// `super::` that climbs above `src/yaml`.
+#[test]
+fn the_yaml_layer_imports_nothing_else_of_the_crate() {
+    let edges = imports();
+    assert_eq!(
+        edges.get("yaml"),
+        None,
+        "expected `yaml` to import nothing else of the crate"
+    );
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("src/yaml");
+    let mut files = Vec::new();
+    sources(&root, &mut files);
+    assert!(files.len() >= 10, "only {} files of src/yaml read", files.len());
+    for file in files {
+        let relative = file.strip_prefix(&root).unwrap();
+        // How many modules the file's is below `yaml` (`mod.rs` is its directory's).
+        let depth = relative.components().count() - usize::from(relative.ends_with("mod.rs"));
+        let climb = "super::".repeat(depth + 1);
+        let text = std::fs::read_to_string(&file).unwrap();
+        for (n, line) in text.lines().enumerate() {
+            let code = line.split("//").next().unwrap_or_default();
+            assert!(
+                !code.contains(&climb),
+                "src/yaml/{}:{}: expected no path above src/yaml, found `{}`",
+                relative.display(),
+                n + 1,
+                line.trim()
+            );
+        }
+    }
+}
+
 #[test]
 fn a_circle_is_found_where_there_is_one() {
     let edges = BTreeMap::from([

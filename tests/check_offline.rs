@@ -98,7 +98,7 @@ fn check_f_explains_a_file_without_a_cluster() {
     for expected in [
         "Deployment apps/web (document 2, Pod template): would be injected [rule: annotation]",
         "adds: container envoy",
-        "warning: joins Network `blue`: whether it exists in namespace apps and is Ready is not known offline",
+        "warning: joins Network `blue`: the join (the Multus annotation, NETWORK_CIDR and NETWORK_GATEWAY in the sidecar) happens only in the cluster, when the injector admits the Pod; whether the Network exists in namespace apps and is Ready is not known offline",
         // The Namespace declared in the file opts its Job in; a Job gets a native sidecar.
         "Job shop/once (document 3, Pod template): would be injected [rule: namespace-label]",
         "adds: init container envoy",
@@ -218,6 +218,39 @@ data:
     }
 }
 
+/// What `inject` refuses of a file, `check -f` reports in the same words, and fails.
+#[test]
+fn documents_inject_refuses_are_reported_with_a_failing_exit() {
+    let home = tempfile::tempdir().unwrap();
+    let file = write(
+        home.path(),
+        "odd.yaml",
+        "just a string\n---\n- a\n- list\n---\nmetadata: {name: x}\n---\napiVersion: apps/v1\nkind: Deployment\nmetadata: {name: d}\nspec: {template: nope}\n---\napiVersion: v1\nkind: Pod\nmetadata: {name: p}\nspec: {containers: [{name: a, image: b}]}\n",
+    );
+    let file = file.to_str().unwrap();
+    let inject = without_cluster(home.path(), &["inject", "-f", file]);
+    let check = without_cluster(home.path(), &["check", "-f", file]);
+    assert_eq!(check.status.code(), Some(1), "{}", text(&check.stdout));
+    let report = text(&check.stdout);
+    let refused: Vec<String> = text(&inject.stderr)
+        .lines()
+        .filter_map(|l| l.strip_prefix("error: ").map(String::from))
+        .collect();
+    assert_eq!(refused.len(), 4, "{}", text(&inject.stderr));
+    for why in &refused {
+        assert!(report.contains(why.as_str()), "expected `{why}` in:\n{report}");
+    }
+    assert!(report.contains("4 document(s) not explained"), "{report}");
+    assert!(
+        report.contains("Pod default/p (document 5)"),
+        "the rest is explained: {report}"
+    );
+    let json = without_cluster(home.path(), &["check", "-f", file, "-o", "json"]);
+    let value: serde_json::Value = serde_json::from_slice(&json.stdout).unwrap();
+    assert_eq!(value["unreadable"].as_array().unwrap().len(), 4, "{value}");
+    assert_eq!(value["healthy"], false);
+}
+
 /// `inject app.yaml` (no `-f`) says how to pass the file.
 #[test]
 fn a_bare_file_gets_the_hint_to_use_f() {
@@ -229,5 +262,66 @@ fn a_bare_file_gets_the_hint_to_use_f() {
     assert!(
         stderr.contains("tip: to read the file 'app.yaml', use '-f app.yaml'"),
         "{stderr}"
+    );
+}
+
+/// The Pod label opts in offline as in the cluster (`check -f` says so), and `"false"` opts
+/// out, which `inject` honours as it honours the annotation.
+#[test]
+fn the_pod_label_opts_in_and_out_offline() {
+    let home = tempfile::tempdir().unwrap();
+    let file = write(
+        home.path(),
+        "labelled.yaml",
+        "apiVersion: v1\nkind: Pod\nmetadata:\n  name: by-label\n  namespace: apps\n  labels:\n    sidecar.samplecrd.k8s.io/inject: \"true\"\nspec:\n  containers:\n  - {name: app, image: app}\n---\napiVersion: v1\nkind: Pod\nmetadata:\n  name: out-by-label\n  namespace: apps\n  labels:\n    sidecar.samplecrd.k8s.io/inject: \"false\"\n  annotations:\n    sidecar.samplecrd.k8s.io/inject: \"true\"\nspec:\n  containers:\n  - {name: app, image: app}\n",
+    );
+    let out = without_cluster(home.path(), &["check", "-f", file.to_str().unwrap(), "-o", "json"]);
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "check -o json prints JSON ({e}): {}{}",
+            text(&out.stdout),
+            text(&out.stderr)
+        )
+    });
+    let pods: Vec<(String, String)> = report["pods"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| {
+            (
+                p["verdict"].as_str().unwrap().to_string(),
+                p["rule"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        pods,
+        [
+            (String::from("inject"), String::from("label")),
+            (String::from("skip"), String::from("opted-out"))
+        ],
+        "{}",
+        text(&out.stdout)
+    );
+    let injected = without_cluster(home.path(), &["inject", "-f", file.to_str().unwrap(), "-o", "json"]);
+    assert!(injected.status.success(), "{}", text(&injected.stderr));
+    let stdout = text(&injected.stdout);
+    // Several documents come out as one JSON List.
+    let list: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    let documents = list["items"].as_array().unwrap();
+    let containers = |doc: &serde_json::Value| -> Vec<String> {
+        doc["spec"]["containers"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| c["name"].as_str().unwrap().to_string())
+            .collect()
+    };
+    assert_eq!(containers(&documents[0]), ["app", "envoy"]);
+    assert_eq!(containers(&documents[1]), ["app"], "the label's opt-out wins: {stdout}");
+    assert!(
+        text(&injected.stderr).contains("opted out by label `sidecar.samplecrd.k8s.io/inject: \"false\"`"),
+        "{}",
+        text(&injected.stderr)
     );
 }

@@ -65,7 +65,8 @@ fn admission(stores: Stores, template: &str) -> (Admission, Arc<LiveTemplates>) 
     let mut data = BTreeMap::new();
     data.insert("config".to_string(), template.to_string());
     let live = Arc::new(LiveTemplates::new(Some(
-        envoy_injector::template::TemplateSet::from_data("t", &data).unwrap(),
+        envoy_injector::template::TemplateSet::from_data("t", &data, envoy_injector::template::KubeVersion::NEWEST)
+            .unwrap(),
     )));
     (
         Admission::new(live.clone(), Arc::new(stores), Metrics::unregistered()),
@@ -224,7 +225,12 @@ async fn hot_reloaded_template_serves_the_next_admission() {
         }
     }
     let metrics = Metrics::unregistered();
-    assert!(envoy_injector::template::reload::apply(Some(&configmap), &live, &metrics, &Quiet).await);
+    let reloader = |metrics| envoy_injector::template::reload::Reloader {
+        version: envoy_injector::template::KubeVersion::NEWEST,
+        metrics,
+        events: &Quiet,
+    };
+    assert!(envoy_injector::template::reload::apply(Some(&configmap), &live, &reloader(&metrics)).await);
     let second = patched(&review, &respond(&admission, &review));
     assert_eq!(second["spec"]["containers"][1]["name"], "proxy-v2");
 
@@ -233,9 +239,84 @@ async fn hot_reloaded_template_serves_the_next_admission() {
         "config".to_string(),
         "containers:\n- nme: broken\n".to_string(),
     )]));
-    assert!(!envoy_injector::template::reload::apply(Some(&configmap), &live, &metrics, &Quiet).await);
+    assert!(!envoy_injector::template::reload::apply(Some(&configmap), &live, &reloader(&metrics)).await);
     let third = patched(&review, &respond(&admission, &review));
     assert_eq!(third["spec"]["containers"][1]["name"], "proxy-v2");
+}
+
+type ApiHandle = tower_test::mock::Handle<Request<Body>, Response<Body>>;
+type Held = Vec<tower_test::mock::SendResponse<Response<Body>>>;
+
+/// A list answer of `kind` with `items`, at resourceVersion 1.
+fn list_of(kind: &str, items: Value) -> Value {
+    json!({"kind": kind, "apiVersion": "v1", "metadata": {"resourceVersion": "1"}, "items": items})
+}
+
+/// The ConfigMap `ei/envoy-injector` with template [`SIDECAR`], as its list answers it.
+fn configmap_list() -> Value {
+    list_of(
+        "ConfigMapList",
+        json!([{"metadata": {"name": "envoy-injector", "namespace": "ei", "resourceVersion": "1"},
+        "data": {"config": SIDECAR}}]),
+    )
+}
+
+/// Answers the cache's first `count` LISTs with `answer(uri)`, holding every WATCH open
+/// (the returned senders); then waits until every store counts as synced.
+async fn serve_initial_lists(
+    handle: &mut ApiHandle,
+    cache: &cache::Cache,
+    count: usize,
+    answer: impl Fn(&str) -> Value,
+) -> Held {
+    let mut held = Vec::new();
+    let mut lists = 0;
+    tokio::time::timeout(Duration::from_secs(10), async {
+        while lists < count {
+            let (request, send) = handle.next_request().await.expect("the cache asks for its lists");
+            let uri = request.uri().to_string();
+            if uri.contains("watch=true") {
+                held.push(send);
+                continue;
+            }
+            lists += 1;
+            let body = answer(&uri);
+            send.send_response(
+                Response::builder()
+                    .body(Body::from(serde_json::to_vec(&body).unwrap()))
+                    .unwrap(),
+            );
+        }
+    })
+    .await
+    .expect("the cache listed every kind");
+    tokio::time::timeout(Duration::from_secs(10), async {
+        while cache.synced.check().is_err() {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    })
+    .await
+    .expect("all stores synced");
+    held
+}
+
+/// The next request that is not a WATCH the cache keeps (`kept(uri)`: held), if one comes
+/// within 300 ms: admission must make none.
+async fn further_request(handle: &mut ApiHandle, held: &mut Held, kept: impl Fn(&str) -> bool) -> Option<String> {
+    tokio::time::timeout(Duration::from_millis(300), async {
+        loop {
+            let (request, send) = handle.next_request().await?;
+            let uri = request.uri().to_string();
+            if uri.contains("watch=true") && kept(&uri) {
+                held.push(send);
+                continue;
+            }
+            return Some(uri);
+        }
+    })
+    .await
+    .ok()
+    .flatten()
 }
 
 /// Answers the cache's initial LISTs from a mocked API server, then holds every WATCH
@@ -246,70 +327,48 @@ async fn admission_makes_no_api_call_once_the_cache_has_synced() {
     let (service, mut handle) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
     let client = kube::Client::new(service, "default");
     let indexes = envoy_injector::network::controller::Indexes::default();
-    let (cache, mut configmap_feed) = cache::start(client, "ei", Metrics::unregistered(), indexes.followers());
+    let followers = Some(indexes.followers());
+    let (cache, mut configmap_feed) = cache::start(client, "ei", Metrics::unregistered(), followers);
 
-    let list = |kind: &str, items: Value| json!({"kind": kind, "apiVersion": "v1", "metadata": {"resourceVersion": "1"}, "items": items});
-    let mut held_watches = Vec::new();
-    let server = async {
-        let mut lists = 0;
-        while lists < 4 {
-            let (request, send) = handle.next_request().await.expect("the cache asks for its lists");
-            let uri = request.uri().to_string();
-            if uri.contains("watch=true") {
-                held_watches.push(send);
-                continue;
-            }
-            lists += 1;
-            let body = if uri.contains("/configmaps") {
-                list(
-                    "ConfigMapList",
-                    json!([{"metadata": {"name": "envoy-injector", "namespace": "ei", "resourceVersion": "1"},
-                    "data": {"config": SIDECAR}}]),
-                )
-            } else if uri.contains("/namespaces") {
-                list(
-                    "PartialObjectMetadataList",
-                    json!([{"apiVersion": "meta.k8s.io/v1", "kind": "PartialObjectMetadata",
-                    "metadata": {"name": "mesh", "resourceVersion": "1", "labels": {"sidecar.samplecrd.k8s.io/inject": "enabled"}}}]),
-                )
-            } else if uri.contains("/networks") {
-                let mut n = serde_json::to_value(network("example-network", true, 2)).unwrap();
-                n["metadata"]["resourceVersion"] = json!("1");
-                list("NetworkList", json!([n]))
-            } else if uri.contains("/pods") {
-                assert!(
-                    uri.contains("labelSelector=sidecar.samplecrd.k8s.io"),
-                    "member Pods only: {uri}"
-                );
-                assert!(
-                    uri.contains("fieldSelector=status.phase%21%3DSucceeded%2Cstatus.phase%21%3DFailed"),
-                    "only Pods that may still hold an interface: {uri}"
-                );
-                list("PartialObjectMetadataList", json!([]))
-            } else {
-                panic!("unexpected request {uri}");
-            };
-            send.send_response(
-                Response::builder()
-                    .body(Body::from(serde_json::to_vec(&body).unwrap()))
-                    .unwrap(),
+    let mut held_watches = serve_initial_lists(&mut handle, &cache, 4, |uri| {
+        if uri.contains("/configmaps") {
+            configmap_list()
+        } else if uri.contains("/namespaces") {
+            list_of(
+                "PartialObjectMetadataList",
+                json!([{"apiVersion": "meta.k8s.io/v1", "kind": "PartialObjectMetadata",
+                "metadata": {"name": "mesh", "resourceVersion": "1", "labels": {"sidecar.samplecrd.k8s.io/inject": "enabled"}}}]),
+            )
+        } else if uri.contains("/networks") {
+            let mut n = serde_json::to_value(network("example-network", true, 2)).unwrap();
+            n["metadata"]["resourceVersion"] = json!("1");
+            list_of("NetworkList", json!([n]))
+        } else if uri.contains("/pods") {
+            assert!(
+                uri.contains("labelSelector=sidecar.samplecrd.k8s.io"),
+                "member Pods only: {uri}"
             );
-        }
-    };
-    tokio::time::timeout(Duration::from_secs(10), server)
-        .await
-        .expect("the cache listed every kind");
-    tokio::time::timeout(Duration::from_secs(10), async {
-        while cache.synced.check().is_err() {
-            tokio::time::sleep(Duration::from_millis(10)).await;
+            assert!(
+                uri.contains("fieldSelector=status.phase%21%3DSucceeded%2Cstatus.phase%21%3DFailed"),
+                "only Pods that may still hold an interface: {uri}"
+            );
+            list_of("PartialObjectMetadataList", json!([]))
+        } else {
+            panic!("unexpected request {uri}");
         }
     })
-    .await
-    .expect("all stores synced");
+    .await;
     let configmap = configmap_feed.recv().await.unwrap().expect("the ConfigMap was listed");
     let live = Arc::new(LiveTemplates::new(None));
     let data = configmap.data.clone().unwrap();
-    live.replace(envoy_injector::template::TemplateSet::from_data("ei/envoy-injector", &data).unwrap());
+    live.replace(
+        envoy_injector::template::TemplateSet::from_data(
+            "ei/envoy-injector",
+            &data,
+            envoy_injector::template::KubeVersion::NEWEST,
+        )
+        .unwrap(),
+    );
 
     let admission = Admission::new(live, Arc::new(cache.stores.clone()), Metrics::unregistered());
     for name in [
@@ -327,21 +386,47 @@ async fn admission_makes_no_api_call_once_the_cache_has_synced() {
             .is_some()
     );
     // Anything admission asked of the API server would be waiting here now.
-    let extra = tokio::time::timeout(Duration::from_millis(300), async {
-        loop {
-            let (request, send) = handle.next_request().await?;
-            if request.uri().to_string().contains("watch=true") {
-                held_watches.push(send);
-                continue;
-            }
-            return Some(request.uri().to_string());
+    let extra = further_request(&mut handle, &mut held_watches, |_| true).await;
+    assert!(extra.is_none(), "admission made an API call: {extra:?}");
+}
+
+/// `serve --networks=false`: the cache lists only the ConfigMap and Namespaces (no
+/// Network CRD is needed), syncs on them, and a Pod naming a Network is refused naming it.
+#[tokio::test]
+async fn without_networks_the_cache_needs_no_network_and_refuses_a_pod_that_names_one() {
+    let (service, mut handle) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
+    let client = kube::Client::new(service, "default");
+    let (cache, mut configmap_feed) = cache::start(client, "ei", Metrics::unregistered(), None);
+    let mut held_watches = serve_initial_lists(&mut handle, &cache, 2, |uri| {
+        if uri.contains("/configmaps") {
+            configmap_list()
+        } else if uri.contains("/namespaces") {
+            list_of("PartialObjectMetadataList", json!([]))
+        } else {
+            panic!("expected only the ConfigMap and Namespaces to be listed, found {uri}");
         }
     })
     .await;
+    let configmap = configmap_feed.recv().await.unwrap().expect("the ConfigMap was listed");
+    let live = Arc::new(LiveTemplates::new(Some(
+        envoy_injector::template::TemplateSet::from_data(
+            "ei/envoy-injector",
+            &configmap.data.clone().unwrap(),
+            envoy_injector::template::KubeVersion::NEWEST,
+        )
+        .unwrap(),
+    )));
+    let admission = Admission::new(live, Arc::new(cache.stores.clone()), Metrics::unregistered());
+    let response = respond(&admission, &fixture("network-annotation.json"));
+    let message = response["status"]["message"].as_str().unwrap_or_default().to_string();
     assert!(
-        matches!(extra, Err(_) | Ok(None)),
-        "admission made an API call: {extra:?}"
+        response["allowed"] == false && message.contains("example-network"),
+        "expected a Pod naming a Network refused, naming it, found {response}"
     );
+    // No further list, and no watch of Networks or member Pods, was started.
+    let kept = |uri: &str| uri.contains("/configmaps") || uri.contains("/namespaces");
+    let extra = further_request(&mut handle, &mut held_watches, kept).await;
+    assert!(extra.is_none(), "unexpected request: {extra:?}");
 }
 
 /// Namespace `mesh`, opted in, whose label picks `template` for its Pods.
@@ -365,7 +450,8 @@ fn a_namespace_label_picks_the_template_and_the_pod_s_annotation_wins() {
     ]);
     let admission_in = |template: &str| {
         let live = Arc::new(LiveTemplates::new(Some(
-            envoy_injector::template::TemplateSet::from_data("t", &data).unwrap(),
+            envoy_injector::template::TemplateSet::from_data("t", &data, envoy_injector::template::KubeVersion::NEWEST)
+                .unwrap(),
         )));
         let stores = stores(vec![namespace_with_template(template)], vec![]);
         Admission::new(live, Arc::new(stores), Metrics::unregistered())

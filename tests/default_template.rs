@@ -15,7 +15,8 @@
 use std::collections::BTreeMap;
 use std::io::{Read, Write};
 use std::net::{Ipv4Addr, TcpListener, TcpStream};
-use std::path::PathBuf;
+use std::os::unix::net::UnixStream;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -349,7 +350,7 @@ fn envoy_or_skip(what: &str) -> Option<PathBuf> {
             !kubectl::in_ci(),
             "{what} needs Envoy, which is required when CI is set: {why}"
         );
-        let _ = writeln!(std::io::stderr().lock(), "SKIPPED {what}: {why}");
+        kubectl::skipped(what, why);
     }
     found
 }
@@ -435,19 +436,15 @@ fn envoy_itself_validates_the_bootstrap_with_every_value_a_pod_may_choose() {
     assert!(report.contains("stat_prefx"), "{report}");
 }
 
-/// A free loopback port (bound and released: the race with another process is accepted).
-fn free_port() -> u16 {
-    TcpListener::bind((Ipv4Addr::LOCALHOST, 0))
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
+/// One HTTP/1.1 GET on a loopback port, as the kubelet sends it: (status, body).
+fn get(port: u16, path: &str) -> std::io::Result<(u16, String)> {
+    let stream = TcpStream::connect((Ipv4Addr::LOCALHOST, port))?;
+    stream.set_read_timeout(Some(Duration::from_secs(5)))?;
+    get_on(stream, path)
 }
 
-/// One HTTP/1.1 GET, as the kubelet sends it: (status, body).
-fn get(port: u16, path: &str) -> std::io::Result<(u16, String)> {
-    let mut stream = TcpStream::connect((Ipv4Addr::LOCALHOST, port))?;
-    stream.set_read_timeout(Some(Duration::from_secs(5)))?;
+/// One HTTP/1.1 GET on a connected stream: (status, body).
+fn get_on(mut stream: impl Read + Write, path: &str) -> std::io::Result<(u16, String)> {
     write!(
         stream,
         "GET {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n"
@@ -490,11 +487,65 @@ impl Drop for Running {
     }
 }
 
-/// Envoy started from the template's own arguments — its ports moved to free loopback
-/// ones so tests can run side by side — does what the docs say for the app: ready on
-/// `/ready` (what the probes ask), metrics on the metrics port, nothing else of the admin
-/// interface reachable, TCP on the inbound port forwarded to the app's port, and a clean
-/// exit on SIGTERM.
+/// The bootstrap made to run beside other tests, each port one the kernel gives: every
+/// listener on loopback port 0 (the ports it got are read back from the admin interface),
+/// and the admin interface, which the `admin` cluster must reach at an address known
+/// before Envoy starts, on the Unix socket `admin` (in the test's own directory) instead
+/// of its loopback port.
+fn bound_by_the_kernel(bootstrap: &mut Yaml, admin: &Path) {
+    let pipe = serde_yaml_ng::to_value(serde_json::json!({"pipe": {"path": admin}})).unwrap();
+    let admin_address = std::mem::replace(&mut bootstrap["admin"]["address"], pipe.clone());
+    let resources = &mut bootstrap["static_resources"];
+    for listener in resources["listeners"].as_sequence_mut().expect("static listeners") {
+        let socket = &mut listener["address"]["socket_address"];
+        socket["address"] = Yaml::from("127.0.0.1");
+        socket["port_value"] = Yaml::from(0);
+    }
+    let mut to_admin = 0;
+    for cluster in resources["clusters"].as_sequence_mut().expect("static clusters") {
+        for endpoints in cluster["load_assignment"]["endpoints"]
+            .as_sequence_mut()
+            .into_iter()
+            .flatten()
+        {
+            for endpoint in endpoints["lb_endpoints"].as_sequence_mut().into_iter().flatten() {
+                let address = &mut endpoint["endpoint"]["address"];
+                if *address == admin_address {
+                    *address = pipe.clone();
+                    to_admin += 1;
+                }
+            }
+        }
+    }
+    assert_eq!(to_admin, 1, "one endpoint is the admin interface's address");
+}
+
+/// The port each listener of a running Envoy is bound to, by name, from its admin
+/// interface at `admin`; `None` until it answers with them all bound.
+fn bound_ports(admin: &Path, listeners: usize) -> Option<BTreeMap<String, u16>> {
+    let stream = UnixStream::connect(admin).ok()?;
+    stream.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
+    let (200, body) = get_on(stream, "/listeners?format=json").ok()? else {
+        return None;
+    };
+    let statuses: serde_json::Value = serde_json::from_str(&body).ok()?;
+    let bound: BTreeMap<String, u16> = statuses["listener_statuses"]
+        .as_array()?
+        .iter()
+        .filter_map(|l| {
+            let port = l["local_address"]["socket_address"]["port_value"].as_u64()?;
+            Some((l["name"].as_str()?.to_string(), u16::try_from(port).ok()?))
+        })
+        .filter(|(_, port)| *port != 0)
+        .collect();
+    (bound.len() == listeners).then_some(bound)
+}
+
+/// Envoy started from the template's own arguments — every port one the kernel gives it
+/// (see `bound_by_the_kernel`), so tests can run side by side — does what the docs say
+/// for the app: ready on `/ready` (what the probes ask), metrics on the metrics port,
+/// nothing else of the admin interface reachable, TCP on the inbound port forwarded to
+/// the app's port, and a clean exit on SIGTERM.
 #[test]
 fn envoy_started_from_the_default_is_ready_forwards_to_the_app_and_stops_cleanly() {
     let Some(binary) = envoy_or_skip("envoy_started_from_the_default_is_ready_forwards_to_the_app_and_stops_cleanly")
@@ -503,14 +554,7 @@ fn envoy_started_from_the_default_is_ready_forwards_to_the_app_and_stops_cleanly
     };
     let template = default_template();
     let envoy = envoy(&template);
-    let bootstrap = parsed_bootstrap(envoy);
-    let listeners = listeners(&bootstrap);
-    let (_, admin_port) = socket(&bootstrap["admin"]["address"]);
-    let moved: BTreeMap<u16, u16> = listeners
-        .values()
-        .chain([&admin_port])
-        .map(|&port| (port, free_port()))
-        .collect();
+    let listener_count = listeners(&parsed_bootstrap(envoy)).len();
 
     // The app: echoes one connection back.
     let app = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).unwrap();
@@ -526,13 +570,11 @@ fn envoy_started_from_the_default_is_ready_forwards_to_the_app_and_stops_cleanly
     env.insert("APP_PORT".into(), app_port.to_string());
     let mut args = expanded_args(envoy, &env);
     let at = args.iter().position(|a| a == "--config-yaml").unwrap() + 1;
-    let mut text = args[at].replace("address: 0.0.0.0", "address: 127.0.0.1");
-    for (from, to) in &moved {
-        let before = format!("port_value: {from}");
-        assert!(text.contains(&before), "{before}");
-        text = text.replace(&before, &format!("port_value: {to}"));
-    }
-    args[at] = text;
+    let mut bootstrap: Yaml = serde_yaml_ng::from_str(&args[at]).expect("the bootstrap is YAML");
+    let dir = tempfile::tempdir().unwrap();
+    let admin = dir.path().join("admin.sock");
+    bound_by_the_kernel(&mut bootstrap, &admin);
+    args[at] = serde_yaml_ng::to_string(&bootstrap).unwrap();
     let log = tempfile::NamedTempFile::new().unwrap();
     let started = Instant::now();
     let mut running = Running(
@@ -545,15 +587,9 @@ fn envoy_started_from_the_default_is_ready_forwards_to_the_app_and_stops_cleanly
             .expect("envoy starts"),
     );
     let logs = || std::fs::read_to_string(log.path()).unwrap_or_default();
-
-    let ready_port = moved[&listeners["ready"]];
-    loop {
+    let still_starting = |running: &mut Running| {
         if let Some(status) = running.0.try_wait().unwrap() {
             panic!("Envoy exited with {status} before it was ready:\n{}", logs());
-        }
-        if let Ok((200, body)) = get(ready_port, "/ready") {
-            assert_eq!(body.trim(), "LIVE");
-            break;
         }
         assert!(
             started.elapsed() < Duration::from_secs(20),
@@ -561,13 +597,28 @@ fn envoy_started_from_the_default_is_ready_forwards_to_the_app_and_stops_cleanly
             logs()
         );
         std::thread::sleep(Duration::from_millis(50));
+    };
+
+    let ports = loop {
+        match bound_ports(&admin, listener_count) {
+            Some(ports) => break ports,
+            None => still_starting(&mut running),
+        }
+    };
+    let ready_port = ports["ready"];
+    loop {
+        if let Ok((200, body)) = get(ready_port, "/ready") {
+            assert_eq!(body.trim(), "LIVE");
+            break;
+        }
+        still_starting(&mut running);
     }
     eprintln!(
         "Envoy ready on /ready {} ms after its start",
         started.elapsed().as_millis()
     );
 
-    let metrics_port = moved[&listeners["metrics"]];
+    let metrics_port = ports["metrics"];
     let (status, body) = get(metrics_port, "/stats/prometheus").unwrap();
     assert_eq!(status, 200);
     assert!(body.contains("envoy_server_live"), "{body}");
@@ -581,7 +632,7 @@ fn envoy_started_from_the_default_is_ready_forwards_to_the_app_and_stops_cleanly
         assert_eq!(get(port, path).unwrap().0, 404, "{path} on {port}");
     }
 
-    let inbound_port = moved[&listeners["inbound"]];
+    let inbound_port = ports["inbound"];
     let mut conn = TcpStream::connect((Ipv4Addr::LOCALHOST, inbound_port)).unwrap();
     conn.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
     conn.write_all(b"hello, app\n").unwrap();

@@ -11,9 +11,9 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 
-use envoy_injector::offline::node::{Node, Value as NodeValue};
-use envoy_injector::offline::read::read_documents;
-use envoy_injector::offline::yaml11::TRICKY_STRINGS;
+use envoy_injector::yaml::node::{Node, Value as NodeValue};
+use envoy_injector::yaml::read::read_documents;
+use envoy_injector::yaml::yaml11::TRICKY_STRINGS;
 use serde_json::Value;
 
 #[path = "common/kubectl.rs"]
@@ -213,7 +213,7 @@ fn key_order_and_comments_are_kept() {
 
 fn roots(text: &str) -> Vec<Node> {
     let mut roots = Vec::new();
-    for chunk in envoy_injector::offline::split::YamlChunks::new(text.as_bytes()) {
+    for chunk in envoy_injector::yaml::split::YamlChunks::new(text.as_bytes()) {
         let chunk = chunk.unwrap();
         for mut document in read_documents(&chunk.text, chunk.first_line).unwrap() {
             document.unpack();
@@ -380,8 +380,8 @@ fn kubectl_reads_back_what_the_writer_writes() {
         if i > 0 {
             text.push_str("---\n");
         }
-        let mut out = envoy_injector::offline::write::Out::default();
-        envoy_injector::offline::write::yaml_document(&mut out, &object, &[]);
+        let mut out = envoy_injector::yaml::write::Out::default();
+        envoy_injector::yaml::write::yaml_document(&mut out, &object, &[]);
         text.push_str(&out.into_string());
         expected.push(normalize(&object.to_json()));
     }

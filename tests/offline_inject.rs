@@ -36,8 +36,8 @@ fn run(args: &[&str], stdin: Option<&str>) -> Output {
 }
 
 /// The objects of a manifest as kubectl reads them (YAML 1.1, then JSON).
-fn read_documents(text: &str) -> Result<Vec<Value>, envoy_injector::offline::read::ReadError> {
-    Ok(envoy_injector::offline::read::read_documents(text, 1)?
+fn read_documents(text: &str) -> Result<Vec<Value>, envoy_injector::yaml::read::ReadError> {
+    Ok(envoy_injector::yaml::read::read_documents(text, 1)?
         .into_iter()
         .filter_map(|mut d| {
             d.unpack();
@@ -226,6 +226,26 @@ fn the_template_s_native_sidecar_overrides_the_default_both_ways() {
     }
 }
 
+/// A Pod that names a Network is injected offline without the join, and told that the
+/// join is the cluster's, as `check -f` tells it.
+#[test]
+fn a_pod_naming_a_network_is_warned_that_the_join_is_the_cluster_s() {
+    let pod = "apiVersion: v1\nkind: Pod\nmetadata:\n  name: p\n  namespace: shop\n  annotations:\n    sidecar.samplecrd.k8s.io/network: blue\nspec:\n  containers: [{name: a, image: b}]\n";
+    let out = run(&["inject", "-f", "-"], Some(pod));
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("warning: document 1 (Pod p) at line 1: joins Network `blue`: the join (the Multus annotation, NETWORK_CIDR and NETWORK_GATEWAY in the sidecar) happens only in the cluster")
+            && stderr.contains("exists in namespace shop"),
+        "{stderr}"
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.contains("name: envoy") && !stdout.contains("k8s.v1.cni.cncf.io/networks"),
+        "{stdout}"
+    );
+}
+
 #[test]
 fn stdin_and_yaml_output_round_trip() {
     let pod =
@@ -320,7 +340,11 @@ fn a_value_json_cannot_hold_is_named_by_its_object_and_its_field_there() {
         let out = run(&["inject", "-f", "-", "-o", "json"], Some(text));
         assert_eq!(out.status.code(), Some(1));
         let stderr = String::from_utf8(out.stderr).unwrap();
-        stderr.lines().next().unwrap_or_default().to_string()
+        stderr
+            .lines()
+            .find(|l| l.starts_with("error: "))
+            .unwrap_or_default()
+            .to_string()
     };
     let pod = "{kind: Pod, metadata: {name: a}, spec: {containers: [{name: a}]}}";
     let cannot = "which JSON cannot represent (kubectl would refuse it too)";

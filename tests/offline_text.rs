@@ -29,7 +29,7 @@ const NATIVE: &str = "nativeSidecar: true\ncontainers:\n- name: proxy\n  image: 
 fn templates() -> Vec<TemplateSet> {
     [EVERYTHING, NATIVE]
         .iter()
-        .map(|text| TemplateSet::from_text("fixture", text).unwrap())
+        .map(|text| TemplateSet::from_text("fixture", text, envoy_injector::template::KubeVersion::NEWEST).unwrap())
         .collect()
 }
 
@@ -71,9 +71,9 @@ fn kept_in_order(input: &str, output: &str) -> usize {
 /// The objects of a manifest as kubectl reads them (a List gives its items).
 fn objects(text: &str) -> Vec<Value> {
     let mut objects = Vec::new();
-    for chunk in envoy_injector::offline::split::YamlChunks::new(text.as_bytes()) {
+    for chunk in envoy_injector::yaml::split::YamlChunks::new(text.as_bytes()) {
         let chunk = chunk.unwrap();
-        for mut document in envoy_injector::offline::read::read_documents(&chunk.text, chunk.first_line).unwrap() {
+        for mut document in envoy_injector::yaml::read::read_documents(&chunk.text, chunk.first_line).unwrap() {
             document.unpack();
             let Some(root) = document.root else { continue };
             let json = root.to_json();

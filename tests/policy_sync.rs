@@ -1,8 +1,13 @@
 //! The Lease holder's admission-policy sync (`policies::sync`) against a scripted API
 //! server: the mode an API server without MutatingAdmissionPolicy gets, the order of its
-//! writes (each policy before its binding, every template before the known-templates
-//! check, bindings deleted before their policies), and no write over converged state.
-//! Tier `policy_mode` proves the same against the real API server.
+//! writes (the denial before the policies that mark Pods for it, each policy before its
+//! binding; bindings deleted before their policies; the objects of the previous layout
+//! removed once the present one is written, hand-applied ones too), no write over
+//! converged state, and
+//! every object owned by the ValidatingWebhookConfiguration: its uid read before each
+//! pass, objects owned anew when it is re-created or were written before ownership, none
+//! written while it is absent. Tier `policy_mode` proves the same against the real API
+//! server, tier `removal` the garbage collection.
 
 // Its named steps are the controller's and the TLS bootstrap's; this file scripts its own.
 #[allow(unused_imports)]
@@ -23,6 +28,8 @@ use serde_json::{Value, json};
 use tokio::sync::watch;
 
 const GROUP: &str = "/apis/admissionregistration.k8s.io/v1";
+/// The owner every object written is given (`serve --policy-owner`).
+const OWNER: &str = "envoy-injector";
 const KINDS: [&str; 4] = [
     "validatingadmissionpolicybindings",
     "mutatingadmissionpolicybindings",
@@ -50,11 +57,59 @@ fn templates(keys: &[&str]) -> TemplateSet {
             )
         })
         .collect();
-    TemplateSet::from_data("test", &data).unwrap()
+    TemplateSet::from_data("test", &data, envoy_injector::template::KubeVersion::NEWEST).unwrap()
 }
 
 fn list_reply(items: Vec<Value>) -> Value {
     json!({"apiVersion": "meta.k8s.io/v1", "kind": "PartialObjectMetadataList", "metadata": {}, "items": items})
+}
+
+/// The owner's read that starts a pass, answered with the owner at `uid` (`None`: absent).
+async fn answer_owner(server: &mut ApiServer, uid: Option<&str>) {
+    let call = server
+        .expect(Method::GET, &format!("{GROUP}/validatingwebhookconfigurations/{OWNER}"))
+        .await;
+    match uid {
+        Some(uid) => call.reply(
+            200,
+            &json!({"apiVersion": "meta.k8s.io/v1", "kind": "PartialObjectMetadata",
+                    "metadata": {"name": OWNER, "uid": uid}}),
+        ),
+        None => call.reply_not_found(),
+    }
+}
+
+/// The ownerReferences every object written carries: the owner at `uid`, no
+/// `blockOwnerDeletion` (deleting the owner never waits on them).
+fn owned_by(uid: &str) -> Value {
+    json!([{"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingWebhookConfiguration",
+            "name": OWNER, "uid": uid}])
+}
+
+/// The hash of `object` as compiled, owned by the owner at `uid` (`None`: as written
+/// before ownership).
+fn hash_of(object: &PolicyObject, uid: Option<&str>) -> String {
+    let mut body = serde_json::to_value(object).unwrap();
+    if let Some(uid) = uid {
+        body["metadata"]["ownerReferences"] = owned_by(uid);
+    }
+    envoy_injector::template::content_revision(&body.to_string())
+}
+
+/// Every object of `compiled` as listed, at its hash for the owner at `uid`.
+fn listed_as(compiled: &policies::Compiled, uid: Option<&str>) -> BTreeMap<&'static str, Vec<Value>> {
+    KINDS
+        .iter()
+        .map(|kind| {
+            let items = compiled
+                .objects
+                .iter()
+                .filter(|o| path_of(o).starts_with(&format!("{GROUP}/{kind}/")))
+                .map(|o| listed(o.name(), &hash_of(o, uid), "envoy-injector"))
+                .collect();
+            (*kind, items)
+        })
+        .collect()
 }
 
 /// The lists of one pass, each answered with `existing` of its kind.
@@ -104,6 +159,51 @@ fn applied(call: Call) -> Value {
     body
 }
 
+/// The Lease holder's sync in policy mode over `keys`, owned by [`OWNER`]: the live
+/// templates to edit, the scripted server, the stop token and the task.
+fn start_policy_mode(
+    keys: &[&str],
+) -> (
+    Arc<LiveTemplates>,
+    ApiServer,
+    CancellationToken,
+    tokio::task::JoinHandle<()>,
+) {
+    let (client, server) = mock_api::mock_client("default");
+    let live = Arc::new(LiveTemplates::new(Some(templates(keys))));
+    let (_publish, mode) = watch::channel(Some(Path::Policy));
+    let stop = CancellationToken::new();
+    let running = tokio::spawn(sync::run(
+        client,
+        live.clone(),
+        mode,
+        Options::default(),
+        OWNER.to_string(),
+        Metrics::unregistered(),
+        stop.clone(),
+    ));
+    (live, server, stop, running)
+}
+
+/// Each object of `objects` server-side applied in order, owned by the owner at `uid`,
+/// its hash covering that ownerReference.
+async fn expect_owned_applies(server: &mut ApiServer, objects: &[PolicyObject], uid: &str) {
+    for object in objects {
+        let body = applied(server.expect(Method::PATCH, &path_of(object)).await);
+        assert_eq!(
+            body["metadata"]["ownerReferences"],
+            owned_by(uid),
+            "{}",
+            path_of(object)
+        );
+        assert_eq!(
+            body["metadata"]["annotations"][HASH_ANNOTATION],
+            json!(hash_of(object, Some(uid))),
+            "the hash covers the ownerReference"
+        );
+    }
+}
+
 #[tokio::test]
 async fn an_api_server_without_mutating_admission_policy_gets_the_webhook_and_nothing_to_remove() {
     let (client, mut server) = mock_api::mock_client("default");
@@ -137,6 +237,7 @@ async fn an_api_server_without_mutating_admission_policy_gets_the_webhook_and_no
         Arc::new(LiveTemplates::new(Some(templates(&["config"])))),
         mode,
         Options::default(),
+        OWNER.to_string(),
         metrics,
         stop,
     ));
@@ -150,22 +251,11 @@ async fn an_api_server_without_mutating_admission_policy_gets_the_webhook_and_no
 
 #[tokio::test]
 async fn writes_go_in_a_safe_order_and_converged_state_is_left_alone() {
-    let (client, mut server) = mock_api::mock_client("default");
-    let metrics = Metrics::unregistered();
-    let live = Arc::new(LiveTemplates::new(Some(templates(&["canary", "config"]))));
-    let (_publish, mode) = watch::channel(Some(Path::Policy));
-    let stop = CancellationToken::new();
-    let running = tokio::spawn(sync::run(
-        client,
-        live.clone(),
-        mode,
-        Options::default(),
-        metrics.clone(),
-        stop.clone(),
-    ));
+    let (live, mut server, stop, running) = start_policy_mode(&["canary", "config"]);
 
-    // First pass over an empty cluster, with an object of a template gone (written by us)
-    // and one applied by hand (kubectl's): every compiled object in the compiler's order.
+    // First pass over a cluster with the previous layout (one pair of policies per template:
+    // written by us, or applied by hand with kubectl) and an object of ours applied by hand
+    // under another name: every compiled object in the compiler's order.
     let expected = policies::compile(&templates(&["canary", "config"]), &Options::default());
     let mut existing: BTreeMap<&str, Vec<Value>> = BTreeMap::new();
     existing.insert(
@@ -174,104 +264,95 @@ async fn writes_go_in_a_safe_order_and_converged_state_is_left_alone() {
     );
     existing.insert(
         KINDS[2],
-        vec![listed("envoy-injector-template-old", "x", "envoy-injector")],
+        vec![
+            listed("envoy-injector-template-old", "x", "envoy-injector"),
+            listed("envoy-injector-known-templates", "x", "kubectl"),
+        ],
     );
-    existing.insert(KINDS[3], vec![listed("envoy-injector-template-hand", "x", "kubectl")]);
+    existing.insert(
+        KINDS[3],
+        vec![
+            listed("envoy-injector-template-hand", "x", "kubectl"),
+            listed("envoy-injector-custom", "x", "kubectl"),
+        ],
+    );
+    answer_owner(&mut server, Some("uid-1")).await;
     answer_lists(&mut server, &existing).await;
-    let mut hashes = BTreeMap::new();
-    for object in &expected.objects {
-        let body = applied(server.expect(Method::PATCH, &path_of(object)).await);
-        let hash = body["metadata"]["annotations"][HASH_ANNOTATION]
-            .as_str()
-            .unwrap()
-            .to_string();
-        hashes.insert(path_of(object), hash);
+    expect_owned_applies(&mut server, &expected.objects, "uid-1").await;
+    // Then the previous layout, binding before policy, hand-applied or not; the object
+    // applied by hand under a name of neither layout stays.
+    for (kind, name) in [
+        (KINDS[0], "envoy-injector-template-old"),
+        (KINDS[2], "envoy-injector-template-old"),
+        (KINDS[2], "envoy-injector-known-templates"),
+        (KINDS[3], "envoy-injector-template-hand"),
+    ] {
+        server
+            .expect(Method::DELETE, &format!("{GROUP}/{kind}/{name}"))
+            .await
+            .reply(200, &json!({"kind": "Status", "apiVersion": "v1", "status": "Success"}));
     }
-    // Then the stale ones of ours, binding before policy; the hand-applied one stays.
-    server
-        .expect(
-            Method::DELETE,
-            &format!("{GROUP}/{}/envoy-injector-template-old", KINDS[0]),
-        )
-        .await
-        .reply(200, &json!({"kind": "Status", "apiVersion": "v1", "status": "Success"}));
-    server
-        .expect(
-            Method::DELETE,
-            &format!("{GROUP}/{}/envoy-injector-template-old", KINDS[2]),
-        )
-        .await
-        .reply(200, &json!({"kind": "Status", "apiVersion": "v1", "status": "Success"}));
 
-    // A template removed: the next pass writes the known-templates check, then deletes the
-    // removed template's objects, bindings first; what is converged is not written.
+    // A template removed: only the mutating policies, which hold the templates, change;
+    // what is converged is not written.
     live.replace(templates(&["config"]));
-    let converged: BTreeMap<&str, Vec<Value>> = KINDS
-        .iter()
-        .map(|kind| {
-            let items = expected
-                .objects
-                .iter()
-                .filter(|o| path_of(o).starts_with(&format!("{GROUP}/{kind}/")))
-                .map(|o| listed(o.name(), &hashes[&path_of(o)], "envoy-injector"))
-                .collect();
-            (*kind, items)
-        })
-        .collect();
+    answer_owner(&mut server, Some("uid-1")).await;
+    let converged = listed_as(&expected, Some("uid-1"));
     answer_lists(&mut server, &converged).await;
     let after = policies::compile(&templates(&["config"]), &Options::default());
     let changed: Vec<String> = after
         .objects
         .iter()
-        .filter(|o| {
-            let body = serde_json::to_value(o).unwrap();
-            hashes.get(&path_of(o)).map(String::as_str)
-                != Some(envoy_injector::template::content_revision(&body.to_string()).as_str())
-        })
+        .filter(|o| !expected.objects.iter().any(|e| e.name() == o.name() && e == *o))
         .map(path_of)
         .collect();
     assert_eq!(
         changed,
-        [format!(
-            "{GROUP}/validatingadmissionpolicies/envoy-injector-known-templates"
-        )],
-        "only the known-templates check changes when a template goes"
+        [
+            format!("{GROUP}/mutatingadmissionpolicies/envoy-injector-inject"),
+            format!("{GROUP}/mutatingadmissionpolicies/envoy-injector-inject-annotated"),
+        ],
+        "only the policies that hold the templates change when a template goes"
     );
     for path in &changed {
         applied(server.expect(Method::PATCH, path).await);
     }
-    for kind in KINDS {
-        server
-            .expect(
-                Method::DELETE,
-                &format!("{GROUP}/{kind}/envoy-injector-template-canary"),
-            )
-            .await
-            .reply(200, &json!({"kind": "Status", "apiVersion": "v1", "status": "Success"}));
-    }
 
     // Converged: a pass (here, the same set again) lists and writes nothing.
     live.replace(templates(&["config"]));
-    let now: BTreeMap<&str, Vec<Value>> = KINDS
-        .iter()
-        .map(|kind| {
-            let items = after
-                .objects
-                .iter()
-                .filter(|o| path_of(o).starts_with(&format!("{GROUP}/{kind}/")))
-                .map(|o| {
-                    let body = serde_json::to_value(o).unwrap();
-                    listed(
-                        o.name(),
-                        &envoy_injector::template::content_revision(&body.to_string()),
-                        "envoy-injector",
-                    )
-                })
-                .collect();
-            (*kind, items)
-        })
-        .collect();
+    answer_owner(&mut server, Some("uid-1")).await;
+    let now = listed_as(&after, Some("uid-1"));
     answer_lists(&mut server, &now).await;
+    stop.cancel();
+    running.await.unwrap();
+    server.assert_no_more_requests().await;
+}
+
+#[tokio::test]
+async fn every_object_follows_its_owner_and_none_is_written_without_it() {
+    let (live, mut server, stop, running) = start_policy_mode(&["config"]);
+    let compiled = policies::compile(&templates(&["config"]), &Options::default());
+
+    // Objects written before ownership (their hash covers no ownerReference): each is
+    // applied again, owned; none is deleted.
+    answer_owner(&mut server, Some("uid-1")).await;
+    answer_lists(&mut server, &listed_as(&compiled, None)).await;
+    expect_owned_applies(&mut server, &compiled.objects, "uid-1").await;
+
+    // The owner deleted and created again (a new uid): every object is owned anew, none
+    // deleted.
+    live.replace(templates(&["config"]));
+    answer_owner(&mut server, Some("uid-2")).await;
+    answer_lists(&mut server, &listed_as(&compiled, Some("uid-1"))).await;
+    expect_owned_applies(&mut server, &compiled.objects, "uid-2").await;
+
+    // The owner gone (the installation being removed while this replica still runs):
+    // nothing is listed or written, and the owner is asked again after a backoff; once it
+    // is back, as the objects are, the pass writes nothing.
+    live.replace(templates(&["config"]));
+    answer_owner(&mut server, None).await;
+    answer_owner(&mut server, Some("uid-2")).await;
+    answer_lists(&mut server, &listed_as(&compiled, Some("uid-2"))).await;
     stop.cancel();
     running.await.unwrap();
     server.assert_no_more_requests().await;

@@ -14,7 +14,9 @@ use kube::core::admission::Operation;
 use tracing::{debug, info, info_span, warn};
 
 use crate::inject::join::JoinError;
-use crate::inject::{self, ClusterView, Decided, Decision, Extras, NETWORK_ANNOTATION, NotChosen, PodView};
+use crate::inject::{
+    self, AnnotationOptIn, ClusterView, Decided, Decision, Extras, NETWORK_ANNOTATION, NotChosen, PodView,
+};
 use crate::metrics::{Metrics, Outcome, OutcomeLabels, TemplateLabels};
 use crate::template::LiveTemplates;
 
@@ -48,6 +50,8 @@ pub struct Admission {
     templates: Arc<LiveTemplates>,
     cluster: Arc<dyn ClusterView>,
     metrics: Metrics,
+    /// Whether Pods' annotations opt them in (`serve --annotation-opt-in`).
+    annotations: AnnotationOptIn,
 }
 
 /// A decided response plus what to count it as.
@@ -101,7 +105,13 @@ impl Admission {
             templates,
             cluster,
             metrics,
+            annotations: AnnotationOptIn::On,
         }
+    }
+
+    /// Pods' annotations opt them in or not, as `annotations` says (on by default).
+    pub fn with_annotation_opt_in(self, annotations: AnnotationOptIn) -> Admission {
+        Admission { annotations, ..self }
     }
 
     /// Answers one HTTP body. `Ok` is a JSON AdmissionReview to send with status 200.
@@ -158,8 +168,9 @@ impl Admission {
             return Answer::deny(reason);
         }
         let namespace = request.namespace.as_deref().unwrap_or_default();
-        let mut warnings = inject::policy::unreadable_flags(pod.annotations_for_policy());
-        let chosen = match inject::decide(pod, namespace, || self.templates.current(), &*self.cluster) {
+        let mut warnings = inject::policy::unreadable_flags(pod.meta(), self.annotations);
+        let templates = || self.templates.current();
+        let chosen = match inject::decide(pod, namespace, self.annotations, templates, &*self.cluster) {
             Decided::Skip(skip) => {
                 debug!(reason = %skip, "not injecting");
                 return Answer::allow(warnings);
@@ -185,6 +196,7 @@ impl Admission {
             }
             Err(err) => return Answer::deny(err.to_string()),
         };
+        warnings.extend(plan.pod_values.iter().filter_map(|v| v.warning(template)));
         let patch = match inject::jsonpatch::render_ops(&plan, pod) {
             Ok(ops) => review::patch_base64(&ops),
             Err(err) => return Answer::deny(err.to_string()),

@@ -1,6 +1,7 @@
 //! `POST /validate`: refuses an `envoy-injector` ConfigMap whose templates do not parse,
-//! at `kubectl apply` time, with the message the reload path logs for the same content
-//! (the field and its line). Registered by the ValidatingWebhookConfiguration
+//! or hold values the API server would refuse in the Pods they inject, at `kubectl apply`
+//! time, with the message the reload path logs for the same content (the field and its
+//! line). Registered by the ValidatingWebhookConfiguration
 //! `envoy-injector` for that one ConfigMap, CREATE and UPDATE, `failurePolicy: Ignore`:
 //! the reload path (keep the last good templates) stays the safety net.
 //!
@@ -17,16 +18,19 @@ use serde::Deserialize;
 
 use super::review::{self, RequestIn};
 use super::{Answer, RequestError};
-use crate::template::TemplateSet;
+use crate::template::{KubeVersion, TemplateSet};
 
 /// The ValidatingWebhookConfiguration's handler: AdmissionReviews of the template
 /// ConfigMap in, allowed or denied (with the parse error) out.
 #[derive(Debug, Default, Clone, Copy)]
-pub struct TemplateValidation;
+pub struct TemplateValidation {
+    /// The API server's version: the value rules its Pods are checked with.
+    version: KubeVersion,
+}
 
 impl TemplateValidation {
-    pub fn new() -> TemplateValidation {
-        TemplateValidation
+    pub fn new(version: KubeVersion) -> TemplateValidation {
+        TemplateValidation { version }
     }
 
     /// Answers one HTTP body. `Ok` is a JSON AdmissionReview to send with status 200;
@@ -41,7 +45,7 @@ impl TemplateValidation {
             dry_run = request.dry_run.unwrap_or(false),
         );
         let _entered = span.enter();
-        Ok(decide(&request, body).encode(&request.uid))
+        Ok(decide(&request, body, self.version).encode(&request.uid))
     }
 }
 
@@ -58,7 +62,7 @@ struct ConfigMapRequest {
     object: Option<Value>,
 }
 
-fn decide(request: &RequestIn, body: &[u8]) -> Answer {
+fn decide(request: &RequestIn, body: &[u8], version: KubeVersion) -> Answer {
     let is_configmap = request.kind.group.is_empty() && request.kind.kind == "ConfigMap";
     let writes = matches!(request.operation, Operation::Create | Operation::Update);
     let name = request.name.as_deref().unwrap_or_default();
@@ -92,7 +96,7 @@ fn decide(request: &RequestIn, body: &[u8]) -> Answer {
             }
         },
     };
-    match TemplateSet::from_data(&source, &data) {
+    match TemplateSet::from_data(&source, &data, version) {
         Ok(set) => {
             info!(configmap = %source, templates = ?set.names().collect::<Vec<_>>(), "templates parse; admitting");
             Answer::allow(Vec::new())
@@ -130,7 +134,7 @@ mod tests {
     }
 
     fn answer(body: &[u8]) -> Value {
-        let bytes = TemplateValidation::new().handle(body).unwrap();
+        let bytes = TemplateValidation::new(KubeVersion::NEWEST).handle(body).unwrap();
         let review: Value = serde_json::from_slice(&bytes).unwrap();
         assert_eq!(review["response"]["uid"], "u-1", "{review}");
         assert!(review["response"].get("patch").is_none(), "{review}");
@@ -139,6 +143,7 @@ mod tests {
 
     const GOOD: &str = "containers:\n- name: proxy\n  image: envoy\n";
     const BAD: &str = "containers:\n- name: proxy\n  imag: envoy\n";
+    const BAD_VALUE: &str = "containers:\n- name: proxy\n  image: envoy\n  resources:\n    limits: {cpu: banana}\n";
 
     #[test]
     fn a_template_that_does_not_parse_is_refused_with_field_and_line() {
@@ -158,6 +163,7 @@ mod tests {
                 let expected = TemplateSet::from_data(
                     "mesh/envoy-injector",
                     &BTreeMap::from([("config".to_string(), BAD.to_string())]),
+                    KubeVersion::NEWEST,
                 )
                 .unwrap_err()
                 .to_string();
@@ -198,6 +204,33 @@ mod tests {
     }
 
     #[test]
+    fn a_value_the_api_server_refuses_is_refused_by_its_version_s_rules() {
+        let response = answer(&review(
+            "UPDATE",
+            "ConfigMap",
+            crate::NAME,
+            json!({"config": BAD_VALUE}),
+            false,
+        ));
+        assert_eq!(response["allowed"], false, "{response}");
+        let message = response["status"]["message"].as_str().unwrap();
+        assert!(
+            message.contains(r#"field `containers[0].resources.limits.cpu` at line 5: expected a quantity"#)
+                && message.contains(r#"found "banana""#),
+            "{message}"
+        );
+        // A name Kubernetes 1.32 allows and 1.31 does not.
+        let relaxed = "containers:\n- name: proxy\n  image: envoy\n  env: [{name: 1st, value: x}]\n";
+        let body = review("UPDATE", "ConfigMap", crate::NAME, json!({"config": relaxed}), false);
+        let on = |version: &str| {
+            let bytes = TemplateValidation::new(version.parse().unwrap()).handle(&body).unwrap();
+            serde_json::from_slice::<Value>(&bytes).unwrap()["response"]["allowed"].clone()
+        };
+        assert_eq!(on("1.31"), false);
+        assert_eq!(on("1.32"), true);
+    }
+
+    #[test]
     fn good_templates_are_admitted_and_other_objects_pass() {
         let ok = answer(&review(
             "UPDATE",
@@ -230,7 +263,7 @@ mod tests {
 
     #[test]
     fn unreadable_bodies_are_request_errors() {
-        let validation = TemplateValidation::new();
+        let validation = TemplateValidation::new(KubeVersion::NEWEST);
         assert!(matches!(validation.handle(b"{"), Err(RequestError::NotJson(_))));
         assert!(matches!(
             validation.handle(br#"{"apiVersion":"v1","kind":"AdmissionReview"}"#),

@@ -12,11 +12,11 @@ use serde_json::Value;
 use super::cel;
 use super::injection::Policies;
 use crate::inject::join::{self, Lookup};
-use crate::inject::policy::{self, Annotations, OptIn, Skip};
+use crate::inject::policy::{self, MetaMap, OptIn, Skip};
 use crate::inject::{
-    self, Chosen, ClusterView, Decided, Decision, INJECT_ANNOTATION, InjectError, InjectionStatus,
-    LEGACY_INJECT_ANNOTATION, NAMESPACE_LABEL, NAMESPACE_OPT_IN, NATIVE_SIDECAR_ANNOTATION, NamespaceOptIn, NativeRule,
-    NotChosen, Plan, PodView, Refused, STATUS_ANNOTATION,
+    self, AnnotationOptIn, Chosen, ClusterView, Decided, Decision, INJECT_ANNOTATION, INJECT_LABEL, InjectError,
+    InjectionStatus, LEGACY_INJECT_ANNOTATION, NAMESPACE_LABEL, NAMESPACE_OPT_IN, NATIVE_SIDECAR_ANNOTATION,
+    NamespaceOptIn, NativeRule, NotChosen, Plan, PodView, Refused, STATUS_ANNOTATION,
 };
 use crate::network::crd::Network;
 use crate::stale::is_stale;
@@ -120,6 +120,8 @@ pub struct Installed<'a> {
     pub templates: Result<&'a TemplateSet, &'a str>,
     /// The compiled admission policies in the cluster; `None` when not known (offline).
     pub policies: Option<&'a Policies>,
+    /// Whether Pods' annotations opt them in, as `serve --annotation-opt-in` says.
+    pub annotation_opt_in: AnnotationOptIn,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -142,6 +144,7 @@ pub enum Verdict {
 pub enum Rule {
     Annotation,
     LegacyAnnotation,
+    Label,
     NamespaceLabel,
     OptedOut,
     NotOptedIn,
@@ -213,6 +216,10 @@ pub struct PodReport {
     /// What the injection adds (`container envoy`, `volume envoy-conf`, ...).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub adds: Vec<String>,
+    /// The values the injected containers take from the Pod (`fromPod`), and where from:
+    /// `env APP_PORT of container envoy: "80", the one TCP port ...`.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub values: Vec<String>,
     /// The Pod's override annotations, each applied or refused.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub overrides: Vec<OverrideReport>,
@@ -235,10 +242,10 @@ impl PodReport {
     }
 }
 
-fn pod_annotations(pod: &Value) -> Option<&dyn Annotations> {
+fn pod_annotations(pod: &Value) -> Option<&dyn MetaMap> {
     pod.pointer("/metadata/annotations")
         .and_then(Value::as_object)
-        .map(|a| a as &dyn Annotations)
+        .map(|a| a as &dyn MetaMap)
 }
 
 /// Explains one Pod.
@@ -273,7 +280,8 @@ fn explain_compiled(
 ) -> PodReport {
     let pod = &subject.pod;
     let annotations = pod.pointer("/metadata/annotations").and_then(Value::as_object);
-    let mut warnings = policy::unreadable_flags(pod_annotations(pod));
+    let view = PodView::read(pod);
+    let mut warnings = policy::unreadable_flags(view.meta(), installed.annotation_opt_in);
     if pod.pointer("/spec/hostNetwork").and_then(Value::as_bool) == Some(true) {
         warnings.push(String::from(
             "`hostNetwork: true`: the injector does not skip host-network Pods; the sidecar's ports would be bound on the node",
@@ -293,18 +301,19 @@ fn explain_compiled(
         reason,
         template: None,
         adds: Vec::new(),
+        values: Vec::new(),
         overrides: Vec::new(),
         webhooks: webhooks.clone(),
         path: None,
         warnings: Vec::new(),
         drift: Vec::new(),
     };
-    let view = PodView::read(pod);
     let seen = Seen {
         snapshot: cluster,
         networks: !matches!(installed.webhooks, Webhooks::Offline),
     };
-    let decided = inject::decide(&view, &subject.namespace, || installed.templates.ok(), &seen);
+    let templates = || installed.templates.ok();
+    let decided = inject::decide(&view, &subject.namespace, installed.annotation_opt_in, templates, &seen);
     let skipped = |skip: Skip, warnings: &mut Vec<String>, called_does: &str| {
         let rule = match skip {
             Skip::NotOptedIn => Rule::NotOptedIn,
@@ -388,6 +397,7 @@ fn opt_in_reason(opt_in: OptIn, namespace: &str) -> (Rule, String) {
             Rule::LegacyAnnotation,
             format!("opted in by the legacy annotation `{LEGACY_INJECT_ANNOTATION}: \"true\"`"),
         ),
+        OptIn::Label => (Rule::Label, format!("opted in by label `{INJECT_LABEL}: \"true\"`")),
         OptIn::NamespaceLabel => (
             Rule::NamespaceLabel,
             format!("opted in by label `{NAMESPACE_LABEL}={NAMESPACE_OPT_IN}` on namespace `{namespace}`"),
@@ -504,12 +514,11 @@ fn webhook_engine(
         Err(Refused::Pod(err)) => denied(&err, template, &report),
     };
     out.overrides = asked_overrides(view, template);
-    out.warnings.extend(chosen.unseen_network().map(|name| {
-        format!(
-            "joins Network `{name}`: whether it exists in namespace {} and is Ready is not known offline (the injector denies the Pod if not)",
-            subject.namespace
-        )
-    }));
+    out.warnings.extend(
+        chosen
+            .unseen_network()
+            .map(|name| inject::join::offline_warning(name, Some(&subject.namespace))),
+    );
     out
 }
 
@@ -534,6 +543,9 @@ fn injected(mut out: PodReport, template: &Template, plan: &Plan<'_>, pod: &Valu
     ]
     .concat();
     out.warnings.extend(never_completes(pod, plan));
+    out.warnings
+        .extend(plan.pod_values.iter().filter_map(|v| v.warning(template)));
+    out.values = plan.pod_values.iter().map(|v| v.describe()).collect();
     out
 }
 
@@ -541,7 +553,9 @@ fn injected(mut out: PodReport, template: &Template, plan: &Plan<'_>, pod: &Valu
 fn denied(err: &InjectError, template: &Template, report: &impl Fn(Verdict, Rule, String) -> PodReport) -> PodReport {
     let rule = match err {
         InjectError::InvalidPod { .. } | InjectError::Encode(_) => Rule::InvalidPod,
-        InjectError::UnknownTemplate { .. } | InjectError::UnknownNamespaceTemplate { .. } => Rule::UnknownTemplate,
+        InjectError::UnknownTemplate { .. }
+        | InjectError::UnknownNamespaceTemplate { .. }
+        | InjectError::NoDefaultTemplate { .. } => Rule::UnknownTemplate,
         InjectError::Override(_) => Rule::Override,
         _ => Rule::Collision,
     };

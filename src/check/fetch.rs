@@ -46,6 +46,7 @@ pub(super) async fn facts(client: &kube::Client, settings: &CheckSettings) -> Fa
         services: BTreeMap::new(),
         configmap: get(Api::<ConfigMap>::namespaced(client.clone(), namespace), crate::NAME).await,
         lease: None,
+        kube_version: crate::client::kube_version(client).await,
     };
     if let Some(name) = &settings.webhook_config {
         let config = get(Api::<MutatingWebhookConfiguration>::all(client.clone()), name).await;

@@ -13,7 +13,7 @@ use k8s_openapi::api::discovery::v1::EndpointSlice;
 use serde::Serialize;
 use time::OffsetDateTime;
 
-use crate::template::TemplateSet;
+use crate::template::{KubeVersion, TemplateSet};
 use crate::tls::{self, WebhookConfig, rfc3339};
 
 /// What a read found: the object, `None` when it does not exist, or the API error.
@@ -70,6 +70,8 @@ pub struct Facts {
     pub services: BTreeMap<(String, String), ServiceFacts>,
     pub configmap: Fetched<ConfigMap>,
     pub lease: Option<(String, Fetched<Lease>)>,
+    /// The API server's version: the value rules the live templates are checked with.
+    pub kube_version: KubeVersion,
 }
 
 /// A webhook configuration's entries, whatever its kind.
@@ -145,12 +147,12 @@ fn where_to(client: &WebhookClientConfig) -> String {
 
 /// Every check, in report order.
 pub fn evaluate(facts: &Facts, now: OffsetDateTime) -> Vec<Check> {
-    evaluate_with(facts, &live_templates(&facts.namespace, &facts.configmap), now)
+    evaluate_with(facts, &live_templates(facts), now)
 }
 
 /// [`evaluate`], with the ConfigMap's templates already parsed by the caller (who needs
 /// them for the decisions too, and parses them once).
-pub fn evaluate_with(facts: &Facts, templates: &Result<TemplateSet, String>, now: OffsetDateTime) -> Vec<Check> {
+pub fn evaluate_with(facts: &Facts, templates: &Result<Live, String>, now: OffsetDateTime) -> Vec<Check> {
     let mut out = Vec::new();
     if let Some((name, config)) = &facts.mutating {
         out.push(configuration("mutating-webhook", name, config, Status::Fail));
@@ -168,7 +170,7 @@ pub fn evaluate_with(facts: &Facts, templates: &Result<TemplateSet, String>, now
         out.push(serving_certificate(&facts.namespace, name, chain, now));
     }
     out.push(services(facts));
-    out.push(templates_check(&facts.namespace, templates));
+    out.push(templates_check(&facts.namespace, facts.kube_version, templates));
     if let Some((name, lease)) = &facts.lease {
         out.push(lease_check(&facts.namespace, name, lease, now));
     }
@@ -404,8 +406,22 @@ pub fn ready_endpoints(slices: &[EndpointSlice]) -> usize {
         .sum()
 }
 
+/// The templates of the live ConfigMap as the injector serves them, and the values in
+/// them the API server would refuse: templates the injector loaded before it checked
+/// values are served on, and fail the `templates` line.
+pub struct Live {
+    pub set: TemplateSet,
+    pub refused: Option<String>,
+}
+
 /// The templates of the ConfigMap, or why there are none (shared with the decisions).
-pub fn live_templates(namespace: &str, configmap: &Fetched<ConfigMap>) -> Result<TemplateSet, String> {
+pub fn live_templates(facts: &Facts) -> Result<Live, String> {
+    templates_of(&facts.namespace, &facts.configmap, facts.kube_version)
+}
+
+/// The templates of `configmap` (the `envoy-injector` ConfigMap of `namespace`, as read),
+/// checked for `version`, or why there are none (`rollout` reads them alike).
+pub fn templates_of(namespace: &str, configmap: &Fetched<ConfigMap>, version: KubeVersion) -> Result<Live, String> {
     let name = crate::NAME;
     match configmap {
         Err(err) => Err(format!("cannot read ConfigMap {namespace}/{name}: {err}")),
@@ -414,16 +430,31 @@ pub fn live_templates(namespace: &str, configmap: &Fetched<ConfigMap>) -> Result
         )),
         Ok(Some(configmap)) => {
             let source = format!("{namespace}/{name}");
-            TemplateSet::from_data(&source, &configmap.data.clone().unwrap_or_default())
-                .map_err(|err| format!("{err}; the injector keeps its last good templates"))
+            let data = configmap.data.clone().unwrap_or_default();
+            match TemplateSet::from_data_keeping(&source, &data, version) {
+                Ok((set, refused)) => Ok(Live {
+                    set,
+                    refused: refused.map(|e| e.to_string()),
+                }),
+                Err(err) => Err(format!("{err}; the injector keeps its last good templates")),
+            }
         }
     }
 }
 
-fn templates_check(namespace: &str, templates: &Result<TemplateSet, String>) -> Check {
+fn templates_check(namespace: &str, version: KubeVersion, templates: &Result<Live, String>) -> Check {
     match templates {
         Err(why) => Check::new("templates", Status::Fail, why.as_str()),
-        Ok(set) => {
+        Ok(Live {
+            refused: Some(refused), ..
+        }) => Check::new(
+            "templates",
+            Status::Fail,
+            format!(
+                "{refused}: the API server (Kubernetes {version}) refuses every Pod injected with these values; an injector that loaded them before it checked values serves them on, and refuses an edit that keeps them: fix the values"
+            ),
+        ),
+        Ok(Live { set, refused: None }) => {
             let names: Vec<String> = set
                 .names()
                 .filter_map(|n| set.get(n))

@@ -18,8 +18,8 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, Time};
 
 use super::health::Fetched;
 use super::selector;
-use crate::inject::REVISION_LABEL;
-use crate::policies::{self, MANAGED_BY_LABEL, Path, PolicyObject, TEMPLATE_ANNOTATION_KEY};
+use crate::inject::{AnnotationOptIn, INJECT_LABEL, NAMESPACE_LABEL, NAMESPACE_OPT_IN, REFUSED_LABEL};
+use crate::policies::{self, MANAGED_BY_LABEL, Path, PolicyObject, TEMPLATES_ANNOTATION, names};
 use crate::template::TemplateSet;
 
 pub mod health;
@@ -37,10 +37,9 @@ pub struct Object {
     /// One of [`MUTATING`], [`MUTATING_BINDING`], [`VALIDATING`], [`VALIDATING_BINDING`].
     pub kind: &'static str,
     pub name: String,
-    /// Its [`REVISION_LABEL`]: the revision of the template it was compiled from.
-    pub revision: Option<String>,
-    /// Its [`TEMPLATE_ANNOTATION_KEY`]: the ConfigMap key it was compiled from.
-    pub template: Option<String>,
+    /// A mutating policy's [`TEMPLATES_ANNOTATION`]: the templates it knows, by name, with
+    /// the revision it was compiled from (`None` without the annotation).
+    pub templates: Option<BTreeMap<String, String>>,
     pub created: Option<Time>,
     /// A binding's `policyName`.
     pub policy_name: Option<String>,
@@ -66,12 +65,11 @@ impl Object {
         let mut out = Object {
             kind: object.kind(),
             name: object.name().to_string(),
-            revision: meta.labels.as_ref().and_then(|l| l.get(REVISION_LABEL)).cloned(),
-            template: meta
+            templates: meta
                 .annotations
                 .as_ref()
-                .and_then(|a| a.get(TEMPLATE_ANNOTATION_KEY))
-                .cloned(),
+                .and_then(|a| a.get(TEMPLATES_ANNOTATION))
+                .and_then(|json| serde_json::from_str(json).ok()),
             created: meta.creation_timestamp.clone(),
             policy_name: None,
             namespace_selector: None,
@@ -141,17 +139,19 @@ pub struct Policies {
     /// `namespace/envoy-injector`, for messages and the fix.
     pub configmap: String,
     pub injector_namespace: String,
+    /// Whether `serve` lets Pods' annotations opt them in (read from its Deployment).
+    pub annotation_opt_in: AnnotationOptIn,
 }
 
 /// What a Pod needs a policy for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Need {
-    /// Its template's MutatingAdmissionPolicy injects it.
+    /// The MutatingAdmissionPolicy that binds it injects it with its template.
     Inject,
-    /// Its template's ValidatingAdmissionPolicy denies it.
+    /// That policy marks it refused by its template, and the ValidatingAdmissionPolicy
+    /// the mark selects denies it.
     Deny,
-    /// The known-templates ValidatingAdmissionPolicy denies it (it names no template the
-    /// ConfigMap has).
+    /// As [`Need::Deny`], for a Pod naming no template the ConfigMap has.
     UnknownTemplate,
 }
 
@@ -176,10 +176,12 @@ impl Policies {
             facts.deployment.as_ref().map(|(n, d)| (n.as_str(), d)),
         );
         let expectation = expectation(&configured, &facts.served);
+        let annotation_opt_in = mode::annotation_opt_in(facts.deployment.as_ref().map(|(_, d)| d));
         let (compiled, left_to_webhook) = match templates {
             Ok(set) => {
                 let options = policies::Options {
                     injector_namespace: injector_namespace.to_string(),
+                    annotation_opt_in,
                 };
                 let compiled = policies::compile(set, &options);
                 (
@@ -206,6 +208,7 @@ impl Policies {
             left_to_webhook,
             configmap: format!("{injector_namespace}/{}", crate::NAME),
             injector_namespace: injector_namespace.to_string(),
+            annotation_opt_in,
         }
     }
 
@@ -235,12 +238,8 @@ impl Policies {
         namespace_labels: &BTreeMap<String, String>,
         pod_labels: &BTreeMap<String, String>,
     ) -> Result<Route, String> {
-        let (kind, binding_kind, name) = match need {
-            Need::Inject => (MUTATING, MUTATING_BINDING, policies::object_name(template)),
-            Need::Deny => (VALIDATING, VALIDATING_BINDING, policies::object_name(template)),
-            Need::UnknownTemplate => (VALIDATING, VALIDATING_BINDING, policies::known_templates_name()),
-        };
-        if kind == MUTATING && self.served == Served::No {
+        // Every route starts at a mutating policy: it injects, or marks the Pod refused.
+        if self.served == Served::No {
             return Err(format!("the API server does not serve {SERVED}"));
         }
         if need != Need::UnknownTemplate
@@ -252,20 +251,99 @@ impl Policies {
             Err(err) => return Err(format!("whether a policy acts is not known: {err}")),
             Ok(found) => found,
         };
-        let Some(policy) = self.found(kind, &name) else {
+        // The binding meant for the Pod, as the selectors partition Pods: a labelled
+        // namespace's, a labelled Pod's, the rest's (annotations); tried first, and its
+        // reason is the one given when no binding acts.
+        let mut candidates = vec![
+            (names::INJECT, names::BY_NAMESPACE),
+            (names::INJECT, names::BY_LABEL),
+            (names::INJECT_ANNOTATED, names::BY_ANNOTATION),
+        ];
+        let meant = if namespace_labels.get(NAMESPACE_LABEL).map(String::as_str) == Some(NAMESPACE_OPT_IN) {
+            0
+        } else if pod_labels.get(INJECT_LABEL).map(String::as_str) == Some("true") {
+            1
+        } else {
+            2
+        };
+        candidates.swap(0, meant);
+        let mut meant_unmet = None;
+        let mut mutating = None;
+        for (policy, binding) in candidates {
+            let selected = self.bound(
+                found,
+                (MUTATING, policy),
+                (MUTATING_BINDING, Some(binding)),
+                namespace,
+                namespace_labels,
+                pod_labels,
+            );
+            match selected {
+                Ok(bound) => {
+                    mutating = Some(bound);
+                    break;
+                }
+                Err(why) => {
+                    meant_unmet.get_or_insert(why);
+                }
+            }
+        }
+        let Some((policy, binding)) = mutating else {
+            return Err(meant_unmet.unwrap_or_default());
+        };
+        let live = self
+            .compiled(MUTATING, &policy.name)
+            .and_then(|o| o.templates.as_ref()?.get(template).cloned());
+        let held = policy.templates.as_ref().and_then(|t| t.get(template)).cloned();
+        let out_of_step = match (held, live) {
+            (held, Some(live)) if need != Need::UnknownTemplate && held.as_deref() != Some(live.as_str()) => {
+                Some((held.unwrap_or_else(|| String::from("(none)")), live))
+            }
+            _ => None,
+        };
+        if need == Need::Inject {
+            return Ok(route(MUTATING, policy, binding, out_of_step));
+        }
+        // The mark adds a label the validating policy's binding selects.
+        let mut marked = pod_labels.clone();
+        marked.insert(REFUSED_LABEL.to_string(), String::from("true"));
+        let (refused, refused_binding) = self.bound(
+            found,
+            (VALIDATING, names::REFUSED),
+            (VALIDATING_BINDING, None),
+            namespace,
+            namespace_labels,
+            &marked,
+        )?;
+        Ok(route(VALIDATING, refused, refused_binding, out_of_step))
+    }
+
+    /// The policy (`kind`, `name`) found, and the first binding of it (of `binding_kind`,
+    /// named `binding` when given) that acts on the Pod; or why there is none.
+    fn bound<'f>(
+        &self,
+        found: &'f [Object],
+        (kind, name): (&'static str, &str),
+        (binding_kind, binding): (&'static str, Option<&str>),
+        namespace: &str,
+        namespace_labels: &BTreeMap<String, String>,
+        pod_labels: &BTreeMap<String, String>,
+    ) -> Result<(&'f Object, &'f Object), String> {
+        let Some(policy) = found.iter().find(|o| o.kind == kind && o.name == name) else {
             return Err(match self.expectation.expected {
                 Some(Path::Webhook) if found.is_empty() => {
                     format!("webhook mode is configured ({})", self.expectation.from)
                 }
-                Some(Path::Policy) => format!(
+                Some(Path::Policy) if self.compiled(kind, name).is_some() => format!(
                     "{kind} {name} does not exist (the Lease holder applies it in policy mode: see `admission-policies`)"
                 ),
-                Some(Path::Webhook) | None => format!("{kind} {name} does not exist"),
+                _ => format!("{kind} {name} does not exist"),
             });
         };
         let bindings: Vec<&Object> = found
             .iter()
-            .filter(|o| o.kind == binding_kind && o.policy_name.as_deref() == Some(name.as_str()))
+            .filter(|o| o.kind == binding_kind && o.policy_name.as_deref() == Some(name))
+            .filter(|o| binding.is_none_or(|b| o.name == b))
             .filter(|o| o.kind == MUTATING_BINDING || o.actions.iter().any(|a| a == "Deny"))
             .collect();
         if bindings.is_empty() {
@@ -274,31 +352,13 @@ impl Policies {
             } else {
                 ""
             };
-            return Err(format!("no {binding_kind} binds {kind} {name}{deny}"));
+            let named = binding.map(|b| format!(" {b}")).unwrap_or_default();
+            return Err(format!("no {binding_kind}{named} binds {kind} {name}{deny}"));
         }
         let mut first_unmet = None;
         for binding in bindings {
             match unmet(policy, binding, namespace, namespace_labels, pod_labels) {
-                None => {
-                    let since = [policy, binding]
-                        .into_iter()
-                        .filter_map(|o| Some((o.label(), o.created.clone()?)))
-                        .max_by(|a, b| a.1.cmp(&b.1));
-                    let live = self.compiled(kind, &name).and_then(|o| o.revision.clone());
-                    let out_of_step = match (&policy.revision, live) {
-                        (found, Some(live)) if found.as_deref() != Some(live.as_str()) => {
-                            Some((found.clone().unwrap_or_else(|| String::from("(none)")), live))
-                        }
-                        _ => None,
-                    };
-                    return Ok(Route {
-                        kind,
-                        policy: name,
-                        binding: binding.name.clone(),
-                        out_of_step,
-                        since,
-                    });
-                }
+                None => return Ok((policy, binding)),
                 Some(why) => {
                     first_unmet.get_or_insert(why);
                 }
@@ -307,18 +367,34 @@ impl Policies {
         Err(first_unmet.unwrap_or_default())
     }
 
-    /// Why the known-templates policy may deny a template the ConfigMap has: it is not
-    /// the one the live ConfigMap compiles to. `None` when it is, or cannot be told.
-    pub fn known_templates_out_of_step(&self) -> Option<String> {
-        let name = policies::known_templates_name();
-        let compiled = self.compiled(VALIDATING, &name)?;
-        let found = self.found(VALIDATING, &name)?;
-        (found.validations != compiled.validations).then(|| {
+    /// Why the mutating policy `name` may refuse a template the ConfigMap has, or know
+    /// one it no longer has: the templates it holds are not those of the live ConfigMap.
+    /// `None` when they are, or cannot be told.
+    pub fn templates_out_of_step(&self, name: &str) -> Option<String> {
+        let compiled = self.compiled(MUTATING, name)?.templates.as_ref()?;
+        let found = self.found(MUTATING, name)?;
+        let held = found.templates.as_ref();
+        (held.map(|h| h.keys().collect::<Vec<_>>()) != Some(compiled.keys().collect())).then(|| {
             format!(
-                "{VALIDATING} {name} does not list the templates of ConfigMap {}: it denies a Pod choosing a template it does not list",
+                "{MUTATING} {name} does not hold the templates of ConfigMap {}: it refuses a Pod choosing a template it does not hold",
                 self.configmap
             )
         })
+    }
+}
+
+/// A route through `policy` and its `binding`; `since`, the later of their creations.
+fn route(kind: &'static str, policy: &Object, binding: &Object, out_of_step: Option<(String, String)>) -> Route {
+    let since = [policy, binding]
+        .into_iter()
+        .filter_map(|o| Some((o.label(), o.created.clone()?)))
+        .max_by(|a, b| a.1.cmp(&b.1));
+    Route {
+        kind,
+        policy: policy.name.clone(),
+        binding: binding.name.clone(),
+        out_of_step,
+        since,
     }
 }
 

@@ -123,6 +123,10 @@ pub struct Report {
     /// Set when no cluster was consulted: what the report could not know, said once.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub offline: Option<String>,
+    /// Documents of `-f` that `inject` refuses too (not an object, no `kind`, a Pod
+    /// template that is not an object), each named with why; any makes the report unhealthy.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub unreadable: Vec<String>,
 }
 
 impl Report {
@@ -138,8 +142,30 @@ impl Report {
             missing: None,
             drift: None,
             offline: None,
+            unreadable: Vec::new(),
         }
     }
+
+    /// Adds the documents of `-f` that could not be explained, as `inject` refuses them.
+    pub fn with_unreadable(mut self, unreadable: Vec<String>) -> Report {
+        self.healthy &= unreadable.is_empty();
+        self.unreadable = unreadable;
+        self
+    }
+}
+
+/// Each of `documents` that `inject` refuses (not an object, no `kind`, a Pod template
+/// that is not an object), in `inject`'s words: `document 2 at line 3: expected an object
+/// (a Kubernetes manifest), found a list`.
+pub fn unreadable(documents: &[crate::offline::ManifestObject]) -> Vec<String> {
+    documents
+        .iter()
+        .enumerate()
+        .filter_map(|(i, d)| {
+            let at = crate::offline::at_document(i + 1, &d.object, d.line);
+            crate::offline::refused(&at, &d.object).map(|e| e.to_string())
+        })
+        .collect()
 }
 
 /// What `check -f` cannot know without a cluster, said once in its report.
@@ -160,6 +186,7 @@ pub fn explain_offline(documents: &[Value], namespace: &str, templates: &Templat
         webhooks: Webhooks::Offline,
         templates: Ok(templates),
         policies: None,
+        annotation_opt_in: crate::inject::AnnotationOptIn::On,
     };
     let pods = decision::explain_all(&subjects, &installed, &snapshot);
     let mut report = Report::new(String::new(), Vec::new(), pods, None);
@@ -204,8 +231,9 @@ fn document_subjects(documents: &[Value], namespace: &str) -> Vec<Subject> {
 pub async fn run(client: kube::Client, settings: &CheckSettings, now: OffsetDateTime) -> Result<Report, CheckError> {
     let facts = fetch::facts(&client, settings).await;
     // Parsed once: the `templates` check and every decision read the same set.
-    let templates = health::live_templates(&facts.namespace, &facts.configmap);
-    let mut checks = health::evaluate_with(&facts, &templates, now);
+    let live = health::live_templates(&facts);
+    let mut checks = health::evaluate_with(&facts, &live, now);
+    let templates = live.map(|live| live.set);
     let policies = injection::Policies::new(
         &fetch::policy_facts(&client, &settings.injector_namespace, settings.deployment.as_deref()).await,
         &templates,
@@ -236,6 +264,7 @@ pub async fn run(client: kube::Client, settings: &CheckSettings, now: OffsetDate
             None => templates.as_ref().map_err(String::as_str),
         },
         policies: Some(&policies),
+        annotation_opt_in: policies.annotation_opt_in,
     };
     let mut pods = decision::explain_all(&subjects, &installed, &snapshot);
     if let Ok(live) = installed.templates {
@@ -350,7 +379,8 @@ async fn find_missing(
         .filter_map(|ns| Some((name(ns), missing::label_written(ns)?)))
         .collect();
     let picked = |meta: &kube::api::ObjectMeta| {
-        uninjected::uninjected(meta, labels.opt_in(meta.namespace.as_deref().unwrap_or_default()))
+        let namespace = labels.opt_in(meta.namespace.as_deref().unwrap_or_default());
+        uninjected::uninjected(meta, namespace, installed.annotation_opt_in)
     };
     let picks = fetch::pod_metadata(client, scope, |pod| {
         picked(&pod.metadata)?;

@@ -44,6 +44,9 @@ fn pod(out: &mut String, report: &PodReport) {
     if !report.adds.is_empty() {
         let _ = writeln!(out, "      adds: {}", report.adds.join(", "));
     }
+    for value in &report.values {
+        let _ = writeln!(out, "      value: {value}");
+    }
     for asked in &report.overrides {
         let verdict = if asked.applied { "applied" } else { "REFUSED" };
         let _ = writeln!(
@@ -106,6 +109,12 @@ pub fn text(report: &Report) -> String {
             }
         }
     }
+    if !report.unreadable.is_empty() {
+        let _ = writeln!(out, "\nDocuments not explained (`inject` refuses them too)");
+        for why in &report.unreadable {
+            let _ = writeln!(out, "  {why}");
+        }
+    }
     if report.offline.is_some() && report.pods.is_empty() {
         let _ = writeln!(
             out,
@@ -165,12 +174,16 @@ pub fn text(report: &Report) -> String {
     let warned = report.checks.iter().filter(|c| c.status == Status::Warn).count();
     let denied = report.pods.iter().filter(|p| p.is_problem()).count();
     let result = if report.healthy { "healthy" } else { "UNHEALTHY" };
+    let unreadable = match report.unreadable.len() {
+        0 => String::new(),
+        n => format!(", {n} document(s) not explained"),
+    };
     let _ = if report.offline.is_some() {
-        writeln!(out, "\nResult: {result} ({denied} Pod(s) would be denied)")
+        writeln!(out, "\nResult: {result} ({denied} Pod(s) would be denied{unreadable})")
     } else {
         writeln!(
             out,
-            "\nResult: {result} ({failed} check(s) failed, {warned} warning(s), {denied} Pod(s) would be denied)"
+            "\nResult: {result} ({failed} check(s) failed, {warned} warning(s), {denied} Pod(s) would be denied{unreadable})"
         )
     };
     out

@@ -118,6 +118,7 @@ mod tests {
                 "config".to_string(),
                 "containers:\n- name: envoy\n  image: e:2\n".to_string(),
             )]),
+            crate::template::KubeVersion::NEWEST,
         )
         .unwrap();
         let current = live.get("config").unwrap().revision.clone();

@@ -9,8 +9,9 @@ use super::flags::{self, non_empty};
 use super::kubeconfig::{self, KubeconfigError};
 use crate::cli::{CheckArgs, CheckOutput};
 use envoy_injector::check::{self, CheckError, CheckSettings, Report, Target};
-use envoy_injector::offline::read::{self, ReadError};
+use envoy_injector::offline;
 use envoy_injector::template::{ConfigError, TemplateSet};
+use envoy_injector::yaml::read::ReadError;
 
 #[derive(Debug, thiserror::Error)]
 pub enum CheckCommandError {
@@ -30,7 +31,7 @@ pub enum CheckCommandError {
     Write(#[from] std::io::Error),
 }
 
-fn read_documents(path: &std::path::Path) -> Result<Vec<serde_json::Value>, CheckCommandError> {
+fn read_documents(path: &std::path::Path) -> Result<Vec<offline::ManifestObject>, CheckCommandError> {
     let shown = path.display().to_string();
     let mut text = String::new();
     let read = flags::open(path).and_then(|mut input| input.read_to_string(&mut text));
@@ -38,7 +39,7 @@ fn read_documents(path: &std::path::Path) -> Result<Vec<serde_json::Value>, Chec
         path: shown.clone(),
         source,
     })?;
-    read::objects(&text).map_err(|source| CheckCommandError::Manifest { path: shown, source })
+    offline::objects(&text).map_err(|source| CheckCommandError::Manifest { path: shown, source })
 }
 
 /// The settings `args` ask for; `default_namespace` is the kubeconfig context's, and
@@ -80,8 +81,11 @@ const OFFLINE_NAMESPACE: &str = "default";
 
 pub async fn run(args: CheckArgs) -> Result<bool, CheckCommandError> {
     // The user's files first: a missing one is reported as that, whatever the cluster.
-    let documents = args.file.as_deref().map(read_documents).transpose()?;
-    let templates = args.config.as_deref().map(TemplateSet::from_file).transpose()?;
+    let located = args.file.as_deref().map(read_documents).transpose()?;
+    // What `inject` refuses of the file is reported, and fails the check, the same way.
+    let unreadable = located.as_deref().map(check::unreadable).unwrap_or_default();
+    let documents = located.map(|l| l.into_iter().map(|d| d.object).collect::<Vec<_>>());
+    let config = args.config.as_deref().map(read_config).transpose()?;
     let needs_cluster = args.file.is_none() || args.stale || args.missing || args.drift;
     let cluster = if args.offline {
         None
@@ -92,8 +96,11 @@ pub async fn run(args: CheckArgs) -> Result<bool, CheckCommandError> {
     };
     let report = match (cluster, documents) {
         (None, Some(documents)) => {
-            let (templates, from) = match templates {
-                Some(given) => (given, format!("template file {}", given_path(&args))),
+            let (templates, from) = match config {
+                Some((source, text)) => (
+                    TemplateSet::from_text(&source, &text, args.kube_version)?,
+                    format!("template file {}", given_path(&args)),
+                ),
                 None => (TemplateSet::embedded(), String::from("the embedded default template")),
             };
             let namespace = args.namespace.as_deref().unwrap_or(OFFLINE_NAMESPACE);
@@ -101,12 +108,27 @@ pub async fn run(args: CheckArgs) -> Result<bool, CheckCommandError> {
         }
         (_, documents) => {
             let client = kube::Client::try_default().await?;
+            // The cluster's API server checks its Pods: its version's rules.
+            let version = envoy_injector::client::kube_version(&client).await;
+            let templates = config
+                .map(|(source, text)| TemplateSet::from_text(&source, &text, version))
+                .transpose()?;
             let settings = settings(&args, client.default_namespace(), documents, templates);
             check::run(client, &settings, time::OffsetDateTime::now_utc()).await?
         }
     };
+    let report = report.with_unreadable(unreadable);
     print(&report, args.output)?;
     Ok(report.healthy)
+}
+
+/// `--config`'s text, read first so that a missing file is reported as that.
+fn read_config(path: &std::path::Path) -> Result<(String, String), CheckCommandError> {
+    let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    Ok((path.display().to_string(), text))
 }
 
 fn given_path(args: &CheckArgs) -> String {

@@ -7,9 +7,9 @@ use tracing::{info, warn};
 
 use super::flags::non_empty;
 use crate::cli::{NetworkBackendKind, ServeArgs};
-use envoy_injector::admission::Admission;
+use envoy_injector::admission::{Admission, TemplateValidation};
 use envoy_injector::events::{EventSink, Publisher};
-use envoy_injector::inject::Standalone;
+use envoy_injector::inject::{AnnotationOptIn, Standalone};
 use envoy_injector::metrics::Metrics;
 use envoy_injector::network::{
     self,
@@ -69,6 +69,8 @@ async fn run_cluster(args: ServeArgs) -> Result<(), ServeError> {
     };
     super::kubeconfig::find()?;
     let client = envoy_injector::client::connect(limits, &metrics).await?;
+    // The rules of the API server's own version: it is the one that checks the Pods.
+    let version = envoy_injector::client::kube_version(&client).await;
     // Without files, the certificate lives in a Secret this process manages; the
     // bootstrap keeps it current until shutdown.
     let (tls, tls_bootstrap) = match files_source(&args) {
@@ -97,13 +99,15 @@ async fn run_cluster(args: ServeArgs) -> Result<(), ServeError> {
 
     // The controller's indexes, kept current by the cache's watches on every replica.
     let indexes = network::controller::Indexes::default();
+    let followers = args.networks.then(|| indexes.followers());
     let (cache, configmap_feed) =
-        envoy_injector::cache::start(client.clone(), &args.namespace, metrics.clone(), indexes.followers());
+        envoy_injector::cache::start(client.clone(), &args.namespace, metrics.clone(), followers);
     let templates = Arc::new(LiveTemplates::new(None));
     let events: Arc<dyn EventSink> = Arc::new(Publisher::new(client.clone(), &identity));
     tokio::spawn(envoy_injector::template::reload::run(
         configmap_feed,
         templates.clone(),
+        version,
         metrics.clone(),
         events.clone(),
     ));
@@ -122,6 +126,7 @@ async fn run_cluster(args: ServeArgs) -> Result<(), ServeError> {
             cache.stores.namespaces.clone(),
             cache.namespace_changed.clone(),
             metrics.clone(),
+            annotation_opt_in(&args),
             shutdown.clone(),
         ));
     }
@@ -142,11 +147,11 @@ async fn run_cluster(args: ServeArgs) -> Result<(), ServeError> {
         })
     };
     let state = AppState {
-        admission: Arc::new(Admission::new(
-            templates.clone(),
-            Arc::new(cache.stores.clone()),
-            metrics.clone(),
-        )),
+        admission: Arc::new(
+            Admission::new(templates.clone(), Arc::new(cache.stores.clone()), metrics.clone())
+                .with_annotation_opt_in(annotation_opt_in(&args)),
+        ),
+        validation: TemplateValidation::new(version),
         registry: Arc::new(registry),
         metrics: metrics.clone(),
         readiness,
@@ -167,9 +172,12 @@ async fn run_cluster(args: ServeArgs) -> Result<(), ServeError> {
             mode: mode_feed,
             options: compiled::Options {
                 injector_namespace: args.namespace.clone(),
+                annotation_opt_in: annotation_opt_in(&args),
             },
+            owner: args.policy_owner.clone(),
         };
         let cluster = (cache, indexes);
+        let networks = args.networks.then_some(args.network_backend);
         let auto_rollout = args.auto_rollout.then(|| AutoSettings {
             injector_namespace: args.namespace.clone(),
             pod_name: args.identity.clone(),
@@ -181,7 +189,7 @@ async fn run_cluster(args: ServeArgs) -> Result<(), ServeError> {
             events,
             cluster,
             metrics.clone(),
-            args.network_backend,
+            networks,
             (policies, auto_rollout),
         );
         tokio::spawn(envoy_injector::leader::supervise(
@@ -213,7 +221,7 @@ async fn run_standalone(args: ServeArgs) -> Result<(), ServeError> {
     let metrics = Metrics::register(&mut registry);
 
     let loaded = match &args.config {
-        Some(path) => TemplateSet::from_file(path),
+        Some(path) => TemplateSet::from_file(path, args.kube_version),
         None => Ok(TemplateSet::embedded()),
     };
     let set = match loaded {
@@ -238,7 +246,11 @@ async fn run_standalone(args: ServeArgs) -> Result<(), ServeError> {
         })
     };
     let state = AppState {
-        admission: Arc::new(Admission::new(templates, Arc::new(Standalone), metrics.clone())),
+        admission: Arc::new(
+            Admission::new(templates, Arc::new(Standalone), metrics.clone())
+                .with_annotation_opt_in(annotation_opt_in(&args)),
+        ),
+        validation: TemplateValidation::new(args.kube_version),
         registry: Arc::new(registry),
         metrics,
         readiness,
@@ -298,17 +310,19 @@ struct PolicySync {
     templates: Arc<LiveTemplates>,
     mode: tokio::sync::watch::Receiver<Option<Path>>,
     options: compiled::Options,
+    /// `--policy-owner`.
+    owner: String,
 }
 
 /// Builds what `leader::supervise` calls each time this replica starts leading: the
-/// Network controller, the admission-policy sync and (with `--auto-rollout`) the automatic
-/// rollout, stopped together.
+/// Network controller (unless `--networks=false`: `backend` is `None`), the
+/// admission-policy sync and (with `--auto-rollout`) the automatic rollout, stopped together.
 fn controller_starter(
     client: kube::Client,
     events: Arc<dyn EventSink>,
     (cache, indexes): (Arc<envoy_injector::cache::Cache>, network::controller::Indexes),
     metrics: Metrics,
-    backend: NetworkBackendKind,
+    backend: Option<NetworkBackendKind>,
     (policies, auto_rollout): (PolicySync, Option<AutoSettings>),
 ) -> impl Fn(CancellationToken) -> futures::future::BoxFuture<'static, ()> {
     move |stop| {
@@ -332,22 +346,28 @@ fn controller_starter(
                 policies.templates,
                 policies.mode,
                 policies.options,
+                policies.owner,
                 metrics.clone(),
                 stop.clone(),
             ));
-            let backend: Arc<dyn Backend> = match backend {
-                NetworkBackendKind::Multus => Arc::new(MultusBackend::new(client.clone())),
-                NetworkBackendKind::None => Arc::new(NoBackend),
-            };
-            let ctx = Arc::new(Context::new(
-                client,
-                backend,
-                events,
-                cache.stores.networks.clone(),
-                indexes,
-                metrics,
-            ));
-            network::controller::run_on_cache(ctx, &cache, stop).await;
+            if let Some(backend) = backend {
+                let backend: Arc<dyn Backend> = match backend {
+                    NetworkBackendKind::Multus => Arc::new(MultusBackend::new(client.clone())),
+                    NetworkBackendKind::None => Arc::new(NoBackend),
+                };
+                let ctx = Arc::new(Context::new(
+                    client,
+                    backend,
+                    events,
+                    cache.stores.networks.clone(),
+                    indexes,
+                    metrics,
+                ));
+                network::controller::run_on_cache(ctx, &cache, stop).await;
+            } else {
+                // No Network controller: the sync alone, until the Lease is lost.
+                stop.cancelled().await;
+            }
             if let Err(err) = sync.await {
                 warn!(error = %err, "the admission-policy sync failed");
             }
@@ -357,6 +377,15 @@ fn controller_starter(
                 warn!(error = %err, "the automatic rollout failed");
             }
         })
+    }
+}
+
+/// `--annotation-opt-in` as the library reads it.
+fn annotation_opt_in(args: &ServeArgs) -> AnnotationOptIn {
+    if args.annotation_opt_in {
+        AnnotationOptIn::On
+    } else {
+        AnnotationOptIn::Off
     }
 }
 

@@ -10,7 +10,7 @@ use std::ops::Deref;
 use std::sync::Arc;
 
 use super::join::{self, JoinError, Lookup};
-use super::policy::{self, NamespaceOptIn, OptIn, Skip};
+use super::policy::{self, AnnotationOptIn, NamespaceOptIn, OptIn, Skip};
 use super::{Decision, Extras, InjectError, PodView, STATUS_ANNOTATION, TEMPLATE_ANNOTATION, plan};
 use crate::template::{DEFAULT_TEMPLATE, Template, TemplateSet};
 
@@ -120,18 +120,20 @@ impl Chosen {
     }
 }
 
-/// Decides for a Pod created in `namespace`. `templates` is asked only for an opted-in
-/// Pod (the live set, or `None` before one is loaded).
+/// Decides for a Pod created in `namespace`, its annotations opting it in or not as
+/// `annotations` says. `templates` is asked only for an opted-in Pod (the live set, or
+/// `None` before one is loaded).
 pub fn decide<S: Deref<Target = TemplateSet>>(
     pod: &PodView<'_>,
     namespace: &str,
+    annotations: AnnotationOptIn,
     templates: impl FnOnce() -> Option<S>,
     cluster: &dyn ClusterView,
 ) -> Decided {
-    if let Some(join_only) = join_only(pod, namespace, cluster) {
+    if let Some(join_only) = join_only(pod, namespace, annotations, cluster) {
         return join_only;
     }
-    match policy::decide(pod.annotations_for_policy(), cluster.namespace_opt_in(namespace)) {
+    match policy::decide(pod.meta(), cluster.namespace_opt_in(namespace), annotations) {
         Err(skip) => Decided::Skip(skip),
         Ok(opt_in) => Decided::OptedIn(opt_in, choose(pod, namespace, templates, cluster)),
     }
@@ -140,14 +142,19 @@ pub fn decide<S: Deref<Target = TemplateSet>>(
 /// A Pod carrying the status annotation (a compiled policy injected it) that names a
 /// Network it has not joined, opted in and not out: the webhook adds only the join.
 /// `None` for any other Pod, and where Networks cannot be seen.
-fn join_only(pod: &PodView<'_>, namespace: &str, cluster: &dyn ClusterView) -> Option<Decided> {
+fn join_only(
+    pod: &PodView<'_>,
+    namespace: &str,
+    opt_in: AnnotationOptIn,
+    cluster: &dyn ClusterView,
+) -> Option<Decided> {
     let annotations = pod.annotations_for_policy();
     annotations?.flag(STATUS_ANNOTATION)?;
     let name = join::network_name(annotations)?;
     if join::joined(pod, name) {
         return None;
     }
-    policy::opted_in(annotations, cluster.namespace_opt_in(namespace)).ok()?;
+    policy::opted_in(pod.meta(), cluster.namespace_opt_in(namespace), opt_in).ok()?;
     let join = match join::extras(name, namespace, cluster.network(namespace, name), annotations) {
         Ok(Some(extras)) => Ok(extras),
         Ok(None) => return None,
@@ -227,7 +234,7 @@ pub fn select_template(
     templates
         .get(DEFAULT_TEMPLATE)
         .cloned()
-        .ok_or_else(|| unknown(DEFAULT_TEMPLATE))
+        .ok_or_else(|| InjectError::NoDefaultTemplate { available: available() })
 }
 
 #[cfg(test)]

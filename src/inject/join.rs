@@ -11,7 +11,7 @@ use serde_json::{Map, Value};
 
 use super::jsonpatch::{OpValue, Ops, pointer};
 use super::pod::PodView;
-use super::policy::{Annotations, Flag};
+use super::policy::{Flag, MetaMap};
 use super::{Extras, InjectError, InjectionStatus, NETWORK_ANNOTATION, STATUS_ANNOTATION};
 
 /// Multus reads the networks a Pod attaches to from this annotation.
@@ -63,8 +63,17 @@ pub enum JoinError {
     BadMultusAnnotation { found: String },
 }
 
+/// What a path that sees no Networks (`inject`, `check -f`) says of a Pod that names one:
+/// the join is the webhook's, in the cluster. `namespace`: where the Pod will be, if known.
+pub fn offline_warning(name: &str, namespace: Option<&str>) -> String {
+    let namespace = namespace.map_or_else(|| String::from("the Pod's namespace"), |n| format!("namespace {n}"));
+    format!(
+        "joins Network `{name}`: the join (the Multus annotation, NETWORK_CIDR and NETWORK_GATEWAY in the sidecar) happens only in the cluster, when the injector admits the Pod; whether the Network exists in {namespace} and is Ready is not known offline (the injector denies the Pod if not)"
+    )
+}
+
 /// The Network a Pod asks to join: its annotation's text, trimmed; blank asks for none.
-pub fn network_name(annotations: Option<&dyn Annotations>) -> Option<&str> {
+pub fn network_name(annotations: Option<&dyn MetaMap>) -> Option<&str> {
     match annotations?.flag(NETWORK_ANNOTATION)? {
         Flag::Text(text) => Some(text.trim()).filter(|name| !name.is_empty()),
         Flag::Other(_) => None,
@@ -77,7 +86,7 @@ pub fn extras(
     name: &str,
     namespace: &str,
     lookup: Lookup,
-    annotations: Option<&dyn Annotations>,
+    annotations: Option<&dyn MetaMap>,
 ) -> Result<Option<Extras>, JoinError> {
     let network = match lookup {
         Lookup::Unsupported => return Ok(None),

@@ -18,9 +18,9 @@ use serde::ser::{SerializeMap, SerializeSeq, Serializer};
 use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 
-use super::InjectError;
 use super::plan::{Added, Plan};
 use super::pod::{Dict, List, PodView};
+use super::{InjectError, REFUSED_ANNOTATION, REFUSED_LABEL};
 
 fn all<T>(items: &[T]) -> Vec<&T> {
     items.iter().collect()
@@ -270,6 +270,16 @@ pub fn render_ops<'p>(plan: &Plan<'p>, pod: &PodView<'_>) -> Result<Ops<'p>, Inj
     ops.set_keys(view.has_metadata, view.annotations, "annotations", &plan.annotations);
     let metadata_now = view.has_metadata || !plan.annotations.is_empty();
     ops.set_keys(metadata_now, view.labels, "labels", &plan.labels);
+    // The mark of compiled policies that refused the Pod (compiled from other templates
+    // than these, during a change): injected, it would still be denied for it.
+    for (dict, field, key) in [
+        (view.annotations, "annotations", REFUSED_ANNOTATION),
+        (view.labels, "labels", REFUSED_LABEL),
+    ] {
+        if dict.is_some_and(|d| d.get(key).is_some()) {
+            ops.remove(pointer(&["metadata", field, key]));
+        }
+    }
     Ok(ops)
 }
 
@@ -307,9 +317,29 @@ volumeMounts:
 
     /// What admission sends (the operations serialised) is what the applied patch says,
     /// whether an entry is the template's prepared JSON or changed for this Pod.
+    /// A Pod the compiled policies marked refused (compiled from other templates, during
+    /// a change) and the webhook injects loses the mark: it would be denied for it.
+    #[test]
+    fn an_injection_takes_the_refusal_mark_out() {
+        let template = Template::parse("config", TEMPLATE, crate::template::KubeVersion::NEWEST).unwrap();
+        let pod = json!({"metadata": {"labels": {REFUSED_LABEL: "true", "app": "web"},
+                                      "annotations": {REFUSED_ANNOTATION: "template `old` ...", "a": "b"}},
+                         "spec": {"containers": [{"name": "app"}]}});
+        let view = PodView::read(&pod);
+        let Decision::Inject(plan) = plan(&view, &template, &Extras::default()).unwrap() else {
+            panic!("expected an injection")
+        };
+        let mut out = pod.clone();
+        json_patch::patch(&mut out, &render(&plan, &view).unwrap()).unwrap();
+        assert_eq!(out["metadata"]["labels"].get(REFUSED_LABEL), None, "{out}");
+        assert_eq!(out["metadata"]["annotations"].get(REFUSED_ANNOTATION), None, "{out}");
+        assert_eq!(out["metadata"]["labels"]["app"], "web");
+        assert_eq!(out["metadata"]["annotations"]["a"], "b");
+    }
+
     #[test]
     fn the_sent_operations_are_the_patch_that_applies() {
-        let template = Template::parse("config", TEMPLATE).unwrap();
+        let template = Template::parse("config", TEMPLATE, crate::template::KubeVersion::NEWEST).unwrap();
         let network_env = Extras {
             sidecar_env: vec![EnvVar {
                 name: "NETWORK".into(),

@@ -7,6 +7,7 @@ pub mod jsonpatch;
 pub mod overrides;
 mod plan;
 pub mod pod;
+pub mod pod_values;
 pub mod policy;
 pub mod strategic;
 pub mod uninject;
@@ -18,9 +19,13 @@ pub use plan::{
     describe_volume, plan, revision_label_value, runs_to_completion,
 };
 pub use pod::PodView;
-pub use policy::{NamespaceOptIn, OptIn, Skip};
+pub use policy::{AnnotationOptIn, NamespaceOptIn, OptIn, PodMeta, Skip};
 
 pub const INJECT_ANNOTATION: &str = "sidecar.samplecrd.k8s.io/inject";
+/// The Pod label that opts a Pod in (`"true"`) or out (`"false"`), the same key as
+/// [`INJECT_ANNOTATION`]: label selectors select it, so a Pod that did not opt in costs
+/// the API server no CEL.
+pub const INJECT_LABEL: &str = INJECT_ANNOTATION;
 pub const TEMPLATE_ANNOTATION: &str = "sidecar.samplecrd.k8s.io/template";
 pub const NETWORK_ANNOTATION: &str = "sidecar.samplecrd.k8s.io/network";
 pub const STATUS_ANNOTATION: &str = "sidecar.samplecrd.k8s.io/status";
@@ -28,6 +33,12 @@ pub const STATUS_ANNOTATION: &str = "sidecar.samplecrd.k8s.io/status";
 /// can be selected server-side (annotations cannot be).
 pub const REVISION_LABEL: &str = "sidecar.samplecrd.k8s.io/revision";
 pub const NATIVE_SIDECAR_ANNOTATION: &str = "sidecar.samplecrd.k8s.io/native-sidecar";
+/// Label and annotation the compiled admission policies mark a Pod they refuse with (the
+/// annotation holds the webhook's words): the label selects the validating policy that
+/// denies it. A Pod never keeps them: it is denied, or the webhook injects it and takes
+/// them out.
+pub const REFUSED_LABEL: &str = "sidecar.samplecrd.k8s.io/refused";
+pub const REFUSED_ANNOTATION: &str = REFUSED_LABEL;
 /// The legacy opt-in (an Initializer annotation, from before admission webhooks), still honoured.
 pub const LEGACY_INJECT_ANNOTATION: &str = "initializer.kubernetes.io/envoy";
 /// Namespace label naming the template for every Pod of the namespace (cluster mode); a
@@ -63,6 +74,12 @@ pub enum InjectError {
         namespace: String,
         available: String,
     },
+    /// Neither the Pod nor its namespace names a template, and the ConfigMap has no default.
+    #[error(
+        "the injector's ConfigMap has no `{}` template, which a Pod gets when neither its annotation `{TEMPLATE_ANNOTATION}` nor its namespace's label `{NAMESPACE_TEMPLATE_LABEL}` names one; the injector has: {available}",
+        crate::template::DEFAULT_TEMPLATE
+    )]
+    NoDefaultTemplate { available: String },
     #[error(
         "Pod already has container(s) {present} of template `{template}` but not {missing}: refusing to inject half a template (rename the Pod's container or remove it)"
     )]

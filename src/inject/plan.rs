@@ -10,6 +10,7 @@ use serde_json::{Map, Value};
 
 use super::overrides::Applied;
 use super::pod::{Checked, PodView, is_subset_map};
+use super::pod_values::{self, Resolved};
 use super::{InjectError, NATIVE_SIDECAR_ANNOTATION, REVISION_LABEL, STATUS_ANNOTATION, policy::Skip};
 use crate::template::Template;
 
@@ -136,6 +137,8 @@ pub struct Plan<'t> {
     pub labels: BTreeMap<String, String>,
     /// Why `status.native_sidecar` is what it is (for `check`'s warnings).
     pub native_rule: NativeRule,
+    /// The template's `fromPod` values, as this Pod gives them (for warnings and `check`).
+    pub pod_values: Vec<Resolved<'t>>,
     pub status: InjectionStatus,
 }
 
@@ -233,6 +236,7 @@ pub fn plan<'t>(pod: &PodView<'_>, template: &'t Template, extras: &Extras) -> R
     }
 
     let overrides = super::overrides::applied(view.annotations, template).map_err(InjectError::Override)?;
+    let from_pod = pod_values::resolve(&view, template, &overrides);
     check_ports(&view, template)?;
     let volumes = plan_volumes(&view, template)?;
     let app_mounts = plan_app_mounts(&view, template)?;
@@ -260,9 +264,10 @@ pub fn plan<'t>(pod: &PodView<'_>, template: &'t Template, extras: &Extras) -> R
             .zip(json)
             .map(|(c, json)| {
                 let overridden = overrides.iter().any(|o| o.decl.container == c.name);
-                match extras.sidecar_env.is_empty() && !overridden {
+                let from_pod_here = pod_values::changes(&c.name, &from_pod);
+                match extras.sidecar_env.is_empty() && !overridden && !from_pod_here {
                     true => Added::template(c, json),
-                    false => Added::changed(customised(c, &overrides, &extras.sidecar_env)),
+                    false => Added::changed(customised(c, &from_pod, &overrides, &extras.sidecar_env)),
                 }
             })
             .collect()
@@ -315,6 +320,7 @@ pub fn plan<'t>(pod: &PodView<'_>, template: &'t Template, extras: &Extras) -> R
         annotations,
         labels,
         native_rule,
+        pod_values: from_pod,
         status,
     })))
 }
@@ -357,10 +363,16 @@ fn quote_all(names: &[&str]) -> String {
     names.iter().map(|n| format!("`{n}`")).collect::<Vec<_>>().join(", ")
 }
 
-/// A template container changed for this Pod: its overrides, then the extras' env (the
-/// injector's own values win over a Pod's).
-fn customised(container: &Container, overrides: &[Applied<'_, '_>], env: &[EnvVar]) -> Container {
+/// A template container changed for this Pod: the values it takes from the Pod, then its
+/// overrides (which win), then the extras' env (the injector's own values win over a Pod's).
+fn customised(
+    container: &Container,
+    from_pod: &[Resolved<'_>],
+    overrides: &[Applied<'_, '_>],
+    env: &[EnvVar],
+) -> Container {
     let mut changed = container.clone();
+    pod_values::apply(&mut changed, from_pod);
     for applied in overrides.iter().filter(|o| o.decl.container == container.name) {
         applied.decl.apply(&mut changed, applied.value);
     }
@@ -477,7 +489,12 @@ mod tests {
 
     #[test]
     fn the_revision_label_sits_next_to_the_status_annotation() {
-        let template = Template::parse("config", "containers:\n- name: proxy\n  image: envoy\n").unwrap();
+        let template = Template::parse(
+            "config",
+            "containers:\n- name: proxy\n  image: envoy\n",
+            crate::template::KubeVersion::NEWEST,
+        )
+        .unwrap();
         let pod = json!({
             "metadata": {"labels": {"app": "web"}},
             "spec": {"containers": [{"name": "app"}]},

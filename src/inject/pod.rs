@@ -14,7 +14,7 @@ use serde::de::{self, Deserialize, Deserializer, IgnoredAny, MapAccess, SeqAcces
 use serde_json::{Map, Value};
 
 use super::InjectError;
-use super::policy::{Annotations, Flag};
+use super::policy::{Flag, MetaMap, PodMeta};
 
 /// A field as it was found.
 #[derive(Debug, Clone, Default)]
@@ -248,7 +248,7 @@ impl<'a> Dict<'a> {
     }
 }
 
-impl Annotations for Dict<'_> {
+impl MetaMap for Dict<'_> {
     fn flag(&self, key: &str) -> Option<Flag<'_>> {
         Some(match self.get(key)? {
             Text::Str(text) => Flag::Text(text),
@@ -459,9 +459,19 @@ impl<'a> PodView<'a> {
         self.metadata()?.annotations.get()
     }
 
-    /// The annotations as the opt-in policy reads them.
-    pub fn annotations_for_policy(&self) -> Option<&dyn Annotations> {
-        self.annotations().map(|a| a as &dyn Annotations)
+    /// The annotations as the opt-in rules read them.
+    pub fn annotations_for_policy(&self) -> Option<&dyn MetaMap> {
+        self.annotations().map(|a| a as &dyn MetaMap)
+    }
+
+    /// `metadata.labels` when it is a map.
+    pub fn labels(&self) -> Option<&Dict<'a>> {
+        self.metadata()?.labels.get()
+    }
+
+    /// The annotations and labels as the opt-in rules read them.
+    pub fn meta(&self) -> PodMeta<'_> {
+        PodMeta::new(self.annotations_for_policy(), self.labels().map(|l| l as &dyn MetaMap))
     }
 
     /// The fields the engine uses, each checked for its type, or the first wrong one named

@@ -15,7 +15,7 @@ fn classic_template() -> Arc<Template> {
 }
 
 fn template(text: &str) -> Template {
-    Template::parse("config", text).unwrap()
+    Template::parse("config", text, crate::template::KubeVersion::NEWEST).unwrap()
 }
 
 /// Plans, renders, applies: returns the patched Pod and the patch.
@@ -242,7 +242,7 @@ fn identical_volume_defaulted_by_the_server_is_reused() {
 
 #[test]
 fn partial_injection_is_refused() {
-    let t = template("containers:\n- name: proxy\n- name: agent\n");
+    let t = template("containers:\n- name: proxy\n  image: p\n- name: agent\n  image: a\n");
     let pod = json!({"spec": {"containers": [{"name": "app"}, {"name": "agent"}]}});
     let err = plan(&PodView::read(&pod), &t, &Extras::default())
         .unwrap_err()
@@ -340,7 +340,9 @@ fn mount_path_taken_by_another_volume_is_a_collision() {
 
 #[test]
 fn native_sidecar_from_template_goes_first_in_init_containers() {
-    let t = template("nativeSidecar: true\ninitContainers:\n- name: setup\ncontainers:\n- name: proxy\n");
+    let t = template(
+        "nativeSidecar: true\ninitContainers:\n- name: setup\n  image: s\ncontainers:\n- name: proxy\n  image: p\n",
+    );
     let pod = fixture_pod("replicaset-generatename-init-volumes.json");
     let (out, _) = inject_with(&pod, &t);
     assert_eq!(names(&out["spec"]["initContainers"]), ["setup", "proxy", "init-db"]);
@@ -483,7 +485,7 @@ fn restart_policy_read_from_review_text_gives_the_same_plan() {
 
 #[test]
 fn pull_secrets_are_added_once() {
-    let t = template("containers:\n- name: p\nimagePullSecrets:\n- name: reg\n- name: other\n");
+    let t = template("containers:\n- name: p\n  image: p\nimagePullSecrets:\n- name: reg\n- name: other\n");
     let pod = json!({"spec": {"containers": [{"name": "app"}], "imagePullSecrets": [{"name": "reg"}]}});
     let (out, _) = inject_with(&pod, &t);
     assert_eq!(names(&out["spec"]["imagePullSecrets"]), ["reg", "other"]);
@@ -537,7 +539,7 @@ fn wrong_pod_shapes_are_errors_not_panics() {
 fn strategic_patch_holds_only_additions_keyed_for_merge() {
     let pod = fixture_pod("replicaset-generatename-init-volumes.json");
     let t = template(
-        "nativeSidecar: true\ncontainers:\n- name: proxy\nvolumes:\n- {name: certs, emptyDir: {}}\nvolumeMounts:\n- {name: certs, mountPath: /etc/certs}\n",
+        "nativeSidecar: true\ncontainers:\n- name: proxy\n  image: p\nvolumes:\n- {name: certs, emptyDir: {}}\nvolumeMounts:\n- {name: certs, mountPath: /etc/certs}\n",
     );
     let Decision::Inject(p) = plan(&PodView::read(&pod), &t, &Extras::default()).unwrap() else {
         panic!()

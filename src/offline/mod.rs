@@ -2,30 +2,23 @@
 //! undoing (`uninject`): manifests in, changed manifests or patches out, one document at a
 //! time.
 //!
-//! Input is read the way kubectl reads it (`read`, `yaml11`), so the injector decides on
-//! the same values the API server will see; output is written so that kubectl reads
-//! back exactly those values, with key order, `List`s and comments kept (`write`).
-//! `run` streams documents from a reader (parsed `ahead` on other threads) to a writer,
-//! handing the engine only its `view` of each object; this module holds the per-object
-//! decision, which is pure.
+//! Input is read the way kubectl reads it (`crate::yaml`), so the injector decides on
+//! the same values the API server will see; output is the input's text with the
+//! additions spliced in, or written so that kubectl reads back exactly those values.
+//! `run` streams documents from a reader to a writer, handing the engine only its `view`
+//! of each object, and has the reader record where in the text the collections on the
+//! ways to a Pod are (`paths`); this module holds the per-object decision, which is pure.
 
-pub mod ahead;
-pub mod layout;
-pub mod node;
-pub mod packed;
-pub mod read;
+mod paths;
 pub mod run;
-pub mod splice;
-pub mod split;
 pub mod view;
-pub mod write;
-pub mod yaml11;
 
 use serde_json::{Map, Value};
 
-use crate::inject::policy::Annotations;
-use crate::inject::{self, Decision, NotChosen, PodView, Standalone, policy};
+use crate::inject::{self, AnnotationOptIn, Decision, NotChosen, PodView, Standalone, policy};
 use crate::template::TemplateSet;
+use crate::yaml::node::{Node, Value as NodeValue};
+use crate::yaml::read::{ReadError, read_documents};
 
 /// Why one object could not be injected. `at` names it: document number, kind and name,
 /// line (`document 2 (Pod web) at line 14`).
@@ -55,6 +48,40 @@ pub enum OfflineError {
         format: &'static str,
         message: String,
     },
+}
+
+/// One object of a manifest and the line it starts on.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ManifestObject {
+    pub object: Value,
+    pub line: Option<usize>,
+}
+
+/// The objects of `text` as JSON, read the way kubectl reads them: every document's
+/// root, with a `List` replaced by its items, each with its line. For callers that want
+/// values, not the writer's tree (`check -f`).
+pub fn objects(text: &str) -> Result<Vec<ManifestObject>, ReadError> {
+    let mut objects = Vec::new();
+    for mut document in read_documents(text, 1)? {
+        document.unpack();
+        let Some(root) = document.root else { continue };
+        let list = root.get("kind").and_then(Node::as_str) == Some("List");
+        match (&root.value, root.get("items").map(|items| &items.value)) {
+            (NodeValue::Map(_), Some(NodeValue::Seq(items))) if list => {
+                objects.extend(items.iter().map(|item| ManifestObject {
+                    object: item.to_json(),
+                    line: item.line(),
+                }))
+            }
+            // A List without items has none to explain.
+            (NodeValue::Map(_), _) if list => {}
+            _ => objects.push(ManifestObject {
+                object: root.to_json(),
+                line: root.line(),
+            }),
+        }
+    }
+    Ok(objects)
 }
 
 /// Where the Pod spec lives in an object of this kind, as a JSON Pointer.
@@ -207,6 +234,33 @@ fn locate<'v>(at: &str, object: &'v Value, renderings: Renderings) -> Result<Loc
     }
 }
 
+/// How a message names the `index`th document (from 1): `document 2 (Pod web) at line 14`;
+/// a non-object by number only, since its error says what was found.
+pub fn at_document(index: usize, object: &Value, line: Option<usize>) -> String {
+    let what = object.is_object().then(|| describe(object));
+    place(&format!("document {index}"), what.as_deref(), line)
+}
+
+/// How every message names what it is about (`document 2 (Pod web) at line 14`,
+/// `document 1 (List), item 3 (a string) at line 9`): `what` it is and its line, when
+/// known.
+fn place(name: &str, what: Option<&str>, line: Option<usize>) -> String {
+    let mut at = name.to_string();
+    if let Some(what) = what {
+        at.push_str(&format!(" ({what})"));
+    }
+    if let Some(line) = line {
+        at.push_str(&format!(" at line {line}"));
+    }
+    at
+}
+
+/// Why `inject` refuses `object` before looking at its Pod (not an object, no `kind`, a Pod
+/// template that is not an object), if it does: what `check -f` reports of the same file.
+pub fn refused(at: &str, object: &Value) -> Option<OfflineError> {
+    locate(at, object, Renderings::JsonPatch).err()
+}
+
 /// Re-roots the Pod's operations at the Pod's place in the object.
 fn reroot(patch: &mut json_patch::Patch, path: &str) {
     let prefix = json_patch::jsonptr::PointerBuf::from_tokens(path.split('/').filter(|k| !k.is_empty()));
@@ -231,20 +285,17 @@ pub fn inject_object(
         Located::Pod { path, pod } => (path, pod),
         Located::NoPod(outcome) => return Ok(outcome),
     };
-    let annotations = pod
-        .pointer("/metadata/annotations")
-        .and_then(Value::as_object)
-        .map(|a| a as &dyn Annotations);
-    let warnings = policy::unreadable_flags(annotations);
-    // Asking for offline injection is the opt-in; an explicit opt-out still wins.
-    if let Some(opt_out) = policy::opted_out(annotations) {
+    let view = PodView::read(pod);
+    // Asking for offline injection is the opt-in (an annotation opt-in is always read
+    // here); an explicit opt-out still wins.
+    let mut warnings = policy::unreadable_flags(view.meta(), AnnotationOptIn::On);
+    if let Some(opt_out) = policy::opted_out(view.meta()) {
         return Ok(unchanged(renderings, opt_out.to_string(), false, warnings));
     }
     let err = |source| OfflineError::Inject {
         at: at.to_string(),
         source: Box::new(source),
     };
-    let view = PodView::read(pod);
     // From the template on, the decision every path takes; no namespace and no Networks here.
     let chosen = match inject::choose(&view, "", || Some(templates), &Standalone) {
         Ok(chosen) => chosen,
@@ -255,6 +306,11 @@ pub fn inject_object(
         Decision::Inject(plan) => plan,
         Decision::Skip(skip) => return Ok(unchanged(renderings, skip.to_string(), false, warnings)),
     };
+    if let Some(name) = chosen.unseen_network() {
+        let namespace = object.pointer("/metadata/namespace").and_then(Value::as_str);
+        warnings.push(inject::join::offline_warning(name, namespace));
+    }
+    warnings.extend(plan.pod_values.iter().filter_map(|v| v.warning(&chosen.template)));
     let mut json_patch = inject::jsonpatch::render(&plan, &view).map_err(err)?;
     let strategic = match renderings {
         Renderings::JsonPatch => None,
@@ -379,7 +435,7 @@ mod tests {
         let set = TemplateSet::embedded();
         let pod = json!({"apiVersion": "v1", "kind": "Pod",
                          "metadata": {"name": "p", "annotations": {(inject::INJECT_ANNOTATION): "yes"}},
-                         "spec": {"containers": [{"name": "app"}]}});
+                         "spec": {"containers": [{"name": "app", "ports": [{"containerPort": 8080}]}]}});
         let outcome = inject_object("d", &pod, &set, Renderings::JsonPatch).unwrap();
         assert!(outcome.skipped.is_none());
         assert_eq!(outcome.warnings.len(), 1);

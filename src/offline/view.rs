@@ -5,19 +5,9 @@
 
 use serde_json::Value as Json;
 
-use super::node::{Node, Value};
 use super::{nest, pod_path};
-
-/// What of a YAML value to keep (see [`POD`]).
-#[derive(Debug, Clone, Copy)]
-pub enum Keep {
-    /// The whole value.
-    All,
-    /// Of an object, these keys (each kept as said); other keys are skipped.
-    Fields(&'static [(&'static str, Keep)]),
-    /// Of an array, each item as said.
-    Each(&'static Keep),
-}
+use crate::yaml::node::{Node, Value};
+use crate::yaml::prune::{Keep, pruned};
 
 /// A container: what mounts, ports and names the engine compares with the template's.
 static CONTAINER: Keep = Keep::Fields(&[("name", Keep::All), ("volumeMounts", Keep::All), ("ports", Keep::All)]);
@@ -90,30 +80,12 @@ pub fn engine_view(node: &Node) -> Json {
     view
 }
 
-/// `node` as JSON with only what `keep` says, each kept part in its exact shape (a
-/// wrong type is kept whole, for the engine to name), as the admission path prunes.
-pub fn pruned(node: &Node, keep: Keep) -> Json {
-    match (&node.value, keep) {
-        (Value::Map(entries), Keep::Fields(fields)) => Json::Object(
-            entries
-                .iter()
-                .filter_map(|(key, value)| {
-                    let (name, keep) = fields.iter().find(|(name, _)| name == key)?;
-                    Some((name.to_string(), pruned(value, *keep)))
-                })
-                .collect(),
-        ),
-        (Value::Seq(items), Keep::Each(item)) => Json::Array(items.iter().map(|i| pruned(i, *item)).collect()),
-        _ => node.to_json(),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::offline::read::read_documents;
     use crate::offline::{Renderings, inject_object};
     use crate::template::TemplateSet;
+    use crate::yaml::read::read_documents;
 
     fn root(text: &str) -> Node {
         read_documents(text, 1).unwrap().remove(0).root.unwrap()
@@ -128,7 +100,7 @@ mod tests {
         let mut objects = Vec::new();
         for entry in std::fs::read_dir(dir).unwrap() {
             let text = std::fs::read_to_string(entry.unwrap().path()).unwrap();
-            for chunk in crate::offline::split::YamlChunks::new(text.as_bytes()) {
+            for chunk in crate::yaml::split::YamlChunks::new(text.as_bytes()) {
                 let chunk = chunk.unwrap();
                 let Ok(documents) = read_documents(&chunk.text, chunk.first_line) else {
                     continue;

@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 
 use k8s_openapi::Resource;
 use k8s_openapi::api::admissionregistration::v1::{
-    JSONPatch, MatchResources, MutatingAdmissionPolicy, MutatingAdmissionPolicyBinding,
+    JSONPatch, MatchCondition, MatchResources, MutatingAdmissionPolicy, MutatingAdmissionPolicyBinding,
     MutatingAdmissionPolicyBindingSpec, MutatingAdmissionPolicySpec, Mutation, NamedRuleWithOperations,
     ValidatingAdmissionPolicy, ValidatingAdmissionPolicyBinding, ValidatingAdmissionPolicyBindingSpec,
     ValidatingAdmissionPolicySpec, Validation, Variable,
@@ -13,17 +13,20 @@ use k8s_openapi::api::admissionregistration::v1::{
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, LabelSelectorRequirement, ObjectMeta};
 use serde::Serialize;
 
-use super::plan::DENIAL;
-use super::variables::{self, CHOICE, CHOSEN_BY_ANNOTATION, OPTED_IN};
+use super::plan::REFUSAL;
+use super::variables;
 use super::{Options, cel};
-use crate::inject::{InjectError, NAMESPACE_LABEL, REVISION_LABEL};
-use crate::template::{Template, TemplateSet};
+use crate::inject::{
+    AnnotationOptIn, INJECT_LABEL, NAMESPACE_LABEL, NAMESPACE_OPT_IN, REFUSED_ANNOTATION, REFUSED_LABEL,
+    STATUS_ANNOTATION,
+};
+use crate::template::Template;
 
 /// `app.kubernetes.io/managed-by`: every compiled object carries it with [`crate::NAME`].
 pub const MANAGED_BY_LABEL: &str = "app.kubernetes.io/managed-by";
-/// The annotation naming the template a policy was compiled from (a ConfigMap key may
-/// be no valid object name or label value).
-pub const TEMPLATE_ANNOTATION_KEY: &str = "sidecar.samplecrd.k8s.io/template";
+/// The annotation of a mutating policy naming the templates it knows (those of the
+/// ConfigMap it was compiled from), with their revisions (JSON, by name).
+pub const TEMPLATES_ANNOTATION: &str = "sidecar.samplecrd.k8s.io/templates";
 /// The value of [`NAMESPACE_LABEL`] that keeps every injector out of a namespace.
 const NAMESPACE_DISABLED: &str = "disabled";
 
@@ -67,51 +70,43 @@ impl PolicyObject {
     }
 }
 
-/// The name of a template's objects: `envoy-injector-template-NAME`, lower-cased, with
-/// a hash of the key when the key is no valid name as it is.
-pub fn object_name(template: &str) -> String {
-    let prefix = format!("{}-template-", crate::NAME);
-    let candidate = format!("{prefix}{template}");
-    let valid = candidate.len() <= 253
-        && template
-            .bytes()
-            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'.')
-        && template.bytes().last().is_some_and(|b| b.is_ascii_alphanumeric())
-        && !template.contains("..")
-        && !template.contains(".-")
-        && !template.contains("-.");
-    if valid {
-        return candidate;
+/// The names of the objects, fixed: a template's name never becomes an object's, so no
+/// two templates' objects can collide.
+pub mod names {
+    /// The mutating policy of Pods a selector binds (namespace label, Pod label).
+    pub const INJECT: &str = "envoy-injector-inject";
+    /// The mutating policy of Pods that opt in by annotation (its one condition reads it).
+    pub const INJECT_ANNOTATED: &str = "envoy-injector-inject-annotated";
+    /// The binding of [`INJECT`] for labelled namespaces.
+    pub const BY_NAMESPACE: &str = "envoy-injector-inject-namespace";
+    /// The binding of [`INJECT`] for labelled Pods elsewhere.
+    pub const BY_LABEL: &str = "envoy-injector-inject-label";
+    /// The binding of [`INJECT_ANNOTATED`]: the Pods of the other namespaces, unlabelled.
+    pub const BY_ANNOTATION: &str = INJECT_ANNOTATED;
+    /// The validating policy (and its binding) denying a Pod a mutating policy marked.
+    pub const REFUSED: &str = "envoy-injector-refused";
+
+    /// Objects of the previous layout (one pair of policies per template, and the
+    /// known-templates check): removed once the present one is in place.
+    pub fn previous_layout(name: &str) -> bool {
+        name.starts_with("envoy-injector-template-") || name == "envoy-injector-known-templates"
     }
-    let cleaned: String = template
-        .chars()
-        .map(|c| match c {
-            'a'..='z' | '0'..='9' | '-' => c,
-            'A'..='Z' => c.to_ascii_lowercase(),
-            _ => '-',
-        })
-        .take(200)
-        .collect();
-    format!(
-        "{prefix}{}-{}",
-        cleaned.trim_end_matches('-'),
-        crate::template::content_revision(template)
-    )
 }
 
-fn metadata(name: &str, template: Option<&Template>) -> ObjectMeta {
-    let mut labels = BTreeMap::from([(MANAGED_BY_LABEL.to_string(), crate::NAME.to_string())]);
-    let mut annotations = BTreeMap::new();
-    if let Some(template) = template {
-        if let Some(revision) = crate::inject::revision_label_value(&template.revision) {
-            labels.insert(REVISION_LABEL.to_string(), revision.to_string());
-        }
-        annotations.insert(TEMPLATE_ANNOTATION_KEY.to_string(), template.name.clone());
-    }
+/// The templates a mutating policy knows and their revisions, as its annotation
+/// [`TEMPLATES_ANNOTATION`] holds them (JSON, by name).
+pub fn templates_annotation(known: &[&Template]) -> String {
+    let revisions: BTreeMap<&str, &str> = known.iter().map(|t| (t.name.as_str(), t.revision.as_str())).collect();
+    serde_json::to_string(&revisions).unwrap_or_default()
+}
+
+fn metadata(name: &str, templates: Option<&[&Template]>) -> ObjectMeta {
+    let labels = BTreeMap::from([(MANAGED_BY_LABEL.to_string(), crate::NAME.to_string())]);
+    let annotations = templates.map(|t| BTreeMap::from([(TEMPLATES_ANNOTATION.to_string(), templates_annotation(t))]));
     ObjectMeta {
         name: Some(name.to_string()),
         labels: Some(labels),
-        annotations: (!annotations.is_empty()).then_some(annotations),
+        annotations,
         ..ObjectMeta::default()
     }
 }
@@ -131,68 +126,121 @@ fn pod_create() -> MatchResources {
     }
 }
 
-/// The namespaces a binding covers: as the webhook configuration, never kube-system,
-/// the injector's own, or one labelled `sidecar.samplecrd.k8s.io/inject=disabled`.
-fn namespaces(options: &Options) -> MatchResources {
+fn requirement(key: &str, operator: &str, values: &[&str]) -> LabelSelectorRequirement {
+    LabelSelectorRequirement {
+        key: key.to_string(),
+        operator: operator.to_string(),
+        values: (!values.is_empty()).then(|| values.iter().map(|v| v.to_string()).collect()),
+    }
+}
+
+/// Never kube-system nor the injector's own namespace, as the webhook configuration.
+fn not_excluded(options: &Options) -> LabelSelectorRequirement {
+    requirement(
+        "kubernetes.io/metadata.name",
+        "NotIn",
+        &["kube-system", &options.injector_namespace],
+    )
+}
+
+/// A binding's selectors: its namespace's `NAMESPACE_LABEL` as `namespace_label`
+/// requires, and the Pod's labels as `pod` requires.
+fn selected(
+    options: &Options,
+    namespace_label: LabelSelectorRequirement,
+    pod: Option<LabelSelectorRequirement>,
+) -> MatchResources {
     MatchResources {
         namespace_selector: Some(LabelSelector {
-            match_expressions: Some(vec![
-                LabelSelectorRequirement {
-                    key: NAMESPACE_LABEL.to_string(),
-                    operator: String::from("NotIn"),
-                    values: Some(vec![NAMESPACE_DISABLED.to_string()]),
-                },
-                LabelSelectorRequirement {
-                    key: String::from("kubernetes.io/metadata.name"),
-                    operator: String::from("NotIn"),
-                    values: Some(vec![String::from("kube-system"), options.injector_namespace.clone()]),
-                },
-            ]),
+            match_expressions: Some(vec![namespace_label, not_excluded(options)]),
+            match_labels: None,
+        }),
+        object_selector: pod.map(|pod| LabelSelector {
+            match_expressions: Some(vec![pod]),
             match_labels: None,
         }),
         ..MatchResources::default()
     }
 }
 
-/// A template's mutating and validating policies with their bindings.
-pub fn template_objects(
-    template: &Template,
-    options: &Options,
-    mutation_variables: Vec<Variable>,
-    mutation: String,
-    validation_variables: Vec<Variable>,
-) -> Vec<PolicyObject> {
-    let name = object_name(&template.name);
-    let mut conditions = variables::match_conditions();
-    conditions.push(variables::may_choose(&template.name));
-    let mutating = MutatingAdmissionPolicy {
-        metadata: metadata(&name, Some(template)),
+/// A mutating policy holding every compiled template's patch and the refusal's mark.
+fn mutating(
+    name: &str,
+    templates: &[&Template],
+    condition: MatchCondition,
+    variables: Vec<Variable>,
+    mutations: &[String],
+) -> PolicyObject {
+    let mutations = mutations
+        .iter()
+        .map(|expression| Mutation {
+            patch_type: String::from("JSONPatch"),
+            json_patch: Some(JSONPatch {
+                expression: Some(expression.clone()),
+            }),
+            apply_configuration: None,
+        })
+        .collect();
+    PolicyObject::Mutating(Box::new(MutatingAdmissionPolicy {
+        metadata: metadata(name, Some(templates)),
         spec: Some(MutatingAdmissionPolicySpec {
             failure_policy: Some(String::from("Fail")),
             reinvocation_policy: Some(String::from("IfNeeded")),
             match_constraints: Some(pod_create()),
-            match_conditions: Some(conditions.clone()),
-            variables: Some(mutation_variables),
-            mutations: Some(vec![Mutation {
-                patch_type: String::from("JSONPatch"),
-                json_patch: Some(JSONPatch {
-                    expression: Some(mutation),
-                }),
-                apply_configuration: None,
-            }]),
+            match_conditions: Some(vec![condition]),
+            variables: Some(variables),
+            mutations: Some(mutations),
             param_kind: None,
         }),
+    }))
+}
+
+fn mutating_binding(name: &str, policy: &str, resources: MatchResources) -> PolicyObject {
+    PolicyObject::MutatingBinding(Box::new(MutatingAdmissionPolicyBinding {
+        metadata: metadata(name, None),
+        spec: Some(MutatingAdmissionPolicyBindingSpec {
+            policy_name: Some(policy.to_string()),
+            match_resources: Some(resources),
+            param_ref: None,
+        }),
+    }))
+}
+
+/// The mark a mutating policy puts on a Pod it refuses: the label [`REFUSED_LABEL`], which
+/// selects the validating policy, and the words in the annotation [`REFUSED_ANNOTATION`];
+/// nothing when it refuses nothing.
+pub fn refusal_mark() -> String {
+    let set = |map: &str, key: &str, value: &str| {
+        let path = cel::string(&format!(
+            "/metadata/{map}/{}",
+            key.replace('~', "~0").replace('/', "~1")
+        ));
+        format!(
+            "(has(object.metadata.{map}) ? [] : [JSONPatch{{op: \"add\", path: \"/metadata/{map}\", value: {{}}}}]) + [JSONPatch{{op: \"add\", path: {path}, value: {value}}}]"
+        )
     };
-    let validating = ValidatingAdmissionPolicy {
-        metadata: metadata(&name, Some(template)),
+    format!(
+        "({REFUSAL} == \"\" ? [] : {} + {})",
+        set("labels", REFUSED_LABEL, "\"true\""),
+        set("annotations", REFUSED_ANNOTATION, REFUSAL)
+    )
+}
+
+/// The validating policy denying a Pod a mutating policy marked refused, with the words
+/// the mark holds, unless it was injected after all (by the webhook, with newer templates).
+fn refused(options: &Options) -> [PolicyObject; 2] {
+    let key = cel::string(REFUSED_ANNOTATION);
+    let status = cel::string(STATUS_ANNOTATION);
+    let policy = ValidatingAdmissionPolicy {
+        metadata: metadata(names::REFUSED, None),
         spec: Some(ValidatingAdmissionPolicySpec {
             failure_policy: Some(String::from("Fail")),
             match_constraints: Some(pod_create()),
-            match_conditions: Some(conditions),
-            variables: Some(validation_variables),
             validations: Some(vec![Validation {
-                expression: format!("{DENIAL} == \"\""),
-                message_expression: Some(DENIAL.to_string()),
+                expression: format!(
+                    "!has(object.metadata.annotations) || !({key} in object.metadata.annotations) || {status} in object.metadata.annotations"
+                ),
+                message_expression: Some(format!("string(object.metadata.annotations[{key}])")),
                 reason: Some(String::from("Forbidden")),
                 message: None,
             }]),
@@ -200,80 +248,73 @@ pub fn template_objects(
         }),
         status: None,
     };
-    vec![
-        PolicyObject::Validating(Box::new(validating)),
-        PolicyObject::ValidatingBinding(Box::new(validating_binding(&name, options, Some(template)))),
-        PolicyObject::Mutating(Box::new(mutating)),
-        PolicyObject::MutatingBinding(Box::new(MutatingAdmissionPolicyBinding {
-            metadata: metadata(&name, Some(template)),
-            spec: Some(MutatingAdmissionPolicyBindingSpec {
-                policy_name: Some(name.clone()),
-                match_resources: Some(namespaces(options)),
-                param_ref: None,
-            }),
-        })),
-    ]
-}
-
-fn validating_binding(name: &str, options: &Options, template: Option<&Template>) -> ValidatingAdmissionPolicyBinding {
-    ValidatingAdmissionPolicyBinding {
-        metadata: metadata(name, template),
+    let binding = ValidatingAdmissionPolicyBinding {
+        metadata: metadata(names::REFUSED, None),
         spec: ValidatingAdmissionPolicyBindingSpec {
-            policy_name: name.to_string(),
+            policy_name: names::REFUSED.to_string(),
             validation_actions: vec![String::from("Deny")],
-            match_resources: Some(namespaces(options)),
+            match_resources: Some(selected(
+                options,
+                requirement(NAMESPACE_LABEL, "NotIn", &[NAMESPACE_DISABLED]),
+                Some(requirement(REFUSED_LABEL, "Exists", &[])),
+            )),
             param_ref: None,
         },
-    }
-}
-
-/// The name of the policy that denies a Pod naming a template the set does not have.
-pub fn known_templates_name() -> String {
-    format!("{}-known-templates", crate::NAME)
-}
-
-/// The policy denying an opted-in Pod that names (or whose namespace names) a template
-/// the set does not have, with the webhook's words.
-pub fn known_templates(set: &TemplateSet, options: &Options) -> Vec<PolicyObject> {
-    let name = known_templates_name();
-    let names: Vec<&str> = set.names().collect();
-    let available = names.iter().map(|n| format!("`{n}`")).collect::<Vec<_>>().join(", ");
-    let hole = cel::hole(0);
-    let by_annotation = InjectError::UnknownTemplate {
-        name: hole.clone(),
-        available: available.clone(),
-    }
-    .to_string();
-    let by_label = InjectError::UnknownNamespaceTemplate {
-        name: hole.clone(),
-        namespace: cel::hole(1),
-        available,
-    }
-    .to_string();
-    let message = format!(
-        "{CHOSEN_BY_ANNOTATION} ? {} : {}",
-        cel::words(&by_annotation, &[(&hole, CHOICE)]),
-        cel::words(&by_label, &[(&hole, CHOICE), (&cel::hole(1), "request.namespace")])
-    );
-    let policy = ValidatingAdmissionPolicy {
-        metadata: metadata(&name, None),
-        spec: Some(ValidatingAdmissionPolicySpec {
-            failure_policy: Some(String::from("Fail")),
-            match_constraints: Some(pod_create()),
-            match_conditions: Some(variables::match_conditions()),
-            variables: Some(variables::choice_variables()),
-            validations: Some(vec![Validation {
-                expression: format!("!{OPTED_IN} || {CHOICE} in {}", cel::strings(names)),
-                message_expression: Some(message),
-                reason: Some(String::from("Forbidden")),
-                message: None,
-            }]),
-            ..ValidatingAdmissionPolicySpec::default()
-        }),
-        status: None,
     };
-    vec![
+    [
         PolicyObject::Validating(Box::new(policy)),
-        PolicyObject::ValidatingBinding(Box::new(validating_binding(&name, options, None))),
+        PolicyObject::ValidatingBinding(Box::new(binding)),
     ]
+}
+
+/// Every object, in the order to write them: the validating policy that denies what the
+/// mutating ones mark, then the mutating policies, then their bindings (a binding never
+/// names a policy not there yet; a Pod is marked only once its denial is in place).
+pub fn layout(
+    options: &Options,
+    templates: &[&Template],
+    variables: Vec<Variable>,
+    mutations: &[String],
+) -> Vec<PolicyObject> {
+    let mut out = Vec::from(refused(options));
+    out.push(mutating(
+        names::INJECT,
+        templates,
+        variables::selected_condition(),
+        variables.clone(),
+        mutations,
+    ));
+    let annotations = options.annotation_opt_in == AnnotationOptIn::On;
+    if annotations {
+        out.push(mutating(
+            names::INJECT_ANNOTATED,
+            templates,
+            variables::annotated_condition(),
+            variables,
+            mutations,
+        ));
+    }
+    let elsewhere = || requirement(NAMESPACE_LABEL, "NotIn", &[NAMESPACE_OPT_IN, NAMESPACE_DISABLED]);
+    out.push(mutating_binding(
+        names::BY_NAMESPACE,
+        names::INJECT,
+        selected(options, requirement(NAMESPACE_LABEL, "In", &[NAMESPACE_OPT_IN]), None),
+    ));
+    out.push(mutating_binding(
+        names::BY_LABEL,
+        names::INJECT,
+        selected(options, elsewhere(), Some(requirement(INJECT_LABEL, "In", &["true"]))),
+    ));
+    if annotations {
+        out.push(mutating_binding(
+            names::BY_ANNOTATION,
+            names::INJECT_ANNOTATED,
+            selected(
+                options,
+                elsewhere(),
+                Some(requirement(INJECT_LABEL, "NotIn", &["true"])),
+            ),
+        ));
+    }
+    out
 }

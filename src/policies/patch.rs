@@ -7,18 +7,15 @@ use k8s_openapi::api::admissionregistration::v1::Variable;
 use serde_json::Value;
 
 use super::cel::{self, hole};
-use super::plan::INJECT;
-use super::variables::{ANNOTATIONS, CONTAINERS, VOLUMES};
+use super::variables::{self, ANNOTATIONS, CONTAINERS, POD_VOLUME_NAMES, Scope};
 use crate::inject::{OVERRIDE_PREFIX, REVISION_LABEL, STATUS_ANNOTATION, revision_label_value};
 use crate::template::{Bound, Override, Template};
 
-const NATIVE: &str = "variables.native";
-
-fn variable(name: &str, expression: String) -> Variable {
-    Variable {
-        name: name.to_string(),
-        expression,
-    }
+/// The mutation's words turning a list of operation maps (`ops`) into `JSONPatch` values.
+pub fn operations(ops: &str) -> String {
+    format!(
+        "{ops}.map(o, has(o.value) ? JSONPatch{{op: string(o.op), path: string(o.path), value: o.value}} : JSONPatch{{op: string(o.op), path: string(o.path)}})"
+    )
 }
 
 /// A JSON Pointer of fixed tokens, escaped (`~0`, `~1`).
@@ -29,8 +26,11 @@ fn pointer(tokens: &[&str]) -> String {
         .collect()
 }
 
-fn op(kind: &str, path: &str, value: &str) -> String {
-    format!("JSONPatch{{op: {}, path: {path}, value: {value}}}", cel::string(kind))
+pub(super) fn op(kind: &str, path: &str, value: &str) -> String {
+    format!(
+        "{{\"op\": dyn({}), \"path\": dyn({path}), \"value\": dyn({value})}}",
+        cel::string(kind)
+    )
 }
 
 fn add(path: &str, value: &str) -> String {
@@ -54,25 +54,27 @@ fn json_list(items: &[Box<serde_json::value::RawValue>]) -> Vec<Value> {
         .collect()
 }
 
-/// The variables the patch reads: what the template adds that the Pod does not have.
-pub fn variables(template: &Template) -> Vec<Variable> {
+/// The variables the patch of one template (`scope`) reads: whether its sidecars go in
+/// as native sidecars, and what it adds that the Pod does not have.
+pub fn variables(template: &Template, scope: &Scope) -> Vec<Variable> {
     let spec = &template.spec;
     let volume_names = cel::strings(spec.volumes.iter().map(|v| v.name.as_str()));
     let secret_names = cel::strings(spec.image_pull_secrets.iter().map(|s| s.name.as_str()));
     let mount_paths = cel::strings(spec.volume_mounts.iter().map(|m| m.mount_path.as_str()));
     vec![
-        variable(
+        scope.variable("native", variables::native(template)),
+        scope.variable(
             "addedVolumes",
             format!(
-                "{}.filter(i, !({volume_names}[i] in {VOLUMES}.map(v, v.name)))",
+                "{}.filter(i, !({volume_names}[i] in {POD_VOLUME_NAMES}))",
                 indices(spec.volumes.len())
             ),
         ),
-        variable(
+        scope.variable(
             "addedVolumeNames",
-            format!("variables.addedVolumes.map(i, {volume_names}[i])"),
+            format!("{}.map(i, {volume_names}[i])", scope.get("addedVolumes")),
         ),
-        variable(
+        scope.variable(
             "addedSecrets",
             format!(
                 "{}.filter(i, !({secret_names}[i] in (has(object.spec.imagePullSecrets) ? object.spec.imagePullSecrets.map(s, s.name) : [])))",
@@ -80,7 +82,7 @@ pub fn variables(template: &Template) -> Vec<Variable> {
             ),
         ),
         // Per app container, the template mounts it gets: those at a path it leaves free.
-        variable(
+        scope.variable(
             "appMounts",
             format!(
                 "{CONTAINERS}.map(c, {}.filter(m, !(has(c.volumeMounts) && c.volumeMounts.exists(vm, vm.mountPath == {mount_paths}[m]))))",
@@ -90,28 +92,31 @@ pub fn variables(template: &Template) -> Vec<Variable> {
     ]
 }
 
-/// The mutation: every addition when [`INJECT`] holds, else nothing.
-pub fn expression(template: &Template) -> String {
+/// Every addition of one template (`scope`): the operations the policy's one mutation
+/// returns when the template injects the Pod, as maps (`op`, `path`, `value`), since a
+/// variable cannot hold `JSONPatch` values ([`OPERATIONS`] turns them into those).
+pub fn additions(template: &Template, scope: &Scope) -> String {
     let parts = [
-        init_containers(template),
-        containers(template),
-        overrides(template),
-        volumes(template),
-        image_pull_secrets(template),
-        app_mounts(template),
-        metadata("annotations", STATUS_ANNOTATION, &status(template)),
+        init_containers(template, scope),
+        containers(template, scope),
+        overrides(template, scope),
+        super::pod_values::additions(template, scope),
+        volumes(template, scope),
+        image_pull_secrets(template, scope),
+        app_mounts(template, scope),
+        metadata("annotations", STATUS_ANNOTATION, &status(template, scope)),
         match revision_label_value(&template.revision) {
             Some(revision) => metadata("labels", REVISION_LABEL, &cel::string(revision)),
             None => String::from("[]"),
         },
     ];
-    format!("{INJECT} ? (\n{}\n) : []", parts.join("\n+ "))
+    format!("(\n{}\n)", parts.join("\n+ "))
 }
 
 /// The template's init containers, then (native) its sidecars, at the front of
 /// `spec.initContainers` in that order. A Pod without the list gets an empty one first
 /// and then each entry appended: the API server fails on a whole list added at once.
-fn init_containers(template: &Template) -> String {
+fn init_containers(template: &Template, scope: &Scope) -> String {
     let prepared = &template.prepared;
     let inits = json_list(&prepared.init_containers);
     let natives = json_list(&prepared.native_containers_json);
@@ -133,11 +138,16 @@ fn init_containers(template: &Template) -> String {
         format!("(has(object.spec.initContainers) ? {} : {})", list(&at), list(&fresh))
     };
     let with_natives: Vec<Value> = inits.iter().chain(&natives).cloned().collect();
-    format!("({NATIVE} ? {} : {})", front(&with_natives), front(&inits))
+    format!(
+        "({} ? {} : {})",
+        scope.get("native"),
+        front(&with_natives),
+        front(&inits)
+    )
 }
 
 /// The template's sidecars appended to `spec.containers` (when not native).
-fn containers(template: &Template) -> String {
+fn containers(template: &Template, scope: &Scope) -> String {
     let ops: Vec<String> = json_list(&template.prepared.containers)
         .iter()
         .map(|c| add(&cel::string("/spec/containers/-"), &cel::value(c)))
@@ -145,19 +155,20 @@ fn containers(template: &Template) -> String {
     if ops.is_empty() {
         return String::from("[]");
     }
-    format!("({NATIVE} ? [] : {})", list(&ops))
+    format!("({} ? [] : {})", scope.get("native"), list(&ops))
 }
 
 /// Where the injected container `name` stands once added: a template init container at
 /// its index; a sidecar after them (native) or after the Pod's containers.
-fn container_path(template: &Template, name: &str) -> String {
+pub(super) fn container_path(template: &Template, scope: &Scope, name: &str) -> String {
     let spec = &template.spec;
     if let Some(i) = spec.init_containers.iter().position(|c| c.name == name) {
         return cel::string(&format!("/spec/initContainers/{i}"));
     }
     let j = spec.containers.iter().position(|c| c.name == name).unwrap_or(0);
     format!(
-        "({NATIVE} ? {} : \"/spec/containers/\" + string(size({CONTAINERS}) + {j}))",
+        "({} ? {} : \"/spec/containers/\" + string(size({CONTAINERS}) + {j}))",
+        scope.get("native"),
         cel::string(&format!("/spec/initContainers/{}", spec.init_containers.len() + j))
     )
 }
@@ -219,7 +230,7 @@ fn changes(before: &Value, after: &Value, at: &[String], out: &mut Vec<Change>) 
 /// (`Override::apply` on the template's container, with a hole for the value), guarded
 /// by the Pod's annotation. Maps and lists the template lacks are created once, before
 /// the values, when any override needing them is asked for.
-fn overrides(template: &Template) -> String {
+fn overrides(template: &Template, scope: &Scope) -> String {
     let value_hole = hole(1);
     // (guard, container path, where, `{}` or `[]`): each created once, whoever needs it.
     let mut creations: Vec<(String, String, Vec<String>, &str)> = Vec::new();
@@ -242,7 +253,7 @@ fn overrides(template: &Template) -> String {
         let mut steps = Vec::new();
         changes(&before, &after, &[], &mut steps);
         let asked = format!("{} in {ANNOTATIONS}", annotation_key(decl));
-        let base = container_path(template, &decl.container);
+        let base = container_path(template, scope, &decl.container);
         let value = format!("{ANNOTATIONS}[{}]", annotation_key(decl));
         let mut ops = Vec::new();
         for step in steps {
@@ -263,7 +274,10 @@ fn overrides(template: &Template) -> String {
                     continue;
                 }
                 Change::Remove(at) => {
-                    ops.push(format!("JSONPatch{{op: \"remove\", path: {}}}", path(&base, &at)));
+                    ops.push(format!(
+                        "{{\"op\": dyn(\"remove\"), \"path\": dyn({})}}",
+                        path(&base, &at)
+                    ));
                     continue;
                 }
             };
@@ -341,32 +355,33 @@ fn append_missing(field: &str, entries: &[Value], added: &str) -> String {
     )
 }
 
-fn volumes(template: &Template) -> String {
+fn volumes(template: &Template, scope: &Scope) -> String {
     append_missing(
         "volumes",
         &json_list(&template.prepared.volumes),
-        "variables.addedVolumes",
+        &scope.get("addedVolumes"),
     )
 }
 
-fn image_pull_secrets(template: &Template) -> String {
+fn image_pull_secrets(template: &Template, scope: &Scope) -> String {
     append_missing(
         "imagePullSecrets",
         &json_list(&template.prepared.image_pull_secrets),
-        "variables.addedSecrets",
+        &scope.get("addedSecrets"),
     )
 }
 
 /// The template's mounts, in each app container at a path it leaves free.
-fn app_mounts(template: &Template) -> String {
+fn app_mounts(template: &Template, scope: &Scope) -> String {
     let mounts = json_list(&template.prepared.volume_mounts);
     if mounts.is_empty() {
         return String::from("[]");
     }
     let values: Vec<String> = mounts.iter().map(cel::value).collect();
+    let app_mounts = scope.get("appMounts");
     let container = "\"/spec/containers/\" + string(i) + \"/volumeMounts\"";
     format!(
-        "lists.range(size({CONTAINERS})).map(i, (has({CONTAINERS}[i].volumeMounts) || size(variables.appMounts[i]) == 0 ? [] : [{}]) + variables.appMounts[i].map(m, {})).flatten()",
+        "lists.range(size({CONTAINERS})).map(i, (has({CONTAINERS}[i].volumeMounts) || size({app_mounts}[i]) == 0 ? [] : [{}]) + {app_mounts}[i].map(m, {})).flatten()",
         add(container, "[]"),
         add(&format!("{container} + \"/-\""), &format!("[{}][m]", values.join(", ")))
     )
@@ -383,7 +398,14 @@ fn metadata(map: &str, key: &str, value: &str) -> String {
 
 /// The status annotation, written as `inject::InjectionStatus` serialises: the same
 /// members in the same order, so `check`, `uninject` and the gauges read it unchanged.
-fn status(template: &Template) -> String {
+fn status(template: &Template, scope: &Scope) -> String {
+    let native = scope.get("native");
+    let (added_volumes, added_volume_names, added_secrets, app_mounts) = (
+        scope.get("addedVolumes"),
+        scope.get("addedVolumeNames"),
+        scope.get("addedSecrets"),
+        scope.get("appMounts"),
+    );
     let spec = &template.spec;
     let names = |items: &mut dyn Iterator<Item = &str>| -> String {
         items.map(|n| Value::from(n).to_string()).collect::<Vec<_>>().join(",")
@@ -409,7 +431,7 @@ fn status(template: &Template) -> String {
         String::from("\"\"")
     } else {
         format!(
-            "[lists.range(size({CONTAINERS})).map(i, variables.appMounts[i].filter(m, !({mount_volumes}[m] in variables.addedVolumeNames)).map(m, \"{{\\\"container\\\":\\\"\" + {CONTAINERS}[i].name + \"\\\",\\\"mountPath\\\":\" + {mount_paths}[m] + \"}}\")).flatten()].map(r, size(r) > 0 ? \",\\\"volumeMounts\\\":[\" + r.join(\",\") + \"]\" : \"\")[0]"
+            "[lists.range(size({CONTAINERS})).map(i, {app_mounts}[i].filter(m, !({mount_volumes}[m] in {added_volume_names})).map(m, \"{{\\\"container\\\":\\\"\" + {CONTAINERS}[i].name + \"\\\",\\\"mountPath\\\":\" + {mount_paths}[m] + \"}}\")).flatten()].map(r, size(r) > 0 ? \",\\\"volumeMounts\\\":[\" + r.join(\",\") + \"]\" : \"\")[0]"
         )
     };
     let overrides: Vec<String> = template
@@ -450,7 +472,7 @@ fn status(template: &Template) -> String {
         Value::from(template.revision.as_str())
     );
     format!(
-        "{} + ({NATIVE} ? \"\" : {}) + \"],\\\"initContainers\\\":[\" + ({NATIVE} ? {} : {}) + \"],\\\"volumes\\\":[\" + variables.addedVolumes.map(i, {volume_json}[i]).join(\",\") + \"],\\\"imagePullSecrets\\\":[\" + variables.addedSecrets.map(i, {secret_json}[i]).join(\",\") + \"],\\\"nativeSidecar\\\":\" + ({NATIVE} ? \"true\" : \"false\") + {mounts} + {overrides} + \"}}\"",
+        "{} + ({native} ? \"\" : {}) + \"],\\\"initContainers\\\":[\" + ({native} ? {} : {}) + \"],\\\"volumes\\\":[\" + {added_volumes}.map(i, {volume_json}[i]).join(\",\") + \"],\\\"imagePullSecrets\\\":[\" + {added_secrets}.map(i, {secret_json}[i]).join(\",\") + \"],\\\"nativeSidecar\\\":\" + ({native} ? \"true\" : \"false\") + {mounts} + {overrides} + \"}}\"",
         cel::string(&head),
         cel::string(&sidecars),
         cel::string(&inits_native),

@@ -1,23 +1,25 @@
 //! `inject::plan` asked in CEL: whether a template goes into the Pod the API server holds,
 //! and if not, the words the webhook denies it with. Each message is the webhook's own
 //! error type written with holes ([`cel::hole`]) where the Pod's values go, so the text
-//! cannot drift from the webhook's.
+//! cannot drift from the webhook's. The refusal of every template, and of a template the
+//! ConfigMap does not have, is one variable ([`REFUSAL`]) the policy marks the Pod with.
 
 use k8s_openapi::api::admissionregistration::v1::Variable;
 use serde_json::{Map, Value};
 
 use super::cel::{self, hole, words};
-use super::variables::{ANNOTATIONS, CONTAINERS, INIT_CONTAINERS, OPTED_IN, VOLUMES};
+use super::variables::{
+    self, ANNOTATIONS, CHOICE, CHOSEN_BY_ANNOTATION, CONTAINERS, INIT_CONTAINERS, OPTED_IN, OVERRIDE_KEYS,
+    POD_CONTAINER_NAMES, POD_MOUNT_PATHS, POD_PORTS, POD_VOLUME_NAMES, Scope, VOLUMES, port_key, variable,
+};
 use crate::inject::overrides::{Outside, Reason, Refused, target_name};
 use crate::inject::{InjectError, OVERRIDE_PREFIX, VOLUME_DESCRIPTION_LIMIT, describe_volume};
 use crate::template::quantity::QuantityError;
 use crate::template::{Bound, OutOfBounds, Override, Template};
 
-/// Whether the policy injects: the Pod opted in, chose this template, has containers of
-/// its own, none of the template's yet, and nothing the webhook would deny.
-pub const INJECT: &str = "variables.inject";
-/// The webhook's words for this Pod, `""` when it would not deny it.
-pub const DENIAL: &str = "variables.denial";
+/// The webhook's words for the Pod, `""` when it would not deny it: the denial of the
+/// template it chose, or the one naming a template the ConfigMap does not have.
+pub const REFUSAL: &str = "variables.refusal";
 
 /// The sources a Volume may name, sorted as the webhook's JSON sorts them: the first one
 /// present is what a collision message describes.
@@ -54,41 +56,26 @@ const VOLUME_SOURCES: &[&str] = &[
     "vsphereVolume",
 ];
 
-fn variable(name: &str, expression: String) -> Variable {
-    Variable {
-        name: name.to_string(),
-        expression,
-    }
-}
-
-/// The variables after [`super::variables::template_variables`]: what the template finds in
-/// the Pod, each denial, and the verdict ([`INJECT`], [`DENIAL`]).
-pub fn variables(template: &Template) -> Vec<Variable> {
+/// The variables of one template (`scope`): what it finds in the Pod, each denial, and
+/// the verdict (`inject`, `denial`).
+pub fn variables(template: &Template, scope: &Scope) -> Vec<Variable> {
     let names: Vec<&str> = template.container_names().collect();
     let names = cel::strings(names);
     vec![
-        variable(
-            "podContainerNames",
-            format!("({CONTAINERS} + {INIT_CONTAINERS}).map(c, c.name)"),
-        ),
-        variable(
-            "present",
-            format!("{names}.filter(n, n in variables.podContainerNames)"),
-        ),
-        variable(
-            "missing",
-            format!("{names}.filter(n, !(n in variables.podContainerNames))"),
-        ),
-        variable("overrideDenial", override_denial(template)),
-        variable("portDenials", port_denials(template)),
-        variable("volumeDenials", volume_denials(template)),
-        variable("mountDenials", mount_denials(template)),
-        variable("denial", denial(template)),
-        variable(
+        scope.variable("present", format!("{names}.filter(n, n in {POD_CONTAINER_NAMES})")),
+        scope.variable("missing", format!("{names}.filter(n, !(n in {POD_CONTAINER_NAMES}))")),
+        scope.variable("overrideDenial", override_denial(template)),
+        scope.variable("portDenials", port_denials(template)),
+        scope.variable("volumeDenials", volume_denials(template)),
+        scope.variable("mountDenials", mount_denials(template)),
+        scope.variable("denial", denial(template, scope)),
+        scope.variable(
             "inject",
             format!(
-                "{OPTED_IN} && variables.choice == {} && size({CONTAINERS}) > 0 && size(variables.present) == 0 && {DENIAL} == \"\"",
-                cel::string(&template.name)
+                "{OPTED_IN} && {CHOICE} == {} && size({CONTAINERS}) > 0 && size({}) == 0 && {} == \"\"",
+                cel::string(&template.name),
+                scope.get("present"),
+                scope.get("denial"),
             ),
         ),
     ]
@@ -96,7 +83,8 @@ pub fn variables(template: &Template) -> Vec<Variable> {
 
 /// The first of the webhook's refusals, in its order; none for a Pod without containers
 /// (the API server's own validation refuses it) or with all of the template's already.
-fn denial(template: &Template) -> String {
+/// Read only for a Pod that opted in and chose this template.
+fn denial(template: &Template, scope: &Scope) -> String {
     let partial = InjectError::PartiallyInjected {
         template: template.name.clone(),
         present: hole(0),
@@ -104,22 +92,64 @@ fn denial(template: &Template) -> String {
     }
     .to_string();
     let backticked = |list: &str| format!("{list}.map(n, \"`\" + n + \"`\").join(\", \")");
+    let (present, missing) = (scope.get("present"), scope.get("missing"));
     let partial = words(
         &partial,
-        &[
-            (&hole(0), &backticked("variables.present")),
-            (&hole(1), &backticked("variables.missing")),
-        ],
+        &[(&hole(0), &backticked(&present)), (&hole(1), &backticked(&missing))],
     );
     format!(
-        "!{OPTED_IN} || variables.choice != {name} || size({CONTAINERS}) == 0 ? \"\" :
-size(variables.present) > 0 ? (size(variables.missing) > 0 ? {partial} : \"\") :
-variables.overrideDenial != \"\" ? variables.overrideDenial :
-size(variables.portDenials) > 0 ? variables.portDenials[0] :
-size(variables.volumeDenials) > 0 ? variables.volumeDenials[0] :
-size(variables.mountDenials) > 0 ? variables.mountDenials[0] : \"\"",
-        name = cel::string(&template.name)
+        "size({CONTAINERS}) == 0 ? \"\" :
+size({present}) > 0 ? (size({missing}) > 0 ? {partial} : \"\") :
+{override_denial} != \"\" ? {override_denial} :
+size({ports}) > 0 ? {ports}[0] :
+size({volumes}) > 0 ? {volumes}[0] :
+size({mounts}) > 0 ? {mounts}[0] : \"\"",
+        override_denial = scope.get("overrideDenial"),
+        ports = scope.get("portDenials"),
+        volumes = scope.get("volumeDenials"),
+        mounts = scope.get("mountDenials"),
     )
+}
+
+/// [`REFUSAL`]: for an opted-in Pod, the webhook's words naming a template the set does
+/// not have (`names`), else the denial of the compiled template it chose (`compiled`); a
+/// template left to the webhook refuses nothing here.
+pub fn refusal(names: &[&str], compiled: &[(Scope, &Template)]) -> Variable {
+    let available = names.iter().map(|n| format!("`{n}`")).collect::<Vec<_>>().join(", ");
+    let name_hole = hole(0);
+    let by_annotation = InjectError::UnknownTemplate {
+        name: name_hole.clone(),
+        available: available.clone(),
+    }
+    .to_string();
+    let by_label = InjectError::UnknownNamespaceTemplate {
+        name: name_hole.clone(),
+        namespace: hole(1),
+        available: available.clone(),
+    }
+    .to_string();
+    // Named by neither: the set has no default.
+    let no_default = InjectError::NoDefaultTemplate { available }.to_string();
+    let unknown = format!(
+        "({CHOSEN_BY_ANNOTATION} ? {} : {} != \"\" ? {} : {})",
+        words(&by_annotation, &[(&name_hole, CHOICE)]),
+        variables::chosen_by_label(),
+        words(&by_label, &[(&name_hole, CHOICE), (&hole(1), "request.namespace")]),
+        words(&no_default, &[])
+    );
+    let mut chain = format!(
+        "!{OPTED_IN} ? \"\" :\n!({CHOICE} in {}) ? {unknown} :\n",
+        cel::strings(names.iter().copied())
+    );
+    for (scope, template) in compiled {
+        chain.push_str(&format!(
+            "{CHOICE} == {} ? {} :\n",
+            cel::string(&template.name),
+            scope.get("denial")
+        ));
+    }
+    chain.push_str("\"\"");
+    variable("refusal", chain)
 }
 
 /// The escaped inside of a JSON string of `expr` (as serde_json writes it), for a message
@@ -196,8 +226,7 @@ fn override_denial(template: &Template) -> String {
         chain.push_str(&format!("e[0] == {key} ? {check} :\n"));
     }
     format!(
-        "{ANNOTATIONS}.filter(k, k.startsWith({prefix})).sort().map(k, [dyn(k), dyn({escaped})]).map(e,\n{chain}{undeclared}).filter(m, m != \"\").join(\"; \")",
-        prefix = cel::string(OVERRIDE_PREFIX),
+        "size({OVERRIDE_KEYS}) == 0 ? \"\" : {OVERRIDE_KEYS}.map(k, [dyn(k), dyn({escaped})]).map(e,\n{chain}{undeclared}).filter(m, m != \"\").join(\"; \")",
         escaped = escaped(&format!("{ANNOTATIONS}[k]")),
     )
 }
@@ -242,9 +271,11 @@ fn override_check(decl: &Override, value: &str, message: impl Fn(OutOfBounds) ->
 /// Pod container (containers, then init containers) already using it.
 fn port_denials(template: &Template) -> String {
     let mut checks = Vec::new();
+    let mut keys = Vec::new();
     for sidecar in &template.spec.containers {
         for port in sidecar.ports.iter().flatten() {
             let protocol = port.protocol.as_deref().unwrap_or("TCP");
+            keys.push(port_key(port.container_port, protocol));
             let uses = format!(
                 "has(c.ports) && c.ports.exists(p, p.containerPort == {} && (has(p.protocol) ? p.protocol : \"TCP\") == {})",
                 port.container_port,
@@ -263,7 +294,19 @@ fn port_denials(template: &Template) -> String {
             checks.push(format!("({all}.exists(c, {uses}) ? {message} : \"\")"));
         }
     }
-    filtered(checks)
+    only_if_found(&keys, POD_PORTS, filtered(checks))
+}
+
+/// `denials` only where one of `wanted` is in `found` (a list the shared variables read of
+/// the Pod once): a collision check costs the Pods that could collide, no other.
+fn only_if_found(wanted: &[String], found: &str, denials: String) -> String {
+    if wanted.is_empty() {
+        return denials;
+    }
+    format!(
+        "{}.exists(w, w in {found}) ? {denials} : []",
+        cel::strings(wanted.iter().map(String::as_str))
+    )
 }
 
 /// `[a, b, ...].filter(m, m != "")`: the refusals that apply, first one first.
@@ -295,7 +338,8 @@ fn volume_denials(template: &Template) -> String {
             "({VOLUMES}.exists(v, v.name == {name}) ? [{VOLUMES}.filter(v, v.name == {name})[0]].map(p, {same} ? \"\" : {message})[0] : \"\")"
         ));
     }
-    filtered(checks)
+    let names: Vec<String> = template.spec.volumes.iter().map(|v| v.name.clone()).collect();
+    only_if_found(&names, POD_VOLUME_NAMES, filtered(checks))
 }
 
 /// The webhook's description of the Pod volume `volume`: its first source as compact JSON with
@@ -370,8 +414,15 @@ fn mount_denials(template: &Template) -> String {
             cel::string(&mount.name)
         ));
     }
-    format!(
+    let paths: Vec<String> = template
+        .spec
+        .volume_mounts
+        .iter()
+        .map(|m| m.mount_path.clone())
+        .collect();
+    let denials = format!(
         "{CONTAINERS}.map(c, [{}].filter(m, m != \"\")).flatten()",
         checks.join(",\n")
-    )
+    );
+    only_if_found(&paths, POD_MOUNT_PATHS, denials)
 }

@@ -9,6 +9,14 @@
 //! bindings are deleted before their policies. Each object carries a hash of what was
 //! compiled: an object already as compiled is not written again, so a replica restarting
 //! over converged state writes nothing.
+//!
+//! Every object written is owned (an ownerReference, no `blockOwnerDeletion`) by the
+//! installation's ValidatingWebhookConfiguration, which every install path ships and
+//! nobody deletes to unblock Pods: whatever removes the installation, the garbage
+//! collector then removes the policies. Its uid is read before each pass and is part of
+//! the hash, so objects written before ownership, or owned by an earlier copy of it, are
+//! owned anew; while it is absent (the installation being removed around a replica that
+//! still runs) nothing is written.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -17,14 +25,16 @@ use std::time::Duration;
 use k8s_openapi::Resource as _;
 use k8s_openapi::api::admissionregistration::v1::{
     MutatingAdmissionPolicy, MutatingAdmissionPolicyBinding, ValidatingAdmissionPolicy,
-    ValidatingAdmissionPolicyBinding,
+    ValidatingAdmissionPolicyBinding, ValidatingWebhookConfiguration,
 };
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
+use kube::Resource;
 use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, ListParams, Patch, PatchParams};
 use serde_json::Value;
 use tokio::sync::watch;
 use tracing::{debug, error, info, warn};
 
-use super::{MANAGED_BY_LABEL, Mode, Options, Path, PolicyObject, compile};
+use super::{MANAGED_BY_LABEL, Mode, Options, Path, PolicyObject, compile, names};
 use crate::backoff::Exponential;
 use crate::metrics::{Metrics, ModeLabels, PolicyWriteLabels};
 use crate::shutdown::CancellationToken;
@@ -109,12 +119,14 @@ pub async fn decide_path(
 }
 
 /// The Lease holder's part, until `stop`: in policy mode the compiled objects follow the
-/// live templates; in webhook mode the objects this injector wrote are deleted once.
+/// live templates, each owned by the ValidatingWebhookConfiguration `owner`; in webhook
+/// mode the objects this injector wrote are deleted once.
 pub async fn run(
     client: kube::Client,
     templates: Arc<LiveTemplates>,
     mut path: watch::Receiver<Option<Path>>,
     options: Options,
+    owner: String,
     metrics: Metrics,
     stop: CancellationToken,
 ) {
@@ -128,6 +140,7 @@ pub async fn run(
     let sync = Sync {
         client,
         options,
+        owner,
         metrics: metrics.clone(),
     };
     match path {
@@ -140,6 +153,8 @@ pub async fn run(
 struct Sync {
     client: kube::Client,
     options: Options,
+    /// The name of the ValidatingWebhookConfiguration that owns every object written.
+    owner: String,
     metrics: Metrics,
 }
 
@@ -177,14 +192,17 @@ fn resource_of(object: &PolicyObject) -> ApiResource {
     }
 }
 
-/// The objects of `set` as they are written, each with the hash of its compiled JSON.
-fn desired(set: &TemplateSet, options: &Options) -> (Vec<Desired>, Vec<super::NotCompiled>) {
+/// The objects of `set` as they are written, owned by `owner`, each with the hash of its
+/// compiled JSON and ownerReference.
+fn desired(set: &TemplateSet, options: &Options, owner: &OwnerReference) -> (Vec<Desired>, Vec<super::NotCompiled>) {
     let compiled = compile(set, options);
+    let owners = serde_json::to_value([owner]).unwrap_or_default();
     let objects = compiled
         .objects
         .iter()
         .filter_map(|object| {
             let mut body = serde_json::to_value(object).ok()?;
+            body["metadata"]["ownerReferences"] = owners.clone();
             let hash = content_revision(&body.to_string());
             body["metadata"]["annotations"][HASH_ANNOTATION] = Value::String(hash.clone());
             Some(Desired {
@@ -232,10 +250,29 @@ impl Sync {
         Ok(out)
     }
 
+    /// The owner as it is now (its uid), or `None` when it does not exist.
+    async fn owner(&self) -> Result<Option<OwnerReference>, kube::Error> {
+        let api: Api<ValidatingWebhookConfiguration> = Api::all(self.client.clone());
+        let Some(found) = api.get_metadata_opt(&self.owner).await? else {
+            return Ok(None);
+        };
+        Ok(found.metadata.uid.map(|uid| OwnerReference {
+            api_version: ValidatingWebhookConfiguration::api_version(&()).into_owned(),
+            kind: ValidatingWebhookConfiguration::kind(&()).into_owned(),
+            name: self.owner.clone(),
+            uid,
+            block_owner_deletion: None,
+            controller: None,
+        }))
+    }
+
     /// One pass: the compiled objects of `set` applied where they differ, ours that
-    /// `set` no longer has deleted.
-    async fn converge(&self, set: &TemplateSet) -> Result<Writes, kube::Error> {
-        let (desired, not_compiled) = desired(set, &self.options);
+    /// `set` no longer has deleted; `None`, and nothing written, while the owner is absent.
+    async fn converge(&self, set: &TemplateSet) -> Result<Option<Writes>, kube::Error> {
+        let Some(owner) = self.owner().await? else {
+            return Ok(None);
+        };
+        let (desired, not_compiled) = desired(set, &self.options, &owner);
         for left in &not_compiled {
             debug!(template = %left.template, reason = %left.reason, "template left to the webhook");
         }
@@ -257,9 +294,11 @@ impl Sync {
             self.count("apply");
             writes.applied.push(format!("{} {}", object.resource.kind, object.name));
         }
-        // `existing` lists bindings first: a policy goes after its binding.
+        // `existing` lists bindings first: a policy goes after its binding. Objects of the
+        // previous layout go too, applied by hand or not: the present one, written above,
+        // injects and denies as they did.
         for stale in existing.iter().filter(|e| {
-            e.written_by_us
+            (e.written_by_us || names::previous_layout(&e.name))
                 && !desired
                     .iter()
                     .any(|d| d.resource.kind == e.resource.kind && d.name == e.name)
@@ -267,7 +306,7 @@ impl Sync {
             self.delete(stale).await?;
             writes.deleted.push(format!("{} {}", stale.resource.kind, stale.name));
         }
-        Ok(writes)
+        Ok(Some(writes))
     }
 
     async fn delete(&self, object: &Existing) -> Result<(), kube::Error> {
@@ -302,7 +341,18 @@ impl Sync {
             let wait = match templates.current() {
                 None => RESYNC,
                 Some(set) => match self.converge(&set).await {
-                    Ok(writes) => {
+                    Ok(None) => {
+                        failures += 1;
+                        self.metrics.policies_in_step.set(0);
+                        let delay = RETRY.jittered(failures);
+                        warn!(
+                            owner = %self.owner,
+                            retry_in_ms = delay.as_millis() as u64,
+                            "the ValidatingWebhookConfiguration that owns the admission policies is absent (the installation is being removed, or not applied yet): writing none"
+                        );
+                        delay
+                    }
+                    Ok(Some(writes)) => {
                         failures = 0;
                         self.metrics.policies_in_step.set(1);
                         if writes.applied.is_empty() && writes.deleted.is_empty() {

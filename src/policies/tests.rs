@@ -1,7 +1,10 @@
 use std::collections::BTreeMap;
 
+use k8s_openapi::api::admissionregistration::v1::{MatchResources, MutatingAdmissionPolicySpec};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
+
 use super::*;
-use crate::inject::{InjectError, REVISION_LABEL};
+use crate::inject::{INJECT_LABEL, InjectError, REFUSED_LABEL};
 
 const TEMPLATE: &str = "containers:
 - name: envoy
@@ -25,105 +28,193 @@ overrides:
 
 fn set(templates: &[(&str, &str)]) -> TemplateSet {
     let data: BTreeMap<String, String> = templates.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
-    TemplateSet::from_data("test", &data).expect("templates parse")
+    TemplateSet::from_data("test", &data, crate::template::KubeVersion::NEWEST).expect("templates parse")
 }
 
-fn objects(compiled: &Compiled, kind: &str) -> Vec<PolicyObject> {
-    compiled.objects.iter().filter(|o| o.kind() == kind).cloned().collect()
+fn mutating(compiled: &Compiled, name: &str) -> MutatingAdmissionPolicySpec {
+    compiled
+        .objects
+        .iter()
+        .find_map(|o| match o {
+            PolicyObject::Mutating(p) if o.name() == name => p.spec.clone(),
+            _ => None,
+        })
+        .unwrap_or_else(|| panic!("no MutatingAdmissionPolicy {name}"))
+}
+
+fn binding_resources(compiled: &Compiled, name: &str) -> MatchResources {
+    compiled
+        .objects
+        .iter()
+        .find_map(|o| match o {
+            PolicyObject::MutatingBinding(b) if o.name() == name => b.spec.clone()?.match_resources,
+            PolicyObject::ValidatingBinding(b) if o.name() == name => b.spec.match_resources.clone(),
+            _ => None,
+        })
+        .unwrap_or_else(|| panic!("no binding {name}"))
+}
+
+/// `key operator [values]` of each requirement of a selector.
+fn requirements(selector: Option<LabelSelector>) -> Vec<String> {
+    selector
+        .and_then(|s| s.match_expressions)
+        .unwrap_or_default()
+        .iter()
+        .map(|e| format!("{} {} {:?}", e.key, e.operator, e.values.clone().unwrap_or_default()))
+        .collect()
 }
 
 #[test]
-fn each_template_gets_two_policies_and_their_bindings_plus_the_known_templates_check() {
+fn one_mutating_policy_holds_every_template_and_its_bindings_select_by_labels() {
     let compiled = compile(&set(&[("config", TEMPLATE), ("canary", TEMPLATE)]), &Options::default());
     assert!(compiled.not_compiled.is_empty());
-    let names = |kind: &str| -> Vec<String> { objects(&compiled, kind).iter().map(|o| o.name().to_string()).collect() };
-    let per_template = vec![
-        String::from("envoy-injector-template-canary"),
-        String::from("envoy-injector-template-config"),
-    ];
-    assert_eq!(names("MutatingAdmissionPolicy"), per_template);
-    assert_eq!(names("MutatingAdmissionPolicyBinding"), per_template);
-    let mut validating = per_template.clone();
-    validating.push(String::from("envoy-injector-known-templates"));
-    assert_eq!(names("ValidatingAdmissionPolicy"), validating);
-    assert_eq!(names("ValidatingAdmissionPolicyBinding"), validating);
-    // A policy comes before its binding, so a binding never names a policy not there yet.
-    let position = |kind: &str, name: &str| {
-        compiled
-            .objects
-            .iter()
-            .position(|o| o.kind() == kind && o.name() == name)
-            .unwrap()
-    };
-    for name in &per_template {
-        assert!(position("MutatingAdmissionPolicy", name) < position("MutatingAdmissionPolicyBinding", name));
-        assert!(position("ValidatingAdmissionPolicy", name) < position("ValidatingAdmissionPolicyBinding", name));
-    }
-}
-
-#[test]
-fn every_object_is_labelled_ours_and_names_its_template_and_revision() {
-    let templates = set(&[("config", TEMPLATE)]);
-    let revision = templates.get("config").unwrap().revision.clone();
-    let compiled = compile(&templates, &Options::default());
-    for object in &compiled.objects {
-        let meta = object.metadata();
-        let labels = meta.labels.as_ref().unwrap();
-        assert_eq!(labels.get(MANAGED_BY_LABEL).map(String::as_str), Some("envoy-injector"));
-        if object.name() != "envoy-injector-known-templates" {
-            assert_eq!(labels.get(REVISION_LABEL), Some(&revision), "{}", object.name());
-            let annotations = meta.annotations.as_ref().unwrap();
-            assert_eq!(
-                annotations.get(TEMPLATE_ANNOTATION_KEY).map(String::as_str),
-                Some("config")
-            );
-        }
-    }
-}
-
-#[test]
-fn the_mutating_policy_fails_closed_reinvokes_and_matches_only_pod_create() {
-    let compiled = compile(&set(&[("config", TEMPLATE)]), &Options::default());
-    let PolicyObject::Mutating(policy) = &objects(&compiled, "MutatingAdmissionPolicy")[0] else {
-        unreachable!()
-    };
-    let spec = policy.spec.as_ref().unwrap();
-    assert_eq!(spec.failure_policy.as_deref(), Some("Fail"));
-    assert_eq!(spec.reinvocation_policy.as_deref(), Some("IfNeeded"));
-    let rules = spec
-        .match_constraints
-        .as_ref()
-        .unwrap()
-        .resource_rules
-        .as_ref()
-        .unwrap();
-    assert_eq!(rules.len(), 1);
-    assert_eq!(rules[0].operations.as_deref(), Some(&[String::from("CREATE")][..]));
-    assert_eq!(rules[0].resources.as_deref(), Some(&[String::from("pods")][..]));
-    assert_eq!(rules[0].api_groups.as_deref(), Some(&[String::new()][..]));
-    let conditions: Vec<&str> = spec
-        .match_conditions
-        .as_ref()
-        .unwrap()
-        .iter()
-        .map(|c| c.name.as_str())
-        .collect();
+    let layout: Vec<(&str, &str)> = compiled.objects.iter().map(|o| (o.kind(), o.name())).collect();
+    // The denial first, then the policies, then their bindings: a binding never names a
+    // policy not there yet, and a Pod is marked only once the mark is denied.
     assert_eq!(
-        conditions,
-        ["not-yet-injected", "not-opted-out", "may-choose-this-template"]
+        layout,
+        [
+            (VALIDATING, names::REFUSED),
+            (VALIDATING_BINDING, names::REFUSED),
+            (MUTATING, names::INJECT),
+            (MUTATING, names::INJECT_ANNOTATED),
+            (MUTATING_BINDING, names::BY_NAMESPACE),
+            (MUTATING_BINDING, names::BY_LABEL),
+            (MUTATING_BINDING, names::BY_ANNOTATION),
+        ]
     );
+    let spec = mutating(&compiled, names::INJECT);
+    // One mutation: the API server evaluates each one a policy has, reading the whole Pod.
     let mutations = spec.mutations.as_ref().unwrap();
     assert_eq!(mutations.len(), 1);
-    assert_eq!(mutations[0].patch_type, "JSONPatch");
     let expression = mutations[0].json_patch.as_ref().unwrap().expression.as_ref().unwrap();
-    assert!(expression.starts_with("variables.inject ? ("), "{expression}");
-    assert!(expression.ends_with(": []"), "{expression}");
+    assert!(
+        expression.contains("variables.choice == \"canary\" ? (variables.t0_inject ?")
+            && expression.contains("variables.choice == \"config\" ? (variables.t1_inject ?"),
+        "{expression}"
+    );
+    // The templates' variables cannot collide: each carries its template's place.
+    let variables: Vec<String> = spec.variables.unwrap().iter().map(|v| v.name.clone()).collect();
+    let distinct: std::collections::BTreeSet<&String> = variables.iter().collect();
+    assert_eq!(distinct.len(), variables.len(), "{variables:?}");
+    assert!(variables.contains(&String::from("t0_inject")) && variables.contains(&String::from("t1_inject")));
+
+    let namespace = binding_resources(&compiled, names::BY_NAMESPACE);
+    assert_eq!(
+        requirements(namespace.namespace_selector),
+        [
+            "sidecar.samplecrd.k8s.io/inject In [\"enabled\"]",
+            "kubernetes.io/metadata.name NotIn [\"kube-system\", \"envoy-injector\"]"
+        ]
+    );
+    assert!(namespace.object_selector.is_none());
+    let label = binding_resources(&compiled, names::BY_LABEL);
+    assert_eq!(
+        requirements(label.namespace_selector)[0],
+        "sidecar.samplecrd.k8s.io/inject NotIn [\"enabled\", \"disabled\"]"
+    );
+    assert_eq!(
+        requirements(label.object_selector),
+        [format!("{INJECT_LABEL} In [\"true\"]")]
+    );
+    let annotated = binding_resources(&compiled, names::BY_ANNOTATION);
+    assert_eq!(
+        requirements(annotated.object_selector),
+        [format!("{INJECT_LABEL} NotIn [\"true\"]")]
+    );
+    let refused = binding_resources(&compiled, names::REFUSED);
+    assert_eq!(
+        requirements(refused.object_selector),
+        [format!("{REFUSED_LABEL} Exists []")]
+    );
 }
 
 #[test]
-fn bindings_leave_kube_system_the_injector_and_disabled_namespaces_alone() {
+fn without_annotation_opt_in_nothing_looks_at_a_pod_no_selector_picks() {
+    let options = Options {
+        annotation_opt_in: AnnotationOptIn::Off,
+        ..Options::default()
+    };
+    let compiled = compile(&set(&[("config", TEMPLATE)]), &options);
+    let names: Vec<&str> = compiled.objects.iter().map(|o| o.name()).collect();
+    assert!(!names.contains(&names::INJECT_ANNOTATED), "{names:?}");
+    // Every binding selects by labels: a Pod without them costs no CEL.
+    for object in &compiled.objects {
+        let resources = match object {
+            PolicyObject::MutatingBinding(b) => b.spec.clone().unwrap().match_resources.unwrap(),
+            PolicyObject::ValidatingBinding(b) => b.spec.match_resources.clone().unwrap(),
+            _ => continue,
+        };
+        let selects_by_label = requirements(resources.namespace_selector)
+            .iter()
+            .any(|r| r.contains(" In ["))
+            || requirements(resources.object_selector)
+                .iter()
+                .any(|r| r.contains(" In [") || r.contains(" Exists"));
+        assert!(selects_by_label, "{} selects Pods no label picks", object.name());
+    }
+    // Nor does the opt-in, read in CEL, count an annotation.
+    let spec = mutating(&compiled, names::INJECT);
+    let opted_in = spec
+        .variables
+        .unwrap()
+        .into_iter()
+        .find(|v| v.name == "optedIn")
+        .unwrap();
+    assert!(
+        !opted_in.expression.contains("initializer.kubernetes.io/envoy"),
+        "{}",
+        opted_in.expression
+    );
+}
+
+#[test]
+fn each_mutating_policy_has_one_condition_and_the_annotated_one_reads_the_opt_in_first() {
+    let compiled = compile(&set(&[("config", TEMPLATE)]), &Options::default());
+    for name in [names::INJECT, names::INJECT_ANNOTATED] {
+        let spec = mutating(&compiled, name);
+        assert_eq!(spec.failure_policy.as_deref(), Some("Fail"));
+        assert_eq!(spec.reinvocation_policy.as_deref(), Some("IfNeeded"));
+        let rules = spec
+            .match_constraints
+            .as_ref()
+            .unwrap()
+            .resource_rules
+            .as_ref()
+            .unwrap();
+        assert_eq!(rules.len(), 1);
+        assert_eq!(rules[0].operations.as_deref(), Some(&[String::from("CREATE")][..]));
+        assert_eq!(rules[0].resources.as_deref(), Some(&[String::from("pods")][..]));
+        assert_eq!(rules[0].api_groups.as_deref(), Some(&[String::new()][..]));
+        let conditions = spec.match_conditions.unwrap();
+        assert_eq!(conditions.len(), 1, "{name}: the API server evaluates every condition");
+        if name == names::INJECT_ANNOTATED {
+            assert!(
+                conditions[0]
+                    .expression
+                    .starts_with("has(object.metadata.annotations) && ((\"sidecar.samplecrd.k8s.io/inject\" in"),
+                "{}",
+                conditions[0].expression
+            );
+        }
+        let mutations = spec.mutations.unwrap();
+        assert_eq!(mutations.len(), 1);
+        assert_eq!(mutations[0].patch_type, "JSONPatch");
+        let expression = mutations[0].json_patch.as_ref().unwrap().expression.as_ref().unwrap();
+        assert!(expression.starts_with("!variables.optedIn ? [] :"), "{expression}");
+        // Not injected: the refusal's mark, nothing when there is no refusal.
+        assert!(
+            expression.ends_with(&format!(":\n{}", objects::refusal_mark())),
+            "{expression}"
+        );
+    }
+}
+
+#[test]
+fn bindings_leave_kube_system_and_the_injector_alone() {
     let options = Options {
         injector_namespace: String::from("mesh-system"),
+        ..Options::default()
     };
     let compiled = compile(&set(&[("config", TEMPLATE)]), &options);
     for object in &compiled.objects {
@@ -132,41 +223,39 @@ fn bindings_leave_kube_system_the_injector_and_disabled_namespaces_alone() {
             PolicyObject::ValidatingBinding(b) => b.spec.match_resources.clone(),
             _ => continue,
         };
-        let selector = resources.unwrap().namespace_selector.unwrap();
-        let expressions = selector.match_expressions.unwrap();
-        let values = |key: &str| -> Vec<String> {
-            expressions
-                .iter()
-                .find(|e| e.key == key && e.operator == "NotIn")
-                .and_then(|e| e.values.clone())
-                .unwrap_or_default()
-        };
-        assert_eq!(values("kubernetes.io/metadata.name"), ["kube-system", "mesh-system"]);
-        assert_eq!(values("sidecar.samplecrd.k8s.io/inject"), ["disabled"]);
+        let expressions = requirements(resources.unwrap().namespace_selector);
+        assert!(
+            expressions.contains(&String::from(
+                "kubernetes.io/metadata.name NotIn [\"kube-system\", \"mesh-system\"]"
+            )),
+            "{}: {expressions:?}",
+            object.name()
+        );
     }
 }
 
 #[test]
-fn the_validating_policy_denies_with_the_webhook_words_and_reason_forbidden() {
+fn the_validating_policy_denies_a_marked_pod_with_the_words_of_its_mark() {
     let compiled = compile(&set(&[("config", TEMPLATE)]), &Options::default());
-    for object in objects(&compiled, "ValidatingAdmissionPolicy") {
-        let PolicyObject::Validating(policy) = object else {
-            unreachable!()
-        };
-        let spec = policy.spec.unwrap();
-        assert_eq!(spec.failure_policy.as_deref(), Some("Fail"));
-        let validations = spec.validations.unwrap();
-        assert_eq!(validations.len(), 1);
-        assert_eq!(validations[0].reason.as_deref(), Some("Forbidden"));
-        assert!(validations[0].message_expression.is_some());
-    }
-    // The known-templates check writes the webhook's sentence around the Pod's choice.
-    let PolicyObject::Validating(known) = objects(&compiled, "ValidatingAdmissionPolicy").pop().unwrap() else {
+    let PolicyObject::Validating(policy) = &compiled.objects[0] else {
         unreachable!()
     };
-    let message = known.spec.unwrap().validations.unwrap()[0]
-        .message_expression
-        .clone()
+    let spec = policy.spec.clone().unwrap();
+    assert_eq!(spec.failure_policy.as_deref(), Some("Fail"));
+    let validations = spec.validations.unwrap();
+    assert_eq!(validations.len(), 1);
+    assert_eq!(validations[0].reason.as_deref(), Some("Forbidden"));
+    assert_eq!(
+        validations[0].message_expression.as_deref(),
+        Some("string(object.metadata.annotations[\"sidecar.samplecrd.k8s.io/refused\"])")
+    );
+    // The mark's words for a template the ConfigMap does not have: the webhook's sentence
+    // around the Pod's choice.
+    let refusal = mutating(&compiled, names::INJECT)
+        .variables
+        .unwrap()
+        .into_iter()
+        .find(|v| v.name == "refusal")
         .unwrap();
     let words = InjectError::UnknownTemplate {
         name: String::from("X"),
@@ -174,28 +263,58 @@ fn the_validating_policy_denies_with_the_webhook_words_and_reason_forbidden() {
     }
     .to_string();
     let (before, after) = words.split_once('X').unwrap();
-    assert!(message.contains(&format!("{before:?}")), "{message}");
-    assert!(message.contains(&format!("{after:?}")), "{message}");
+    assert!(
+        refusal.expression.contains(&format!("{before:?}")),
+        "{}",
+        refusal.expression
+    );
+    assert!(
+        refusal.expression.contains(&format!("{after:?}")),
+        "{}",
+        refusal.expression
+    );
+    // A Pod that names none, where the set has no default: the webhook's own sentence.
+    let no_default = InjectError::NoDefaultTemplate {
+        available: String::from("`config`"),
+    }
+    .to_string();
+    assert!(
+        refusal.expression.contains(&format!("{no_default:?}")),
+        "{}",
+        refusal.expression
+    );
 }
 
 #[test]
-fn object_names_are_valid_and_distinct_for_any_configmap_key() {
-    assert_eq!(object_name("config"), "envoy-injector-template-config");
-    assert_eq!(object_name("canary.v2"), "envoy-injector-template-canary.v2");
-    let odd = ["Canary", "canary_", "CANARY", "a..b", "x-"];
-    let names: Vec<String> = odd.iter().map(|k| object_name(k)).collect();
-    for name in &names {
-        assert!(name.len() <= 253, "{name}");
-        assert!(
-            name.bytes()
-                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'.'),
-            "{name}"
-        );
-        assert!(name.bytes().last().unwrap().is_ascii_alphanumeric(), "{name}");
+fn the_policies_name_the_templates_they_hold_and_their_revisions() {
+    let templates = set(&[("config", TEMPLATE), ("canary", TEMPLATE)]);
+    let compiled = compile(&templates, &Options::default());
+    for object in &compiled.objects {
+        let meta = object.metadata();
+        let labels = meta.labels.as_ref().unwrap();
+        assert_eq!(labels.get(MANAGED_BY_LABEL).map(String::as_str), Some("envoy-injector"));
+        if object.kind() == MUTATING {
+            let held: BTreeMap<String, String> =
+                serde_json::from_str(&meta.annotations.as_ref().unwrap()[TEMPLATES_ANNOTATION]).unwrap();
+            let revision = |name: &str| templates.get(name).unwrap().revision.clone();
+            assert_eq!(
+                held,
+                BTreeMap::from([
+                    (String::from("canary"), revision("canary")),
+                    (String::from("config"), revision("config"))
+                ])
+            );
+        }
     }
-    let distinct: std::collections::BTreeSet<&String> = names.iter().collect();
-    assert_eq!(distinct.len(), names.len(), "{names:?}");
-    assert!(object_name(&"k".repeat(253)).len() <= 253);
+}
+
+#[test]
+fn any_configmap_key_is_a_template_without_naming_an_object() {
+    let odd = ["Canary", "canary_", "CANARY", "a..b", "x-", "k".repeat(300).leak()];
+    let data: Vec<(&str, &str)> = odd.iter().map(|k| (*k, TEMPLATE)).collect();
+    let compiled = compile(&set(&data), &Options::default());
+    assert!(compiled.not_compiled.is_empty(), "{:?}", compiled.not_compiled);
+    assert_eq!(compiled.objects.len(), 7);
 }
 
 #[test]
@@ -212,30 +331,69 @@ fn a_template_too_large_to_compile_is_named_and_left_to_the_webhook() {
         "{:?}",
         compiled.not_compiled
     );
-    assert!(compiled.objects.iter().all(|o| !o.name().contains("huge")));
+    let spec = mutating(&compiled, names::INJECT);
+    let mutation = spec.mutations.unwrap()[0]
+        .json_patch
+        .clone()
+        .unwrap()
+        .expression
+        .unwrap();
+    assert!(!mutation.contains("\"huge\""), "no patch of `huge`");
     // The Pods naming it are the webhook's, so it is still a template that exists.
-    let PolicyObject::Validating(known) = objects(&compiled, "ValidatingAdmissionPolicy").pop().unwrap() else {
-        unreachable!()
-    };
-    let expression = &known.spec.unwrap().validations.unwrap()[0].expression;
-    assert!(expression.contains("\"huge\""), "{expression}");
+    let refusal = spec
+        .variables
+        .unwrap()
+        .into_iter()
+        .find(|v| v.name == "refusal")
+        .unwrap();
+    assert!(refusal.expression.contains("\"huge\""), "{}", refusal.expression);
+}
+
+#[test]
+fn templates_beyond_what_one_policy_holds_are_left_to_the_webhook() {
+    let big = format!(
+        "containers:\n- name: envoy\n  image: envoy\n  args: [\"{}\"]\n",
+        "x".repeat(MAX_EXPRESSION_BYTES / 8)
+    );
+    let data: Vec<(String, &str)> = (0..20).map(|i| (format!("t{i:02}"), big.as_str())).collect();
+    let data: Vec<(&str, &str)> = data.iter().map(|(k, v)| (k.as_str(), *v)).collect();
+    let compiled = compile(&set(&data), &Options::default());
+    assert!(!compiled.not_compiled.is_empty());
+    assert!(
+        compiled.not_compiled[0]
+            .reason
+            .contains("policy holding every template"),
+        "{:?}",
+        compiled.not_compiled
+    );
+    let spec = mutating(&compiled, names::INJECT);
+    let size: usize = spec
+        .variables
+        .unwrap()
+        .iter()
+        .map(|v| v.expression.len())
+        .sum::<usize>()
+        + spec
+            .mutations
+            .unwrap()
+            .iter()
+            .map(|m| m.json_patch.as_ref().unwrap().expression.as_ref().unwrap().len())
+            .sum::<usize>();
+    assert!(size <= MAX_POLICY_BYTES + 64 * 1024, "{size}");
 }
 
 #[test]
 fn the_status_annotation_is_written_member_by_member_as_the_webhook_writes_it() {
     let templates = set(&[("config", TEMPLATE)]);
     let template = templates.get("config").unwrap();
-    let compiled = compile_template(template, &Options::default()).unwrap();
-    let PolicyObject::Mutating(policy) = &compiled[2] else {
-        unreachable!()
-    };
-    let expression = policy.spec.as_ref().unwrap().mutations.as_ref().unwrap()[0]
-        .json_patch
-        .as_ref()
+    let compiled = compile(&templates, &Options::default());
+    let expression = mutating(&compiled, names::INJECT)
+        .variables
         .unwrap()
-        .expression
-        .clone()
-        .unwrap();
+        .into_iter()
+        .find(|v| v.name == "t0_additions")
+        .unwrap()
+        .expression;
     let status = crate::inject::InjectionStatus {
         template: String::from("config"),
         revision: template.revision.clone(),
@@ -263,7 +421,25 @@ fn the_status_annotation_is_written_member_by_member_as_the_webhook_writes_it() 
         let escaped = member.replace('"', "\\\"");
         let at = expression[from..]
             .find(&escaped)
-            .unwrap_or_else(|| panic!("{member} after byte {from} of the mutation"));
+            .unwrap_or_else(|| panic!("{member} after byte {from} of the additions"));
         from += at;
     }
+}
+
+/// `fromPod`: the patch replaces APP_PORT's value with the app's one TCP port, unless the
+/// Pod asks the override on it (the e2e tier `policies` compares the stored Pods).
+#[test]
+fn the_default_template_s_app_port_is_taken_from_the_pod_in_the_patch() {
+    let compiled = compile(&TemplateSet::embedded(), &Options::default());
+    let spec = mutating(&compiled, names::INJECT);
+    let text = serde_json::to_string(&spec).unwrap();
+    assert!(text.contains(r#"\"/env/0/value\""#), "no replace of APP_PORT's value");
+    assert!(
+        text.contains("c.ports.filter(p, !has(p.protocol) || p.protocol == \\\"TCP\\\")"),
+        "{text}"
+    );
+    assert!(
+        text.contains(r#"!(\"sidecar.samplecrd.k8s.io/override.app-port\" in variables.annotations)"#),
+        "the override wins"
+    );
 }

@@ -1,19 +1,22 @@
-//! What every compiled policy reads of the Pod and its Namespace, as CEL variables: the
-//! same questions `inject::decide` answers for the
-//! webhook, asked of the object the API server holds.
+//! What the compiled policy reads of the Pod and its Namespace, as CEL variables, and the
+//! one match condition of each policy: the same questions `inject::decide` answers for
+//! the webhook, asked of the object the API server holds. Variables are evaluated only
+//! when an expression reads them, so a Pod pays for what its own template needs.
 
 use k8s_openapi::api::admissionregistration::v1::{MatchCondition, Variable};
 
 use super::cel;
 use crate::inject::{
-    INJECT_ANNOTATION, LEGACY_INJECT_ANNOTATION, NAMESPACE_LABEL, NAMESPACE_OPT_IN, NAMESPACE_TEMPLATE_LABEL,
-    NATIVE_SIDECAR_ANNOTATION, STATUS_ANNOTATION, TEMPLATE_ANNOTATION,
+    AnnotationOptIn, INJECT_ANNOTATION, INJECT_LABEL, LEGACY_INJECT_ANNOTATION, NAMESPACE_LABEL, NAMESPACE_OPT_IN,
+    NAMESPACE_TEMPLATE_LABEL, NATIVE_SIDECAR_ANNOTATION, OVERRIDE_PREFIX, STATUS_ANNOTATION, TEMPLATE_ANNOTATION,
 };
 use crate::template::{DEFAULT_TEMPLATE, Template};
 
 /// The Pod's annotations (an empty map when it has none).
 pub const ANNOTATIONS: &str = "variables.annotations";
-/// Whether the Pod opted in (annotation, legacy annotation or namespace label).
+/// Whether the Pod opted in (annotation, legacy annotation, label or namespace label):
+/// the whole rule, whatever selected the Pod, so a selector that lags costs time, never
+/// a different result.
 pub const OPTED_IN: &str = "variables.optedIn";
 /// The template the Pod asks for: its annotation, else its namespace's label, else `config`.
 pub const CHOICE: &str = "variables.choice";
@@ -25,11 +28,55 @@ pub const CONTAINERS: &str = "variables.containers";
 pub const INIT_CONTAINERS: &str = "variables.initContainers";
 /// The Pod's volumes (an empty list when absent).
 pub const VOLUMES: &str = "variables.volumes";
+/// The names of the Pod's containers and init containers.
+pub const POD_CONTAINER_NAMES: &str = "variables.podContainerNames";
+/// The ports the Pod's containers and init containers use, each as `PORT/PROTOCOL`.
+pub const POD_PORTS: &str = "variables.podPorts";
+/// The names of the Pod's volumes.
+pub const POD_VOLUME_NAMES: &str = "variables.podVolumeNames";
+/// The paths the Pod's app containers mount volumes at.
+pub const POD_MOUNT_PATHS: &str = "variables.podMountPaths";
+/// The Pod's override annotations' keys, sorted (as the API server sends annotations).
+pub const OVERRIDE_KEYS: &str = "variables.overrideKeys";
 
-fn variable(name: &str, expression: String) -> Variable {
+/// `PORT/PROTOCOL`, as [`POD_PORTS`] writes a port.
+pub fn port_key(port: i32, protocol: &str) -> String {
+    format!("{port}/{protocol}")
+}
+
+pub fn variable(name: &str, expression: String) -> Variable {
     Variable {
         name: name.to_string(),
         expression,
+    }
+}
+
+/// The variables of one template in the policy that holds them all: each name carries
+/// the template's place, so no two templates' variables collide.
+#[derive(Debug, Clone)]
+pub struct Scope {
+    prefix: String,
+}
+
+impl Scope {
+    pub fn new(index: usize) -> Scope {
+        Scope {
+            prefix: format!("t{index}_"),
+        }
+    }
+
+    /// The variable's name as declared.
+    pub fn name(&self, var: &str) -> String {
+        format!("{}{var}", self.prefix)
+    }
+
+    /// The variable as an expression reads it.
+    pub fn get(&self, var: &str) -> String {
+        format!("variables.{}{var}", self.prefix)
+    }
+
+    pub fn variable(&self, var: &str, expression: String) -> Variable {
+        variable(&self.name(var), expression)
     }
 }
 
@@ -40,13 +87,32 @@ fn flag(key: &str) -> String {
     format!("({key} in {ANNOTATIONS} ? {ANNOTATIONS}[{key}].trim().lowerAscii() : \"\")")
 }
 
-/// The variables the choice of a template needs, for every policy.
-pub fn choice_variables() -> Vec<Variable> {
-    let template = cel::string(TEMPLATE_ANNOTATION);
+/// The template the Pod's namespace names by its label (an empty string when none).
+pub fn chosen_by_label() -> String {
     let label = cel::string(NAMESPACE_TEMPLATE_LABEL);
+    format!("({label} in variables.namespaceLabels ? variables.namespaceLabels[{label}].trim() : \"\")")
+}
+
+/// The variables every template's part reads: the Pod's maps and lists, the opt-in, the
+/// template chosen.
+pub fn shared(annotations: AnnotationOptIn) -> Vec<Variable> {
+    let template = cel::string(TEMPLATE_ANNOTATION);
     let by_annotation = format!("({template} in {ANNOTATIONS} ? {ANNOTATIONS}[{template}].trim() : \"\")");
-    let by_label = format!("({label} in variables.namespaceLabels ? variables.namespaceLabels[{label}].trim() : \"\")");
+    let by_label = chosen_by_label();
     let opt_in_label = cel::string(NAMESPACE_LABEL);
+    let pod_label = cel::string(INJECT_LABEL);
+    let mut opted_in = Vec::new();
+    if annotations == AnnotationOptIn::On {
+        opted_in.push(format!("{} == \"true\"", flag(INJECT_ANNOTATION)));
+        opted_in.push(format!("{} == \"true\"", flag(LEGACY_INJECT_ANNOTATION)));
+    }
+    opted_in.push(format!(
+        "(has(object.metadata.labels) && {pod_label} in object.metadata.labels && object.metadata.labels[{pod_label}] == \"true\")"
+    ));
+    opted_in.push(format!(
+        "({opt_in_label} in variables.namespaceLabels && variables.namespaceLabels[{opt_in_label}] == {})",
+        cel::string(NAMESPACE_OPT_IN)
+    ));
     vec![
         variable(
             "annotations",
@@ -60,15 +126,7 @@ pub fn choice_variables() -> Vec<Variable> {
                 "namespaceObject != null && has(namespaceObject.metadata.labels) ? namespaceObject.metadata.labels : {}",
             ),
         ),
-        variable(
-            "optedIn",
-            format!(
-                "{} == \"true\" || {} == \"true\" || ({opt_in_label} in variables.namespaceLabels && variables.namespaceLabels[{opt_in_label}] == {})",
-                flag(INJECT_ANNOTATION),
-                flag(LEGACY_INJECT_ANNOTATION),
-                cel::string(NAMESPACE_OPT_IN)
-            ),
-        ),
+        variable("optedIn", opted_in.join(" || ")),
         variable("chosenByAnnotation", format!("{by_annotation} != \"\"")),
         variable(
             "choice",
@@ -77,14 +135,6 @@ pub fn choice_variables() -> Vec<Variable> {
                 cel::string(DEFAULT_TEMPLATE)
             ),
         ),
-    ]
-}
-
-/// The variables of a policy for one template: the choice's, then the Pod's lists and
-/// whether its sidecars go in as native sidecars.
-pub fn template_variables(template: &Template) -> Vec<Variable> {
-    let mut out = choice_variables();
-    out.extend([
         variable(
             "containers",
             String::from("has(object.spec.containers) ? object.spec.containers : []"),
@@ -97,14 +147,38 @@ pub fn template_variables(template: &Template) -> Vec<Variable> {
             "volumes",
             String::from("has(object.spec.volumes) ? object.spec.volumes : []"),
         ),
-        variable("native", native(template)),
-    ]);
-    out
+        variable(
+            "podContainerNames",
+            format!("({CONTAINERS} + {INIT_CONTAINERS}).map(c, c.name)"),
+        ),
+        // What the rare denials look for, read once for every template: a template's
+        // collision checks run only when one of its ports, volume names, mount paths or
+        // override annotations is found here.
+        variable(
+            "podPorts",
+            format!(
+                "({CONTAINERS} + {INIT_CONTAINERS}).map(c, has(c.ports) ? c.ports.map(p, (has(p.containerPort) ? string(p.containerPort) : \"\") + \"/\" + (has(p.protocol) ? p.protocol : \"TCP\")) : []).flatten()"
+            ),
+        ),
+        variable("podVolumeNames", format!("{VOLUMES}.map(v, v.name)")),
+        variable(
+            "podMountPaths",
+            format!("{CONTAINERS}.map(c, has(c.volumeMounts) ? c.volumeMounts.map(vm, vm.mountPath) : []).flatten()"),
+        ),
+        variable(
+            "overrideKeys",
+            format!(
+                "{ANNOTATIONS}.filter(k, k.startsWith({})).sort()",
+                cel::string(OVERRIDE_PREFIX)
+            ),
+        ),
+    ]
 }
 
-/// The rule of `inject::plan::wants_native`: the Pod's annotation, then the template's
+/// Whether template `template`'s sidecars go in as native sidecars, as
+/// `inject::plan::wants_native` decides: the Pod's annotation, then the template's
 /// `nativeSidecar`, then the Pod's `restartPolicy`.
-fn native(template: &Template) -> String {
+pub fn native(template: &Template) -> String {
     let annotation = flag(NATIVE_SIDECAR_ANNOTATION);
     let otherwise = match template.spec.native_sidecar {
         Some(native) => native.to_string(),
@@ -115,38 +189,59 @@ fn native(template: &Template) -> String {
     format!("{annotation} == \"true\" ? true : {annotation} == \"false\" ? false : {otherwise}")
 }
 
-/// The conditions under which the API server evaluates a policy at all: the Pod carries
-/// no status annotation yet and has not opted out. Cheap, and read before any variable.
-pub fn match_conditions() -> Vec<MatchCondition> {
-    let status = cel::string(STATUS_ANNOTATION);
-    let opted_out = [INJECT_ANNOTATION, LEGACY_INJECT_ANNOTATION]
-        .map(|key| {
-            let key = cel::string(key);
-            format!(
-                "({key} in object.metadata.annotations && object.metadata.annotations[{key}].trim().lowerAscii() == \"false\")"
-            )
-        })
-        .join(" || ");
-    vec![
-        MatchCondition {
-            name: String::from("not-yet-injected"),
-            expression: format!("!has(object.metadata.annotations) || !({status} in object.metadata.annotations)"),
-        },
-        MatchCondition {
-            name: String::from("not-opted-out"),
-            expression: format!("!has(object.metadata.annotations) || !({opted_out})"),
-        },
-    ]
+/// `key` (an annotation) says `value`, read as the webhook reads a flag.
+fn annotation_says(key: &str, value: &str) -> String {
+    let key = cel::string(key);
+    format!(
+        "({key} in object.metadata.annotations && object.metadata.annotations[{key}].trim().lowerAscii() == {})",
+        cel::string(value)
+    )
 }
 
-/// A further condition for a template's policies: the Pod names this template or none.
-pub fn may_choose(template: &str) -> MatchCondition {
-    let key = cel::string(TEMPLATE_ANNOTATION);
+/// Not yet injected, not opted out by annotation: on a Pod with annotations.
+fn not_done_nor_opted_out() -> String {
+    let status = cel::string(STATUS_ANNOTATION);
+    format!(
+        "!({status} in object.metadata.annotations) && !{} && !{}",
+        annotation_says(INJECT_ANNOTATION, "false"),
+        annotation_says(LEGACY_INJECT_ANNOTATION, "false")
+    )
+}
+
+/// Not opted out by the label.
+fn not_opted_out_by_label() -> String {
+    let label = cel::string(INJECT_LABEL);
+    format!(
+        "!(has(object.metadata.labels) && {label} in object.metadata.labels && object.metadata.labels[{label}] == \"false\")"
+    )
+}
+
+/// The one condition of the policy its selectors bind (a labelled namespace, a labelled
+/// Pod): not injected yet and not opted out. One expression, stopping at its first false
+/// part: the API server evaluates every condition of a policy.
+pub fn selected_condition() -> MatchCondition {
     MatchCondition {
-        name: String::from("may-choose-this-template"),
+        name: String::from("not-injected-nor-opted-out"),
         expression: format!(
-            "!has(object.metadata.annotations) || !({key} in object.metadata.annotations) || object.metadata.annotations[{key}].trim() in [\"\", {}]",
-            cel::string(template)
+            "(!has(object.metadata.annotations) || ({})) && {}",
+            not_done_nor_opted_out(),
+            not_opted_out_by_label()
+        ),
+    }
+}
+
+/// The one condition of the policy for Pods that opt in by annotation: what every Pod of
+/// the namespaces it binds pays, so it reads the opt-in first and stops there for a Pod
+/// without it.
+pub fn annotated_condition() -> MatchCondition {
+    MatchCondition {
+        name: String::from("opted-in-by-annotation"),
+        expression: format!(
+            "has(object.metadata.annotations) && ({} || {}) && {} && {}",
+            annotation_says(INJECT_ANNOTATION, "true"),
+            annotation_says(LEGACY_INJECT_ANNOTATION, "true"),
+            not_done_nor_opted_out(),
+            not_opted_out_by_label()
         ),
     }
 }

@@ -42,13 +42,16 @@ fn api_error(action: impl Into<String>) -> impl FnOnce(kube::Error) -> RolloutEr
 }
 
 /// The templates of the `envoy-injector` ConfigMap in `namespace`, parsed as the replicas
-/// parse them; `Err` says why there are none (missing, unreadable, not parsing).
+/// parse them (values checked for the API server's version; a set served with values it
+/// refuses is still what they serve); `Err` says why there are none (missing, unreadable,
+/// not parsing).
 pub async fn live_templates(client: &kube::Client, namespace: &str) -> Result<TemplateSet, String> {
     let read: Fetched<ConfigMap> = Api::<ConfigMap>::namespaced(client.clone(), namespace)
         .get_opt(crate::NAME)
         .await
         .map_err(|e| e.to_string());
-    health::live_templates(namespace, &read)
+    let version = crate::client::kube_version(client).await;
+    health::templates_of(namespace, &read, version).map(|live| live.set)
 }
 
 /// Whether `live` is in step everywhere it is served: the compiled policies and the

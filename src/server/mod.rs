@@ -18,7 +18,7 @@ use tokio::task::JoinHandle;
 use tokio_rustls::TlsAcceptor;
 use tracing::info;
 
-use crate::admission::Admission;
+use crate::admission::{Admission, TemplateValidation};
 use crate::metrics::Metrics;
 use crate::shutdown::CancellationToken;
 use crate::tls::{ServerTls, TlsError, TlsSource};
@@ -31,6 +31,8 @@ pub type Readiness = Arc<dyn Fn() -> Result<(), String> + Send + Sync>;
 #[derive(Clone)]
 pub struct AppState {
     pub admission: Arc<Admission>,
+    /// `POST /validate`, with the value rules of the API server's version.
+    pub validation: TemplateValidation,
     pub registry: Arc<Registry>,
     pub metrics: Metrics,
     /// Readiness besides shutdown (which the server adds itself).
@@ -163,6 +165,7 @@ pub async fn start(config: ServerConfig, tls: TlsSource, state: AppState) -> Res
 
     let webhook_router = webhook::router(Arc::new(webhook::WebhookState {
         admission: state.admission.clone(),
+        validation: state.validation,
         metrics: state.metrics.clone(),
         max_body_bytes: config.max_body_bytes,
         request_timeout: config.request_timeout,

@@ -23,6 +23,7 @@ use crate::metrics::{Metrics, Outcome, OutcomeLabels};
 
 pub(crate) struct WebhookState {
     pub admission: Arc<Admission>,
+    pub validation: TemplateValidation,
     pub metrics: Metrics,
     pub max_body_bytes: usize,
     pub request_timeout: Duration,
@@ -61,10 +62,8 @@ async fn mutate(State(state): State<Arc<WebhookState>>, request: Request) -> Res
 }
 
 async fn validate(State(state): State<Arc<WebhookState>>, request: Request) -> Response {
-    review(state, request, "validate", |body| {
-        TemplateValidation::new().handle(body)
-    })
-    .await
+    let validation = state.validation;
+    review(state, request, "validate", move |body| validation.handle(body)).await
 }
 
 /// Reads the body within the limits and answers it with `handler`.

@@ -19,7 +19,7 @@ pub(super) fn live(templates: &[(&str, &str)]) -> TemplateSet {
             )
         })
         .collect();
-    TemplateSet::from_data("test", &data).unwrap()
+    TemplateSet::from_data("test", &data, crate::template::KubeVersion::NEWEST).unwrap()
 }
 
 pub(super) fn pod(uid: &str, template: &str, revision: Option<&str>) -> PartialObjectMeta<Pod> {

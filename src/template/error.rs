@@ -1,6 +1,7 @@
 use std::fmt;
 use std::path::PathBuf;
 
+use super::validate::ValueError;
 use super::yaml_locate::ConfigMapLines;
 
 /// A field serde did not recognise, with where it was found.
@@ -50,13 +51,23 @@ pub enum TemplateError {
         "template `{template}` is empty: expected at least one of containers, initContainers, volumes, imagePullSecrets, volumeMounts"
     )]
     Empty { template: String },
-    #[error("template `{template}`: {what} has no `name`")]
-    MissingName { template: String, what: String },
-    #[error("template `{template}`: two {kind} are named `{name}`; names must be unique")]
+    #[error("template `{template}`: field `{path}`{}: {what} has no `name`", at_line(line))]
+    MissingName {
+        template: String,
+        what: String,
+        path: String,
+        line: Option<usize>,
+    },
+    #[error(
+        "template `{template}`: field `{path}`{}: two {kind} are named `{name}`; names must be unique",
+        at_line(line)
+    )]
     Duplicate {
         template: String,
         kind: &'static str,
         name: String,
+        path: String,
+        line: Option<usize>,
     },
     #[error("template `{template}`: field `{path}`{}: {message}", at_line(line))]
     Override {
@@ -66,14 +77,19 @@ pub enum TemplateError {
         message: String,
     },
     #[error(
-        "template `{template}`: {owner} mounts volume `{volume}`, which the template does not define (its volumes: {defined})"
+        "template `{template}`: field `{path}`{}: a mount of volume `{volume}`, which the template does not define (its volumes: {defined})",
+        at_line(line)
     )]
     UndefinedVolume {
         template: String,
-        owner: String,
         volume: String,
         defined: String,
+        path: String,
+        line: Option<usize>,
     },
+    /// Values the API server would refuse in every Pod the template is injected into.
+    #[error("template `{template}`: {}", errors.iter().map(ToString::to_string).collect::<Vec<_>>().join("; "))]
+    Values { template: String, errors: Vec<ValueError> },
 }
 
 impl TemplateError {
@@ -86,7 +102,8 @@ impl TemplateError {
             | TemplateError::MissingName { template, .. }
             | TemplateError::Duplicate { template, .. }
             | TemplateError::Override { template, .. }
-            | TemplateError::UndefinedVolume { template, .. } => template,
+            | TemplateError::UndefinedVolume { template, .. }
+            | TemplateError::Values { template, .. } => template,
         }
     }
 
@@ -101,12 +118,14 @@ impl TemplateError {
             }
         };
         match &mut self {
-            TemplateError::Syntax { line, .. } | TemplateError::Override { line, .. } => map(line),
+            TemplateError::Syntax { line, .. }
+            | TemplateError::Override { line, .. }
+            | TemplateError::MissingName { line, .. }
+            | TemplateError::Duplicate { line, .. }
+            | TemplateError::UndefinedVolume { line, .. } => map(line),
             TemplateError::UnknownFields { fields, .. } => fields.iter_mut().for_each(|f| map(&mut f.line)),
-            TemplateError::Empty { .. }
-            | TemplateError::MissingName { .. }
-            | TemplateError::Duplicate { .. }
-            | TemplateError::UndefinedVolume { .. } => {}
+            TemplateError::Values { errors, .. } => errors.iter_mut().for_each(|e| map(&mut e.line)),
+            TemplateError::Empty { .. } => {}
         }
         self
     }
@@ -126,6 +145,10 @@ pub enum ConfigError {
         line: Option<usize>,
         message: String,
     },
+    #[error(
+        "config {source_name}: expected one document, a template or the `envoy-injector` ConfigMap (its `data` keys are the templates), found several: {found}"
+    )]
+    SeveralDocuments { source_name: String, found: String },
     #[error("config {source_name}: expected kind ConfigMap (apiVersion v1), found {found}")]
     WrongKind { source_name: String, found: String },
     #[error(

@@ -5,9 +5,11 @@ mod error;
 mod live;
 pub mod overrides;
 mod parse;
+pub mod pod_values;
 mod prepared;
 pub mod quantity;
 pub mod reload;
+pub mod validate;
 pub mod yaml_locate;
 
 use std::collections::BTreeMap;
@@ -18,7 +20,9 @@ pub use error::{ConfigError, TemplateError, UnknownField};
 pub use live::LiveTemplates;
 pub use overrides::{Bound, OutOfBounds, Override, Overrides, Target};
 pub use parse::{Template, TemplateSpec, content_revision};
+pub use pod_values::{PodValue, PodValueKind};
 pub use prepared::Prepared;
+pub use validate::{KubeVersion, ValueError, VersionError};
 
 /// The ConfigMap key of the template used when a Pod names none.
 pub const DEFAULT_TEMPLATE: &str = "config";
@@ -48,14 +52,16 @@ impl TemplateSet {
     /// The embedded templates, as the shipped ConfigMap holds them: the default under the
     /// key `config`, the previous default under `classic`.
     pub fn embedded() -> TemplateSet {
-        // The embedded texts are part of the binary and covered by unit tests.
+        // The embedded texts are part of the binary; unit tests check them against every
+        // supported Kubernetes version.
         let templates = [
             (DEFAULT_TEMPLATE, EMBEDDED_DEFAULT),
             (CLASSIC_TEMPLATE, EMBEDDED_CLASSIC),
         ]
         .into_iter()
         .map(|(name, text)| {
-            Template::parse(name, text).unwrap_or_else(|err| panic!("embedded template `{name}` is invalid: {err}"))
+            Template::parse(name, text, KubeVersion::NEWEST)
+                .unwrap_or_else(|err| panic!("embedded template `{name}` is invalid: {err}"))
         })
         .collect();
         TemplateSet::from_templates("embedded", templates)
@@ -68,9 +74,27 @@ impl TemplateSet {
         }
     }
 
-    /// Builds the set from a ConfigMap's `data`: every key is a template. All keys must
-    /// parse, or none is taken.
-    pub fn from_data(source_name: &str, data: &BTreeMap<String, String>) -> Result<TemplateSet, ConfigError> {
+    /// Builds the set from a ConfigMap's `data`: every key is a template, its values checked
+    /// for the API server of `version`. All keys must pass, or none is taken.
+    pub fn from_data(
+        source_name: &str,
+        data: &BTreeMap<String, String>,
+        version: KubeVersion,
+    ) -> Result<TemplateSet, ConfigError> {
+        match TemplateSet::from_data_keeping(source_name, data, version)? {
+            (set, None) => Ok(set),
+            (_, Some(refused)) => Err(refused),
+        }
+    }
+
+    /// Builds the set as [`TemplateSet::from_data`] does, but keeps it when its only faults
+    /// are values the API server would refuse, returned beside it (the templates a running
+    /// injector loaded before these rules: `reload` serves them on, loudly).
+    pub fn from_data_keeping(
+        source_name: &str,
+        data: &BTreeMap<String, String>,
+        version: KubeVersion,
+    ) -> Result<(TemplateSet, Option<ConfigError>), ConfigError> {
         if data.is_empty() {
             return Err(ConfigError::NoTemplates {
                 source_name: source_name.to_string(),
@@ -78,50 +102,57 @@ impl TemplateSet {
         }
         let mut templates = Vec::with_capacity(data.len());
         let mut errors = Vec::new();
+        let mut refused = Vec::new();
         for (key, text) in data {
-            match Template::parse(key, text) {
-                Ok(template) => templates.push(template),
+            match Template::parse_keeping_values(key, text, version) {
+                Ok((template, values)) => {
+                    templates.push(template);
+                    refused.extend(values);
+                }
                 Err(err) => errors.push(err),
             }
         }
+        let as_error = |errors: Vec<TemplateError>| ConfigError::Templates {
+            source_name: source_name.to_string(),
+            errors,
+        };
         if !errors.is_empty() {
-            return Err(ConfigError::Templates {
-                source_name: source_name.to_string(),
-                errors,
-            });
+            // Every fault at once: the value errors of the templates that parsed too.
+            errors.extend(refused);
+            errors.sort_by(|a, b| a.template().cmp(b.template()));
+            return Err(as_error(errors));
         }
-        Ok(TemplateSet::from_templates(source_name, templates))
+        let refused = (!refused.is_empty()).then(|| as_error(refused));
+        Ok((TemplateSet::from_templates(source_name, templates), refused))
     }
 
     /// Reads `--config FILE`: either a bare template or a whole ConfigMap manifest.
-    pub fn from_file(path: &Path) -> Result<TemplateSet, ConfigError> {
+    pub fn from_file(path: &Path, version: KubeVersion) -> Result<TemplateSet, ConfigError> {
         let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
             path: path.to_path_buf(),
             source,
         })?;
-        TemplateSet::from_text(&path.display().to_string(), &text)
+        TemplateSet::from_text(&path.display().to_string(), &text, version)
     }
 
     /// Parses a bare template or a ConfigMap manifest from text.
-    pub fn from_text(source_name: &str, text: &str) -> Result<TemplateSet, ConfigError> {
-        let value: serde_yaml_ng::Value = serde_yaml_ng::from_str(text).map_err(|err| ConfigError::Syntax {
-            source_name: source_name.to_string(),
-            line: err.location().map(|l| l.line()),
-            message: err.to_string(),
-        })?;
+    pub fn from_text(source_name: &str, text: &str, version: KubeVersion) -> Result<TemplateSet, ConfigError> {
+        let (value, single) = one_document(source_name, text)?;
+        let text = single.as_deref().unwrap_or(text);
         let kind = value.get("kind").and_then(|k| k.as_str());
         match kind {
             None => {
-                let template = Template::parse(DEFAULT_TEMPLATE, text).map_err(|err| ConfigError::Templates {
-                    source_name: source_name.to_string(),
-                    errors: vec![err],
-                })?;
+                let template =
+                    Template::parse(DEFAULT_TEMPLATE, text, version).map_err(|err| ConfigError::Templates {
+                        source_name: source_name.to_string(),
+                        errors: vec![err],
+                    })?;
                 Ok(TemplateSet::from_templates(source_name, vec![template]))
             }
             Some("ConfigMap") => {
                 let data = configmap_data(source_name, text, &value)?;
                 // The user has this file open: its lines, not each template's own.
-                TemplateSet::from_data(source_name, &data).map_err(|err| match err {
+                TemplateSet::from_data(source_name, &data, version).map_err(|err| match err {
                     ConfigError::Templates { source_name, errors } => {
                         let lines = yaml_locate::ConfigMapLines::build(text);
                         ConfigError::Templates {
@@ -153,6 +184,62 @@ impl TemplateSet {
 
     pub fn is_empty(&self) -> bool {
         self.templates.is_empty()
+    }
+}
+
+/// The one document of a `--config` file: a template or a ConfigMap. Empty documents
+/// (a leading or trailing `---`) do not count; when there are any, the text comes back
+/// with its document markers blanked, so that the one document parses alone on the same
+/// lines.
+fn one_document(source_name: &str, text: &str) -> Result<(serde_yaml_ng::Value, Option<String>), ConfigError> {
+    let syntax = |err: serde_yaml_ng::Error| ConfigError::Syntax {
+        source_name: source_name.to_string(),
+        line: err.location().map(|l| l.line()),
+        message: yaml_locate::without_locations(&err.to_string()),
+    };
+    let mut documents = Vec::new();
+    let mut count = 0;
+    for document in serde_yaml_ng::Deserializer::from_str(text) {
+        count += 1;
+        let value = <serde_yaml_ng::Value as serde::Deserialize>::deserialize(document).map_err(syntax)?;
+        if !value.is_null() {
+            documents.push(value);
+        }
+    }
+    match documents.len() {
+        0 => Ok((serde_yaml_ng::Value::Null, None)),
+        1 if count == 1 => Ok((documents.remove(0), None)),
+        1 => {
+            let blanked: String = text
+                .split_inclusive('\n')
+                .map(|line| {
+                    let marker = line.trim_end();
+                    let bare = marker.split_once(" #").map_or(marker, |(m, _)| m).trim_end();
+                    if bare == "---" || bare == "..." { "\n" } else { line }
+                })
+                .collect();
+            Ok((documents.remove(0), Some(blanked)))
+        }
+        _ => Err(ConfigError::SeveralDocuments {
+            source_name: source_name.to_string(),
+            found: documents.iter().map(describe_document).collect::<Vec<_>>().join(", "),
+        }),
+    }
+}
+
+/// A document of a `--config` file, as an error lists it: `ConfigMap envoy-injector`,
+/// `a template`.
+fn describe_document(document: &serde_yaml_ng::Value) -> String {
+    let kind = document.get("kind").and_then(|k| k.as_str());
+    let name = document
+        .get("metadata")
+        .and_then(|m| m.get("name"))
+        .and_then(|n| n.as_str());
+    match (kind, name) {
+        (Some(kind), Some(name)) => format!("{kind} {name}"),
+        (Some(kind), None) => kind.to_string(),
+        (None, _) if document.is_mapping() => String::from("a template"),
+        (None, _) => String::from("a value that is neither"),
     }
 }
 

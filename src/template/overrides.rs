@@ -232,14 +232,7 @@ type Mistake = (Option<&'static str>, String);
 
 fn compile(name: &str, decl: &OverrideDecl, spec: &TemplateSpec) -> Result<Override, Mistake> {
     check_name(name)?;
-    let containers = || {
-        spec.init_containers
-            .iter()
-            .chain(&spec.containers)
-            .map(|c| format!("`{}`", c.name))
-            .collect::<Vec<_>>()
-            .join(", ")
-    };
+    let containers = || spec.container_list();
     let container_name = decl.container.as_deref().ok_or_else(|| {
         (
             None,
@@ -249,20 +242,15 @@ fn compile(name: &str, decl: &OverrideDecl, spec: &TemplateSpec) -> Result<Overr
             ),
         )
     })?;
-    let container = spec
-        .init_containers
-        .iter()
-        .chain(&spec.containers)
-        .find(|c| c.name == container_name)
-        .ok_or_else(|| {
-            (
-                Some("container"),
-                format!(
-                    "expected a container this template adds ({}), found `{container_name}`",
-                    or_none(containers())
-                ),
-            )
-        })?;
+    let container = spec.container(container_name).ok_or_else(|| {
+        (
+            Some("container"),
+            format!(
+                "expected a container this template adds ({}), found `{container_name}`",
+                or_none(containers())
+            ),
+        )
+    })?;
     let target = target(decl)?;
     let bound = bound(decl, &target)?;
     let checked = Override {

@@ -7,8 +7,10 @@ use serde::{Deserialize, Serialize};
 
 use super::error::{TemplateError, UnknownField};
 use super::overrides::{OverrideDecl, Overrides};
+use super::pod_values::{self, PodValue};
 use super::prepared::Prepared;
-use super::yaml_locate::{LineIndex, Segment, render_path};
+use super::validate::{self, KubeVersion};
+use super::yaml_locate::{LineIndex, Segment, render_path, without_locations};
 
 /// The fields a template may carry. Names and types are Kubernetes' own.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -36,6 +38,29 @@ pub struct TemplateSpec {
     /// Values a Pod may set with `sidecar.samplecrd.k8s.io/override.NAME`, and their bounds.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub overrides: BTreeMap<String, OverrideDecl>,
+    /// Values injected containers take from the Pod (`template::pod_values`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub from_pod: Vec<PodValue>,
+}
+
+impl TemplateSpec {
+    /// The container of the template named `name` (an init container or a sidecar).
+    pub fn container(&self, name: &str) -> Option<&Container> {
+        self.init_containers
+            .iter()
+            .chain(&self.containers)
+            .find(|c| c.name == name)
+    }
+
+    /// The template's containers as messages list them: `` `envoy`, `init` ``.
+    pub fn container_list(&self) -> String {
+        self.init_containers
+            .iter()
+            .chain(&self.containers)
+            .map(|c| format!("`{}`", c.name))
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
 }
 
 /// A field that, once written, must be a boolean (`Option<bool>` alone would read `null`
@@ -60,7 +85,7 @@ pub struct Template {
 }
 
 const TOP_LEVEL_FIELDS: &str =
-    "containers, initContainers, volumes, imagePullSecrets, volumeMounts, nativeSidecar, overrides";
+    "containers, initContainers, volumes, imagePullSecrets, volumeMounts, nativeSidecar, overrides, fromPod";
 
 /// Container fields that users put at the template's top level by mistake (`resources`
 /// and `volumeMounts` most often): each is named with the container it belongs in.
@@ -84,23 +109,46 @@ const CONTAINER_ONLY_FIELDS: &[&str] = &[
 ];
 
 impl Template {
-    /// Parses and validates the YAML text of one template.
-    pub fn parse(name: &str, text: &str) -> Result<Template, TemplateError> {
+    /// Parses and validates the YAML text of one template, its values as the API server
+    /// of `version` checks a Pod's.
+    pub fn parse(name: &str, text: &str, version: KubeVersion) -> Result<Template, TemplateError> {
+        match Template::parse_keeping_values(name, text, version)? {
+            (template, None) => Ok(template),
+            (_, Some(refused)) => Err(refused),
+        }
+    }
+
+    /// Parses a template as [`Template::parse`] does, but keeps one whose only faults are
+    /// values the API server would refuse ([`TemplateError::Values`], returned beside it):
+    /// a template loaded before these rules existed is served on, loudly, until it is
+    /// edited (`template::reload`).
+    pub fn parse_keeping_values(
+        name: &str,
+        text: &str,
+        version: KubeVersion,
+    ) -> Result<(Template, Option<TemplateError>), TemplateError> {
         let spec = parse_strict(name, text)?;
-        validate(name, &spec)?;
+        validate(name, text, &spec)?;
         let overrides = Overrides::of(name, text, &spec)?;
+        pod_values::check(name, text, &spec)?;
         let prepared = Prepared::of(&spec).map_err(|e| TemplateError::Syntax {
             template: name.to_string(),
             line: None,
             message: format!("cannot be written as JSON: {e}"),
         })?;
-        Ok(Template {
+        let values = validate::check(&spec, version, text);
+        let refused = (!values.is_empty()).then(|| TemplateError::Values {
+            template: name.to_string(),
+            errors: values,
+        });
+        let template = Template {
             name: name.to_string(),
             revision: content_revision(text),
             spec,
             prepared,
             overrides,
-        })
+        };
+        Ok((template, refused))
     }
 
     /// Names of every container this template injects (sidecars and init containers).
@@ -134,7 +182,7 @@ fn parse_strict(name: &str, text: &str) -> Result<TemplateSpec, TemplateError> {
     .map_err(|source| TemplateError::Syntax {
         template: name.to_string(),
         line: source.location().map(|l| l.line()),
-        message: strip_location(&source.to_string()),
+        message: without_locations(&source.to_string()),
     })?;
     if !ignored.is_empty() {
         let lines = LineIndex::build(text);
@@ -154,15 +202,6 @@ fn parse_strict(name: &str, text: &str) -> Result<TemplateSpec, TemplateError> {
     spec.ok_or_else(|| TemplateError::Empty {
         template: name.to_string(),
     })
-}
-
-/// serde_yaml_ng appends " at line L column C" to its messages; the line is reported in
-/// a field of its own, so drop the duplicate.
-fn strip_location(message: &str) -> String {
-    match message.rfind(" at line ") {
-        Some(at) => message[..at].to_string(),
-        None => message.to_string(),
-    }
 }
 
 fn segments(path: &serde_ignored::Path<'_>) -> Vec<Segment> {
@@ -198,7 +237,7 @@ fn hint_for(path: &[Segment]) -> String {
     }
 }
 
-fn validate(name: &str, spec: &TemplateSpec) -> Result<(), TemplateError> {
+fn validate(name: &str, text: &str, spec: &TemplateSpec) -> Result<(), TemplateError> {
     let template = || name.to_string();
     if spec.containers.is_empty()
         && spec.init_containers.is_empty()
@@ -208,53 +247,77 @@ fn validate(name: &str, spec: &TemplateSpec) -> Result<(), TemplateError> {
     {
         return Err(TemplateError::Empty { template: template() });
     }
+    // The field at fault as a user writes it (`containers[1].name`), and its line: an entry
+    // without the key by the entry's first key; the text is read only on a fault.
+    let place = |path: Vec<Segment>| -> (String, Option<usize>) {
+        let lines = LineIndex::build(text);
+        let line = (0..=path.len()).rev().find_map(|len| lines.line_of(&path[..len]));
+        (render_path(&path), line)
+    };
+    let key = |k: &str| Segment::Key(k.to_string());
 
     let mut container_names = BTreeSet::new();
     let all_containers = spec
         .init_containers
         .iter()
-        .map(|c| ("initContainers", c))
-        .chain(spec.containers.iter().map(|c| ("containers", c)));
-    for (index, (list, container)) in all_containers.enumerate() {
+        .enumerate()
+        .map(|(i, c)| ("initContainers", i, c))
+        .chain(spec.containers.iter().enumerate().map(|(i, c)| ("containers", i, c)));
+    for (list, i, container) in all_containers {
         if container.name.is_empty() {
+            let (path, line) = place(vec![key(list), Segment::Index(i)]);
             return Err(TemplateError::MissingName {
                 template: template(),
-                what: format!("an entry of `{list}` (entry {index})"),
+                what: format!("an entry of `{list}` (entry {i})"),
+                path,
+                line,
             });
         }
         if !container_names.insert(container.name.as_str()) {
+            let (path, line) = place(vec![key(list), Segment::Index(i), key("name")]);
             return Err(TemplateError::Duplicate {
                 template: template(),
                 kind: "containers",
                 name: container.name.clone(),
+                path,
+                line,
             });
         }
     }
 
     let mut volumes = BTreeMap::new();
-    for volume in &spec.volumes {
+    for (i, volume) in spec.volumes.iter().enumerate() {
         if volume.name.is_empty() {
+            let (path, line) = place(vec![key("volumes"), Segment::Index(i)]);
             return Err(TemplateError::MissingName {
                 template: template(),
                 what: String::from("an entry of `volumes`"),
+                path,
+                line,
             });
         }
         if volumes.insert(volume.name.as_str(), volume).is_some() {
+            let (path, line) = place(vec![key("volumes"), Segment::Index(i), key("name")]);
             return Err(TemplateError::Duplicate {
                 template: template(),
                 kind: "volumes",
                 name: volume.name.clone(),
+                path,
+                line,
             });
         }
     }
 
     let mut pull_secrets = BTreeSet::new();
-    for secret in &spec.image_pull_secrets {
+    for (i, secret) in spec.image_pull_secrets.iter().enumerate() {
         if !pull_secrets.insert(secret.name.as_str()) {
+            let (path, line) = place(vec![key("imagePullSecrets"), Segment::Index(i), key("name")]);
             return Err(TemplateError::Duplicate {
                 template: template(),
                 kind: "imagePullSecrets",
                 name: secret.name.clone(),
+                path,
+                line,
             });
         }
     }
@@ -262,35 +325,56 @@ fn validate(name: &str, spec: &TemplateSpec) -> Result<(), TemplateError> {
     // A mount must name a template volume; the Pod's own volumes are unknown here and
     // mounting one of them from a shared template would break every other Pod.
     let defined = || volumes.keys().map(|v| format!("`{v}`")).collect::<Vec<_>>().join(", ");
-    let check_mounts = |owner: String, mounts: &[VolumeMount]| -> Result<(), TemplateError> {
+    let check_mounts = |owner: String, at: Vec<Segment>, mounts: &[VolumeMount]| {
         let mut paths = BTreeSet::new();
-        for mount in mounts {
+        for (i, mount) in mounts.iter().enumerate() {
+            let field = |k: &str| {
+                let mut path = at.clone();
+                path.extend([Segment::Index(i), key(k)]);
+                place(path)
+            };
             if !volumes.contains_key(mount.name.as_str()) {
+                let (path, line) = field("name");
                 return Err(TemplateError::UndefinedVolume {
                     template: template(),
-                    owner,
                     volume: mount.name.clone(),
                     defined: if volumes.is_empty() {
                         String::from("none")
                     } else {
                         defined()
                     },
+                    path,
+                    line,
                 });
             }
             if !paths.insert(mount.mount_path.as_str()) {
+                let (path, line) = field("mountPath");
                 return Err(TemplateError::Duplicate {
                     template: template(),
                     kind: "volumeMounts (mountPath)",
                     name: format!("{} in {owner}", mount.mount_path),
+                    path,
+                    line,
                 });
             }
         }
         Ok(())
     };
-    check_mounts(String::from("top-level `volumeMounts`"), &spec.volume_mounts)?;
-    for container in spec.init_containers.iter().chain(spec.containers.iter()) {
+    check_mounts(
+        String::from("top-level `volumeMounts`"),
+        vec![key("volumeMounts")],
+        &spec.volume_mounts,
+    )?;
+    let all_containers = spec
+        .init_containers
+        .iter()
+        .enumerate()
+        .map(|(i, c)| ("initContainers", i, c))
+        .chain(spec.containers.iter().enumerate().map(|(i, c)| ("containers", i, c)));
+    for (list, i, container) in all_containers {
         check_mounts(
             format!("container `{}`", container.name),
+            vec![key(list), Segment::Index(i), key("volumeMounts")],
             container.volume_mounts.as_deref().unwrap_or_default(),
         )?;
     }

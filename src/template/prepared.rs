@@ -75,6 +75,7 @@ mod tests {
         let template = Template::parse(
             "config",
             "containers: [{name: proxy, image: envoy}]\nvolumes: [{name: v, emptyDir: {}}]\nvolumeMounts: [{name: v, mountPath: /v}]\nimagePullSecrets: [{name: r}]\n",
+            crate::template::KubeVersion::NEWEST,
         )
         .unwrap();
         let (spec, prepared) = (&template.spec, &template.prepared);

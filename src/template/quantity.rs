@@ -100,6 +100,23 @@ impl Quantity {
     pub fn as_str(&self) -> &str {
         &self.text
     }
+
+    /// The value in nano-units (`1` is 10^9).
+    pub fn nanos(&self) -> i128 {
+        self.nanos
+    }
+
+    /// The value rounded up to a whole unit, as apimachinery's `Value()` rounds.
+    pub fn ceil_units(&self) -> i128 {
+        self.nanos.div_euclid(NANOS_PER_UNIT) + i128::from(self.nanos.rem_euclid(NANOS_PER_UNIT) != 0)
+    }
+
+    /// Whether the value is a whole number as the API server asks an extended resource to
+    /// be: its value in milli-units, rounded up, is a multiple of 1000.
+    pub fn is_whole(&self) -> bool {
+        let milli = self.nanos.div_euclid(1_000_000) + i128::from(self.nanos.rem_euclid(1_000_000) != 0);
+        milli % 1000 == 0
+    }
 }
 
 /// (power of two, power of ten) of a suffix, or `None` when it is not one.

@@ -1,6 +1,12 @@
 //! Template hot reload: each change of the `envoy-injector` ConfigMap builds a new
 //! template set; a good one replaces the live set at once, a bad one keeps the last good
 //! set live and says why (log, metric, Event on the ConfigMap).
+//!
+//! Values the API server would refuse are a bad edit like any other, with one exception
+//! for upgrades: the ConfigMap found when the injector starts, whose only faults are such
+//! values, was served before the injector checked values, so it is served on, loudly (an
+//! error log, a Warning Event, `envoy_injector_templates_refused_values`, and `check`
+//! fails its templates line) until it is edited.
 
 use std::sync::Arc;
 
@@ -8,7 +14,7 @@ use k8s_openapi::api::core::v1::ConfigMap;
 use kube::Resource;
 use tracing::{error, info, warn};
 
-use super::{LiveTemplates, TemplateSet};
+use super::{ConfigError, KubeVersion, LiveTemplates, TemplateSet};
 use crate::events::{self, EventSink};
 use crate::metrics::Metrics;
 
@@ -19,7 +25,16 @@ pub type ConfigMapEvents = tokio::sync::mpsc::Receiver<Option<Arc<ConfigMap>>>;
 /// The Events' `action`.
 const ACTION: &str = "LoadTemplates";
 
-/// Counts a successful load of `set` and shows its templates' revisions.
+/// What a reload checks templates against and where it reports.
+pub struct Reloader<'a> {
+    /// The API server's version: the value rules that apply to its Pods.
+    pub version: KubeVersion,
+    pub metrics: &'a Metrics,
+    pub events: &'a dyn EventSink,
+}
+
+/// Counts a successful load of `set` and shows its templates' revisions
+/// (`envoy_injector_template_revision`, which `rollout` reads of every replica).
 pub fn loaded(metrics: &Metrics, set: &TemplateSet) {
     metrics.template_load(Some(set.len()));
     metrics.templates_live(
@@ -29,12 +44,7 @@ pub fn loaded(metrics: &Metrics, set: &TemplateSet) {
 }
 
 /// Applies one ConfigMap state to the live templates. Returns whether it was loaded.
-pub async fn apply(
-    configmap: Option<&ConfigMap>,
-    live: &LiveTemplates,
-    metrics: &Metrics,
-    events: &dyn EventSink,
-) -> bool {
+pub async fn apply(configmap: Option<&ConfigMap>, live: &LiveTemplates, reloader: &Reloader<'_>) -> bool {
     let Some(configmap) = configmap else {
         if live.is_loaded() {
             warn!("ConfigMap envoy-injector was deleted; keeping the last loaded templates until it is back");
@@ -49,49 +59,88 @@ pub async fn apply(
     let name = configmap.metadata.name.as_deref().unwrap_or_default();
     let source = format!("{namespace}/{name}");
     let data = configmap.data.clone().unwrap_or_default();
-    match TemplateSet::from_data(&source, &data) {
-        Ok(set) => {
-            let unchanged = live.current().is_some_and(|current| *current == set);
-            if unchanged {
-                return true;
-            }
-            let names: Vec<String> = set.names().map(String::from).collect();
-            loaded(metrics, &set);
+    let publish = |warning: bool, reason: &'static str, note: String| {
+        reloader
+            .events
+            .publish(configmap.object_ref(&()), events::event(warning, reason, ACTION, note))
+    };
+    let (set, refused) = match TemplateSet::from_data_keeping(&source, &data, reloader.version) {
+        Ok(loaded) => loaded,
+        Err(err) => return keep_last_good(live, &source, &err, reloader.metrics, publish).await,
+    };
+    if live.current().is_some_and(|current| *current == set) {
+        return true;
+    }
+    let names: Vec<String> = set.names().map(String::from).collect();
+    match refused {
+        None => {
+            reloader.metrics.templates_refused_values.set(0);
+            loaded(reloader.metrics, &set);
             live.replace(set);
             info!(configmap = %source, templates = ?names, "templates loaded");
-            let note = format!("loaded templates {}", names.join(", "));
-            events
-                .publish(
-                    configmap.object_ref(&()),
-                    events::event(false, "TemplatesLoaded", ACTION, note),
-                )
-                .await;
+            publish(
+                false,
+                "TemplatesLoaded",
+                format!("loaded templates {}", names.join(", ")),
+            )
+            .await;
             true
         }
-        Err(err) => {
-            metrics.template_load(None);
-            let kept = if live.is_loaded() {
-                "keeping the last good templates"
-            } else {
-                "no templates loaded yet"
+        // An edit that brings such values is refused like any bad edit.
+        Some(err) if live.is_loaded() => keep_last_good(live, &source, &err, reloader.metrics, publish).await,
+        Some(err) => {
+            let refused_count = match &err {
+                ConfigError::Templates { errors, .. } => errors.len(),
+                _ => 1,
             };
-            error!(configmap = %source, error = %err, "invalid templates; {kept}");
-            let note = format!("{err}; {kept}");
-            events
-                .publish(
-                    configmap.object_ref(&()),
-                    events::event(true, "TemplatesInvalid", ACTION, note),
-                )
-                .await;
-            false
+            reloader.metrics.templates_refused_values.set(refused_count as i64);
+            loaded(reloader.metrics, &set);
+            live.replace(set);
+            let note = format!(
+                "{err}; serving these templates as before, since they were live when the injector started, but the API server (Kubernetes {}) refuses the Pods they inject: fix the values (an edit that keeps them is refused)",
+                reloader.version
+            );
+            error!(configmap = %source, templates = ?names, error = %err, "templates with values the API server refuses; serving them as before");
+            publish(true, "TemplatesRefusedValues", note).await;
+            true
         }
     }
 }
 
+/// A ConfigMap that cannot be taken: the live set stays, and why is said.
+async fn keep_last_good<F: std::future::Future<Output = ()>>(
+    live: &LiveTemplates,
+    source: &str,
+    err: &ConfigError,
+    metrics: &Metrics,
+    publish: impl Fn(bool, &'static str, String) -> F,
+) -> bool {
+    metrics.template_load(None);
+    let kept = if live.is_loaded() {
+        "keeping the last good templates"
+    } else {
+        "no templates loaded yet"
+    };
+    error!(configmap = %source, error = %err, "invalid templates; {kept}");
+    publish(true, "TemplatesInvalid", format!("{err}; {kept}")).await;
+    false
+}
+
 /// Runs until the ConfigMap feed ends (the cache stopped).
-pub async fn run(mut feed: ConfigMapEvents, live: Arc<LiveTemplates>, metrics: Metrics, events: Arc<dyn EventSink>) {
+pub async fn run(
+    mut feed: ConfigMapEvents,
+    live: Arc<LiveTemplates>,
+    version: KubeVersion,
+    metrics: Metrics,
+    events: Arc<dyn EventSink>,
+) {
+    let reloader = Reloader {
+        version,
+        metrics: &metrics,
+        events: events.as_ref(),
+    };
     while let Some(configmap) = feed.recv().await {
-        apply(configmap.as_deref(), &live, &metrics, events.as_ref()).await;
+        apply(configmap.as_deref(), &live, &reloader).await;
     }
 }
 
@@ -116,6 +165,14 @@ mod tests {
                 .unwrap()
                 .push((warning, event.reason, event.note.unwrap_or_default()));
             Box::pin(async {})
+        }
+    }
+
+    fn reloader<'a>(metrics: &'a Metrics, events: &'a Recorded) -> Reloader<'a> {
+        Reloader {
+            version: KubeVersion::NEWEST,
+            metrics,
+            events,
         }
     }
 
@@ -146,23 +203,27 @@ mod tests {
                 .collect::<Vec<_>>()
         };
         let revision = |live: &LiveTemplates| live.current().unwrap().get("config").unwrap().revision.clone();
-        assert!(apply(Some(&configmap("containers:\n- name: a\n")), &live, &metrics, &events).await);
+        let line = |revision: &str| {
+            format!(r#"envoy_injector_template_revision{{template="config",revision="{revision}"}} 1"#)
+        };
+        assert!(
+            apply(
+                Some(&configmap("containers:\n- name: a\n  image: a\n")),
+                &live,
+                &reloader(&metrics, &events)
+            )
+            .await
+        );
         assert_eq!(
             live.current().unwrap().get("config").unwrap().spec.containers[0].name,
             "a"
         );
-        let first = revision(&live);
-        let line = |revision: &str| {
-            format!(r#"envoy_injector_template_revision{{template="config",revision="{revision}"}} 1"#)
-        };
-        assert_eq!(shown(), vec![line(&first)]);
 
         assert!(
             !apply(
                 Some(&configmap("containers:\n- name: b\n  imag: x\n")),
                 &live,
-                &metrics,
-                &events
+                &reloader(&metrics, &events)
             )
             .await
         );
@@ -176,9 +237,17 @@ mod tests {
         assert_eq!(reason, "TemplatesInvalid");
         assert!(note.contains("unknown field `containers[0].imag` at line 3"), "{note}");
         assert!(note.contains("keeping the last good templates"), "{note}");
+        let first = revision(&live);
         assert_eq!(shown(), vec![line(&first)], "a bad edit leaves the revision shown");
 
-        assert!(apply(Some(&configmap("containers:\n- name: c\n")), &live, &metrics, &events).await);
+        assert!(
+            apply(
+                Some(&configmap("containers:\n- name: c\n  image: c\n")),
+                &live,
+                &reloader(&metrics, &events)
+            )
+            .await
+        );
         assert_eq!(
             live.current().unwrap().get("config").unwrap().spec.containers[0].name,
             "c"
@@ -193,14 +262,16 @@ mod tests {
         let metrics = Metrics::unregistered();
         let events = Recorded::default();
         let good = crate::template::overrides::tests::EXAMPLE;
-        assert!(apply(Some(&configmap(good)), &live, &metrics, &events).await);
+        assert!(apply(Some(&configmap(good)), &live, &reloader(&metrics, &events)).await);
         let bad = good.replace(r#"max: "2""#, "max: 50m");
-        assert!(!apply(Some(&configmap(&bad)), &live, &metrics, &events).await);
+        assert!(!apply(Some(&configmap(&bad)), &live, &reloader(&metrics, &events)).await);
         let current = live.current().unwrap();
         assert!(current.get("config").unwrap().overrides.get("cpu-request").is_some());
         assert_eq!(
             current.get("config").unwrap().spec,
-            crate::template::Template::parse("config", good).unwrap().spec
+            crate::template::Template::parse("config", good, crate::template::KubeVersion::NEWEST)
+                .unwrap()
+                .spec
         );
         let recorded = events.0.lock().unwrap().clone();
         let (warning, reason, note) = recorded.last().unwrap();
@@ -211,20 +282,70 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn values_found_at_start_are_served_loudly_and_an_edit_keeping_them_is_refused() {
+        let live = LiveTemplates::new(None);
+        let metrics = Metrics::unregistered();
+        let events = Recorded::default();
+        // What an injector without value rules loaded: the API server refuses its Pods.
+        let upgraded = "containers:\n- name: a\n  image: a\n  ports: [{containerPort: 80, protocol: tcp}]\n";
+        assert!(apply(Some(&configmap(upgraded)), &live, &reloader(&metrics, &events)).await);
+        assert_eq!(
+            live.current().unwrap().get("config").unwrap().spec.containers[0].name,
+            "a"
+        );
+        assert_eq!(metrics.templates_refused_values.get(), 1);
+        let (warning, reason, note) = events.0.lock().unwrap().last().unwrap().clone();
+        assert!(warning);
+        assert_eq!(reason, "TemplatesRefusedValues");
+        assert!(
+            note.contains(r#"field `containers[0].ports[0].protocol` at line 4: expected one of "TCP", "UDP", "SCTP", found "tcp""#)
+                && note.contains("serving these templates as before"),
+            "{note}"
+        );
+        // A resync of the same content changes and says nothing.
+        assert!(apply(Some(&configmap(upgraded)), &live, &reloader(&metrics, &events)).await);
+        assert_eq!(events.0.lock().unwrap().len(), 1);
+
+        // An edit that keeps such values is refused like any bad edit.
+        let edited = upgraded.replace("name: a", "name: b");
+        assert!(!apply(Some(&configmap(&edited)), &live, &reloader(&metrics, &events)).await);
+        assert_eq!(
+            live.current().unwrap().get("config").unwrap().spec.containers[0].name,
+            "a"
+        );
+        assert_eq!(events.0.lock().unwrap().last().unwrap().1, "TemplatesInvalid");
+
+        // Fixed: loaded, and the gauge is back to 0.
+        let fixed = upgraded.replace("tcp", "TCP");
+        assert!(apply(Some(&configmap(&fixed)), &live, &reloader(&metrics, &events)).await);
+        assert_eq!(metrics.templates_refused_values.get(), 0);
+    }
+
+    #[tokio::test]
     async fn unchanged_content_and_deletion_keep_what_is_live() {
         let live = LiveTemplates::new(None);
         let metrics = Metrics::unregistered();
         let events = Recorded::default();
-        assert!(!apply(None, &live, &metrics, &events).await);
+        assert!(!apply(None, &live, &reloader(&metrics, &events)).await);
         assert!(!live.is_loaded());
-        apply(Some(&configmap("containers:\n- name: a\n")), &live, &metrics, &events).await;
-        apply(Some(&configmap("containers:\n- name: a\n")), &live, &metrics, &events).await;
+        apply(
+            Some(&configmap("containers:\n- name: a\n  image: a\n")),
+            &live,
+            &reloader(&metrics, &events),
+        )
+        .await;
+        apply(
+            Some(&configmap("containers:\n- name: a\n  image: a\n")),
+            &live,
+            &reloader(&metrics, &events),
+        )
+        .await;
         assert_eq!(
             events.0.lock().unwrap().len(),
             1,
             "a resync with equal content records nothing"
         );
-        assert!(!apply(None, &live, &metrics, &events).await);
+        assert!(!apply(None, &live, &reloader(&metrics, &events)).await);
         assert!(live.is_loaded());
     }
 }

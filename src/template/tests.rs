@@ -1,7 +1,7 @@
 use super::*;
 
 fn parse_err(text: &str) -> String {
-    Template::parse("config", text)
+    Template::parse("config", text, crate::template::KubeVersion::NEWEST)
         .expect_err("template must be refused")
         .to_string()
 }
@@ -58,7 +58,7 @@ fn seed_configmap_is_refused_naming_misplaced_fields_and_lines() {
         let value: serde_yaml_ng::Value = serde_yaml_ng::from_str(seed).unwrap();
         serde_yaml_ng::from_value(value["data"].clone()).unwrap()
     };
-    let err = TemplateSet::from_data("default/envoy-initializer", &data)
+    let err = TemplateSet::from_data("default/envoy-initializer", &data, crate::template::KubeVersion::NEWEST)
         .unwrap_err()
         .to_string();
     // Lines are counted inside the `config` value: `resources` is its 12th line.
@@ -68,7 +68,7 @@ fn seed_configmap_is_refused_naming_misplaced_fields_and_lines() {
     assert!(!err.contains("unknown field `volumeMounts`"), "{err}");
 
     // From the file, the line is the file's: `config: |` is its line 9.
-    let from_file = TemplateSet::from_text("seed-configmap.yaml", seed)
+    let from_file = TemplateSet::from_text("seed-configmap.yaml", seed, crate::template::KubeVersion::NEWEST)
         .unwrap_err()
         .to_string();
     assert!(
@@ -83,7 +83,9 @@ fn seed_configmap_is_refused_naming_misplaced_fields_and_lines() {
 #[test]
 fn a_configmap_file_error_names_the_line_of_the_file() {
     let manifest = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: envoy-injector\n  namespace: envoy-injector\ndata:\n  config: |\n    containers:\n    - name: envoy\n      image: envoyproxy/envoy:v1.31.2\n      imagePullPolicyy: IfNotPresent\n  broken: |\n    containers: [\n  typed: |\n    containers:\n    - name: x\n      image: y\n      ports:\n      - containerPort: eighty\n";
-    let err = TemplateSet::from_text("cm.yaml", manifest).unwrap_err().to_string();
+    let err = TemplateSet::from_text("cm.yaml", manifest, crate::template::KubeVersion::NEWEST)
+        .unwrap_err()
+        .to_string();
     assert!(
         err.contains("template `config`: unknown field `containers[0].imagePullPolicyy` at line 11"),
         "{err}"
@@ -101,9 +103,13 @@ fn a_configmap_file_error_names_the_line_of_the_file() {
         "config".to_string(),
         "containers:\n- name: envoy\n  image: e\n  imagePullPolicyy: IfNotPresent\n".to_string(),
     )]);
-    let in_cluster = TemplateSet::from_data("envoy-injector/envoy-injector", &data)
-        .unwrap_err()
-        .to_string();
+    let in_cluster = TemplateSet::from_data(
+        "envoy-injector/envoy-injector",
+        &data,
+        crate::template::KubeVersion::NEWEST,
+    )
+    .unwrap_err()
+    .to_string();
     assert!(
         in_cluster.contains("template `config`: unknown field `containers[0].imagePullPolicyy` at line 4"),
         "{in_cluster}"
@@ -114,7 +120,9 @@ fn a_configmap_file_error_names_the_line_of_the_file() {
 #[test]
 fn an_override_error_in_a_configmap_file_names_the_line_of_the_file() {
     let manifest = "kind: ConfigMap\napiVersion: v1\ndata:\n  config: |\n    containers:\n    - name: envoy\n      image: e:1\n      resources:\n        requests: {cpu: 100m}\n    overrides:\n      cpu-request: {container: envoy, field: resources.requests.cpu, max: 50m}\n";
-    let err = TemplateSet::from_text("cm.yaml", manifest).unwrap_err().to_string();
+    let err = TemplateSet::from_text("cm.yaml", manifest, crate::template::KubeVersion::NEWEST)
+        .unwrap_err()
+        .to_string();
     assert!(err.contains("field `overrides.cpu-request` at line 11"), "{err}");
 }
 
@@ -124,7 +132,7 @@ fn top_level_mount_of_undefined_volume_is_refused() {
         "containers:\n- name: envoy\n  image: envoy\nvolumeMounts:\n- name: envoy-conf\n  mountPath: /etc/envoy\n",
     );
     assert!(
-        err.contains("top-level `volumeMounts` mounts volume `envoy-conf`"),
+        err.contains("field `volumeMounts[0].name` at line 5: a mount of volume `envoy-conf`"),
         "{err}"
     );
     assert!(err.contains("its volumes: none"), "{err}");
@@ -135,7 +143,10 @@ fn container_mount_of_undefined_volume_names_the_container() {
     let err = parse_err(
         "containers:\n- name: envoy\n  volumeMounts:\n  - {name: conf, mountPath: /etc}\nvolumes:\n- {name: other, emptyDir: {}}\n",
     );
-    assert!(err.contains("container `envoy` mounts volume `conf`"), "{err}");
+    assert!(
+        err.contains("field `containers[0].volumeMounts[0].name` at line 4: a mount of volume `conf`"),
+        "{err}"
+    );
     assert!(err.contains("`other`"), "{err}");
 }
 
@@ -162,18 +173,31 @@ fn wrong_type_names_the_line() {
 #[test]
 fn duplicates_are_refused() {
     let err = parse_err("containers:\n- name: a\n- name: a\n");
-    assert!(err.contains("two containers are named `a`"), "{err}");
+    assert!(
+        err.contains("field `containers[1].name` at line 3: two containers are named `a`"),
+        "{err}"
+    );
     let err = parse_err("initContainers:\n- name: a\ncontainers:\n- name: a\n");
-    assert!(err.contains("two containers are named `a`"), "{err}");
+    assert!(
+        err.contains("field `containers[0].name` at line 4: two containers are named `a`"),
+        "{err}"
+    );
     let err = parse_err("volumes:\n- {name: v, emptyDir: {}}\n- {name: v, emptyDir: {}}\n");
-    assert!(err.contains("two volumes are named `v`"), "{err}");
+    assert!(
+        err.contains("field `volumes[1].name` at line 3: two volumes are named `v`"),
+        "{err}"
+    );
     let err = parse_err("imagePullSecrets:\n- name: s\n- name: s\n");
     assert!(err.contains("two imagePullSecrets are named `s`"), "{err}");
 }
 
 #[test]
 fn nameless_container_and_empty_template_are_refused() {
-    assert!(parse_err("containers:\n- image: x\n").contains("has no `name`"));
+    let err = parse_err("containers:\n- image: x\n");
+    assert!(
+        err.contains("field `containers[0]` at line 2: an entry of `containers` (entry 0) has no `name`"),
+        "{err}"
+    );
     assert!(parse_err("").contains("is empty"));
     assert!(parse_err("containers: []\n").contains("is empty"));
 }
@@ -192,7 +216,7 @@ fn named_templates_are_further_keys() {
         "debug".to_string(),
         "containers:\n- name: debug\n  image: busybox\n".to_string(),
     );
-    let set = TemplateSet::from_data("ns/envoy-injector", &data).unwrap();
+    let set = TemplateSet::from_data("ns/envoy-injector", &data, crate::template::KubeVersion::NEWEST).unwrap();
     assert_eq!(set.names().collect::<Vec<_>>(), ["config", "debug"]);
     assert_eq!(set.get("debug").unwrap().spec.containers[0].name, "debug");
 }
@@ -202,7 +226,9 @@ fn one_bad_key_refuses_the_whole_set() {
     let mut data = BTreeMap::new();
     data.insert("config".to_string(), EMBEDDED_DEFAULT.to_string());
     data.insert("broken".to_string(), "containers:\n- nam: x\n".to_string());
-    let err = TemplateSet::from_data("ns/cm", &data).unwrap_err().to_string();
+    let err = TemplateSet::from_data("ns/cm", &data, crate::template::KubeVersion::NEWEST)
+        .unwrap_err()
+        .to_string();
     assert!(err.contains("template `broken`"), "{err}");
 }
 
@@ -215,34 +241,45 @@ fn configmap_manifest_and_bare_template_both_load() {
             .map(|l| format!("    {l}\n"))
             .collect::<String>()
     );
-    let set = TemplateSet::from_text("cm.yaml", &manifest).unwrap();
+    let set = TemplateSet::from_text("cm.yaml", &manifest, crate::template::KubeVersion::NEWEST).unwrap();
     assert_eq!(
         set.get("config").unwrap().spec,
         TemplateSet::embedded().get("config").unwrap().spec
     );
-    let bare = TemplateSet::from_text("t.yaml", EMBEDDED_DEFAULT).unwrap();
+    let bare = TemplateSet::from_text("t.yaml", EMBEDDED_DEFAULT, crate::template::KubeVersion::NEWEST).unwrap();
     assert_eq!(bare.len(), 1);
 }
 
 #[test]
 fn configmap_with_non_string_data_names_key_and_line() {
     let text = "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: x}\ndata:\n  config: |\n    containers: []\n  volumes:\n  - name: v\n";
-    let err = TemplateSet::from_text("cm.yaml", text).unwrap_err().to_string();
+    let err = TemplateSet::from_text("cm.yaml", text, crate::template::KubeVersion::NEWEST)
+        .unwrap_err()
+        .to_string();
     assert!(err.contains("data key `volumes` at line 7 holds a list"), "{err}");
 }
 
 #[test]
 fn other_kinds_are_refused() {
-    let err = TemplateSet::from_text("x.yaml", "apiVersion: v1\nkind: Secret\n")
-        .unwrap_err()
-        .to_string();
+    let err = TemplateSet::from_text(
+        "x.yaml",
+        "apiVersion: v1\nkind: Secret\n",
+        crate::template::KubeVersion::NEWEST,
+    )
+    .unwrap_err()
+    .to_string();
     assert!(err.contains("expected kind ConfigMap"), "{err}");
     assert!(err.contains("found Secret"), "{err}");
 }
 
 #[test]
 fn native_sidecar_flag_parses() {
-    let t = Template::parse("n", "nativeSidecar: true\ncontainers:\n- name: proxy\n").unwrap();
+    let t = Template::parse(
+        "n",
+        "nativeSidecar: true\ncontainers:\n- name: proxy\n  image: envoy\n",
+        crate::template::KubeVersion::NEWEST,
+    )
+    .unwrap();
     assert_eq!(t.spec.native_sidecar, Some(true));
 }
 
@@ -250,12 +287,17 @@ fn native_sidecar_flag_parses() {
 /// restartPolicy decides).
 #[test]
 fn native_sidecar_is_true_false_or_absent() {
-    let parsed = |text: &str| Template::parse("n", text).unwrap().spec.native_sidecar;
+    let parsed = |text: &str| {
+        Template::parse("n", text, crate::template::KubeVersion::NEWEST)
+            .unwrap()
+            .spec
+            .native_sidecar
+    };
     assert_eq!(
-        parsed("nativeSidecar: false\ncontainers:\n- name: proxy\n"),
+        parsed("nativeSidecar: false\ncontainers:\n- name: proxy\n  image: envoy\n"),
         Some(false)
     );
-    assert_eq!(parsed("containers:\n- name: proxy\n"), None);
+    assert_eq!(parsed("containers:\n- name: proxy\n  image: envoy\n"), None);
 }
 
 #[test]
@@ -266,4 +308,77 @@ fn native_sidecar_other_than_a_boolean_names_field_and_line() {
         assert!(err.contains("line 3"), "{value}: {err}");
         assert!(err.contains("expected a boolean"), "{value}: {err}");
     }
+}
+
+/// A syntax error names one line: the file's, not also the template's own count.
+#[test]
+fn a_syntax_error_names_one_line_the_file_s() {
+    let file = "apiVersion: v1\nkind: ConfigMap\ndata:\n  config: |\n    containers:\n    - name: envoy\n      args: [a, b\n    volumes: []\n";
+    let err = TemplateSet::from_text("cm.yaml", file, crate::template::KubeVersion::NEWEST)
+        .unwrap_err()
+        .to_string();
+    assert_eq!(err.matches(" line ").count(), 1, "{err}");
+    assert!(err.contains("at line 8: did not find expected ',' or ']'"), "{err}");
+    let bare = TemplateSet::from_text(
+        "t.yaml",
+        "containers:\n- name: a\n  args: [a\n",
+        crate::template::KubeVersion::NEWEST,
+    )
+    .unwrap_err()
+    .to_string();
+    assert_eq!(bare.matches(" line ").count(), 1, "{bare}");
+}
+
+#[test]
+fn a_config_file_holds_one_document() {
+    let version = crate::template::KubeVersion::NEWEST;
+    let two = "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: envoy-injector}\ndata:\n  config: |\n    containers: [{name: a, image: a}]\n---\napiVersion: v1\nkind: Service\nmetadata: {name: web}\n";
+    let err = TemplateSet::from_text("all.yaml", two, version)
+        .unwrap_err()
+        .to_string();
+    assert_eq!(
+        err,
+        "config all.yaml: expected one document, a template or the `envoy-injector` ConfigMap (its `data` keys are the templates), found several: ConfigMap envoy-injector, Service web"
+    );
+    // Document markers around the one document are fine, and its lines stay the file's.
+    let marked = "---\ncontainers:\n- name: a\n  image: a\n  imagePullPolicy: x\n---\n";
+    let err = TemplateSet::from_text("t.yaml", marked, version)
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("field `containers[0].imagePullPolicy` at line 5"), "{err}");
+    assert!(TemplateSet::from_text("t.yaml", &marked.replace(" x", " Never"), version).is_ok());
+}
+
+/// `fromPod` names a container the template adds and an env var of it with a default.
+#[test]
+fn from_pod_is_checked_at_load_with_its_field_and_line() {
+    let with = |entry: &str| {
+        format!(
+            "containers:\n- name: proxy\n  image: envoy\n  env: [{{name: PORT, value: \"8080\"}}]\nfromPod:\n- {entry}\n"
+        )
+    };
+    assert!(
+        Template::parse(
+            "t",
+            &with("{value: appPort, container: proxy, env: PORT}"),
+            crate::template::KubeVersion::NEWEST
+        )
+        .is_ok()
+    );
+    let err = parse_err(&with("{value: appPort, container: other, env: PORT}"));
+    assert!(
+        err.contains(
+            "field `fromPod[0].container` at line 6: expected a container the template adds (`proxy`), found `other`"
+        ),
+        "{err}"
+    );
+    let err = parse_err(&with("{value: appPort, container: proxy, env: NOPE}"));
+    assert!(
+        err.contains("field `fromPod[0].env` at line 6") && err.contains("no such var `NOPE`"),
+        "{err}"
+    );
+    let err = parse_err(&with("{value: hostName, container: proxy, env: PORT}"));
+    assert!(err.contains("line 6") && err.contains("appPort"), "{err}");
+    let twice = with("{value: appPort, container: proxy, env: PORT}\n- {value: appPort, container: proxy, env: PORT}");
+    assert!(parse_err(&twice).contains("`PORT` of container `proxy` again"));
 }

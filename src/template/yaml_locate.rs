@@ -35,13 +35,42 @@ pub fn render_path(path: &[Segment]) -> String {
     out
 }
 
+/// A YAML parser's message without the places it names (`at line 5 column 8`): the
+/// line is reported apart, counted in the user's file, and a second line counted from
+/// elsewhere (a template's first line) would only mislead.
+pub fn without_locations(message: &str) -> String {
+    let mut out = String::with_capacity(message.len());
+    let mut rest = message;
+    while let Some(at) = rest.find(" at line ") {
+        out.push_str(&rest[..at]);
+        let after = &rest[at + " at line ".len()..];
+        let digits = after.bytes().take_while(u8::is_ascii_digit).count();
+        let mut tail = &after[digits..];
+        if digits == 0 {
+            out.push_str(" at line ");
+            rest = after;
+            continue;
+        }
+        if let Some(column) = tail.strip_prefix(" column ") {
+            let digits = column.bytes().take_while(u8::is_ascii_digit).count();
+            if digits > 0 {
+                tail = &column[digits..];
+            }
+        }
+        rest = tail;
+    }
+    out.push_str(rest);
+    out
+}
+
 enum Frame {
     Mapping { awaiting_key: bool, key: Option<String> },
     Sequence { next_index: usize },
 }
 
-/// Line (1-based) of every mapping key in the first document of `text`, by path, and for
-/// every literal block scalar (`key: |`) value the line before its first line.
+/// Line (1-based) of every mapping key and list entry in the first document of `text`, by
+/// path, and for every literal block scalar (`key: |`) value the line before its first
+/// line.
 #[derive(Default)]
 pub struct LineIndex {
     lines: HashMap<Vec<Segment>, usize>,
@@ -115,13 +144,14 @@ struct Collector {
 }
 
 impl Collector {
-    /// Called before a node (scalar or collection) that is a *value* starts: pushes the
-    /// segment that leads to it.
-    fn enter_value(&mut self) {
+    /// Called before a node (scalar or collection) that is a *value* starts on `line`:
+    /// pushes the segment that leads to it (a list entry's line is recorded here).
+    fn enter_value(&mut self, line: usize) {
         match self.stack.last_mut() {
             Some(Frame::Sequence { next_index }) => {
                 self.path.push(Segment::Index(*next_index));
                 *next_index += 1;
+                self.lines.entry(self.path.clone()).or_insert(line);
             }
             Some(Frame::Mapping { awaiting_key, key }) => {
                 *awaiting_key = true;
@@ -157,7 +187,7 @@ impl Collector {
                         *key = Some(value);
                     }
                 } else {
-                    self.enter_value();
+                    self.enter_value(line);
                     if style == ScalarStyle::Literal {
                         // The event starts on the block's first line that is not blank;
                         // the value keeps the blank ones before it as newlines.
@@ -175,19 +205,19 @@ impl Collector {
                         *key = Some(String::from("*alias"));
                     }
                 } else {
-                    self.enter_value();
+                    self.enter_value(line);
                     self.leave_value();
                 }
             }
             Event::MappingStart(..) => {
-                self.enter_value();
+                self.enter_value(line);
                 self.stack.push(Frame::Mapping {
                     awaiting_key: true,
                     key: None,
                 });
             }
             Event::SequenceStart(..) => {
-                self.enter_value();
+                self.enter_value(line);
                 self.stack.push(Frame::Sequence { next_index: 0 });
             }
             Event::MappingEnd | Event::SequenceEnd => {
@@ -221,6 +251,7 @@ mod tests {
             Some(6)
         );
         assert_eq!(index.line_of(&[key("volumes")]), Some(7));
+        assert_eq!(index.line_of(&[key("containers"), Segment::Index(1)]), Some(4));
         assert_eq!(index.line_of(&[key("nope")]), None);
     }
 
@@ -236,6 +267,18 @@ mod tests {
         // A quoted string has no line-for-line mapping; an absent key none at all.
         assert_eq!(lines.file_line("quoted", 1), None);
         assert_eq!(lines.file_line("nope", 1), None);
+    }
+
+    #[test]
+    fn a_message_loses_every_place_it_names() {
+        assert_eq!(
+            without_locations(
+                "did not find expected ',' or ']' at line 5 column 8, while parsing a flow sequence at line 4 column 9"
+            ),
+            "did not find expected ',' or ']', while parsing a flow sequence"
+        );
+        assert_eq!(without_locations("invalid type at line 3"), "invalid type");
+        assert_eq!(without_locations("a value at line x"), "a value at line x");
     }
 
     #[test]

@@ -73,7 +73,7 @@ mod tests {
             UninjectedGauge::new(per_event.clone()),
             UninjectedGauge::new(whole.clone()),
         );
-        let mut tracker = Tracker::new();
+        let mut tracker = Tracker::new(crate::inject::AnnotationOptIn::On);
         let mut seen = Vec::new();
         for event in steps {
             let label = format!("{event:?}");

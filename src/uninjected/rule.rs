@@ -2,8 +2,8 @@
 
 use kube::api::ObjectMeta;
 
-use crate::inject::policy::{self, Annotations};
-use crate::inject::{NamespaceOptIn, OptIn};
+use crate::inject::policy::{self, MetaMap, PodMeta};
+use crate::inject::{AnnotationOptIn, NamespaceOptIn, OptIn};
 
 /// What a Pod's own metadata says about its injection, before its namespace is read.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -27,13 +27,17 @@ impl Standing {
 /// A Pod's standing from its metadata; `None` when it never counts: it carries the
 /// `status` annotation (injected), opts out, or is being deleted (its replacement is on
 /// the way already).
-pub fn standing(meta: &ObjectMeta) -> Option<Standing> {
+/// `annotations` says whether the Pod's annotations opt it in.
+pub fn standing(meta: &ObjectMeta, annotations: AnnotationOptIn) -> Option<Standing> {
     if meta.deletion_timestamp.is_some() {
         return None;
     }
-    let annotations = meta.annotations.as_ref().map(|a| a as &dyn Annotations);
-    // With the label assumed, `decide` answers for the Pod's own annotations alone.
-    match policy::decide(annotations, NamespaceOptIn::Labeled) {
+    let pod = PodMeta::new(
+        meta.annotations.as_ref().map(|a| a as &dyn MetaMap),
+        meta.labels.as_ref().map(|l| l as &dyn MetaMap),
+    );
+    // With the label assumed, `decide` answers for the Pod's own metadata alone.
+    match policy::decide(pod, NamespaceOptIn::Labeled, annotations) {
         Ok(OptIn::NamespaceLabel) => Some(Standing::FollowsNamespace),
         Ok(own) => Some(Standing::Own(own)),
         Err(_) => None,
@@ -41,8 +45,8 @@ pub fn standing(meta: &ObjectMeta) -> Option<Standing> {
 }
 
 /// The rule: how the Pod is opted in, when it is and carries no `status` annotation.
-pub fn uninjected(meta: &ObjectMeta, namespace: NamespaceOptIn) -> Option<OptIn> {
-    standing(meta)?.under(namespace)
+pub fn uninjected(meta: &ObjectMeta, namespace: NamespaceOptIn, annotations: AnnotationOptIn) -> Option<OptIn> {
+    standing(meta, annotations)?.under(namespace)
 }
 
 #[cfg(test)]
@@ -77,12 +81,12 @@ mod tests {
         for (annotations, in_labelled, in_plain) in cases {
             let meta = meta("ns", annotations);
             assert_eq!(
-                uninjected(&meta, labelled),
+                uninjected(&meta, labelled, AnnotationOptIn::On),
                 in_labelled,
                 "{annotations:?} in a labelled namespace"
             );
             assert_eq!(
-                uninjected(&meta, plain),
+                uninjected(&meta, plain, AnnotationOptIn::On),
                 in_plain,
                 "{annotations:?} in a plain namespace"
             );
@@ -90,7 +94,7 @@ mod tests {
         let mut going = meta("ns", &[IN]);
         going.deletion_timestamp = Some(Time(k8s_openapi::jiff::Timestamp::UNIX_EPOCH));
         assert_eq!(
-            uninjected(&going, labelled),
+            uninjected(&going, labelled, AnnotationOptIn::On),
             None,
             "a Pod being deleted is being replaced already"
         );

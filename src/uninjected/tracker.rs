@@ -10,7 +10,7 @@ use kube::runtime::watcher::Event;
 
 use super::namespaces::Namespaces;
 use super::rule::{Standing, standing};
-use crate::inject::NamespaceOptIn;
+use crate::inject::{AnnotationOptIn, NamespaceOptIn};
 use crate::relist::Relisting;
 use crate::stale::{ByUid, Change, Interner, Tally, by_uid};
 
@@ -82,24 +82,29 @@ pub struct Tracker {
     namespaces: Interner,
     /// The first list is done: before it, nothing is shown.
     listed: bool,
+    /// Whether Pods' annotations opt them in (`serve --annotation-opt-in`).
+    annotations: AnnotationOptIn,
 }
 
 /// A Pod's entry; `None` without a namespace, or when it never counts.
-fn entry_of(pod: &PartialObjectMeta<Pod>, namespaces: &mut Interner) -> Option<Entry> {
+fn entry_of(pod: &PartialObjectMeta<Pod>, namespaces: &mut Interner, annotations: AnnotationOptIn) -> Option<Entry> {
     let meta = &pod.metadata;
-    let standing = standing(meta)?;
+    let standing = standing(meta, annotations)?;
     Some((namespaces.id(meta.namespace.as_deref()?), standing))
 }
 
 impl Tracker {
-    pub fn new() -> Tracker {
-        Tracker::default()
+    pub fn new(annotations: AnnotationOptIn) -> Tracker {
+        Tracker {
+            annotations,
+            ..Tracker::default()
+        }
     }
 
     /// Applies one watch event; says which namespace's value it moved.
     pub fn apply(&mut self, event: Event<PartialObjectMeta<Pod>>) -> Moved {
-        let namespaces = &mut self.namespaces;
-        match by_uid::apply(&mut self.pods, &event, |pod| entry_of(pod, namespaces)) {
+        let (namespaces, annotations) = (&mut self.namespaces, self.annotations);
+        match by_uid::apply(&mut self.pods, &event, |pod| entry_of(pod, namespaces, annotations)) {
             Change::Nothing => Moved::Nothing,
             Change::Swapped => {
                 self.listed = true;
@@ -174,7 +179,7 @@ mod tests {
     #[test]
     fn counts_follow_pods_namespace_labels_and_relists() {
         let mut labels = namespaces(&["apps"], &["other"]);
-        let mut tracker = Tracker::new();
+        let mut tracker = Tracker::new(AnnotationOptIn::On);
         tracker.apply(Event::Init);
         tracker.apply(Event::InitApply(pod(1, "apps", &[])));
         tracker.apply(Event::InitApply(pod(2, "apps", &[IN])));
@@ -243,7 +248,7 @@ mod tests {
 
     #[test]
     fn ten_thousand_pods_hold_well_under_300_bytes_each() {
-        let mut tracker = Tracker::new();
+        let mut tracker = Tracker::new(AnnotationOptIn::On);
         tracker.apply(Event::Init);
         for n in 0..10_000 {
             let namespace = format!("team-{:03}", n % 100);

@@ -19,6 +19,7 @@ use tracing::warn;
 use super::gauge::UninjectedGauge;
 use super::namespaces::Namespaces;
 use super::tracker::{Moved, Tracker};
+use crate::inject::AnnotationOptIn;
 use crate::metrics::{Metrics, NamespaceLabels};
 use crate::shutdown::CancellationToken;
 
@@ -34,6 +35,7 @@ pub async fn feed<S, N>(
     namespace_changed: Arc<Notify>,
     gauge: Family<NamespaceLabels, Gauge>,
     recount: Duration,
+    annotations: AnnotationOptIn,
     stop: CancellationToken,
 ) -> Tracker
 where
@@ -41,7 +43,7 @@ where
     N: Namespaces,
 {
     futures::pin_mut!(events);
-    let mut tracker = Tracker::new();
+    let mut tracker = Tracker::new(annotations);
     let mut gauge = UninjectedGauge::new(gauge);
     let mut tick = tokio::time::interval(recount);
     loop {
@@ -70,6 +72,7 @@ pub async fn run(
     namespaces: Store<PartialObjectMeta<Namespace>>,
     namespace_changed: Arc<Notify>,
     metrics: Metrics,
+    annotations: AnnotationOptIn,
     stop: CancellationToken,
 ) -> Tracker {
     let events =
@@ -80,6 +83,7 @@ pub async fn run(
         namespace_changed,
         metrics.pods_uninjected.clone(),
         RECOUNT_INTERVAL,
+        annotations,
         stop,
     )
     .await
@@ -121,6 +125,7 @@ mod tests {
             changed.clone(),
             gauge.clone(),
             Duration::from_secs(3600),
+            crate::inject::AnnotationOptIn::On,
             stop.clone(),
         ));
         let wait_for = async |want: Map<String, i64>| {

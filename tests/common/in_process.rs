@@ -54,6 +54,7 @@ pub fn app_state(readiness: Option<Readiness>) -> AppState {
     let readiness = readiness.unwrap_or_else(|| Arc::new(|| Ok(())));
     AppState {
         admission: Arc::new(Admission::new(templates, Arc::new(Standalone), metrics.clone())),
+        validation: envoy_injector::admission::TemplateValidation::new(envoy_injector::template::KubeVersion::NEWEST),
         registry: Arc::new(registry),
         metrics,
         readiness,

@@ -5,6 +5,8 @@
 
 #[path = "crd.rs"]
 pub mod crd;
+#[path = "helm.rs"]
+pub mod helm;
 #[path = "kubectl.rs"]
 pub mod kubectl;
 #[path = "metrics.rs"]

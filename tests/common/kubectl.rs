@@ -43,12 +43,29 @@ pub fn present_or_skip(what: &str) -> bool {
     false
 }
 
+/// The file `make test` collects every skip in (`TEST_SKIP_REPORT`), to end its run with
+/// one summary of them.
+pub const SKIP_REPORT_VAR: &str = "TEST_SKIP_REPORT";
+
 /// Says `SKIPPED {what}: {why}` straight to stderr, past the test harness's capture
-/// (`eprintln!` of a passing test is swallowed): a skip is seen without `--nocapture`.
+/// (`eprintln!` of a passing test is swallowed): a skip is seen without `--nocapture`. It is
+/// also noted, one line, in the file `TEST_SKIP_REPORT` names, when it names one.
 pub fn skipped(what: &str, why: &str) {
     let mut stderr = std::io::stderr().lock();
     let _ = writeln!(stderr, "SKIPPED {what}: {why}");
     let _ = stderr.flush();
+    if let Some(path) = std::env::var_os(SKIP_REPORT_VAR).filter(|p| !p.is_empty()) {
+        // One short append per line: test binaries running side by side do not interleave.
+        let line = format!("{what}: {}\n", why.replace('\n', " "));
+        let written = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&path)
+            .and_then(|mut file| file.write_all(line.as_bytes()));
+        if let Err(e) = written {
+            let _ = writeln!(stderr, "cannot note the skip in {}: {e}", path.to_string_lossy());
+        }
+    }
 }
 
 /// Under CI, panics saying that `what` needs kubectl and how to get it; elsewhere returns,

@@ -17,6 +17,11 @@ use serde_json::{Value, json};
 /// the order to apply them. `Err` when it fails or says anything on stderr (a template
 /// left to the webhook).
 pub fn compile(bin: &Path, configmap: &Value, namespace: &str) -> Result<Vec<Value>, String> {
+    compile_with(bin, configmap, namespace, &[])
+}
+
+/// [`compile`] with further flags of `policies` (`--annotation-opt-in=false`).
+pub fn compile_with(bin: &Path, configmap: &Value, namespace: &str, flags: &[&str]) -> Result<Vec<Value>, String> {
     let dir = tempfile::Builder::new()
         .prefix("envoy-injector-policies")
         .tempdir()
@@ -28,6 +33,7 @@ pub fn compile(bin: &Path, configmap: &Value, namespace: &str) -> Result<Vec<Val
         .args(["policies", "-f"])
         .arg(&file)
         .args(["--namespace", namespace, "-o", "json"])
+        .args(flags)
         .output()
         .map_err(|e| format!("cannot run {} policies: {e}", bin.display()))?;
     if !out.status.success() || !out.stderr.is_empty() {

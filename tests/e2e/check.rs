@@ -505,27 +505,29 @@ async fn policy_path(
         .iter()
         .map(|p| json!([p["verdict"], p["path"]["via"], p["path"]["kind"], p["path"]["policy"], p["path"]["binding"]]))
         .collect();
-    let policy = "envoy-injector-template-config";
-    let known = "envoy-injector-known-templates";
+    let (policy, by_namespace) = ("envoy-injector-inject", "envoy-injector-inject-namespace");
+    let annotated = "envoy-injector-inject-annotated";
+    let refused = "envoy-injector-refused";
     assert_eq!(
         paths,
         [
-            json!(["inject", "policy", "MutatingAdmissionPolicy", policy, policy]),
-            json!(["inject", "policy", "MutatingAdmissionPolicy", policy, policy]),
-            json!(["deny", "policy", "ValidatingAdmissionPolicy", policy, policy]),
-            json!(["deny", "policy", "ValidatingAdmissionPolicy", known, known]),
+            json!(["inject", "policy", "MutatingAdmissionPolicy", policy, by_namespace]),
+            json!(["inject", "policy", "MutatingAdmissionPolicy", annotated, annotated]),
+            json!(["deny", "policy", "ValidatingAdmissionPolicy", refused, refused]),
+            json!(["deny", "policy", "ValidatingAdmissionPolicy", refused, refused]),
             json!(["deny", "webhook", null, null, null]),
             json!(["skip", "webhook", null, null, null]),
         ],
         "{}",
         run.stdout
     );
-    // The API server agrees on who refuses: the validating policy where no webhook is
-    // called, the webhook first where one is (it picks policies up a moment after they
-    // are written).
+    // The API server agrees on who refuses: the validating policy the mark selects where
+    // no webhook is called, the webhook first where one is (it picks policies up a moment
+    // after they are written).
+    let by_policy = format!("ValidatingAdmissionPolicy '{refused}' with binding '{refused}' denied request");
     for (document, refused_by) in [
-        (&scenarios[2], format!("ValidatingAdmissionPolicy '{policy}' with binding '{policy}' denied request")),
-        (&scenarios[3], format!("ValidatingAdmissionPolicy '{known}' with binding '{known}' denied request")),
+        (&scenarios[2], by_policy.clone()),
+        (&scenarios[3], by_policy),
         (&scenarios[4], String::from("admission webhook \"namespace.sidecar.samplecrd.k8s.io\" denied the request")),
     ] {
         let document = document.to_string();
@@ -571,24 +573,21 @@ async fn policy_path(
     step!("check --missing: the Pod created before the policies is named so (golden policies-missing.txt)");
 
     // One binding deleted: the check fails, naming it; the Pod's path is the webhook's.
-    let deleted = kubectl(&["delete", "mutatingadmissionpolicybinding", policy], None).await;
+    let deleted = kubectl(&["delete", "mutatingadmissionpolicybinding", by_namespace], None).await;
     assert!(deleted.status.success(), "{}", describe_output(&deleted));
     let run = check(&with(&["-n", &reached])).await;
     golden("policy-deleted.txt", &normalise(&run.stdout, id));
     assert_eq!(run.code, 1, "a policy missing fails:\n{}", run.stdout);
     assert!(
-        run.stdout.contains(&format!("MutatingAdmissionPolicyBinding {policy} (template `config`): expected it, found none")),
+        run.stdout.contains(&format!("MutatingAdmissionPolicyBinding {by_namespace}: expected it, found none")),
         "{}",
         run.stdout
     );
 
-    // Put back, then its revision label edited: the check names both revisions.
+    // Put back, then the revision it holds edited: the check names both revisions.
     kubectl_apply(&compiled).await;
-    let edited = kubectl(
-        &["label", "mutatingadmissionpolicy", policy, "sidecar.samplecrd.k8s.io/revision=0ld0ld0ld0ld", "--overwrite"],
-        None,
-    )
-    .await;
+    let held = "sidecar.samplecrd.k8s.io/templates={\"config\":\"0ld0ld0ld0ld\"}";
+    let edited = kubectl(&["annotate", "mutatingadmissionpolicy", policy, held, "--overwrite"], None).await;
     assert!(edited.status.success(), "{}", describe_output(&edited));
     let run = check(&with(&["-n", &reached])).await;
     golden("policy-out-of-step.txt", &normalise(&run.stdout, id));
@@ -596,6 +595,7 @@ async fn policy_path(
     let live = envoy_injector::template::TemplateSet::from_data(
         "check",
         &std::collections::BTreeMap::from([("config".to_string(), AFTER_UPGRADE.to_string())]),
+        envoy_injector::template::KubeVersion::NEWEST,
     )
     .expect("the edited template")
     .get("config")
@@ -603,11 +603,12 @@ async fn policy_path(
     .revision
     .clone();
     assert!(
-        run.stdout.contains(&format!("MutatingAdmissionPolicy {policy}: labelled revision 0ld0ld0ld0ld, expected {live}")),
+        run.stdout
+            .contains(&format!("MutatingAdmissionPolicy {policy}: holds template `config` at revision 0ld0ld0ld0ld, expected {live}")),
         "{}",
         run.stdout
     );
-    step!("check fails a deleted policy binding and an edited revision label (golden policy-deleted.txt, policy-out-of-step.txt)");
+    step!("check fails a deleted policy binding and an edited revision (golden policy-deleted.txt, policy-out-of-step.txt)");
 
     // The webhook path configured with the policies still there: a warning.
     kubectl_apply(&[injector_deployment(injector, &["serve", "--injection=webhook"])]).await;
@@ -625,8 +626,7 @@ async fn policy_path(
 
 /// Runs everywhere: what `normalise` hides (the golden files are compared only against a
 /// cluster).
-#[test]
-fn normalise_hides_what_changes_from_run_to_run() {
+pub fn normalise_hides_what_changes_from_run_to_run() {
     let id = "0badcafe";
     let raw = "Secret ei-check-0badcafe/envoy-injector-tls: valid until 2027-01-02T03:04:05Z (364 days left) \
                https://127.0.0.1:40123/mutate pods: web-5d8f7c9b6-x2k4p";

@@ -46,7 +46,7 @@ const LOADED_SERIES: &str = "apiserver_manifest_admission_config_controller_last
 /// The guard's words, one per rule.
 const NOT_OURS_BEFORE: &str = "may change or delete only the admission policies it manages";
 const NOT_LABELLED: &str = "may write only admission policies labelled app.kubernetes.io/managed-by=envoy-injector";
-const NOT_NAMED: &str = "may write only admission policies named envoy-injector-template-*";
+const NOT_NAMED: &str = "may write only admission policies named envoy-injector-inject,";
 const NOT_POD_CREATE: &str = "may write only admission policies that match Pod CREATE and nothing else";
 const NOT_OUR_BINDING: &str = "may write only bindings of its own policies";
 
@@ -213,6 +213,31 @@ async fn run(suite: &Suite) -> TierResult {
         refused += 1;
     }
 
+    // The previous layout (a pair of policies per template): deleted, never written.
+    let previous = variant(policy, "", |o| o["metadata"]["name"] = json!("envoy-injector-template-config"));
+    scope.delete_later(resource_of(&previous), None, name(&previous));
+    let message = refused_with(
+        "a policy of the previous layout",
+        NOT_NAMED,
+        apply(&account, &previous).await,
+    );
+    step!("refused writing a policy of the previous layout: {message}");
+    refused += 1;
+    apply_as(&suite.client, FIELD_MANAGER, &previous)
+        .await
+        .unwrap_or_else(|e| panic!("expected an admin to write {}, found: {}", name(&previous), api_error(&e)));
+    dynamic(&account, &previous)
+        .delete(name(&previous), &DeleteParams::default())
+        .await
+        .unwrap_or_else(|e| {
+            panic!(
+                "expected the ServiceAccount to delete {} of the previous layout, found: {}",
+                name(&previous),
+                api_error(&e)
+            )
+        });
+    step!("deleted {} of the previous layout as the ServiceAccount", name(&previous));
+
     let deleted = dynamic(&account, &foreign_policy)
         .delete(&foreign, &DeleteParams::default())
         .await
@@ -301,19 +326,17 @@ async fn delete_as(client: &Client, objects: &[Value]) {
     }
 }
 
-/// The compiled template object of `kind` (the known-templates check is a validating
-/// policy too; the template's have a mutating sibling).
+/// The first compiled object of `kind`.
 fn find<'a>(compiled: &'a [Value], kind: &str) -> &'a Value {
     compiled
         .iter()
-        .find(|o| o["kind"] == kind && name(o).starts_with("envoy-injector-template-"))
-        .unwrap_or_else(|| panic!("expected a compiled {kind} of a template"))
+        .find(|o| o["kind"] == kind)
+        .unwrap_or_else(|| panic!("expected a compiled {kind}"))
 }
 
-/// `base` named `envoy-injector-template-guard-TAG` (still ours by name), then edited.
-fn variant(base: &Value, tag: &str, edit: impl FnOnce(&mut Value)) -> Value {
+/// `base` (still ours by name: the guard allows only the names it compiles), edited.
+fn variant(base: &Value, _what: &str, edit: impl FnOnce(&mut Value)) -> Value {
     let mut object = base.clone();
-    object["metadata"]["name"] = json!(format!("envoy-injector-template-guard-{tag}"));
     edit(&mut object);
     object
 }

@@ -1,17 +1,19 @@
 //! Cluster end-to-end suite: the real `envoy-injector` binary (the one cargo built for the
 //! tests) against whatever cluster `KUBECONFIG` names, checked through the Kubernetes API
-//! alone (Pods need not run). Without `KUBECONFIG` it prints one `SKIPPED cluster tiers`
-//! line and passes.
+//! alone (Pods need not run). Without `KUBECONFIG` every tier is reported `ignored` with
+//! why, and one `SKIPPED e2e tiers` line says how to run them.
 //!
 //! The tiers share one API server and cluster-wide objects (webhook configurations, the
-//! `envoy-injector` namespace and Lease, all Networks), so one `#[test]` runs them one at a
-//! time, in this order, the API-outage tier last. Each is a file of this directory (`local`
+//! `envoy-injector` namespace and Lease, all Networks), so this binary's own harness
+//! (`support::harness`, `harness = false`) runs them as one test each, one at a time, in
+//! this order, the API-outage tier last, after the set's checks that need no cluster. Each is a file of this directory (`local`
 //! a directory, one file per capability):
 //!
 //! | tier | proves |
 //! |---|---|
 //! | `local` | `serve` here behind a `url:` webhook: controller and admission (see the file) |
 //! | `validate` | the shipped validating webhook at `kubectl apply` time: a broken template ConfigMap refused with the reload path's message, a good one admitted, the webhook down lets applies through |
+//! | `values` | the value rules against the API server: for each template of `tests/fixtures/template-values.yaml`, the injector's verdict equals a server-side dry run's of a Pod holding it |
 //! | `check` | `envoy-injector check` on scenarios built in the cluster (every decision rule, injected Pods, the upgrade of the default template: new Pods get the new sidecar and `--stale` lists the Deployment on the old one, a foreign `caBundle`, an expired certificate, a Service without endpoints; the compiled admission policies applied: the path of each Pod, `--missing`, a policy deleted or out of step) against `tests/golden/check/` |
 //! | `missing` | opted-in Pods created while no webhook configuration exists (and before their namespace's label): counted by `envoy_injector_pods_uninjected` of a running `serve`, listed by `check --missing` (JSON, text, exit 1) with the reason and the fix; the printed fixes run: the gauge drops to 0, exit 0; `--watch-uninjected=false`: no series |
 //! | `overrides` | `serve` here in cluster mode: a namespace's template label picks the template; a Deployment's `override.memory-limit` lands on each Pod and in the status; `override.cpu-request: "8"` denied with annotation, value, bound and template; a label naming no template denies |
@@ -24,6 +26,7 @@
 //! | `replicas` | two processes on one ClusterIP (`--reuse-port`): one Lease holder reconciles; SIGKILL of it: takeover within the bound, every opted-in Pod injected |
 //! | `upgrade` | a rolling upgrade as the Deployment does it (`maxUnavailable: 0`) under a Pod loop: 0 failed, 0 uninjected; the Lease handed over within 5 s of its holder's SIGTERM |
 //! | `workloads` | a Deployment's Pods, namespace-label opt-in, opt-out, `dryRun=All`, template edit to next Pod latency |
+//! | `removal` | nothing acts on Pods after the installation goes: `manifests/` applied, a replica in the shipped mode writes the compiled policies, each owned by the ValidatingWebhookConfiguration; removed while it runs by `kubectl delete -k manifests/`, then (installed again and taken over by a Helm release, every uid kept) by `helm uninstall`: each time within 60 s no policy, binding or webhook configuration of ours is left, and an opted-in Pod is stored as written |
 //! | `outage` | `$CONTROLPLANE_SH restart-apiserver` (`DOWN_S=15`): alive, `/readyz`, serving from cache, watches resume |
 //!
 //! Environment:
@@ -44,7 +47,7 @@
 //! so they need an API server on this machine; `validate`, `check`, `missing`, `overrides`
 //! and `controller` start processes of their own, so they skip with `E2E_MODE=in-cluster`.
 //! The tiers `deployed`, `guard`, `replicas`,
-//! `upgrade`, `workloads` and `outage` need Service ClusterIPs that are loopback addresses of
+//! `upgrade`, `workloads`, `removal` and `outage` need Service ClusterIPs that are loopback addresses of
 //! this machine (see `support/install.rs`) and may bind port 443. Each skips, loudly, where
 //! it cannot run. Each test namespace is `ei-e2e-<tier>-<random>` (tier `check`'s are
 //! `ei-check-<random>[-labelled|-plain]`, as its golden files show them) and is deleted at
@@ -71,6 +74,7 @@ macro_rules! tiers {
 tiers![
     local,
     validate,
+    values,
     check,
     missing,
     overrides,
@@ -83,16 +87,34 @@ tiers![
     replicas,
     upgrade,
     workloads,
+    removal,
     outage
 ];
 
-#[test]
-fn cluster_tiers() {
-    support::run_tiers(&support::TierSet {
+fn main() -> std::process::ExitCode {
+    support::harness::main(&support::TierSet {
         name: "e2e",
         kubeconfig_var: "KUBECONFIG",
         how_to_run: "Run them against any cluster with `KUBECONFIG=/path/to/kubeconfig make test`; on kind: \
                      `make kind-up`, then `make e2e-local` (this machine's binary) or `make e2e` (the deployed image)",
         tiers: TIERS,
-    });
+        checks: &[
+            support::Check {
+                name: "local::cluster_inputs_are_well_formed",
+                run: local::inputs::cluster_inputs_are_well_formed,
+            },
+            support::Check {
+                name: "local::in_cluster_inputs_are_well_formed",
+                run: local::inputs::in_cluster_inputs_are_well_formed,
+            },
+            support::Check {
+                name: "check::normalise_hides_what_changes_from_run_to_run",
+                run: check::normalise_hides_what_changes_from_run_to_run,
+            },
+            support::Check {
+                name: "harness::filters_select_as_libtest_s_do",
+                run: support::harness::filters_select_as_libtest_s_do,
+            },
+        ],
+    })
 }

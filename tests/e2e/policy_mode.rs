@@ -7,20 +7,22 @@
 //! without a sidecar; a bad edit keeps the last good objects; a deleted template's objects
 //! go and a Pod naming it is denied; a restart over converged state writes nothing; with
 //! no replica running, Pods are still injected and an edit changes nothing until a replica
-//! is back, which catches up; `--injection=webhook` removes every object it wrote.
+//! is back, which catches up; `--injection=webhook` removes every object it wrote. Every
+//! object is owned by the ValidatingWebhookConfiguration `--policy-owner` names (one
+//! without webhooks, created by the tier). First, the objects of the previous layout,
+//! applied by hand, are replaced while Pods are created: none refused, none without the
+//! sidecar.
 
 use std::time::{Duration, Instant};
 
 use envoy_injector::tls;
-use k8s_openapi::api::admissionregistration::v1::{
-    MutatingAdmissionPolicy, MutatingAdmissionPolicyBinding, ValidatingAdmissionPolicy,
-    ValidatingAdmissionPolicyBinding,
-};
+use k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration;
 use k8s_openapi::api::core::v1::ConfigMap;
-use kube::api::{Api, ApiResource, DynamicObject, ListParams, Patch, PatchParams};
+use kube::api::{Api, ApiResource, Patch, PatchParams};
 use serde_json::json;
 
 use crate::common::metrics::metric_value;
+use crate::common::policies::narrow;
 use crate::support::*;
 
 pub const TIER: Tier = Tier {
@@ -28,55 +30,59 @@ pub const TIER: Tier = Tier {
     run: |suite| Box::pin(run(suite)),
 };
 
-const MANAGED: &str = "app.kubernetes.io/managed-by=envoy-injector";
+/// What `policies -f` printed for this tier's templates before the present layout.
+const PREVIOUS_LAYOUT: &str = "tests/fixtures/policies/previous-layout.yaml";
 const TEMPLATE_ANNOTATION: &str = "sidecar.samplecrd.k8s.io/template";
-const REVISION: &str = "sidecar.samplecrd.k8s.io/revision";
+/// The annotation of a mutating policy: the templates it holds, with their revisions.
+const TEMPLATES: &str = "sidecar.samplecrd.k8s.io/templates";
+/// The compiled objects' names, sorted by kind then name as [`ours`] lists them (with
+/// annotation opt-in on, `serve`'s default).
+const LAYOUT: [&str; 7] = [
+    "envoy-injector-inject",
+    "envoy-injector-inject-annotated",
+    "envoy-injector-inject-annotated",
+    "envoy-injector-inject-label",
+    "envoy-injector-inject-namespace",
+    "envoy-injector-refused",
+    "envoy-injector-refused",
+];
 
-fn kinds() -> [ApiResource; 4] {
-    [
-        ApiResource::erase::<MutatingAdmissionPolicy>(&()),
-        ApiResource::erase::<MutatingAdmissionPolicyBinding>(&()),
-        ApiResource::erase::<ValidatingAdmissionPolicy>(&()),
-        ApiResource::erase::<ValidatingAdmissionPolicyBinding>(&()),
-    ]
-}
-
-/// Every compiled object in the cluster: (kind, name, revision label, resourceVersion).
+/// Every compiled object in the cluster: (kind, name, templates it holds, resourceVersion).
 async fn ours(client: &kube::Client) -> Vec<(String, String, String, String)> {
-    let mut out = Vec::new();
-    for kind in kinds() {
-        let api: Api<DynamicObject> = Api::all_with(client.clone(), &kind);
-        let list = api
-            .list_metadata(&ListParams::default().labels(MANAGED))
-            .await
-            .unwrap_or_else(|e| panic!("expected to list {}, found: {}", kind.kind, api_error(&e)));
-        for item in list.items {
-            let meta = item.metadata;
-            out.push((
-                kind.kind.clone(),
+    let mut out: Vec<_> = compiled_objects(client)
+        .await
+        .unwrap_or_else(|e| panic!("{e}"))
+        .into_iter()
+        .map(|(kind, meta)| {
+            (
+                kind,
                 meta.name.unwrap_or_default(),
-                meta.labels.and_then(|l| l.get(REVISION).cloned()).unwrap_or_default(),
+                meta.annotations.and_then(|a| a.get(TEMPLATES).cloned()).unwrap_or_default(),
                 meta.resource_version.unwrap_or_default(),
-            ));
-        }
-    }
+            )
+        })
+        .collect();
     out.sort();
     out
 }
 
-/// Waits until the compiled objects are those of `templates`, each at its revision.
+/// Waits until the compiled objects are those of the layout, the mutating policies
+/// holding `templates`, each at its revision.
 async fn in_step(client: &kube::Client, templates: &[(&str, String)]) -> Vec<(String, String, String, String)> {
-    let want: Vec<(String, String)> = templates
+    let want: std::collections::BTreeMap<&str, String> = templates
         .iter()
-        .map(|(name, text)| (format!("envoy-injector-template-{name}"), envoy_injector::template::content_revision(text)))
+        .map(|(name, text)| (*name, envoy_injector::template::content_revision(text)))
         .collect();
     wait_for("the compiled policies to follow the ConfigMap", PATIENCE, async || {
         let found = ours(client).await;
-        let complete = want.iter().all(|(name, revision)| {
-            found.iter().filter(|(_, n, r, _)| n == name && r == revision).count() == 4
-        }) && found.iter().filter(|(_, n, _, _)| n == "envoy-injector-known-templates").count() == 2
-            && found.len() == want.len() * 4 + 2;
-        if complete { Ok(found) } else { Err(format!("{found:?}")) }
+        let names: Vec<&str> = found.iter().map(|(_, n, _, _)| n.as_str()).collect();
+        let held = found
+            .iter()
+            .filter(|(kind, _, _, _)| kind == "MutatingAdmissionPolicy")
+            .all(|(_, _, held, _)| {
+                serde_json::from_str::<std::collections::BTreeMap<&str, String>>(held).is_ok_and(|h| h == want)
+            });
+        if names == LAYOUT && held { Ok(found) } else { Err(format!("{found:?}")) }
     })
     .await
 }
@@ -102,8 +108,8 @@ async fn run(suite: &Suite) -> TierResult {
     let apps = TestNs::create(client, &scope, "policy-mode", &[]).await;
     suite.install_network_crd().await;
     // Whatever the run leaves, the cluster-wide objects go with the tier.
-    for kind in kinds() {
-        for name in ["envoy-injector-template-config", "envoy-injector-template-canary", "envoy-injector-known-templates"] {
+    for kind in policy_kinds() {
+        for name in LAYOUT.iter().chain(&["envoy-injector-template-config", "envoy-injector-template-canary", "envoy-injector-known-templates"]) {
             scope.delete_later(kind.clone(), None, name);
         }
     }
@@ -112,8 +118,27 @@ async fn run(suite: &Suite) -> TierResult {
     let canary = String::from("containers:\n- name: envoy-canary\n  image: docker.io/library/busybox:1.36\n");
     set_templates(&configmaps, json!({"config": v1, "canary": canary})).await;
 
+    // The previous layout, applied by hand from an earlier `policies -f` (bound to this
+    // tier's namespace), injects until the Lease holder replaces it; a Pod loop runs
+    // through the replacement.
+    let text = std::fs::read_to_string(manifest_path(PREVIOUS_LAYOUT)).expect("the previous layout's fixture");
+    let previous: Vec<serde_json::Value> = serde_yaml_ng::Deserializer::from_str(&text)
+        .map(|doc| serde::Deserialize::deserialize(doc).expect("a YAML object"))
+        .collect();
+    kubectl_apply(&narrow(&previous, std::slice::from_ref(&apps.name))).await;
+    let opted = pod("e2e-by-policy", &[(INJECT, "true")], DEFAULT_IMAGE);
+    wait_for("a Pod injected by the previous layout", PATIENCE, async || {
+        let p = apps.create_pod(&opted, true).await.map_err(|e| api_error(&e))?;
+        container(&p, "envoy").map(|_| ()).ok_or_else(|| describe_pod(&p))
+    })
+    .await;
+    let migrating = PodLoop::start(&apps, "e2e-migrate", DEFAULT_IMAGE, LOOP_PAUSE, false);
+    tokio::time::sleep(Duration::from_millis(500)).await;
+
+    let owner = format!("envoy-injector-{}", injector.name);
+    let owner_uid = create_owner(client, &scope, &owner).await;
     let certs = tls::generate(INJECTOR_NAME, &injector.name, &["127.0.0.1".to_string()], 1).expect("test certificates");
-    let args = ["--namespace", &injector.name, "--network-backend", "none", "--identity", "policy-mode-a", "--injection", "policy"];
+    let args = ["--namespace", &injector.name, "--network-backend", "none", "--identity", "policy-mode-a", "--injection", "policy", "--policy-owner", &owner];
     let (serve, webhook) = serve_on_loopback("policy-mode", &certs, &args).await;
     serve.wait_ready().await;
     register_shipped_webhooks(
@@ -137,10 +162,27 @@ async fn run(suite: &Suite) -> TierResult {
         "a log line says the injection mode"
     );
     let converged = in_step(client, &[("canary", canary.clone()), ("config", v1.clone())]).await;
-    step!("policy mode: {} compiled objects applied, labelled ours, at each template's revision", converged.len());
+    owned_by(client, &owner_uid).await;
+    step!(
+        "policy mode: {} compiled objects applied, labelled ours, at each template's revision, owned by {owner}",
+        converged.len()
+    );
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let report = migrating.stop().await;
+    assert!(
+        report.failed.is_empty() && report.created > 0,
+        "expected every Pod created while the previous layout was replaced, found: {}: {:?}",
+        report.summary(),
+        report.failed
+    );
+    apps.loop_pods_injected("e2e-migrate", &["envoy"]).await;
+    step!(
+        "the previous layout ({} objects applied by hand) replaced and removed by the Lease holder; Pod loop through it: {}",
+        previous.len(),
+        report.summary()
+    );
 
     // Injected by the policy, the webhook not called.
-    let opted = pod("e2e-by-policy", &[(INJECT, "true")], DEFAULT_IMAGE);
     wait_for("a Pod injected by the policy", PATIENCE, async || {
         let before = serve.admissions().await;
         let p = apps.create_pod(&opted, true).await.map_err(|e| api_error(&e))?;
@@ -204,7 +246,7 @@ async fn run(suite: &Suite) -> TierResult {
     // A restart over converged state writes nothing.
     let settled = ours(client).await;
     drop(serve);
-    let args_b = ["--namespace", &injector.name, "--network-backend", "none", "--identity", "policy-mode-b", "--injection", "policy"];
+    let args_b = ["--namespace", &injector.name, "--network-backend", "none", "--identity", "policy-mode-b", "--policy-owner", &owner, "--injection", "policy"];
     let (serve, _) = serve_on_loopback("policy-mode-b", &certs, &args_b).await;
     serve.wait_ready().await;
     wait_for("the restarted replica to find the policies in step", PATIENCE, async || {
@@ -243,7 +285,7 @@ async fn run(suite: &Suite) -> TierResult {
         describe_pod(&p)
     );
     step!("no replica running: {}; the edit waits", report.summary());
-    let args_c = ["--namespace", &injector.name, "--network-backend", "none", "--identity", "policy-mode-c", "--injection", "policy"];
+    let args_c = ["--namespace", &injector.name, "--network-backend", "none", "--identity", "policy-mode-c", "--policy-owner", &owner, "--injection", "policy"];
     let (serve, _) = serve_on_loopback("policy-mode-c", &certs, &args_c).await;
     serve.wait_ready().await;
     in_step(client, &[("config", v3.clone())]).await;
@@ -251,7 +293,7 @@ async fn run(suite: &Suite) -> TierResult {
 
     // Webhook mode removes every object it wrote.
     drop(serve);
-    let args_d = ["--namespace", &injector.name, "--network-backend", "none", "--identity", "policy-mode-d", "--injection", "webhook"];
+    let args_d = ["--namespace", &injector.name, "--network-backend", "none", "--identity", "policy-mode-d", "--policy-owner", &owner, "--injection", "webhook"];
     let (serve, _) = serve_on_loopback("policy-mode-d", &certs, &args_d).await;
     serve.wait_ready().await;
     wait_for("webhook mode to remove the compiled policies", PATIENCE, async || {
@@ -264,4 +306,31 @@ async fn run(suite: &Suite) -> TierResult {
     step!("--injection=webhook: every compiled object removed");
     drop(serve);
     Ok(format!("template edit → next Pod {} ms", ms(latency)))
+}
+
+/// A ValidatingWebhookConfiguration without webhooks, to own the compiled objects (the
+/// shipped one is the tier `deployed`'s); `scope` deletes it. Returns its uid.
+async fn create_owner(client: &kube::Client, scope: &Scope, name: &str) -> String {
+    scope.delete_later(ApiResource::erase::<ValidatingWebhookConfiguration>(&()), None, name);
+    let api: Api<ValidatingWebhookConfiguration> = Api::all(client.clone());
+    let owner = json!({"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingWebhookConfiguration",
+                       "metadata": {"name": name, "labels": {PART_OF.0: PART_OF.1}}});
+    let created = api
+        .patch(name, &PatchParams::apply(FIELD_MANAGER).force(), &Patch::Apply(&owner))
+        .await
+        .unwrap_or_else(|e| panic!("expected to create ValidatingWebhookConfiguration {name}, found: {}", api_error(&e)));
+    created.metadata.uid.expect("a stored object has a uid")
+}
+
+/// Every compiled object is owned by the owner at `uid`, without `blockOwnerDeletion`.
+async fn owned_by(client: &kube::Client, uid: &str) {
+    for (kind, meta) in compiled_objects(client).await.unwrap_or_else(|e| panic!("{e}")) {
+        let owners = meta.owner_references.unwrap_or_default();
+        assert!(
+            owners.len() == 1 && owners[0].uid == uid && owners[0].block_owner_deletion.is_none(),
+            "expected {kind} {:?} owned by the ValidatingWebhookConfiguration at uid {uid} alone, without \
+             blockOwnerDeletion, found {owners:?}",
+            meta.name
+        );
+    }
 }

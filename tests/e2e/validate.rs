@@ -50,6 +50,7 @@ async fn run(suite: &Suite) -> TierResult {
     let expected = TemplateSet::from_data(
         &format!("{}/{INJECTOR_NAME}", ns.name),
         &[("config".to_string(), BROKEN.to_string())].into(),
+        envoy_injector::template::KubeVersion::NEWEST,
     )
     .expect_err("the broken template does not parse")
     .to_string();

@@ -6,14 +6,15 @@
 use std::collections::BTreeMap;
 
 use envoy_injector::check::cel;
+use envoy_injector::inject::PodView;
 use envoy_injector::inject::join::joined;
 use envoy_injector::inject::join::network_name;
-use envoy_injector::inject::policy::{NamespaceOptIn, decide, opted_in};
+use envoy_injector::inject::policy::{AnnotationOptIn, NamespaceOptIn, decide, opted_in};
 use k8s_openapi::api::admissionregistration::v1::{
     MutatingWebhook, MutatingWebhookConfiguration, ValidatingWebhookConfiguration,
 };
 use k8s_openapi::api::core::v1::Namespace;
-use serde_json::{Map, Value, json};
+use serde_json::{Value, json};
 
 use crate::support::*;
 
@@ -32,8 +33,12 @@ fn webhook_configuration_has_the_designed_properties() {
     let names: Vec<&str> = hooks.iter().map(|h| h.name.as_str()).collect();
     assert_eq!(
         names,
-        ["namespace.sidecar.samplecrd.k8s.io", "pod.sidecar.samplecrd.k8s.io"],
-        "two webhook entries"
+        [
+            "namespace.sidecar.samplecrd.k8s.io",
+            "label.sidecar.samplecrd.k8s.io",
+            "pod.sidecar.samplecrd.k8s.io"
+        ],
+        "three webhook entries"
     );
     for hook in &hooks {
         let name = &hook.name;
@@ -47,9 +52,10 @@ fn webhook_configuration_has_the_designed_properties() {
         );
         assert_eq!(hook.match_policy.as_deref(), Some("Equivalent"), "{name} matchPolicy");
         assert_eq!(hook.admission_review_versions, ["v1"], "{name} admissionReviewVersions");
-        assert!(
-            hook.object_selector.is_none(),
-            "{name}: no objectSelector (matchConditions decide)"
+        assert_eq!(
+            hook.match_conditions.as_deref().unwrap_or_default().len(),
+            1,
+            "{name}: one matchCondition (the API server evaluates every one of an entry)"
         );
 
         let client = &hook.client_config;
@@ -138,7 +144,7 @@ fn namespace_selectors_send_no_pod_twice_and_never_the_injectors_own() {
         (
             "plain namespace",
             ns("apps", None),
-            vec!["pod.sidecar.samplecrd.k8s.io"],
+            vec!["label.sidecar.samplecrd.k8s.io", "pod.sidecar.samplecrd.k8s.io"],
         ),
         (
             "labelled enabled",
@@ -193,21 +199,43 @@ fn match_conditions(hook: &MutatingWebhook, pod: &Value) -> Vec<(String, bool)> 
         .collect()
 }
 
+/// The entries the API server calls for `pod` in a namespace with `namespace_labels`: the
+/// selectors select it and the one matchCondition holds.
+fn called<'h>(hooks: &'h [MutatingWebhook], namespace_labels: &BTreeMap<String, String>, pod: &Value) -> Vec<&'h str> {
+    let pod_labels: BTreeMap<String, String> = pod["metadata"]["labels"]
+        .as_object()
+        .map(|l| {
+            l.iter()
+                .map(|(k, v)| (k.clone(), v.as_str().unwrap_or_default().to_string()))
+                .collect()
+        })
+        .unwrap_or_default();
+    hooks
+        .iter()
+        .filter(|hook| {
+            selects(
+                hook.namespace_selector.as_ref().expect("checked elsewhere"),
+                namespace_labels,
+            ) && hook
+                .object_selector
+                .as_ref()
+                .is_none_or(|selector| selects(selector, &pod_labels))
+                && match_conditions(hook, pod).iter().all(|(_, value)| *value)
+        })
+        .map(|hook| hook.name.as_str())
+        .collect()
+}
+
 #[test]
 fn match_conditions_select_exactly_the_pods_the_injector_injects() {
     let Some(docs) = rendered() else { return };
     let hooks = webhooks(docs);
-    let by_name = |name: &str| {
-        hooks
-            .iter()
-            .find(|h| h.name == name)
-            .expect("checked elsewhere")
-            .clone()
-    };
-    let namespace_hook = by_name("namespace.sidecar.samplecrd.k8s.io");
-    let pod_hook = by_name("pod.sidecar.samplecrd.k8s.io");
+    let annotation_entry = "pod.sidecar.samplecrd.k8s.io";
+    // `serve --annotation-opt-in=false` goes with the configuration without that entry.
+    let without_annotations: Vec<MutatingWebhook> =
+        hooks.iter().filter(|h| h.name != annotation_entry).cloned().collect();
 
-    let cases: Vec<Option<Value>> = vec![
+    let annotation_cases: Vec<Option<Value>> = vec![
         None,
         Some(json!({})),
         Some(json!({ "team": "a" })),
@@ -234,10 +262,32 @@ fn match_conditions_select_exactly_the_pods_the_injector_injects() {
         Some(json!({ STATUS: "{}", NETWORK: "blue" })),
         Some(json!({ INJECT: "true", NETWORK: "blue" })),
     ];
-    let joined_labels = [None, Some(json!({ NETWORK: "blue" })), Some(json!({ NETWORK: "red" }))];
-    for (annotations, labels) in cases
+    let label_cases = [
+        None,
+        Some(json!({ NETWORK: "blue" })),
+        Some(json!({ NETWORK: "red" })),
+        Some(json!({ INJECT: "true" })),
+        Some(json!({ INJECT: "true", NETWORK: "blue" })),
+        Some(json!({ INJECT: "false" })),
+        // What no selector `In [true]` matches: no opt-in, for the webhook as for the API server.
+        Some(json!({ INJECT: "True" })),
+    ];
+    let namespaces = [
+        (
+            NamespaceOptIn::Labeled,
+            BTreeMap::from([
+                ("kubernetes.io/metadata.name".to_string(), "apps".to_string()),
+                (INJECT.to_string(), "enabled".to_string()),
+            ]),
+        ),
+        (
+            NamespaceOptIn::NotLabeled,
+            BTreeMap::from([("kubernetes.io/metadata.name".to_string(), "apps".to_string())]),
+        ),
+    ];
+    for (annotations, labels) in annotation_cases
         .iter()
-        .flat_map(|a| joined_labels.iter().map(move |l| (a.clone(), l.clone())))
+        .flat_map(|a| label_cases.iter().map(move |l| (a.clone(), l.clone())))
     {
         let mut metadata = json!({ "name": "p", "namespace": "apps" });
         if let Some(a) = &annotations {
@@ -250,31 +300,27 @@ fn match_conditions_select_exactly_the_pods_the_injector_injects() {
             "apiVersion": "v1", "kind": "Pod", "metadata": metadata,
             "spec": { "containers": [{ "name": "app", "image": "app" }] },
         });
-        let map: Option<Map<String, Value>> = annotations.as_ref().and_then(|a| a.as_object().cloned());
-        for (hook, namespace) in [
-            (&namespace_hook, NamespaceOptIn::Labeled),
-            (&pod_hook, NamespaceOptIn::NotLabeled),
-        ] {
-            let view = envoy_injector::inject::PodView::read(&pod);
-            let dyn_annotations = map
-                .as_ref()
-                .map(|m| m as &dyn envoy_injector::inject::policy::Annotations);
-            // Its work: an injection, or the join of a Pod a policy injected.
-            let joins = dyn_annotations.is_some_and(|a| a.flag(STATUS).is_some())
-                && opted_in(dyn_annotations, namespace).is_ok()
-                && network_name(dyn_annotations).is_some_and(|name| !joined(&view, name));
-            let injects = decide(dyn_annotations, namespace).is_ok() || joins;
-            let conditions = match_conditions(hook, &pod);
-            let called = conditions.iter().all(|(_, value)| *value);
-            assert_eq!(
-                called,
-                injects,
-                "{}: the API server would {} the webhook for a Pod with annotations {annotations:?} and labels {labels:?} (conditions \
-                 {conditions:?}), but the injector's policy ({namespace:?}) {} it",
-                hook.name,
-                if called { "call" } else { "not call" },
-                if injects { "injects" } else { "does not inject" }
-            );
+        let view = PodView::read(&pod);
+        for (namespace, namespace_labels) in &namespaces {
+            for (rule, hooks) in [
+                (AnnotationOptIn::On, &hooks),
+                (AnnotationOptIn::Off, &without_annotations),
+            ] {
+                // Its work: an injection, or the join of a Pod a policy injected.
+                let annotated = view.annotations_for_policy();
+                let joins = annotated.is_some_and(|a| a.flag(STATUS).is_some())
+                    && opted_in(view.meta(), *namespace, rule).is_ok()
+                    && network_name(annotated).is_some_and(|name| !joined(&view, name));
+                let injects = decide(view.meta(), *namespace, rule).is_ok() || joins;
+                let called = called(hooks, namespace_labels, &pod);
+                assert_eq!(
+                    called.len(),
+                    usize::from(injects),
+                    "the API server would call {called:?} for a Pod with annotations {annotations:?} and labels {labels:?} \
+                     in a namespace {namespace:?} (annotation opt-in {rule:?}), but the injector's decision {} it",
+                    if injects { "injects" } else { "does not inject" }
+                );
+            }
         }
     }
 }

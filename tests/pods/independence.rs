@@ -30,15 +30,19 @@ pub const TIER: Tier = Tier {
 /// Pods each loop creates at least.
 const AT_LEAST: usize = 150;
 const PAUSE: Duration = Duration::from_millis(50);
-const POLICY: &str = "envoy-injector-template-config";
-const REVISION: &str = "sidecar.samplecrd.k8s.io/revision";
+/// The compiled policy the loop's annotated Pods meet (one for every template).
+const POLICY: &str = "envoy-injector-inject-annotated";
+/// The annotation of a mutating policy: the templates it holds, with their revisions.
+const TEMPLATES: &str = "sidecar.samplecrd.k8s.io/templates";
 const LOOP_LABEL: &str = "e2e.samplecrd.k8s.io/independence";
 
-/// The revision label of the compiled policy of `config`, if it exists.
+/// The revision of `config` the compiled policy holds, if it exists.
 async fn policy_revision(client: &kube::Client) -> Option<String> {
     let api: Api<MutatingAdmissionPolicy> = Api::all(client.clone());
     let policy = api.get_opt(POLICY).await.ok().flatten()?;
-    policy.metadata.labels?.get(REVISION).cloned()
+    let held: std::collections::BTreeMap<String, String> =
+        serde_json::from_str(policy.metadata.annotations?.get(TEMPLATES)?).ok()?;
+    held.get("config").cloned()
 }
 
 async fn config_revision(installation: &Installation) -> String {

@@ -23,6 +23,7 @@
 //! | `rollouts` | while opted-in Pods are created every ~50 ms: `kubectl rollout restart` of the injector, deleting one injector Pod, a rolling update to `E2E_IMAGE_NEXT`: each with 0 failed creates and 0 Pods without the sidecar; the slowest create of each is printed |
 //! | `template_rollout` | a template edit brought to running Pods (the injector deployed with `make deploy AUTO_ROLLOUT=1`): `rollout` brings two Deployments, a StatefulSet and a DaemonSet to the new revision, Ready, never more Pods unavailable than each strategy allows (sampled every 200 ms), after a `--dry-run` that changed nothing; a Deployment whose new Pods fail readiness stops the run (exit 1) and the one after it stays on the old revision, untouched; the automatic mode restarts a labelled namespace's two Deployments one at a time, the interval apart (Events, `envoy_injector_rollouts_total`), and nothing elsewhere; `check --drift` names a Pod whose app lost the sidecar's mount |
 //! | `independence` | policy mode as deployed (`make deploy INJECTION=policy`): with the injector's Deployment deleted, 150 opted-in Pods created one every ~50 ms: 0 failed creates, 0 without the sidecar, all Running; a template edit made meanwhile changes nothing until a replica is back, which catches up; the same loop in webhook mode, printed for contrast |
+//! | `helm` | the chart with the real Helm v4 engine, after `make undeploy` of the others' installation: packaged, pushed to an OCI registry on loopback (Debian's `docker-registry`) and installed from it in policy mode: an opted-in Pod runs with the sidecar; an upgrade changing the template: the next Pod gets the new revision from the admission policy (webhook not called) and from the webhook (the binding deleted); a rollback: the old revision again, both ways; `helm uninstall`: within 60 s no policy, binding or webhook configuration of ours, an opted-in Pod stored as written, the CRD kept; installed again with `tls.mode: secret`: injected through the webhook with that CA, nothing of either webhook configuration or the Secret written by the injector. Skipped, loudly, without the engine (`make helm-sdk`) |
 //!
 //! Environment (besides `E2E_TIERS`, as in `tests/e2e`):
 //!
@@ -34,8 +35,9 @@
 //! | `E2E_ENVOY_IMAGE_LOADED` | set (to anything): the default template's Envoy image is on the node (`make envoy-image-local NODE_SH=...`); unset: tier `envoy` is skipped, loudly |
 //! | `E2E_SHELL_IMAGE` | a busybox image on the node (or pullable): the stand-in proxy and the apps; default `localhost/busybox:local` |
 //!
-//! The set leaves the injector installed (with the shipped template put back): `make
-//! undeploy` removes it. Each test namespace is `ei-e2e-<tier>-<random>` and is deleted at
+//! The set leaves nothing installed when tier `helm` runs (it ends with `helm uninstall`
+//! and the namespace deleted; the Network CRD stays); run without it, it leaves the
+//! injector installed (with the shipped template put back): `make undeploy` removes it. Each test namespace is `ei-e2e-<tier>-<random>` and is deleted at
 //! the end, also when a tier fails.
 
 #[path = "../common/kit.rs"]
@@ -63,17 +65,18 @@ tiers![
     network,
     rollouts,
     template_rollout,
-    independence
+    independence,
+    helm
 ];
 
-#[test]
-fn pod_tiers() {
-    support::run_tiers(&support::TierSet {
+fn main() -> std::process::ExitCode {
+    support::harness::main(&support::TierSet {
         name: "pods",
         kubeconfig_var: "E2E_NODE_KUBECONFIG",
         how_to_run: "These tiers need a cluster with a node and the injector image on it: `make image-local \
                      NODE_SH=/path/to/node.sh IMAGE=envoy-injector:e2e`, then `E2E_NODE_KUBECONFIG=/path/to/kubeconfig \
                      E2E_IMAGE=envoy-injector:e2e make test`; on kind, `make e2e` runs them",
         tiers: TIERS,
-    });
+        checks: &[],
+    })
 }

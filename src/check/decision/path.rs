@@ -127,11 +127,14 @@ pub(super) fn acting(
         Ok(chosen) => chosen,
         Err(NotChosen::NoTemplates) => return Acting::Webhook(None),
         Err(NotChosen::Unknown(err)) => {
-            let (InjectError::UnknownTemplate { name, .. } | InjectError::UnknownNamespaceTemplate { name, .. }) = err
-            else {
-                return Acting::Webhook(None);
+            let name = match err {
+                InjectError::UnknownTemplate { name, .. } | InjectError::UnknownNamespaceTemplate { name, .. } => {
+                    name.as_str()
+                }
+                InjectError::NoDefaultTemplate { .. } => crate::template::DEFAULT_TEMPLATE,
+                _ => return Acting::Webhook(None),
             };
-            return match route(name.as_str(), Need::UnknownTemplate) {
+            return match route(name, Need::UnknownTemplate) {
                 Err(why) => Acting::Webhook(Some(why)),
                 Ok(route) => refused(&route, webhooks, || {
                     report(Verdict::Deny, Rule::UnknownTemplate, err.to_string())
@@ -199,13 +202,14 @@ fn injected_by_policy(
             .map(|(hook, conditions)| match_webhook(hook, conditions, &after, cluster))
             .collect();
     }
-    if let Some((labelled, live)) = &route.out_of_step {
+    if let Some((held, live)) = &route.out_of_step {
+        let template = out.template.as_ref().map(|t| t.name.as_str()).unwrap_or_default();
         out.warnings.push(format!(
-            "{} {} is labelled revision {labelled}, the ConfigMap's template is revision {live}: until the Lease holder applies the new policies, the Pod gets the template the policy was compiled from",
+            "{} {} holds template `{template}` at revision {held}, the ConfigMap's is revision {live}: until the Lease holder applies the new policies, the Pod gets the template the policy was compiled from",
             route.kind, route.policy
         ));
     }
-    out.warnings.extend(policies.known_templates_out_of_step());
+    out.warnings.extend(policies.templates_out_of_step(&route.policy));
     let mut reason = String::new();
     if let Some(name) = subject.network() {
         let namespace = subject.namespace.as_str();
@@ -221,7 +225,7 @@ fn injected_by_policy(
                 let after = after.as_ref().unwrap_or(&subject.pod);
                 let no_templates = || None::<&TemplateSet>;
                 if let Decided::JoinOnly { join: Err(err), .. } =
-                    inject::decide(&PodView::read(after), namespace, no_templates, cluster)
+                    inject::decide(&PodView::read(after), namespace, installed.annotation_opt_in, no_templates, cluster)
                 {
                     let mut denied = PodReport {
                         verdict: Verdict::Deny,

@@ -18,6 +18,7 @@ pub(super) fn templates() -> TemplateSet {
     TemplateSet::from_data(
         "envoy-injector/envoy-injector",
         &BTreeMap::from([("config".to_string(), TEMPLATE.to_string())]),
+        crate::template::KubeVersion::NEWEST,
     )
     .unwrap()
 }
@@ -64,6 +65,7 @@ fn explain_with(subject: &Subject, webhooks: Webhooks<'_>, templates: Result<&Te
             webhooks,
             templates,
             policies: None,
+            annotation_opt_in: crate::inject::AnnotationOptIn::On,
         },
         &cluster(),
     )
@@ -80,6 +82,7 @@ fn calls(report: &PodReport) -> Vec<(&str, Call)> {
 }
 
 const NS_HOOK: &str = "namespace.sidecar.samplecrd.k8s.io";
+const LABEL_HOOK: &str = "label.sidecar.samplecrd.k8s.io";
 const POD_HOOK: &str = "pod.sidecar.samplecrd.k8s.io";
 
 #[test]
@@ -90,9 +93,16 @@ fn namespace_label_injects_through_the_namespace_entry() {
         (Verdict::Inject, Rule::NamespaceLabel),
         "{report:#?}"
     );
-    assert_eq!(calls(&report), [(NS_HOOK, Call::Called), (POD_HOOK, Call::NotCalled)]);
     assert_eq!(
-        report.webhooks[1].reason,
+        calls(&report),
+        [
+            (NS_HOOK, Call::Called),
+            (LABEL_HOOK, Call::NotCalled),
+            (POD_HOOK, Call::NotCalled)
+        ]
+    );
+    assert_eq!(
+        report.webhooks[2].reason,
         "namespaceSelector wants `sidecar.samplecrd.k8s.io/inject notin (enabled,disabled)`: namespace `labelled` has `sidecar.samplecrd.k8s.io/inject=enabled`"
     );
     let template = report.template.unwrap();
@@ -111,7 +121,14 @@ fn annotations_inject_through_the_pod_entry() {
         (Verdict::Inject, Rule::Annotation),
         "{report:#?}"
     );
-    assert_eq!(calls(&report), [(NS_HOOK, Call::NotCalled), (POD_HOOK, Call::Called)]);
+    assert_eq!(
+        calls(&report),
+        [
+            (NS_HOOK, Call::NotCalled),
+            (LABEL_HOOK, Call::NotCalled),
+            (POD_HOOK, Call::Called)
+        ]
+    );
     let report = explain_shipped(&subject("plain", json!({LEGACY_INJECT_ANNOTATION: "true"}), app()));
     assert_eq!(
         (report.verdict, report.rule),
@@ -130,9 +147,16 @@ fn opt_out_and_no_opt_in_are_skips_the_api_server_never_sends() {
     );
     assert_eq!(
         calls(&report),
-        [(NS_HOOK, Call::NotCalled), (POD_HOOK, Call::NotCalled)]
+        [
+            (NS_HOOK, Call::NotCalled),
+            (LABEL_HOOK, Call::NotCalled),
+            (POD_HOOK, Call::NotCalled)
+        ]
     );
-    assert_eq!(report.webhooks[0].reason, "matchCondition `not-opted-out` is false");
+    assert_eq!(
+        report.webhooks[0].reason,
+        "matchCondition `not-opted-out-and-work-to-do` is false"
+    );
     assert!(!report.is_problem());
 
     let report = explain_shipped(&subject("plain", json!({INJECT_ANNOTATION: "yes"}), app()));
@@ -141,7 +165,10 @@ fn opt_out_and_no_opt_in_are_skips_the_api_server_never_sends() {
         (Verdict::Skip, Rule::NotOptedIn),
         "{report:#?}"
     );
-    assert_eq!(report.webhooks[1].reason, "matchCondition `opted-in` is false");
+    assert_eq!(
+        report.webhooks[2].reason,
+        "matchCondition `opted-in-by-annotation-and-work-to-do` is false"
+    );
     assert!(
         report.warnings[0].contains("is \"yes\", expected \"true\" or \"false\""),
         "{report:#?}"
@@ -159,8 +186,8 @@ fn already_injected_pods_name_their_template_and_whether_it_is_stale() {
         "{report:#?}"
     );
     assert_eq!(
-        report.webhooks[1].reason,
-        "matchCondition `not-yet-injected-or-not-yet-joined` is false"
+        report.webhooks[2].reason,
+        "matchCondition `opted-in-by-annotation-and-work-to-do` is false"
     );
     let template = report.template.unwrap();
     assert!(template.stale);
@@ -366,6 +393,7 @@ fn a_regular_sidecar_in_a_pod_that_runs_to_completion_is_a_warning_with_the_fix(
     let regular = TemplateSet::from_data(
         "envoy-injector/envoy-injector",
         &BTreeMap::from([("config".to_string(), format!("nativeSidecar: false\n{TEMPLATE}"))]),
+        crate::template::KubeVersion::NEWEST,
     )
     .unwrap();
     let hooks = shipped();
@@ -421,7 +449,12 @@ fn job_and_cronjob_pod_templates_are_explained_with_their_restart_policy() {
 #[test]
 fn each_override_is_shown_applied_or_refused_with_the_reason() {
     let example = crate::template::overrides::tests::EXAMPLE;
-    let set = TemplateSet::from_data("t", &BTreeMap::from([("config".to_string(), example.to_string())])).unwrap();
+    let set = TemplateSet::from_data(
+        "t",
+        &BTreeMap::from([("config".to_string(), example.to_string())]),
+        crate::template::KubeVersion::NEWEST,
+    )
+    .unwrap();
     let hooks = shipped();
     let asked = |overrides: &[(&str, &str)]| {
         let mut annotations = json!({INJECT_ANNOTATION: "true"});
@@ -472,6 +505,7 @@ fn each_override_is_shown_applied_or_refused_with_the_reason() {
         missing: None,
         drift: None,
         offline: None,
+        unreadable: Vec::new(),
     });
     assert!(
         text.contains(r#"override cpu-request="8": REFUSED: override.cpu-request: "8" exceeds max "2""#),
@@ -510,6 +544,7 @@ fn a_namespace_s_template_label_is_the_template_check_reports() {
                 "containers:\n- name: canary\n  image: envoy\n".to_string(),
             ),
         ]),
+        crate::template::KubeVersion::NEWEST,
     )
     .unwrap();
     let mut cluster = cluster();
@@ -523,6 +558,7 @@ fn a_namespace_s_template_label_is_the_template_check_reports() {
         webhooks: Webhooks::Deployed(&hooks),
         templates: Ok(&set),
         policies: None,
+        annotation_opt_in: crate::inject::AnnotationOptIn::On,
     };
     let report = explain(&subject("labelled", json!({}), app()), &installed, &cluster);
     assert_eq!(report.verdict, Verdict::Inject, "{report:?}");
@@ -544,6 +580,7 @@ fn offline_decides_from_the_pod_and_the_template_alone() {
                 webhooks: Webhooks::Offline,
                 templates: Ok(&set),
                 policies: None,
+                annotation_opt_in: crate::inject::AnnotationOptIn::On,
             },
             &Snapshot::default(),
         )

@@ -36,7 +36,12 @@ overrides:
 "#;
 
 fn live(text: &str) -> TemplateSet {
-    TemplateSet::from_data("t", &BTreeMap::from([("config".to_string(), text.to_string())])).unwrap()
+    TemplateSet::from_data(
+        "t",
+        &BTreeMap::from([("config".to_string(), text.to_string())]),
+        crate::template::KubeVersion::NEWEST,
+    )
+    .unwrap()
 }
 
 fn app_pod(annotations: Value, restart_policy: &str) -> Value {
@@ -193,7 +198,12 @@ fn another_revision_is_stale_and_a_plain_pod_is_not_injected() {
         Standing::Stale,
         "an older revision is stale, not drifted"
     );
-    let gone = TemplateSet::from_data("t", &BTreeMap::from([("other".to_string(), TEMPLATE.to_string())])).unwrap();
+    let gone = TemplateSet::from_data(
+        "t",
+        &BTreeMap::from([("other".to_string(), TEMPLATE.to_string())]),
+        crate::template::KubeVersion::NEWEST,
+    )
+    .unwrap();
     assert_eq!(standing(&pod, &gone), Standing::Stale, "a template that is gone");
     assert_eq!(standing(&app_pod(json!({}), "Always"), &new), Standing::NotInjected);
     let mangled = app_pod(json!({STATUS_ANNOTATION: "{"}), "Always");

@@ -129,6 +129,7 @@ fn healthy(certs: &ServiceCerts, now: OffsetDateTime) -> Facts {
             "envoy-injector-controller".into(),
             Ok(Some(lease(now - Duration::seconds(5)))),
         )),
+        kube_version: crate::template::KubeVersion::NEWEST,
     }
 }
 
@@ -265,6 +266,36 @@ fn each_fault_is_named() {
         .map(|c| c.check)
         .collect();
     assert_eq!(failed, ["serving-certificate", "service", "templates", "lease"]);
+}
+
+#[test]
+fn templates_the_api_server_refuses_fail_the_templates_line_by_its_version() {
+    let certs = tls::generate("envoy-injector", NS, &[], 365).unwrap();
+    let now = OffsetDateTime::now_utc();
+    let mut facts = healthy(&certs, now);
+    facts.configmap = Ok(Some(configmap(
+        "containers:\n- name: envoy\n  image: envoy\n  env: [{name: 1st, value: x}]\n",
+    )));
+    let checks = evaluate(&facts, now);
+    assert_eq!(
+        by_id(&checks).iter().find(|(id, _)| *id == "templates").unwrap().1,
+        Status::Ok
+    );
+    facts.kube_version = "1.31".parse().unwrap();
+    let checks = evaluate(&facts, now);
+    assert_eq!(
+        by_id(&checks).iter().find(|(id, _)| *id == "templates").unwrap().1,
+        Status::Fail
+    );
+    let why = message(&checks, "templates");
+    assert!(
+        why.contains("field `containers[0].env[0].name` at line 4")
+            && why.contains("Kubernetes 1.31")
+            && why.contains("serves them on"),
+        "{why}"
+    );
+    // The decisions still read the set the injector serves.
+    assert!(live_templates(&facts).unwrap().set.get("config").is_some());
 }
 
 #[test]

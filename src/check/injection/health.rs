@@ -1,7 +1,7 @@
 //! The `admission-policies` line: the policies found in the cluster against what the live
 //! ConfigMap compiles to, judged by the path `serve` sets up. Pure.
 
-use super::{MUTATING, Object, Policies, Served, VALIDATING, labelled};
+use super::{MUTATING, Object, Policies, Served, labelled};
 use crate::check::health::{Check, Status};
 use crate::policies;
 use crate::policies::Path;
@@ -140,22 +140,21 @@ pub fn admission_policies(policies: &Policies) -> Check {
             ),
         );
     }
-    let templates: Vec<String> = compiled
+    let held = compiled
         .iter()
-        .filter(|o| o.kind == MUTATING)
-        .map(|o| {
-            format!(
-                "`{}` revision {}",
-                o.template.as_deref().unwrap_or_default(),
-                o.revision.as_deref().unwrap_or("(none)")
-            )
-        })
+        .find(|o| o.kind == MUTATING)
+        .and_then(|o| o.templates.clone())
+        .unwrap_or_default();
+    let templates: Vec<String> = held
+        .iter()
+        .filter(|(name, _)| !policies.left_to_webhook.contains_key(*name))
+        .map(|(name, revision)| format!("`{name}` revision {revision}"))
         .collect();
     Check::new(
         CHECK,
         if leftovers.is_empty() { Status::Ok } else { Status::Warn },
         format!(
-            "in step with ConfigMap {}: {} ({} object(s): a MutatingAdmissionPolicy, a ValidatingAdmissionPolicy and their bindings per template, and {}){left}{leftover}",
+            "in step with ConfigMap {}: {} ({} object(s): the MutatingAdmissionPolicy holding every template, its bindings by namespace label, Pod label{}, and the ValidatingAdmissionPolicy {} with its binding){left}{leftover}",
             policies.configmap,
             if templates.is_empty() {
                 String::from("no template compiled")
@@ -163,7 +162,12 @@ pub fn admission_policies(policies: &Policies) -> Check {
                 format!("template(s) {}", templates.join(", "))
             },
             compiled.len(),
-            policies::known_templates_name()
+            if policies.annotation_opt_in == crate::inject::AnnotationOptIn::On {
+                " and (its copy for) annotation"
+            } else {
+                ""
+            },
+            policies::names::REFUSED,
         ),
     )
 }
@@ -203,24 +207,12 @@ fn compare<'a>(policies: &Policies, found: &'a [Object]) -> Comparison<'a> {
     let mut missing = Vec::new();
     let mut out_of_step = Vec::new();
     for want in compiled {
-        let of_template = want
-            .template
-            .as_deref()
-            .map(|t| format!(" (template `{t}`)"))
-            .unwrap_or_default();
         let Some(have) = found.iter().find(|o| o.kind == want.kind && o.name == want.name) else {
-            missing.push(format!("{}{of_template}: expected it, found none", want.label()));
+            missing.push(format!("{}: expected it, found none", want.label()));
             continue;
         };
-        if want.revision.is_some() && have.revision != want.revision {
-            out_of_step.push(format!(
-                "{}: labelled revision {}, expected {} (template `{}` of ConfigMap {})",
-                have.label(),
-                have.revision.as_deref().unwrap_or("(none)"),
-                want.revision.as_deref().unwrap_or_default(),
-                want.template.as_deref().unwrap_or_default(),
-                policies.configmap
-            ));
+        if let Some(wanted) = &want.templates {
+            out_of_step.extend(templates_differ(have, wanted, &policies.configmap));
         }
         if have.policy_name != want.policy_name {
             out_of_step.push(format!(
@@ -228,12 +220,6 @@ fn compare<'a>(policies: &Policies, found: &'a [Object]) -> Comparison<'a> {
                 have.label(),
                 have.policy_name.as_deref().unwrap_or_default(),
                 want.policy_name.as_deref().unwrap_or_default()
-            ));
-        }
-        if want.kind == VALIDATING && want.template.is_none() && have.validations != want.validations {
-            out_of_step.push(format!(
-                "{}: its list of templates is not that of the ConfigMap (it denies a Pod choosing a template it does not list)",
-                have.label()
             ));
         }
     }
@@ -250,4 +236,35 @@ fn compare<'a>(policies: &Policies, found: &'a [Object]) -> Comparison<'a> {
         out_of_step,
         leftovers,
     }
+}
+
+/// How the templates a mutating policy found holds differ from `wanted`, those the live
+/// ConfigMap compiles to, each worded.
+fn templates_differ(
+    have: &Object,
+    wanted: &std::collections::BTreeMap<String, String>,
+    configmap: &str,
+) -> Vec<String> {
+    let held = have.templates.clone().unwrap_or_default();
+    let mut out = Vec::new();
+    for (name, revision) in wanted {
+        match held.get(name) {
+            Some(found) if found == revision => {}
+            Some(found) => out.push(format!(
+                "{}: holds template `{name}` at revision {found}, expected {revision} (ConfigMap {configmap})",
+                have.label()
+            )),
+            None => out.push(format!(
+                "{}: does not hold template `{name}` of ConfigMap {configmap} (it refuses a Pod choosing it)",
+                have.label()
+            )),
+        }
+    }
+    for name in held.keys().filter(|name| !wanted.contains_key(*name)) {
+        out.push(format!(
+            "{}: holds template `{name}`, which ConfigMap {configmap} no longer has",
+            have.label()
+        ));
+    }
+    out
 }

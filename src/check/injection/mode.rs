@@ -12,6 +12,7 @@ pub const INJECTION_FLAG: &str = "--injection";
 /// The environment variable `serve` reads the same choice from when the flag is absent.
 pub const INJECTION_ENV: &str = "INJECTION";
 
+use crate::inject::AnnotationOptIn;
 pub use crate::policies::{Mode, Path};
 
 /// The mode `serve` runs with, and where that was read.
@@ -92,6 +93,32 @@ pub fn configured(namespace: &str, deployment: Option<(&str, &Fetched<Deployment
     let Some(container) = serve_container(deployment) else {
         return Configured::Unknown(format!("expected a container in {label}, found none"));
     };
+    let container_label = format!("container `{}` of {label}", container.name);
+    let (value, from) = match setting(container, &container_label, INJECTION_FLAG, INJECTION_ENV) {
+        Err(why) => return Configured::Unknown(why),
+        Ok(Some(given)) => given,
+        Ok(None) => {
+            return Configured::Mode {
+                mode: Mode::Auto,
+                from: format!("`{INJECTION_FLAG}=auto`, serve's default (not set in {container_label})"),
+            };
+        }
+    };
+    match Mode::parse(&value) {
+        Some(mode) => Configured::Mode { mode, from },
+        None => Configured::Invalid { value, from },
+    }
+}
+
+/// A `serve` setting as `container` gives it: `flag` in its command and args (the last one
+/// given), else the env var `env`; with where it was read. `None` when neither sets it;
+/// `Err` when the env var comes from `valueFrom`, which `check` does not resolve.
+fn setting(
+    container: &Container,
+    container_label: &str,
+    flag: &str,
+    env_name: &str,
+) -> Result<Option<(String, String)>, String> {
     let env: BTreeMap<&str, &str> = container
         .env
         .iter()
@@ -108,41 +135,47 @@ pub fn configured(namespace: &str, deployment: Option<(&str, &Fetched<Deployment
     let mut given = None;
     let mut words_iter = words.iter();
     while let Some(word) = words_iter.next() {
-        if let Some(value) = word.strip_prefix(INJECTION_FLAG).and_then(|v| v.strip_prefix('=')) {
+        if let Some(value) = word.strip_prefix(flag).and_then(|v| v.strip_prefix('=')) {
             given = Some(value.to_string());
-        } else if word == INJECTION_FLAG {
+        } else if word == flag {
             given = words_iter.next().cloned();
         }
     }
-    let container_label = format!("container `{}` of {label}", container.name);
-    let (value, from) = match given {
-        Some(value) => {
-            let from = format!("`{INJECTION_FLAG}={value}` in the args of {container_label}");
-            (value, from)
-        }
-        None => match container.env.iter().flatten().find(|var| var.name == INJECTION_ENV) {
-            Some(var) => match &var.value {
-                Some(value) => (
-                    value.clone(),
-                    format!("env `{INJECTION_ENV}={value}` of {container_label}"),
-                ),
-                None => {
-                    return Configured::Unknown(format!(
-                        "env `{INJECTION_ENV}` of {container_label} comes from `valueFrom`, which check does not resolve"
-                    ));
-                }
-            },
-            None => {
-                return Configured::Mode {
-                    mode: Mode::Auto,
-                    from: format!("`{INJECTION_FLAG}=auto`, serve's default (not set in {container_label})"),
-                };
-            }
+    if let Some(value) = given {
+        let from = format!("`{flag}={value}` in the args of {container_label}");
+        return Ok(Some((value, from)));
+    }
+    match container.env.iter().flatten().find(|var| var.name == env_name) {
+        Some(var) => match &var.value {
+            Some(value) => Ok(Some((
+                value.clone(),
+                format!("env `{env_name}={value}` of {container_label}"),
+            ))),
+            None => Err(format!(
+                "env `{env_name}` of {container_label} comes from `valueFrom`, which check does not resolve"
+            )),
         },
+        None => Ok(None),
+    }
+}
+
+/// `serve`'s flag turning annotation opt-in off, and its environment variable.
+pub const ANNOTATION_OPT_IN_FLAG: &str = "--annotation-opt-in";
+pub const ANNOTATION_OPT_IN_ENV: &str = "ANNOTATION_OPT_IN";
+
+/// Whether the Deployment's `serve` lets annotations opt Pods in: off only where it says
+/// `--annotation-opt-in=false` (or its env var does); on where it cannot be read, as
+/// `serve`'s default.
+pub fn annotation_opt_in(deployment: Option<&Fetched<Deployment>>) -> AnnotationOptIn {
+    let Some(Ok(Some(deployment))) = deployment else {
+        return AnnotationOptIn::On;
     };
-    match Mode::parse(&value) {
-        Some(mode) => Configured::Mode { mode, from },
-        None => Configured::Invalid { value, from },
+    let Some(container) = serve_container(deployment) else {
+        return AnnotationOptIn::On;
+    };
+    match setting(container, "", ANNOTATION_OPT_IN_FLAG, ANNOTATION_OPT_IN_ENV) {
+        Ok(Some((value, _))) if value == "false" => AnnotationOptIn::Off,
+        _ => AnnotationOptIn::On,
     }
 }
 

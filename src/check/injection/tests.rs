@@ -3,7 +3,7 @@
 
 use k8s_openapi::api::apps::v1::DeploymentSpec;
 use k8s_openapi::api::core::v1::{Container, EnvVar, EnvVarSource, ObjectFieldSelector, PodSpec, PodTemplateSpec};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelectorRequirement;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, LabelSelectorRequirement};
 
 use super::mode::expand;
 use super::*;
@@ -185,6 +185,7 @@ fn templates(data: &[(&str, &str)]) -> TemplateSet {
     TemplateSet::from_data(
         "envoy-injector/envoy-injector",
         &data.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
+        crate::template::KubeVersion::NEWEST,
     )
     .unwrap()
 }
@@ -214,6 +215,14 @@ fn find<'a>(objects: &'a mut [Object], kind: &str, name: &str) -> &'a mut Object
     objects.iter_mut().find(|o| o.kind == kind && o.name == name).unwrap()
 }
 
+/// The templates a found mutating policy holds: `name` at `revision`.
+fn holding(object: &mut Object, name: &str, revision: &str) {
+    object
+        .templates
+        .get_or_insert_with(BTreeMap::new)
+        .insert(name.to_string(), revision.to_string());
+}
+
 #[test]
 fn policies_in_step_pass_and_each_fault_is_named_with_the_fix() {
     let set = templates(&[("config", TEMPLATE), ("canary", CANARY)]);
@@ -221,14 +230,14 @@ fn policies_in_step_pass_and_each_fault_is_named_with_the_fix() {
     let in_step = compiled(&set);
     assert_eq!(
         in_step.len(),
-        10,
-        "four objects per template and the known-templates pair"
+        7,
+        "the denial and its binding, the two mutating policies and their three bindings"
     );
     let healthy = health::admission_policies(&policies_with("policy", Served::Yes, Ok(in_step.clone()), &set));
     assert_eq!(healthy.status, Status::Ok, "{healthy:?}");
     assert!(
         healthy.message.starts_with(&format!(
-            "in step with ConfigMap envoy-injector/envoy-injector: template(s) `canary` revision {}, `config` revision {live} (10 object(s)",
+            "in step with ConfigMap envoy-injector/envoy-injector: template(s) `canary` revision {}, `config` revision {live} (7 object(s)",
             set.get("canary").unwrap().revision
         )),
         "{}",
@@ -237,13 +246,13 @@ fn policies_in_step_pass_and_each_fault_is_named_with_the_fix() {
 
     // One object deleted: named, with the fix.
     let mut deleted = in_step.clone();
-    deleted.retain(|o| !(o.kind == MUTATING_BINDING && o.name == "envoy-injector-template-config"));
+    deleted.retain(|o| !(o.kind == MUTATING_BINDING && o.name == names::BY_LABEL));
     let check = health::admission_policies(&policies_with("policy", Served::Yes, Ok(deleted), &set));
     assert_eq!(check.status, Status::Fail);
     assert!(
-        check.message.contains(
-            "MutatingAdmissionPolicyBinding envoy-injector-template-config (template `config`): expected it, found none"
-        ),
+        check
+            .message
+            .contains("MutatingAdmissionPolicyBinding envoy-injector-inject-label: expected it, found none"),
         "{}",
         check.message
     );
@@ -256,69 +265,69 @@ fn policies_in_step_pass_and_each_fault_is_named_with_the_fix() {
         check.message
     );
 
-    // A revision label out of step: both revisions named.
+    // A template held at another revision: both revisions named.
     let mut edited = in_step.clone();
-    find(&mut edited, VALIDATING, "envoy-injector-template-config").revision = Some("0ld0ld0ld0ld".into());
+    holding(find(&mut edited, MUTATING, names::INJECT), "config", "0ld0ld0ld0ld");
     let check = health::admission_policies(&policies_with("policy", Served::Yes, Ok(edited), &set));
     assert_eq!(check.status, Status::Fail);
     assert!(
         check.message.contains(&format!(
-            "ValidatingAdmissionPolicy envoy-injector-template-config: labelled revision 0ld0ld0ld0ld, expected {live} (template `config` of ConfigMap envoy-injector/envoy-injector)"
+            "MutatingAdmissionPolicy envoy-injector-inject: holds template `config` at revision 0ld0ld0ld0ld, expected {live} (ConfigMap envoy-injector/envoy-injector)"
         )),
         "{}",
         check.message
     );
 
-    // The known-templates policy of a ConfigMap without `canary`: it would deny `canary`.
+    // Compiled from a ConfigMap without `canary`: it would refuse `canary`.
     let older = compiled(&templates(&[("config", TEMPLATE)]));
     let mut stale_list = in_step.clone();
-    *find(&mut stale_list, VALIDATING, "envoy-injector-known-templates") = older
+    *find(&mut stale_list, MUTATING, names::INJECT_ANNOTATED) = older
         .iter()
-        .find(|o| o.name == "envoy-injector-known-templates" && o.kind == VALIDATING)
+        .find(|o| o.name == names::INJECT_ANNOTATED && o.kind == MUTATING)
         .unwrap()
         .clone();
     let check = health::admission_policies(&policies_with("policy", Served::Yes, Ok(stale_list), &set));
     assert_eq!(check.status, Status::Fail);
     assert!(
-        check.message.contains("ValidatingAdmissionPolicy envoy-injector-known-templates: its list of templates is not that of the ConfigMap"),
+        check.message.contains(
+            "MutatingAdmissionPolicy envoy-injector-inject-annotated: does not hold template `canary` of ConfigMap envoy-injector/envoy-injector (it refuses a Pod choosing it)"
+        ),
         "{}",
         check.message
     );
 
     // A binding pointing elsewhere.
     let mut rebound = in_step.clone();
-    find(&mut rebound, MUTATING_BINDING, "envoy-injector-template-canary").policy_name = Some("other".into());
+    find(&mut rebound, MUTATING_BINDING, names::BY_NAMESPACE).policy_name = Some("other".into());
     let check = health::admission_policies(&policies_with("policy", Served::Yes, Ok(rebound), &set));
     assert!(
-        check.message.contains("MutatingAdmissionPolicyBinding envoy-injector-template-canary: binds `other`, expected `envoy-injector-template-canary`"),
+        check.message.contains(
+            "MutatingAdmissionPolicyBinding envoy-injector-inject-namespace: binds `other`, expected `envoy-injector-inject`"
+        ),
         "{}",
         check.message
     );
 
-    // A deleted template's objects left over: a warning.
+    // A deleted template: the policies still hold it.
     let only_config = templates(&[("config", TEMPLATE)]);
     let check = health::admission_policies(&policies_with("policy", Served::Yes, Ok(in_step.clone()), &only_config));
-    assert_eq!(
-        check.status,
-        Status::Fail,
-        "the known-templates list differs too: {check:?}"
-    );
-    let mut leftover = compiled(&only_config);
-    leftover.extend(
-        in_step
-            .iter()
-            .filter(|o| o.name == "envoy-injector-template-canary")
-            .cloned(),
-    );
-    let check = health::admission_policies(&policies_with("policy", Served::Yes, Ok(leftover), &only_config));
-    assert_eq!(check.status, Status::Warn, "{check:?}");
+    assert_eq!(check.status, Status::Fail, "{check:?}");
     assert!(
         check
             .message
-            .contains("left over (their template is gone from the ConfigMap, or left to the webhook): ")
-            && check
-                .message
-                .contains("MutatingAdmissionPolicy envoy-injector-template-canary,"),
+            .contains("holds template `canary`, which ConfigMap envoy-injector/envoy-injector no longer has"),
+        "{}",
+        check.message
+    );
+    // Objects of the previous layout left over: a warning.
+    let mut leftover = compiled(&only_config);
+    let mut old = leftover[2].clone();
+    old.name = String::from("envoy-injector-template-config");
+    leftover.push(old);
+    let check = health::admission_policies(&policies_with("policy", Served::Yes, Ok(leftover), &only_config));
+    assert_eq!(check.status, Status::Warn, "{check:?}");
+    assert!(
+        check.message.contains("left over (their template is gone from the ConfigMap, or left to the webhook): MutatingAdmissionPolicy envoy-injector-template-config"),
         "{}",
         check.message
     );
@@ -340,16 +349,18 @@ fn the_webhook_path_wants_none_and_warns_about_those_left() {
     let none = health::admission_policies(&policies_with("webhook", Served::Yes, Ok(Vec::new()), &set));
     assert_eq!(none.status, Status::Ok, "{none:?}");
     let mut left = compiled(&set);
-    find(&mut left, MUTATING, "envoy-injector-template-config").revision = Some("0ld0ld0ld0ld".into());
+    holding(find(&mut left, MUTATING, names::INJECT), "config", "0ld0ld0ld0ld");
     let check = health::admission_policies(&policies_with("webhook", Served::Yes, Ok(left), &set));
     assert_eq!(check.status, Status::Warn, "{check:?}");
     assert!(
-        check.message.starts_with("the webhook path is configured, but 6 object(s) labelled app.kubernetes.io/managed-by=envoy-injector remain"),
+        check.message.starts_with("the webhook path is configured, but 7 object(s) labelled app.kubernetes.io/managed-by=envoy-injector remain"),
         "{}",
         check.message
     );
     assert!(
-        check.message.contains("labelled revision 0ld0ld0ld0ld"),
+        check
+            .message
+            .contains("holds template `config` at revision 0ld0ld0ld0ld"),
         "{}",
         check.message
     );
@@ -368,56 +379,87 @@ fn a_pod_takes_the_policy_route_only_where_its_objects_are_bound() {
     let set = templates(&[("config", TEMPLATE)]);
     let live = set.get("config").unwrap().revision.clone();
     let apps = labels(&[("kubernetes.io/metadata.name", "apps")]);
-    let pod = BTreeMap::new();
+    let shop = labels(&[
+        ("kubernetes.io/metadata.name", "shop"),
+        ("sidecar.samplecrd.k8s.io/inject", "enabled"),
+    ]);
+    let plain = BTreeMap::new();
+    let labelled = labels(&[("sidecar.samplecrd.k8s.io/inject", "true")]);
     let policies = policies_with("policy", Served::Yes, Ok(compiled(&set)), &set);
-    let route = |p: &Policies, need| p.route("config", need, "apps", &apps, &pod);
+    let route = |p: &Policies, need| p.route("config", need, "apps", &apps, &plain);
+    // By annotation (nothing else selects a Pod here), by Pod label, by namespace label.
     assert_eq!(
         route(&policies, Need::Inject),
         Ok(Route {
             kind: MUTATING,
-            policy: "envoy-injector-template-config".into(),
-            binding: "envoy-injector-template-config".into(),
+            policy: names::INJECT_ANNOTATED.into(),
+            binding: names::BY_ANNOTATION.into(),
             out_of_step: None,
             since: None,
         })
     );
-    assert_eq!(route(&policies, Need::Deny).unwrap().kind, VALIDATING);
+    let by_label = policies
+        .route("config", Need::Inject, "apps", &apps, &labelled)
+        .unwrap();
     assert_eq!(
-        route(&policies, Need::UnknownTemplate).unwrap().policy,
-        "envoy-injector-known-templates"
+        (by_label.policy.as_str(), by_label.binding.as_str()),
+        (names::INJECT, names::BY_LABEL)
     );
+    let by_namespace = policies.route("config", Need::Inject, "shop", &shop, &plain).unwrap();
+    assert_eq!(
+        (by_namespace.policy.as_str(), by_namespace.binding.as_str()),
+        (names::INJECT, names::BY_NAMESPACE)
+    );
+    // A refusal: the mark, denied by the validating policy it selects.
+    for need in [Need::Deny, Need::UnknownTemplate] {
+        let denied = route(&policies, need).unwrap();
+        assert_eq!(
+            (denied.kind, denied.policy.as_str(), denied.binding.as_str()),
+            (VALIDATING, names::REFUSED, names::REFUSED)
+        );
+    }
 
-    // The shipped bindings leave kube-system, the injector's namespace and those labelled
-    // `disabled` alone.
+    // The shipped bindings leave kube-system and the injector's namespace alone.
     let system = labels(&[("kubernetes.io/metadata.name", "kube-system")]);
     assert_eq!(
-        policies.route("config", Need::Inject, "kube-system", &system, &pod),
+        policies.route("config", Need::Inject, "kube-system", &system, &plain),
         Err(String::from(
-            "MutatingAdmissionPolicyBinding envoy-injector-template-config's matchResources.namespaceSelector wants `kubernetes.io/metadata.name notin (kube-system,envoy-injector)`: namespace `kube-system` has `kubernetes.io/metadata.name=kube-system`"
+            "MutatingAdmissionPolicyBinding envoy-injector-inject-annotated's matchResources.namespaceSelector wants `kubernetes.io/metadata.name notin (kube-system,envoy-injector)`: namespace `kube-system` has `kubernetes.io/metadata.name=kube-system`"
         ))
     );
 
-    // A binding missing, a policy missing, a label out of step.
+    // Without annotation opt-in, a Pod no label selects takes no policy route.
+    let mut found = compiled(&set);
+    found.retain(|o| o.name != names::INJECT_ANNOTATED);
+    let no_annotations = policies_with("policy", Served::Yes, Ok(found), &set);
+    assert_eq!(
+        route(&no_annotations, Need::Inject),
+        Err(String::from(
+            "MutatingAdmissionPolicy envoy-injector-inject-annotated does not exist (the Lease holder applies it in policy mode: see `admission-policies`)"
+        ))
+    );
+
+    // A binding missing, a policy missing, a template held at another revision.
     let mut found = compiled(&set);
     found.retain(|o| o.kind != MUTATING_BINDING);
     let unbound = policies_with("policy", Served::Yes, Ok(found), &set);
     assert_eq!(
         route(&unbound, Need::Inject),
         Err(String::from(
-            "no MutatingAdmissionPolicyBinding binds MutatingAdmissionPolicy envoy-injector-template-config"
+            "no MutatingAdmissionPolicyBinding envoy-injector-inject-annotated binds MutatingAdmissionPolicy envoy-injector-inject-annotated"
         ))
     );
     let mut found = compiled(&set);
     found.retain(|o| o.kind != MUTATING);
     let missing = policies_with("policy", Served::Yes, Ok(found), &set);
     assert_eq!(
-        route(&missing, Need::Inject),
+        missing.route("config", Need::Inject, "shop", &shop, &plain),
         Err(String::from(
-            "MutatingAdmissionPolicy envoy-injector-template-config does not exist (the Lease holder applies it in policy mode: see `admission-policies`)"
+            "MutatingAdmissionPolicy envoy-injector-inject does not exist (the Lease holder applies it in policy mode: see `admission-policies`)"
         ))
     );
     let mut found = compiled(&set);
-    find(&mut found, MUTATING, "envoy-injector-template-config").revision = Some("0ld".into());
+    holding(find(&mut found, MUTATING, names::INJECT_ANNOTATED), "config", "0ld");
     let edited = policies_with("policy", Served::Yes, Ok(found), &set);
     assert_eq!(
         route(&edited, Need::Inject).unwrap().out_of_step,
@@ -426,25 +468,27 @@ fn a_pod_takes_the_policy_route_only_where_its_objects_are_bound() {
 
     // A validating binding that only warns denies nothing.
     let mut found = compiled(&set);
-    find(&mut found, VALIDATING_BINDING, "envoy-injector-template-config").actions = vec!["Warn".into()];
+    find(&mut found, VALIDATING_BINDING, names::REFUSED).actions = vec!["Warn".into()];
     let warns = policies_with("policy", Served::Yes, Ok(found), &set);
     assert_eq!(
         route(&warns, Need::Deny),
         Err(String::from(
-            "no ValidatingAdmissionPolicyBinding binds ValidatingAdmissionPolicy envoy-injector-template-config with validationActions [Deny]"
+            "no ValidatingAdmissionPolicyBinding binds ValidatingAdmissionPolicy envoy-injector-refused with validationActions [Deny]"
         ))
     );
 
-    // An object selector on a binding is applied to the Pod's labels.
+    // A further object selector on a binding is applied to the Pod's labels.
     let mut found = compiled(&set);
-    find(&mut found, MUTATING_BINDING, "envoy-injector-template-config").object_selector = Some(LabelSelector {
-        match_expressions: Some(vec![LabelSelectorRequirement {
+    find(&mut found, MUTATING_BINDING, names::BY_ANNOTATION)
+        .object_selector
+        .get_or_insert_with(LabelSelector::default)
+        .match_expressions
+        .get_or_insert_with(Vec::new)
+        .push(LabelSelectorRequirement {
             key: "tier".into(),
             operator: "In".into(),
             values: Some(vec!["web".into()]),
-        }]),
-        match_labels: None,
-    });
+        });
     let selective = policies_with("policy", Served::Yes, Ok(found), &set);
     assert!(
         route(&selective, Need::Inject)

@@ -55,6 +55,7 @@ fn decision(verdict: Verdict, rule: Rule, webhooks: &[(&str, Call, bool)]) -> Po
         reason: format!("{rule:?} says so"),
         template: None,
         adds: Vec::new(),
+        values: Vec::new(),
         webhooks: webhooks
             .iter()
             .map(|(name, call, fail_closed)| WebhookMatch {

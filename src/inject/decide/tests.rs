@@ -58,7 +58,8 @@ fn no_network() -> Cluster {
 fn templates() -> TemplateSet {
     TemplateSet::from_text(
         "t",
-        "apiVersion: v1\nkind: ConfigMap\ndata:\n  config: |\n    containers: [{name: proxy}]\n    volumes: [{name: data, emptyDir: {}}]\n",
+        "apiVersion: v1\nkind: ConfigMap\ndata:\n  config: |\n    containers: [{name: proxy, image: envoy}]\n    volumes: [{name: data, emptyDir: {}}]\n",
+        crate::template::KubeVersion::NEWEST,
     )
     .unwrap()
 }
@@ -69,14 +70,20 @@ fn pod(annotations: Value) -> Value {
 
 fn decided(pod: &Value, cluster: &dyn ClusterView) -> Decided {
     let set = templates();
-    decide(&PodView::read(pod), "shop", || Some(&set), cluster)
+    decide(&PodView::read(pod), "shop", AnnotationOptIn::On, || Some(&set), cluster)
 }
 
 #[test]
 fn a_pod_not_opted_in_is_skipped_without_reading_the_templates() {
     let plain = pod(json!({}));
     let never = || -> Option<&TemplateSet> { panic!("templates read for a Pod that did not opt in") };
-    let out = decide(&PodView::read(&plain), "shop", never, &no_network());
+    let out = decide(
+        &PodView::read(&plain),
+        "shop",
+        AnnotationOptIn::On,
+        never,
+        &no_network(),
+    );
     assert!(matches!(out, Decided::Skip(Skip::NotOptedIn)), "{out:?}");
     // The namespace's label opts it in; an opt-out annotation wins over it.
     let labelled = Cluster {
@@ -97,7 +104,13 @@ fn a_pod_not_opted_in_is_skipped_without_reading_the_templates() {
 #[test]
 fn an_opted_in_pod_without_templates_is_told_so() {
     let asked = pod(json!({INJECT_ANNOTATION: "true"}));
-    let out = decide(&PodView::read(&asked), "shop", || None::<&TemplateSet>, &no_network());
+    let out = decide(
+        &PodView::read(&asked),
+        "shop",
+        AnnotationOptIn::On,
+        || None::<&TemplateSet>,
+        &no_network(),
+    );
     assert!(
         matches!(out, Decided::OptedIn(OptIn::Annotation, Err(NotChosen::NoTemplates))),
         "{out:?}"
@@ -196,8 +209,11 @@ fn an_unknown_template_is_not_chosen_and_named() {
 fn template_is_selected_by_annotation() {
     let mut data = std::collections::BTreeMap::new();
     data.insert("config".to_string(), crate::template::EMBEDDED_DEFAULT.to_string());
-    data.insert("debug".to_string(), "containers:\n- name: debug\n".to_string());
-    let set = TemplateSet::from_data("t", &data).unwrap();
+    data.insert(
+        "debug".to_string(),
+        "containers:\n- name: debug\n  image: debug\n".to_string(),
+    );
+    let set = TemplateSet::from_data("t", &data, crate::template::KubeVersion::NEWEST).unwrap();
     let pod = json!({"metadata": {"annotations": {TEMPLATE_ANNOTATION: "debug"}}});
     assert_eq!(
         select_template(&set, &PodView::read(&pod), "", || None).unwrap().name,
@@ -221,10 +237,33 @@ fn template_is_selected_by_annotation() {
 }
 
 #[test]
+fn a_pod_naming_no_template_is_told_the_configmap_has_no_default() {
+    let set = TemplateSet::from_text(
+        "t",
+        "apiVersion: v1\nkind: ConfigMap\ndata:\n  canary: |\n    containers: [{name: b, image: b}]\n",
+        crate::template::KubeVersion::NEWEST,
+    )
+    .unwrap();
+    let err = select_template(&set, &PodView::read(&json!({})), "shop", || None)
+        .unwrap_err()
+        .to_string();
+    assert_eq!(
+        err,
+        "the injector's ConfigMap has no `config` template, which a Pod gets when neither its annotation `sidecar.samplecrd.k8s.io/template` nor its namespace's label `sidecar.samplecrd.k8s.io/template` names one; the injector has: `canary`"
+    );
+    // Named by the label, it is the label's fault.
+    let by_label = select_template(&set, &PodView::read(&json!({})), "shop", || Some("config".into()))
+        .unwrap_err()
+        .to_string();
+    assert!(by_label.starts_with("template `config` named by label"), "{by_label}");
+}
+
+#[test]
 fn the_pod_s_template_annotation_wins_over_its_namespace_s_label() {
     let set = TemplateSet::from_text(
         "t",
-        "apiVersion: v1\nkind: ConfigMap\ndata:\n  config: |\n    containers: [{name: a}]\n  canary: |\n    containers: [{name: b}]\n",
+        "apiVersion: v1\nkind: ConfigMap\ndata:\n  config: |\n    containers: [{name: a, image: a}]\n  canary: |\n    containers: [{name: b, image: b}]\n",
+        crate::template::KubeVersion::NEWEST,
     )
     .unwrap();
     let canary = || Some("canary".to_string());

@@ -136,7 +136,7 @@ mod after_a_policy {
                        "spec": {"initContainers": [{"name": "own"}], "containers": [{"name": "app", "env": [{"name": "NETWORK_CIDR", "value": "app's"}]}]}}),
             ),
         ] {
-            let template = Template::parse("config", template).unwrap();
+            let template = Template::parse("config", template, crate::template::KubeVersion::NEWEST).unwrap();
             let extras = extras();
             let one_pass = injected(&pod, &template, &extras);
             let policy = injected(&pod, &template, &Extras::default());

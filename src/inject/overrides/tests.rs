@@ -5,7 +5,7 @@ use crate::inject::{Decision, Extras, InjectError, InjectionStatus, PodView, STA
 use crate::template::overrides::tests::EXAMPLE;
 
 fn template() -> Template {
-    Template::parse("config", EXAMPLE).unwrap()
+    Template::parse("config", EXAMPLE, crate::template::KubeVersion::NEWEST).unwrap()
 }
 
 fn pod(overrides: Value) -> Value {
@@ -60,6 +60,7 @@ fn a_template_s_app_mounts_are_recorded_only_for_a_volume_the_pod_already_had() 
     let template = Template::parse(
         "config",
         "containers: [{name: proxy, image: envoy}]\nvolumes: [{name: certs, emptyDir: {}}]\nvolumeMounts: [{name: certs, mountPath: /etc/certs}]\n",
+        crate::template::KubeVersion::NEWEST,
     )
     .unwrap();
     let plain = json!({"spec": {"containers": [{"name": "app"}]}});
@@ -151,7 +152,12 @@ fn wrong_types_and_undeclared_overrides_are_denied_each_named() {
         denied(&pod(json!({"cpu": "1"}))),
         r#"override.cpu: "1" is not an override of template "config", which declares "cpu-request", "image-tag", "log-level", "memory-limit""#
     );
-    let plain = Template::parse("config", "containers: [{name: envoy, image: envoy}]\n").unwrap();
+    let plain = Template::parse(
+        "config",
+        "containers: [{name: envoy, image: envoy}]\n",
+        crate::template::KubeVersion::NEWEST,
+    )
+    .unwrap();
     let err = injected(&pod(json!({"cpu-request": "1"})), &plain, &Extras::default()).unwrap_err();
     assert_eq!(
         err.to_string(),
@@ -169,7 +175,12 @@ fn wrong_types_and_undeclared_overrides_are_denied_each_named() {
 
 #[test]
 fn overrides_apply_to_native_sidecars_and_the_injectors_env_wins() {
-    let native = Template::parse("config", &format!("nativeSidecar: true\n{EXAMPLE}")).unwrap();
+    let native = Template::parse(
+        "config",
+        &format!("nativeSidecar: true\n{EXAMPLE}"),
+        crate::template::KubeVersion::NEWEST,
+    )
+    .unwrap();
     let (out, status) = injected(&pod(json!({"memory-limit": "256Mi"})), &native, &Extras::default()).unwrap();
     let envoy = &out["spec"]["initContainers"][0];
     assert_eq!(envoy["restartPolicy"], "Always");

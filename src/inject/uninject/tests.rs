@@ -12,14 +12,16 @@ fn templates() -> Vec<Template> {
         Template::parse(
             "config",
             "initContainers:\n- {name: setup, image: busybox}\ncontainers:\n- {name: proxy, image: envoy}\nvolumes:\n- {name: certs, emptyDir: {}}\nvolumeMounts:\n- {name: certs, mountPath: /etc/certs}\nimagePullSecrets:\n- name: registry\n",
+            crate::template::KubeVersion::NEWEST,
         )
         .unwrap(),
         Template::parse(
             "native",
             "nativeSidecar: true\ncontainers:\n- {name: proxy, image: envoy}\nvolumes:\n- {name: certs, emptyDir: {}}\nvolumeMounts:\n- {name: certs, mountPath: /etc/certs}\n",
+            crate::template::KubeVersion::NEWEST,
         )
         .unwrap(),
-        Template::parse("overrides", crate::template::overrides::tests::EXAMPLE).unwrap(),
+        Template::parse("overrides", crate::template::overrides::tests::EXAMPLE, crate::template::KubeVersion::NEWEST).unwrap(),
         TemplateSet::embedded().get("classic").unwrap().as_ref().clone(),
     ]
 }

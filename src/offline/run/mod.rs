@@ -1,25 +1,33 @@
 //! The `inject` stream: documents are read, injected and written one at a time, so
 //! memory follows the largest document, not the input. Every document that can be
 //! processed is written; each one that cannot is left out of the output and reported.
-//! YAML in, YAML out: the output is the input's text with the additions (or removals)
-//! spliced in (`text`); JSON in or out, the documents are written from their trees.
+//!
+//! How a document is written is decided once, in `document`, on two questions: whether
+//! it is written as the input's own text with the additions (or removals) spliced in
+//! (`text`: YAML in and out) or from its tree (`tree`: JSON in or out, the patch formats,
+//! and YAML that cannot be edited in place); and whether it is one object, or a `List`
+//! whose items are injected and written one at a time.
 
-mod handed;
 mod text;
+mod tree;
+
+#[cfg(test)]
+mod tests;
 
 use std::io::{BufRead, Write};
 
 use serde_json::Value as Json;
 
-use super::ahead::{Body, InOrder, Piece, Reading, parse_ahead, workers};
-use super::node::{Node, Value};
-use super::read::{Document, Packed, ReadError};
-use super::splice;
-use super::split::{InputError, json_values, starts_like_json};
+use super::paths::PodPaths;
 use super::view::{engine_view, identity};
-use super::write::{self, Out, Style, comment_lines, first_not_json, json, yaml_document};
-use super::{OfflineError, Outcome, Renderings, describe, inject_object, type_name, uninject_object};
+use super::{OfflineError, Outcome, Renderings, describe, inject_object, place, type_name, uninject_object};
 use crate::template::TemplateSet;
+use crate::yaml::ahead::{InOrder, Piece, Reading, parse_ahead, workers};
+use crate::yaml::node::{Node, Value};
+use crate::yaml::packed::Packed;
+use crate::yaml::read::{Document, ReadError};
+use crate::yaml::splice;
+use crate::yaml::split::{InputError, json_values, starts_like_json};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Format {
@@ -77,15 +85,7 @@ pub fn inject_stream<R: BufRead + Send, W: Write>(
     format: Format,
     report: &mut dyn FnMut(Message),
 ) -> Result<Summary, StreamError> {
-    stream(
-        input,
-        output,
-        Action::Inject(templates),
-        format,
-        report,
-        Settings::default(),
-    )
-    .map(|(s, _)| s)
+    stream(input, output, Action::Inject(templates), format, report)
 }
 
 /// As [`inject_stream`], but undoing each object's injection (`uninject`). The strategic
@@ -96,37 +96,16 @@ pub fn uninject_stream<R: BufRead + Send, W: Write>(
     format: Format,
     report: &mut dyn FnMut(Message),
 ) -> Result<Summary, StreamError> {
-    stream(input, output, Action::Uninject, format, report, Settings::default()).map(|(s, _)| s)
+    stream(input, output, Action::Uninject, format, report)
 }
 
-/// How the stream goes about its work, where tests need to choose.
-#[derive(Debug, Clone, Copy)]
-struct Settings {
-    /// Whether a large piece is handed over while parsed (`ahead::Handing`).
-    hand_over: bool,
-    /// What the items of a `List` handed over may hold (`handed`); `None`: the default.
-    hold_at_most: Option<usize>,
-}
-
-impl Default for Settings {
-    fn default() -> Settings {
-        Settings {
-            hand_over: true,
-            hold_at_most: None,
-        }
-    }
-}
-
-/// The stream, and how many `List`s were written from the work done on their items as
-/// they were read.
 fn stream<R: BufRead + Send, W: Write>(
     mut input: R,
     output: W,
     action: Action<'_>,
     format: Format,
     report: &mut dyn FnMut(Message),
-    settings: Settings,
-) -> Result<(Summary, usize), StreamError> {
+) -> Result<Summary, StreamError> {
     let mut stream = Stream {
         action,
         format,
@@ -141,9 +120,6 @@ fn stream<R: BufRead + Send, W: Write>(
         done: Vec::new(),
         splicing: false,
         renders: splice::Renders::default(),
-        held: None,
-        settings,
-        handed_lists: 0,
     };
     if starts_like_json(&mut input)? {
         for (index, value) in json_values(input).enumerate() {
@@ -156,7 +132,6 @@ fn stream<R: BufRead + Send, W: Write>(
                             root: Some(root),
                             ..Document::default()
                         },
-                        None,
                         None,
                     )?;
                     // Built on this thread: freed here.
@@ -184,13 +159,13 @@ fn stream<R: BufRead + Send, W: Write>(
         stream.splicing = format == Format::Yaml;
         // Only output that is the input's text needs it, and where things are in it.
         let reading = match stream.splicing {
-            true => Reading::Text,
+            true => Reading::Text(&PodPaths),
             false => Reading::Values,
         };
         // Cutting on one thread, parsing ahead on others, injecting and writing here in
         // input order; bounded channels keep a few parsed documents in flight.
         std::thread::scope(|scope| -> Result<(), StreamError> {
-            stream.pieces(parse_ahead(scope, input, workers(), reading, settings.hand_over))
+            stream.pieces(parse_ahead(scope, input, workers(), reading))
         })?;
     }
     stream.finish()
@@ -217,13 +192,10 @@ struct Stream<'a, W> {
     splicing: bool,
     /// The additions' text, written once for many documents.
     renders: splice::Renders,
-    /// Messages held back instead of told (and errors not yet counted): those of a
-    /// `List`'s items injected before the `List` is known to be one (`handed`).
-    held: Option<Vec<Message>>,
-    settings: Settings,
-    /// `List`s written from the work done on their items as they were read.
-    handed_lists: usize,
 }
+
+/// A map entry of a `Node`.
+type Entry = (String, Node);
 
 fn is_list(node: &Node) -> bool {
     node.get("kind")
@@ -232,27 +204,23 @@ fn is_list(node: &Node) -> bool {
         && matches!(node.get("items").map(|i| &i.value), Some(Value::Seq(_)))
 }
 
-/// How every message names what it is about (`document 2 (Pod web) at line 14`,
-/// `document 1 (List), item 3 (a string) at line 9`): `what` it is and its line, when
-/// known.
-fn place(name: &str, what: Option<&str>, line: Option<usize>) -> String {
-    let mut at = name.to_string();
-    if let Some(what) = what {
-        at.push_str(&format!(" ({what})"));
-    }
-    if let Some(line) = line {
-        at.push_str(&format!(" at line {line}"));
-    }
-    at
+/// How a `List`'s item `i` (from 0), whose view is `json`, is named in messages:
+/// `document 1 (List), item 3 (a string) at line 9`.
+fn item_place(at: &str, i: usize, item: &Node, json: &Json) -> String {
+    let what = match json.is_object() {
+        true => describe(json),
+        false => type_name(json).to_string(),
+    };
+    place(&format!("{at}, item {}", i + 1), Some(&what), item.line())
 }
 
-/// What opens a YAML document in the output: `---` unless it is the first, then the
-/// comments of the comment-only pieces read before it.
-fn yaml_document_start(out: &mut Out<'_>, first: bool, pending_comments: &[String]) {
-    if !first {
-        out.push_str("---\n");
+/// The items of a `List` in turn: its tree's, or, where they were packed as they were
+/// read, each unpacked as it comes, so that their trees are never all in memory.
+fn list_items(tree: Vec<Node>, packed: Vec<Packed>) -> Box<dyn Iterator<Item = Node>> {
+    match packed.is_empty() {
+        true => Box::new(tree.into_iter()),
+        false => Box::new(packed.into_iter().map(|p| p.unpack())),
     }
-    comment_lines(out, pending_comments, 0);
 }
 
 impl<W: Write> Stream<'_, W> {
@@ -271,56 +239,44 @@ impl<W: Write> Stream<'_, W> {
         self.done.push(tree);
     }
 
-    /// Tells the user, or holds the message back (see `held`).
-    fn say(&mut self, message: Message) {
-        match &mut self.held {
-            Some(held) => held.push(message),
-            None => {
-                if matches!(message, Message::Error(_)) {
-                    self.summary.failed += 1;
-                }
-                (self.report)(message);
-            }
+    /// A `List`'s item, done with: one `unpacked` here is freed here, one of the tree the
+    /// parsing thread built goes back there.
+    fn done_with_item(&mut self, item: Node, unpacked: bool) {
+        match unpacked {
+            true => drop(item),
+            false => self.discard(item),
         }
+    }
+
+    /// Tells the user; an error counts as a failure.
+    fn say(&mut self, message: Message) {
+        if matches!(message, Message::Error(_)) {
+            self.summary.failed += 1;
+        }
+        (self.report)(message);
     }
 
     fn fail(&mut self, error: OfflineError) {
         self.say(Message::Error(error.to_string()));
     }
 
-    /// Refuses `object`, named `at`, when it holds a value JSON cannot hold (a NaN or an
-    /// infinity); the field is named by its place in that same object. True if refused.
-    fn refuse_not_json(&mut self, at: &str, object: &Node) -> bool {
-        let Some(found) = first_not_json(object) else {
-            return false;
-        };
-        self.fail(OfflineError::Encode {
-            at: at.to_string(),
-            format: "JSON",
-            message: found.to_string(),
-        });
-        true
-    }
-
     /// The parsed pieces of a YAML input, each with its first line, document by document.
     fn pieces(&mut self, mut parsed: InOrder) -> Result<(), StreamError> {
         let mut index = 0;
         while let Some(piece) = parsed.next() {
-            let Piece { first_line, body } = piece?;
-            match body {
-                Body::Read { text, documents } => {
-                    self.piece(&mut index, first_line, &text, documents, &mut parsed, None)?;
-                    parsed.free_text(text);
-                }
-                Body::Handing(handing) => self.handing(&mut index, first_line, handing, &mut parsed)?,
-            }
+            let Piece {
+                first_line,
+                text,
+                documents,
+            } = piece?;
+            self.piece(&mut index, first_line, &text, documents, &mut parsed)?;
+            parsed.free_text(text);
         }
         Ok(())
     }
 
     /// The documents of one piece of a YAML input, `text`, or why it could not be read;
-    /// `index` counts the documents so far. `handed` is what was done of its `List`'s
-    /// items while they were read, already checked to hold for it (see `handed`).
+    /// `index` counts the documents so far.
     fn piece(
         &mut self,
         index: &mut usize,
@@ -328,7 +284,6 @@ impl<W: Write> Stream<'_, W> {
         text: &str,
         documents: Result<Vec<Document>, ReadError>,
         parsed: &mut InOrder,
-        mut handed: Option<handed::Speculation>,
     ) -> Result<(), StreamError> {
         match documents {
             Ok(documents) => {
@@ -343,7 +298,7 @@ impl<W: Write> Stream<'_, W> {
                 for document in documents {
                     if document.root.is_some() {
                         *index += 1;
-                        self.document(*index, Some(first_line), document, own_text, handed.take())?;
+                        self.document(*index, Some(first_line), document, own_text)?;
                         self.done.drain(..).for_each(|tree| parsed.free(tree));
                     } else if !self.splicing {
                         self.pending_comments.extend(document.trailing);
@@ -368,12 +323,17 @@ impl<W: Write> Stream<'_, W> {
         chunk_line: Option<usize>,
         mut document: Document,
         text: Option<&str>,
-        handed: Option<handed::Speculation>,
     ) -> Result<(), StreamError> {
+        if document.root.as_ref().is_some_and(|root| !is_list(root)) {
+            // Its `items` were packed as a List's, but it is not one: whole again.
+            document.unpack();
+        }
         let Some(mut root) = document.root.take() else {
             return Ok(());
         };
+        let list = is_list(&root);
         self.summary.documents += 1;
+        let line = root.line().or(chunk_line);
         let Document {
             trailing,
             warnings,
@@ -381,56 +341,43 @@ impl<W: Write> Stream<'_, W> {
             aliased,
             ..
         } = document;
-        let line = root.line().or(chunk_line);
-        let list = is_list(&root);
         // A List is processed item by item; only its identity is needed whole.
-        let mut json = if list || !packed_items.is_empty() {
-            identity(&root)
-        } else {
-            self.view(&root)
+        let json = match list {
+            true => identity(&root),
+            false => self.view(&root),
         };
-        // A non-object is named by number only: its error says what was found.
-        let what = json.is_object().then(|| describe(&json));
-        let at = place(&format!("document {index}"), what.as_deref(), line);
+        let at = super::at_document(index, &json, line);
         for warning in warnings {
             self.say(Message::Warning(format!("{at}: {warning}")));
         }
-        if list {
-            if let Some(text) = text {
-                if !root
-                    .get("items")
-                    .is_some_and(|items| splice::aliases_cross_items(items, &aliased))
-                {
-                    return match handed {
-                        Some(handed) => self.commit_list_text(&at, root, handed, text, &aliased),
-                        None => self.stream_list_text(&at, root, packed_items, text, &aliased),
-                    };
-                }
-                // An item's addition could show wherever one of its nodes is aliased.
+        // A List's items are edited in its text one by one, unless an addition to one
+        // could show wherever an alias repeats one of its nodes in another.
+        let text = match text {
+            Some(_)
+                if list
+                    && root
+                        .get("items")
+                        .is_some_and(|items| splice::aliases_cross_items(items, &aliased)) =>
+            {
                 self.say(Message::Warning(format!(
                     "{at}: written anew, not as the input's text: an alias repeats a node of another item"
                 )));
+                None
             }
-            return self.stream_list(&at, root, packed_items, &trailing);
-        }
-        if !packed_items.is_empty() {
-            // Not a List after all (an object with an `items` field): whole again.
-            let mut whole = Document {
-                root: Some(root),
-                packed_items,
-                ..Document::default()
+            text => text,
+        };
+        if list {
+            return match text {
+                Some(text) => self.list_as_text(&at, root, packed_items, text, &aliased),
+                None => self.list_from_tree(&at, root, packed_items, &trailing),
             };
-            whole.unpack();
-            root = whole.root.take().unwrap_or_else(|| Node::from(Value::Null));
-            json = self.view(&root);
         }
-        let spliced = text.is_some();
-        let Some(outcome) = self.object(&at, &mut root, &json, spliced) else {
+        let Some(outcome) = self.object(&at, &mut root, &json, text.is_some()) else {
             return Ok(());
         };
         match text {
-            Some(text) => self.write_text(&at, root, &trailing, &outcome, text, &aliased),
-            None => self.write(&at, root, &trailing, &outcome),
+            Some(text) => self.object_as_text(&at, root, &trailing, &outcome, text, &aliased),
+            None => self.object_from_tree(&at, root, &trailing, &outcome),
         }
     }
 
@@ -472,216 +419,7 @@ impl<W: Write> Stream<'_, W> {
         }
         Some(outcome)
     }
-
-    /// A `List`: each item is injected, written and dropped in turn, so the injected
-    /// additions (and, for a packed List, the items' trees) are never all in memory.
-    fn stream_list(
-        &mut self,
-        at: &str,
-        mut root: Node,
-        packed: Vec<Packed>,
-        trailing: &[String],
-    ) -> Result<(), StreamError> {
-        let (position, items_meta, tree_items) = {
-            let Value::Map(entries) = &mut root.value else {
-                return Ok(());
-            };
-            let Some(position) = entries.iter().rposition(|(k, _)| k == "items") else {
-                return Ok(());
-            };
-            let items_meta = entries[position].1.meta.take();
-            let tree_items = match &mut entries[position].1.value {
-                Value::Seq(items) => std::mem::take(items),
-                _ => Vec::new(),
-            };
-            (position, items_meta, tree_items)
-        };
-        // The List without its items (each is checked as it is written), so that a field
-        // is named by its place in the List.
-        if self.format == Format::Json && self.refuse_not_json(at, &root) {
-            return Ok(());
-        }
-        let Value::Map(entries) = &root.value else {
-            return Ok(());
-        };
-        // Packed items are unpacked one at a time, as they are written.
-        let packed_list = !packed.is_empty();
-        let items: Box<dyn Iterator<Item = Node>> = if packed.is_empty() {
-            Box::new(tree_items.into_iter())
-        } else {
-            Box::new(packed.into_iter().map(|p| p.unpack()))
-        };
-        let (head, rest) = entries.split_at(position);
-        let tail = &rest[1..];
-        match self.format {
-            Format::Yaml => {
-                let mut out = Out::default();
-                yaml_document_start(&mut out, self.written == 0, &std::mem::take(&mut self.pending_comments));
-                if let Some(meta) = root.meta.as_deref() {
-                    comment_lines(&mut out, &meta.before, 0);
-                }
-                write::entries(&mut out, head, 0, Style::KUBECTL);
-                self.output.write_all(out.into_string().as_bytes())?;
-            }
-            Format::Json => self.open_json_list(Some((head, tail)))?,
-            Format::JsonPatch | Format::Strategic => {}
-        }
-        self.written += 1;
-        let mut any = false;
-        for (i, mut item) in items.enumerate() {
-            let item_json = self.view(&item);
-            let what = if item_json.is_object() {
-                describe(&item_json)
-            } else {
-                type_name(&item_json).to_string()
-            };
-            let item_at = place(&format!("{at}, item {}", i + 1), Some(&what), item.line());
-            let Some(outcome) = self.object(&item_at, &mut item, &item_json, false) else {
-                continue;
-            };
-            let mut out = Out::default();
-            match self.format {
-                Format::Yaml => {
-                    if !any {
-                        write::list_key(&mut out, "items", items_meta.as_deref(), 0);
-                    }
-                    write::item(&mut out, &item, 0, Style::KUBECTL);
-                }
-                Format::Json => {
-                    if self.refuse_not_json(&item_at, &item) {
-                        continue;
-                    }
-                    json_item(&mut out, &item, &mut self.json_count);
-                }
-                Format::JsonPatch | Format::Strategic => patch_line(&mut out, self.format, &outcome),
-            }
-            any = true;
-            self.output.write_all(out.into_string().as_bytes())?;
-            // A packed item was unpacked here: it is freed here.
-            if packed_list {
-                drop(item);
-            } else {
-                self.discard(item);
-            }
-        }
-        if self.format == Format::Yaml {
-            let mut out = Out::default();
-            if !any {
-                write::entries(
-                    &mut out,
-                    &[(String::from("items"), Node::from(Value::Seq(Vec::new())))],
-                    0,
-                    Style::KUBECTL,
-                );
-            }
-            write::entries(&mut out, tail, 0, Style::KUBECTL);
-            comment_lines(&mut out, trailing, 0);
-            self.output.write_all(out.into_string().as_bytes())?;
-        }
-        Ok(())
-    }
-
-    /// Opens the output `List` of `-o json` if it is not open yet. `list` is the
-    /// document that forces it open when it is a `List` itself: if it is the first
-    /// document, its own fields frame the output (so a single `List` comes out as
-    /// itself); otherwise a plain `v1` `List` holds everything, a held first document
-    /// first.
-    fn open_json_list(&mut self, list: Option<(&[Entry], &[Entry])>) -> Result<(), StreamError> {
-        if self.json_tail.is_some() {
-            return Ok(());
-        }
-        let held = self.held_json.take();
-        let mut out = Out::to(&mut self.output);
-        match (held, list) {
-            (None, Some((head, tail))) => {
-                out.push('{');
-                for (key, value) in head {
-                    out.push_str("\n  ");
-                    write::json_field(&mut out, key, value, 2);
-                    out.push(',');
-                }
-                out.push_str("\n  \"items\": [");
-                self.json_tail = Some(tail.to_vec());
-            }
-            (held, _) => {
-                out.push_str("{\n  \"apiVersion\": \"v1\",\n  \"kind\": \"List\",\n  \"items\": [");
-                self.json_tail = Some(Vec::new());
-                if let Some(first) = held {
-                    json_item(&mut out, &first, &mut self.json_count);
-                }
-            }
-        }
-        out.finish()?;
-        Ok(())
-    }
-
-    /// Writes one injected document; the patch formats write its `outcome` instead.
-    fn write(&mut self, at: &str, root: Node, trailing: &[String], outcome: &Outcome) -> Result<(), StreamError> {
-        if self.format == Format::Json && self.refuse_not_json(at, &root) {
-            return Ok(());
-        }
-        let pending = std::mem::take(&mut self.pending_comments);
-        let first = self.written == 0;
-        self.written += 1;
-        match self.format {
-            Format::Yaml => {
-                let mut out = Out::to(&mut self.output);
-                yaml_document_start(&mut out, first, &pending);
-                yaml_document(&mut out, &root, trailing);
-                out.finish()?;
-            }
-            Format::Json => {
-                if self.json_tail.is_none() {
-                    if self.held_json.is_none() {
-                        self.held_json = Some(root);
-                        return Ok(());
-                    }
-                    self.open_json_list(None)?;
-                }
-                let mut out = Out::to(&mut self.output);
-                json_item(&mut out, &root, &mut self.json_count);
-                out.finish()?;
-            }
-            Format::JsonPatch | Format::Strategic => {
-                let mut out = Out::to(&mut self.output);
-                patch_line(&mut out, self.format, outcome);
-                out.finish()?;
-            }
-        }
-        self.discard(root);
-        Ok(())
-    }
-
-    fn finish(mut self) -> Result<(Summary, usize), StreamError> {
-        let mut out = Out::to(&mut self.output);
-        match self.format {
-            Format::Yaml => comment_lines(&mut out, &self.pending_comments, 0),
-            Format::Json => match self.json_tail.take() {
-                Some(tail) => {
-                    out.push_str("\n  ]");
-                    for (key, value) in &tail {
-                        out.push_str(",\n  ");
-                        write::json_field(&mut out, key, value, 2);
-                    }
-                    out.push_str("\n}\n");
-                }
-                None => {
-                    if let Some(only) = self.held_json.take() {
-                        json(&mut out, &only, 0);
-                        out.push('\n');
-                    }
-                }
-            },
-            Format::JsonPatch | Format::Strategic => {}
-        }
-        out.finish()?;
-        self.output.flush()?;
-        Ok((self.summary, self.handed_lists))
-    }
 }
-
-/// A map entry of a `Node`.
-type Entry = (String, Node);
 
 /// Applies an outcome's operations to the tree they were planned on.
 fn apply(node: &mut Node, patch: &json_patch::Patch) -> Result<(), String> {
@@ -694,25 +432,3 @@ fn apply(node: &mut Node, patch: &json_patch::Patch) -> Result<(), String> {
     }
     Ok(())
 }
-
-/// One object in the output `List` of `-o json`.
-fn json_item(out: &mut Out<'_>, item: &Node, count: &mut usize) {
-    out.push_str(if *count > 0 { ",\n    " } else { "\n    " });
-    json(out, item, 4);
-    *count += 1;
-}
-
-/// One line of `-o jsonpatch` / `-o strategic`.
-fn patch_line(out: &mut Out<'_>, format: Format, outcome: &Outcome) {
-    let line = if format == Format::JsonPatch {
-        serde_json::to_string(&outcome.json_patch)
-    } else {
-        serde_json::to_string(outcome.strategic.as_ref().unwrap_or(&Json::Object(Default::default())))
-    };
-    // Serialising plain JSON values cannot fail.
-    out.push_str(&line.unwrap_or_default());
-    out.push('\n');
-}
-
-#[cfg(test)]
-mod tests;

@@ -7,39 +7,41 @@
 
 use std::io::Write;
 
-use super::super::node::{Node, Value};
-use super::super::read::{Aliased, Packed, read_documents};
-use super::super::splice::{self, Edit, Edits, ItemText, NotInText};
-use super::super::write::{Out, yaml_document};
-use super::super::{OfflineError, Outcome};
-use super::{Action, Message, Stream, StreamError, apply, describe, place, type_name};
+use super::{Action, Message, Stream, StreamError, apply, item_place, list_items};
+use crate::offline::{OfflineError, Outcome};
+use crate::yaml::node::{Node, Value};
+use crate::yaml::packed::Packed;
+use crate::yaml::read::{Aliased, read_documents};
+use crate::yaml::splice::{self, Edit, Edits, ItemText, NotInText};
+use crate::yaml::write::{Out, yaml_document};
+
+/// The keys an injection creates, in the order it creates them (`inject::jsonpatch`):
+/// what `uninject` needs to tell them from the input's own.
+const CREATED_IN_ORDER: &[&str] = &[
+    "initContainers",
+    "containers",
+    "volumes",
+    "imagePullSecrets",
+    "annotations",
+    "labels",
+];
 
 /// Writes `text` with `edits` made, in order, from `at`; returns where it stopped.
-pub(super) fn write_edited(output: &mut dyn Write, text: &str, edits: &[Edit], at: usize) -> std::io::Result<usize> {
-    write_pieces(output, text, edits.iter().map(|e| (e.from, e.to, e.with.as_str())), at)
-}
-
-/// As [`write_edited`], each edit as `(from, to, with)`.
-pub(super) fn write_pieces<'e>(
-    output: &mut dyn Write,
-    text: &str,
-    edits: impl Iterator<Item = (usize, usize, &'e str)>,
-    mut at: usize,
-) -> std::io::Result<usize> {
-    for (from, to, with) in edits {
-        output.write_all(&text.as_bytes()[at..from])?;
-        output.write_all(with.as_bytes())?;
-        at = to;
+fn write_edited(output: &mut dyn Write, text: &str, edits: &[Edit], mut at: usize) -> std::io::Result<usize> {
+    for edit in edits {
+        output.write_all(&text.as_bytes()[at..edit.from])?;
+        output.write_all(edit.with.as_bytes())?;
+        at = edit.to;
     }
     Ok(at)
 }
 
 /// A `List` item that is left out (failed, reported).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) struct Failed;
+struct Failed;
 
 /// The edit that leaves item `i` of the written list `list` out.
-pub(super) fn removal(text: &str, list: &Node, i: usize) -> Vec<Edit> {
+fn removal(text: &str, list: &Node, i: usize) -> Vec<Edit> {
     splice::item_range(text, list, i)
         .map(|(from, to)| {
             vec![Edit {
@@ -79,7 +81,7 @@ impl<W: Write> Stream<'_, W> {
     fn edits(&mut self, text: &str, root: &Node, outcome: &Outcome) -> Result<Edits, NotInText> {
         match self.action {
             Action::Inject(_) => splice::additions(text, root, &outcome.json_patch, &mut self.renders),
-            Action::Uninject => splice::removals(text, root, &outcome.json_patch),
+            Action::Uninject => splice::removals(text, root, &outcome.json_patch, CREATED_IN_ORDER),
         }
     }
 
@@ -123,7 +125,7 @@ impl<W: Write> Stream<'_, W> {
     }
 
     /// One document: its text with its outcome's edits, or (said) written anew.
-    pub(super) fn write_text(
+    pub(super) fn object_as_text(
         &mut self,
         at: &str,
         root: Node,
@@ -170,7 +172,7 @@ impl<W: Write> Stream<'_, W> {
 
     /// A `List` as its text: each item injected and its edits written in turn (an item
     /// that fails is left out, its text with it), the rest as it was.
-    pub(super) fn stream_list_text(
+    pub(super) fn list_as_text(
         &mut self,
         at: &str,
         mut root: Node,
@@ -190,11 +192,8 @@ impl<W: Write> Stream<'_, W> {
         };
         let list: &Node = list;
         let json = list.layout().is_some_and(|l| l.json);
-        let packed_list = !packed.is_empty();
-        let items: Box<dyn Iterator<Item = Node>> = match packed_list {
-            false => Box::new(tree_items.into_iter()),
-            true => Box::new(packed.into_iter().map(|p| p.unpack())),
-        };
+        let unpacked = !packed.is_empty();
+        let items = list_items(tree_items, packed);
         self.written += 1;
         let mut written_to = 0;
         for (i, mut item) in items.enumerate() {
@@ -202,12 +201,7 @@ impl<W: Write> Stream<'_, W> {
             let edits = self.list_item(at, text, i, &mut item, place_of, json, aliased);
             let edits = edits.unwrap_or_else(|Failed| removal(text, list, i));
             written_to = write_edited(&mut self.output, text, &edits, written_to)?;
-            // A packed item was unpacked here: it is freed here.
-            if packed_list {
-                drop(item);
-            } else {
-                self.discard(item);
-            }
+            self.done_with_item(item, unpacked);
         }
         self.output.write_all(&text.as_bytes()[written_to..])?;
         self.discard(root);
@@ -218,7 +212,7 @@ impl<W: Write> Stream<'_, W> {
     /// flow list of `json` style if flow): its outcome's, or the item written anew;
     /// `Failed` (reported) when it is to be left out.
     #[allow(clippy::too_many_arguments)]
-    pub(super) fn list_item(
+    fn list_item(
         &mut self,
         at: &str,
         text: &str,
@@ -229,11 +223,7 @@ impl<W: Write> Stream<'_, W> {
         aliased: &[Aliased],
     ) -> Result<Vec<Edit>, Failed> {
         let item_json = self.view(item);
-        let what = match item_json.is_object() {
-            true => describe(&item_json),
-            false => type_name(&item_json).to_string(),
-        };
-        let item_at = place(&format!("{at}, item {}", i + 1), Some(&what), item.line());
+        let item_at = item_place(at, i, item, &item_json);
         let Some(outcome) = self.object(&item_at, item, &item_json, true) else {
             return Err(Failed);
         };

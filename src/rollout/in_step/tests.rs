@@ -15,6 +15,7 @@ fn live(image: &str) -> TemplateSet {
             "config".to_string(),
             format!("containers:\n- name: envoy\n  image: {image}\n"),
         )]),
+        crate::template::KubeVersion::NEWEST,
     )
     .unwrap()
 }
@@ -22,6 +23,7 @@ fn live(image: &str) -> TemplateSet {
 fn compiled(set: &TemplateSet) -> Vec<Object> {
     let options = crate::policies::Options {
         injector_namespace: NS.into(),
+        ..crate::policies::Options::default()
     };
     crate::policies::compile(set, &options)
         .objects

@@ -22,6 +22,7 @@ fn live() -> TemplateSet {
             "config".to_string(),
             "containers:\n- name: envoy\n  image: e:2\n".to_string(),
         )]),
+        crate::template::KubeVersion::NEWEST,
     )
     .unwrap()
 }

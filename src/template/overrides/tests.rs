@@ -5,7 +5,7 @@ use crate::template::Template;
 pub(crate) const EXAMPLE: &str = include_str!("../../../tests/fixtures/overrides/template.yaml");
 
 fn parse(text: &str) -> Result<Template, TemplateError> {
-    Template::parse("config", text)
+    Template::parse("config", text, crate::template::KubeVersion::NEWEST)
 }
 
 fn q(text: &str) -> Quantity {

@@ -6,8 +6,7 @@ use super::*;
 /// API types, the repository manifests are the ones the steps expect, and the test
 /// templates are accepted (or, the bad one, refused naming its field) by the real parser
 /// through `envoy-injector inject`. A cluster run then fails only on the cluster's answers.
-#[test]
-fn cluster_inputs_are_well_formed() {
+pub fn cluster_inputs_are_well_formed() {
     let url = format!("https://{}/mutate", host_port("172.18.0.1", 8443));
     let config = webhook_configuration("envoy-injector-e2e-x", "ei-e2e-x", &url, b"PEM BYTES");
     let hooks = config.webhooks.as_deref().unwrap_or_default();
@@ -104,8 +103,7 @@ fn cluster_inputs_are_well_formed() {
 }
 
 /// Runs everywhere: the in-cluster mode's inputs and parsers.
-#[test]
-fn in_cluster_inputs_are_well_formed() {
+pub fn in_cluster_inputs_are_well_formed() {
     assert_eq!(Mode::parse(None), Ok(Mode::Local));
     assert_eq!(Mode::parse(Some("local")), Ok(Mode::Local));
     assert_eq!(Mode::parse(Some(" in-cluster ")), Ok(Mode::InCluster));

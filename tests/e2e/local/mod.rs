@@ -103,7 +103,7 @@ fn event_fingerprint(event: &Event) -> String {
 
 mod admission;
 mod controller;
-mod inputs;
+pub mod inputs;
 mod running;
 mod setup;
 

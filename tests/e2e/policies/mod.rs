@@ -104,106 +104,76 @@ fn configmap(templates: &[(&str, String)]) -> Value {
     json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": INJECTOR_NAME}, "data": data})
 }
 
+/// One configuration proven: the ConfigMap's templates, annotation opt-in on or off (both
+/// paths alike: `serve --annotation-opt-in`, the webhook configuration without its
+/// annotation entry, `policies --annotation-opt-in`), and the shapes created.
+struct Phase {
+    name: &'static str,
+    templates: Vec<(&'static str, String)>,
+    annotations: bool,
+    shapes: Vec<Shape>,
+    /// The workloads' Pods too, and Networks on both sides (the corpus joins them).
+    full: bool,
+}
+
+/// Ten templates: the tier's six, and four copies of `config` (another CPU request each).
+fn ten_templates() -> Vec<(&'static str, String)> {
+    let mut out = templates::templates();
+    let config = out[0].1.clone();
+    for (i, name) in ["t7", "t8", "t9", "t10"].into_iter().enumerate() {
+        out.push((name, config.replacen("cpu: 100m", &format!("cpu: {}m", 107 + i), 1)));
+    }
+    out
+}
+
 async fn run(suite: &Suite) -> TierResult {
     suite.loopback_webhooks()?;
     require_kubectl()?;
-    let client = &suite.client;
     let scope = Scope::new(suite.settings.mode);
-    let injector = TestNs::create(client, &scope, "policies-injector", &[]).await;
     suite.install_network_crd().await;
 
     let mut all_templates = templates::templates();
     all_templates.push(("largest", templates::largest()));
-    let configmap = configmap(&all_templates);
-    kubectl_apply(&[in_namespace(&configmap, &injector.name)]).await;
-
-    let labels_of = |place: Place| -> Vec<(&'static str, &'static str)> {
-        match place {
-            Place::Plain => Vec::new(),
-            Place::Labelled => vec![NAMESPACE_OPT_IN, (TEMPLATE_LABEL, "canary")],
-            Place::MissingTemplate => vec![NAMESPACE_OPT_IN, (TEMPLATE_LABEL, "missing")],
-        }
-    };
-    let mut sides = Vec::new();
-    for (path, cidr, gateway) in [
-        ("webhook", "198.18.70.0/24", "198.18.70.1"),
-        ("policies", "198.18.71.0/24", "198.18.71.1"),
-    ] {
-        let mut namespaces = Vec::new();
-        for place in [Place::Plain, Place::Labelled, Place::MissingTemplate] {
-            let tier = format!("pol-{}", &path[..3]);
-            namespaces.push((place, TestNs::create(client, &scope, &tier, &labels_of(place)).await));
-        }
-        sides.push(Side {
-            path,
-            namespaces,
-            cidr,
-            gateway,
-        });
-    }
-    let (webhook_side, policy_side) = (&sides[0], &sides[1]);
-
-    // The webhook: the shipped configuration for the webhook's namespaces; for the
-    // policies' namespaces only the join of a Network (a Pod already injected).
-    let certs = tls::generate(INJECTOR_NAME, &injector.name, &["127.0.0.1".to_string()], 1).expect("test certificates");
-    let (serve, webhook) = serve_on_loopback(
-        "policies",
-        &certs,
-        &["--namespace", &injector.name, "--network-backend", "none", "--identity", "policies-test"],
-    )
-    .await;
-    serve.wait_ready().await;
-    let url = format!("https://{webhook}/mutate");
-    let webhook_names = webhook_side.names();
-    let webhook_names: Vec<&str> = webhook_names.iter().map(String::as_str).collect();
-    register_shipped_webhooks(
-        &scope,
-        &format!("envoy-injector-{}", injector.name),
-        &url,
-        certs.ca.cert_pem.as_bytes(),
-        &webhook_names,
-    )
-    .await;
-    let join_name = format!("envoy-injector-join-{}", injector.name);
-    scope.delete_later(ApiResource::erase::<MutatingWebhookConfiguration>(&()), None, &join_name);
-    kubectl_apply(&[join_webhook(&join_name, &url, certs.ca.cert_pem.as_bytes(), &policy_side.names())]).await;
-
-    // The policies, compiled by the binary from the same ConfigMap.
-    let compiled = compile(&configmap, &injector.name);
-    let narrowed = narrow(&compiled, &policy_side.names());
-    for object in &narrowed {
-        let name = object["metadata"]["name"].as_str().unwrap_or_default();
-        scope.delete_later(resource_of(object), None, name);
-    }
-    kubectl_apply(&narrowed).await;
-    step!(
-        "{} compiled objects applied, bound to {:?}",
-        narrowed.len(),
-        policy_side.names()
-    );
-
-    for side in &sides {
-        let ns = side.ns(Place::Plain);
-        ns.create_network(NETWORK_NAME, side.cidr, side.gateway).await;
-        ns.network_ready(NETWORK_NAME, PATIENCE).await;
-    }
-    let names: Vec<&str> = all_templates.iter().map(|(name, _)| *name).collect();
-    wait_until_active(webhook_side, policy_side, &names).await;
+    let three: Vec<(&'static str, String)> = templates::templates().into_iter().take(3).collect();
+    let ten = ten_templates();
+    let names = |templates: &[(&'static str, String)]| -> Vec<&'static str> { templates.iter().map(|(n, _)| *n).collect() };
+    let main_shapes: Vec<Shape> = shapes::corpus()
+        .into_iter()
+        .chain(shapes::opt_in_corpus())
+        .chain(largest_shapes())
+        .chain(fixture_shapes())
+        .collect();
+    let phases = vec![
+        Phase {
+            name: "all",
+            templates: all_templates,
+            annotations: true,
+            shapes: main_shapes,
+            full: true,
+        },
+        Phase {
+            name: "labels-only",
+            shapes: shapes::opt_in_corpus().into_iter().chain(shapes::choosing(&names(&three))).collect(),
+            templates: three,
+            annotations: false,
+            full: false,
+        },
+        Phase {
+            name: "ten",
+            shapes: shapes::opt_in_corpus().into_iter().chain(shapes::choosing(&names(&ten))).collect(),
+            templates: ten,
+            annotations: true,
+            full: false,
+        },
+    ];
 
     let started = Instant::now();
     let mut cases: Vec<(String, Outcome, Outcome)> = Vec::new();
-    for shape in shapes::corpus().into_iter().chain(largest_shapes()).chain(fixture_shapes()) {
-        let webhook = create(webhook_side, &shape).await;
-        let policies = create(policy_side, &shape).await;
-        cases.push((shape.name.to_string(), webhook, policies));
-    }
-    for (kind, workload) in workloads() {
-        let webhook = workload_pods(webhook_side, kind, &workload).await;
-        let policies = workload_pods(policy_side, kind, &workload).await;
-        let name = workload["metadata"]["name"].as_str().unwrap_or_default().to_string();
-        for (i, (w, p)) in webhook.into_iter().zip(policies).enumerate() {
-            cases.push((format!("{kind} {name} Pod {i}"), w, p));
-        }
+    let mut counts = Vec::new();
+    for phase in &phases {
+        let proven = prove(suite, &scope, phase).await;
+        counts.push(format!("{} {}", proven.len(), phase.name));
+        cases.extend(proven);
     }
 
     let mut differences = Vec::new();
@@ -232,12 +202,128 @@ async fn run(suite: &Suite) -> TierResult {
         cases.len(),
         differences.join("\n")
     );
-    drop(serve);
     Ok(format!(
-        "{} cases the same through both paths ({injected} injected, {denied} denied, the rest left alone) in {:.1} s",
+        "{} cases the same through both paths ({}; {injected} injected, {denied} denied, the rest left alone) in {:.1} s",
         cases.len(),
+        counts.join(", "),
         started.elapsed().as_secs_f64()
     ))
+}
+
+/// Creates every shape of `phase` once through each path, in namespaces of its own: the
+/// cases, named `PHASE/SHAPE`.
+async fn prove(suite: &Suite, scope: &Scope, phase: &Phase) -> Vec<(String, Outcome, Outcome)> {
+    let client = &suite.client;
+    let injector = TestNs::create(client, scope, "policies-injector", &[]).await;
+    let configmap = configmap(&phase.templates);
+    kubectl_apply(&[in_namespace(&configmap, &injector.name)]).await;
+
+    let labels_of = |place: Place| -> Vec<(&'static str, &'static str)> {
+        match place {
+            Place::Plain => Vec::new(),
+            Place::Labelled => vec![NAMESPACE_OPT_IN, (TEMPLATE_LABEL, "canary")],
+            Place::MissingTemplate => vec![NAMESPACE_OPT_IN, (TEMPLATE_LABEL, "missing")],
+            Place::Disabled => vec![("sidecar.samplecrd.k8s.io/inject", "disabled")],
+        }
+    };
+    let mut sides = Vec::new();
+    for (path, cidr, gateway) in [
+        ("webhook", "198.18.70.0/24", "198.18.70.1"),
+        ("policies", "198.18.71.0/24", "198.18.71.1"),
+    ] {
+        let mut namespaces = Vec::new();
+        for place in [Place::Plain, Place::Labelled, Place::MissingTemplate, Place::Disabled] {
+            let tier = format!("pol-{}", &path[..3]);
+            namespaces.push((place, TestNs::create(client, scope, &tier, &labels_of(place)).await));
+        }
+        sides.push(Side {
+            path,
+            namespaces,
+            cidr,
+            gateway,
+        });
+    }
+    let (webhook_side, policy_side) = (&sides[0], &sides[1]);
+    let opt_in_flag = format!("--annotation-opt-in={}", phase.annotations);
+
+    // The webhook: the shipped configuration for the webhook's namespaces (without its
+    // annotation entry when annotations opt nothing in); for the policies' namespaces only
+    // the join of a Network (a Pod already injected).
+    let certs = tls::generate(INJECTOR_NAME, &injector.name, &["127.0.0.1".to_string()], 1).expect("test certificates");
+    let identity = format!("policies-{}", phase.name);
+    let (serve, webhook) = serve_on_loopback(
+        "policies",
+        &certs,
+        &["--namespace", &injector.name, "--network-backend", "none", "--identity", &identity, &opt_in_flag],
+    )
+    .await;
+    serve.wait_ready().await;
+    let url = format!("https://{webhook}/mutate");
+    let webhook_names = webhook_side.names();
+    let webhook_names: Vec<&str> = webhook_names.iter().map(String::as_str).collect();
+    let config_name = format!("envoy-injector-{}", injector.name);
+    let mut shipped = shipped_webhooks_at(
+        "manifests/webhook.yaml",
+        &config_name,
+        &url,
+        certs.ca.cert_pem.as_bytes(),
+        &webhook_names,
+    );
+    if !phase.annotations {
+        shipped["webhooks"]
+            .as_array_mut()
+            .expect("webhooks")
+            .retain(|hook| hook["name"] != "pod.sidecar.samplecrd.k8s.io");
+    }
+    scope.delete_later(ApiResource::erase::<MutatingWebhookConfiguration>(&()), None, &config_name);
+    kubectl_apply(&[shipped]).await;
+    let join_name = format!("envoy-injector-join-{}", injector.name);
+    scope.delete_later(ApiResource::erase::<MutatingWebhookConfiguration>(&()), None, &join_name);
+    kubectl_apply(&[join_webhook(&join_name, &url, certs.ca.cert_pem.as_bytes(), &policy_side.names())]).await;
+
+    // The policies, compiled by the binary from the same ConfigMap.
+    let compiled = compile_with(&configmap, &injector.name, &[&opt_in_flag]);
+    let narrowed = narrow(&compiled, &policy_side.names());
+    for object in &narrowed {
+        let name = object["metadata"]["name"].as_str().unwrap_or_default();
+        scope.delete_later(resource_of(object), None, name);
+    }
+    kubectl_apply(&narrowed).await;
+    step!(
+        "phase {}: {} compiled objects applied, bound to {:?}",
+        phase.name,
+        narrowed.len(),
+        policy_side.names()
+    );
+
+    if phase.full {
+        for side in &sides {
+            let ns = side.ns(Place::Plain);
+            ns.create_network(NETWORK_NAME, side.cidr, side.gateway).await;
+            ns.network_ready(NETWORK_NAME, PATIENCE).await;
+        }
+    }
+    let names: Vec<&str> = phase.templates.iter().map(|(name, _)| *name).collect();
+    wait_until_active(webhook_side, policy_side, &names).await;
+
+    let mut cases: Vec<(String, Outcome, Outcome)> = Vec::new();
+    for shape in &phase.shapes {
+        let webhook = create(webhook_side, shape).await;
+        let policies = create(policy_side, shape).await;
+        cases.push((format!("{}/{}", phase.name, shape.name), webhook, policies));
+    }
+    if phase.full {
+        for (kind, workload) in workloads() {
+            let webhook = workload_pods(webhook_side, kind, &workload).await;
+            let policies = workload_pods(policy_side, kind, &workload).await;
+            let name = workload["metadata"]["name"].as_str().unwrap_or_default().to_string();
+            for (i, (w, p)) in webhook.into_iter().zip(policies).enumerate() {
+                cases.push((format!("{}/{kind} {name} Pod {i}", phase.name), w, p));
+            }
+        }
+    }
+    drop(serve);
+    cases
 }
 
 /// The webhook for the policies' namespaces: only a Pod already injected that names a
@@ -267,7 +353,12 @@ fn join_webhook(name: &str, url: &str, ca_pem: &[u8], namespaces: &[String]) -> 
 
 /// `envoy-injector policies -f CONFIGMAP -o json`, as a user runs it.
 pub fn compile(configmap: &Value, namespace: &str) -> Vec<Value> {
-    let items = policies::compile(Path::new(env!("CARGO_BIN_EXE_envoy-injector")), configmap, namespace)
+    compile_with(configmap, namespace, &[])
+}
+
+/// [`compile`] with further flags of `policies`.
+pub fn compile_with(configmap: &Value, namespace: &str, flags: &[&str]) -> Vec<Value> {
+    let items = policies::compile_with(Path::new(env!("CARGO_BIN_EXE_envoy-injector")), configmap, namespace, flags)
         .unwrap_or_else(|e| panic!("{e}"));
     for item in &items {
         assert_eq!(
@@ -284,14 +375,22 @@ pub fn compile(configmap: &Value, namespace: &str) -> Vec<Value> {
 /// it is written, each on its own).
 async fn wait_until_active(webhook: &Side, policies: &Side, templates: &[&str]) {
     let corpus = shapes::corpus();
-    let probe = |name: &str| corpus.iter().find(|s| s.name == name).map(|s| s.pod.clone()).expect("a shape");
+    // Opted in by the label: what selects a Pod with annotation opt-in off too.
+    let probe = |name: &str| {
+        let mut pod = corpus.iter().find(|s| s.name == name).map(|s| s.pod.clone()).expect("a shape");
+        if let Some(annotations) = pod["metadata"]["annotations"].as_object_mut() {
+            annotations.remove(shapes::INJECT);
+        }
+        pod["metadata"]["labels"][shapes::INJECT] = json!("true");
+        pod
+    };
     let mut probes: Vec<(String, Value, bool)> = vec![
         (String::from("port-collision"), probe("port-collision"), false),
         (String::from("unknown-template"), probe("unknown-template"), false),
     ];
     for template in templates {
-        let mut pod = probe("annotated");
-        pod["metadata"]["annotations"][shapes::TEMPLATE] = json!(template);
+        let mut pod = probe("not-opted-in");
+        pod["metadata"]["annotations"] = json!({shapes::TEMPLATE: template});
         probes.push((format!("a Pod of template {template}"), pod, true));
     }
     for (probe_name, pod, injected) in probes {

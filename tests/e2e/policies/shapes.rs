@@ -20,6 +20,8 @@ pub enum Place {
     Labelled,
     /// Opt-in label and a template label naming no template.
     MissingTemplate,
+    /// `sidecar.samplecrd.k8s.io/inject=disabled`: no injector acts there.
+    Disabled,
 }
 
 pub struct Shape {
@@ -323,6 +325,31 @@ pub fn corpus() -> Vec<Shape> {
             &[(TEMPLATE, "shipped")],
             json!({"containers": [{"name": "web", "image": IMAGE, "ports": [{"containerPort": 80}, {"containerPort": 443}]}]}),
         ),
+        // `fromPod`: APP_PORT is the one TCP port the app declares (UDP aside), on either
+        // kind of sidecar; the same port twice is one; an override wins.
+        opted(
+            "shipped-app-port-from-pod",
+            &[(TEMPLATE, "shipped")],
+            json!({"containers": [{"name": "web", "image": IMAGE, "ports": [{"containerPort": 3001}, {"containerPort": 53, "protocol": "UDP"}]}]}),
+        ),
+        opted(
+            "shipped-app-port-from-pod-native",
+            &[(TEMPLATE, "shipped")],
+            json!({"restartPolicy": "Never", "containers": [{"name": "web", "image": IMAGE, "ports": [{"containerPort": 3001}]}]}),
+        ),
+        opted(
+            "shipped-app-port-one-port-twice",
+            &[(TEMPLATE, "shipped")],
+            json!({"containers": [
+                {"name": "web", "image": IMAGE, "ports": [{"containerPort": 8000, "protocol": "TCP"}]},
+                {"name": "tail", "image": IMAGE, "ports": [{"containerPort": 8000, "name": "web"}]},
+            ]}),
+        ),
+        opted(
+            "shipped-app-port-override-wins",
+            &[(TEMPLATE, "shipped"), (&ov("app-port"), "443")],
+            json!({"containers": [{"name": "web", "image": IMAGE, "ports": [{"containerPort": 3001}]}]}),
+        ),
         opted(
             "shipped-every-override",
             &[
@@ -388,4 +415,62 @@ pub fn corpus() -> Vec<Shape> {
 fn in_place(place: Place, mut shape: Shape) -> Shape {
     shape.place = place;
     shape
+}
+
+/// `shape` with the Pod labels `labels` (besides the corpus label).
+fn with_labels(mut shape: Shape, labels: &[(&str, &str)]) -> Shape {
+    let labels: serde_json::Map<String, Value> = labels.iter().map(|(k, v)| (k.to_string(), json!(v))).collect();
+    shape.pod["metadata"]["labels"] = Value::Object(labels);
+    shape
+}
+
+/// Who is opted in, every way and in every kind of namespace: the Pod label, the
+/// annotation, both, neither, and each opt-out, in a plain, an opted-in and a disabled
+/// namespace; and a refusal reached through the label. Each is told by the selectors first
+/// on the policies' side, by the decision in CEL after them.
+pub fn opt_in_corpus() -> Vec<Shape> {
+    let one = || containers(json!([app("app")]));
+    let clash = || containers(json!([{"name": "app", "image": IMAGE, "ports": [{"containerPort": 15001}]}]));
+    let mut all = Vec::new();
+    for place in [Place::Plain, Place::Labelled, Place::Disabled] {
+        let at = |shape: Shape| in_place(place, shape);
+        let cases: Vec<Shape> = vec![
+            shape("optin-none", &[], one()),
+            with_labels(shape("optin-label", &[], one()), &[(INJECT, "true")]),
+            opted("optin-annotation", &[], one()),
+            with_labels(opted("optin-both", &[], one()), &[(INJECT, "true")]),
+            with_labels(shape("optin-label-annotation-out", &[(INJECT, "false")], one()), &[(INJECT, "true")]),
+            with_labels(opted("optin-annotation-label-out", &[], one()), &[(INJECT, "false")]),
+            with_labels(shape("optin-label-out", &[], one()), &[(INJECT, "false")]),
+            with_labels(shape("optin-label-wrong-case", &[], one()), &[(INJECT, "True")]),
+            with_labels(shape("optin-label-legacy", &[(LEGACY, "true")], one()), &[(INJECT, "true")]),
+            with_labels(shape("optin-label-unknown-template", &[(TEMPLATE, "nope")], one()), &[(INJECT, "true")]),
+            with_labels(shape("optin-label-port-clash", &[], clash()), &[(INJECT, "true")]),
+        ];
+        all.extend(cases.into_iter().map(at));
+    }
+    // Names unique across places: a shape's name is its Pod's.
+    for shape in &mut all {
+        let place = match shape.place {
+            Place::Plain => "plain",
+            Place::Labelled => "labelled",
+            Place::MissingTemplate => "missing",
+            Place::Disabled => "disabled",
+        };
+        let name = format!("{}-{place}", shape.name);
+        shape.pod["metadata"]["name"] = json!(name);
+        shape.name = Box::leak(name.into_boxed_str());
+    }
+    all
+}
+
+/// A Pod choosing each of `templates` by annotation, opted in by the label.
+pub fn choosing(templates: &[&str]) -> Vec<Shape> {
+    templates
+        .iter()
+        .map(|template| {
+            let name: &'static str = Box::leak(format!("choose-{template}").into_boxed_str());
+            with_labels(shape(name, &[(TEMPLATE, template)], containers(json!([app("app")]))), &[(INJECT, "true")])
+        })
+        .collect()
 }

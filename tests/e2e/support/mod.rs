@@ -6,16 +6,15 @@
 
 mod cleanup;
 mod command;
+pub mod harness;
 mod install;
 mod namespace;
 mod objects;
 mod process;
 
-use std::any::Any;
 use std::collections::BTreeSet;
 use std::hash::{BuildHasher, Hasher};
 use std::io::Write;
-use std::panic::AssertUnwindSafe;
 use std::path::{Path, PathBuf};
 use std::pin::Pin;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -61,10 +60,14 @@ pub fn elapsed() -> f64 {
 }
 
 /// Progress line, stamped with the seconds since the suite started: shown with
-/// `--nocapture`, and with the output of a failing test.
+/// `--nocapture`, and with the output of a failing tier ([`harness::step_line`]).
 macro_rules! step {
     ($($arg:tt)*) => {
-        eprintln!("e2e [{:6.1}s] {}", $crate::support::elapsed(), format_args!($($arg)*))
+        $crate::support::harness::step_line(format!(
+            "e2e [{:6.1}s] {}",
+            $crate::support::elapsed(),
+            format_args!($($arg)*)
+        ))
     };
 }
 pub(crate) use step;
@@ -125,18 +128,11 @@ pub struct Settings {
 }
 
 impl Settings {
-    /// `None` (after saying so, loudly, once) when the set's tiers must skip.
-    pub fn from_env(set: &TierSet, tiers: &[&str]) -> Option<Settings> {
+    /// `Err` with why when the set's tiers must skip.
+    pub fn from_env(set: &TierSet, tiers: &[&str]) -> Result<Settings, String> {
         let mode = Mode::parse(non_empty_env("E2E_MODE").as_deref()).unwrap_or_else(|e| panic!("{e}"));
         if non_empty_env(set.kubeconfig_var).is_none() {
-            shout(&format!(
-                "SKIPPED {} tiers ({}): {} is not set. {}",
-                set.name,
-                tiers.join(", "),
-                set.kubeconfig_var,
-                set.how_to_run
-            ));
-            return None;
+            return Err(format!("{} is not set", set.kubeconfig_var));
         }
         let selected = non_empty_env("E2E_TIERS").map(|list| {
             list.split(',')
@@ -147,7 +143,7 @@ impl Settings {
         if let Some(unknown) = selected.iter().flatten().find(|t| !tiers.contains(&t.as_str())) {
             panic!("E2E_TIERS names {unknown:?}, which is not a tier: expected some of {tiers:?}");
         }
-        Some(Settings {
+        Ok(Settings {
             mode,
             injector_namespace: non_empty_env("E2E_INJECTOR_NAMESPACE")
                 .unwrap_or_else(|| INJECTOR_NAMESPACE.to_string()),
@@ -191,6 +187,14 @@ pub struct TierSet {
     pub how_to_run: &'static str,
     /// Every tier, in the order they run.
     pub tiers: &'static [Tier],
+    /// Checks of the set's own inputs that need no cluster: they run everywhere, first.
+    pub checks: &'static [Check],
+}
+
+/// A test of the set that needs no cluster (a plain function that panics on failure).
+pub struct Check {
+    pub name: &'static str,
+    pub run: fn(),
 }
 
 /// One tier of the suite: a file of its own, listed once in `main.rs`.
@@ -274,83 +278,6 @@ impl Suite {
         command::require_kubectl()?;
         Ok((Scope::new(self.settings.mode), unique_suffix()))
     }
-}
-
-/// Runs `tiers` in order, one at a time, in one thread: they share one API server and
-/// cluster-wide objects (webhook configurations, the injector's namespace and Lease, all
-/// Networks). Each tier's panic is caught and reported, the next tier still runs, and the
-/// test fails at the end if any tier failed.
-pub fn run_tiers(set: &TierSet) {
-    let tiers = set.tiers;
-    let names: Vec<&str> = tiers.iter().map(|t| t.name).collect();
-    let Some(settings) = Settings::from_env(set, &names) else {
-        return;
-    };
-    if set.kubeconfig_var != "KUBECONFIG"
-        && let Some(path) = non_empty_env(set.kubeconfig_var)
-    {
-        // SAFETY: the only test of this binary calls this first, before it starts any
-        // thread, runtime or child; nothing else reads the environment meanwhile.
-        unsafe { std::env::set_var("KUBECONFIG", path) };
-    }
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .expect("tokio runtime");
-    let started = *STARTED.get_or_init(Instant::now);
-    let suite = runtime.block_on(Suite::connect(settings));
-    let mut lines = Vec::new();
-    let mut failed = Vec::new();
-    for tier in tiers {
-        if let Some(selected) = &suite.settings.tiers
-            && !selected.contains(tier.name)
-        {
-            lines.push(format!("  {:<10} not selected (E2E_TIERS)", tier.name));
-            continue;
-        }
-        step!("---- tier {} ----", tier.name);
-        let start = Instant::now();
-        let outcome = std::panic::catch_unwind(AssertUnwindSafe(|| runtime.block_on((tier.run)(&suite))));
-        let took = start.elapsed().as_secs_f64();
-        let line = match outcome {
-            Ok(Ok(figures)) => format!("  {:<10} passed in {took:.1} s{}", tier.name, prefixed(&figures)),
-            Ok(Err(Skip(why))) => format!("  {:<10} SKIPPED: {why}", tier.name),
-            Err(panic) => {
-                let message = panic_message(panic.as_ref());
-                failed.push(format!("{}: {message}", tier.name));
-                format!("  {:<10} FAILED in {took:.1} s: {message}", tier.name)
-            }
-        };
-        // Loud as it happens, so a skip or failure is seen even if a later tier hangs.
-        shout(&format!("{} tier {}", set.name, line.trim_start()));
-        lines.push(line);
-    }
-    drop(suite);
-    drop(runtime);
-    shout(&format!(
-        "{}: cluster tiers finished in {:.1} s:\n{}",
-        set.name,
-        started.elapsed().as_secs_f64(),
-        lines.join("\n")
-    ));
-    assert!(failed.is_empty(), "{} tiers failed:\n{}", set.name, failed.join("\n"));
-}
-
-fn prefixed(figures: &str) -> String {
-    if figures.is_empty() {
-        String::new()
-    } else {
-        format!(" ({figures})")
-    }
-}
-
-fn panic_message(panic: &(dyn Any + Send)) -> String {
-    panic
-        .downcast_ref::<String>()
-        .cloned()
-        .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
-        .unwrap_or_else(|| "(panic without a message)".to_string())
 }
 
 // ---- waiting -----------------------------------------------------------------------------

@@ -2,14 +2,18 @@
 
 use std::collections::BTreeMap;
 
-use k8s_openapi::api::admissionregistration::v1::MutatingWebhookConfiguration;
+use k8s_openapi::api::admissionregistration::v1::{
+    MutatingAdmissionPolicy, MutatingAdmissionPolicyBinding, MutatingWebhookConfiguration, ValidatingAdmissionPolicy,
+    ValidatingAdmissionPolicyBinding, ValidatingWebhookConfiguration,
+};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{ConfigMap, Container, Namespace, Pod, ServiceAccount};
-use kube::api::DynamicObject;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use kube::api::{Api, DynamicObject, ListParams};
 use kube::core::{ApiResource, GroupVersionKind};
 use serde_json::{Value, json};
 
-use super::PART_OF;
+use super::{PART_OF, api_error};
 
 /// Pod annotation: opt in (`"true"`) or out (`"false"`).
 pub const INJECT: &str = "sidecar.samplecrd.k8s.io/inject";
@@ -354,4 +358,48 @@ pub fn conditions_summary<C: Condition>(conditions: Option<&[C]>) -> Vec<String>
             format!("{type_}={status} {}", message.unwrap_or(""))
         })
         .collect()
+}
+
+/// The kinds of the compiled admission policies and their bindings.
+pub fn policy_kinds() -> [ApiResource; 4] {
+    [
+        ApiResource::erase::<MutatingAdmissionPolicy>(&()),
+        ApiResource::erase::<MutatingAdmissionPolicyBinding>(&()),
+        ApiResource::erase::<ValidatingAdmissionPolicy>(&()),
+        ApiResource::erase::<ValidatingAdmissionPolicyBinding>(&()),
+    ]
+}
+
+/// Every admission policy and binding labelled `app.kubernetes.io/managed-by=envoy-injector`:
+/// its kind and metadata.
+pub async fn compiled_objects(client: &kube::Client) -> Result<Vec<(String, ObjectMeta)>, String> {
+    let mut out = Vec::new();
+    for kind in policy_kinds() {
+        let api: Api<DynamicObject> = Api::all_with(client.clone(), &kind);
+        let list = api
+            .list_metadata(&ListParams::default().labels("app.kubernetes.io/managed-by=envoy-injector"))
+            .await
+            .map_err(|e| format!("cannot list {}: {}", kind.kind, api_error(&e)))?;
+        out.extend(list.items.into_iter().map(|item| (kind.kind.clone(), item.metadata)));
+    }
+    Ok(out)
+}
+
+/// What of ours still acts on Pods: every compiled object labelled ours, and the webhook
+/// configurations named `name`, as `Kind name`. Empty once an installation is removed.
+pub async fn acting_on_pods(client: &kube::Client, name: &str) -> Result<Vec<String>, String> {
+    let mut left: Vec<String> = compiled_objects(client)
+        .await?
+        .into_iter()
+        .map(|(kind, meta)| format!("{kind} {}", meta.name.unwrap_or_default()))
+        .collect();
+    let mutating: Api<MutatingWebhookConfiguration> = Api::all(client.clone());
+    if mutating.get_opt(name).await.map_err(|e| api_error(&e))?.is_some() {
+        left.push(format!("MutatingWebhookConfiguration {name}"));
+    }
+    let validating: Api<ValidatingWebhookConfiguration> = Api::all(client.clone());
+    if validating.get_opt(name).await.map_err(|e| api_error(&e))?.is_some() {
+        left.push(format!("ValidatingWebhookConfiguration {name}"));
+    }
+    Ok(left)
 }

@@ -41,6 +41,7 @@ fn explain_with(pod: &super::super::Subject, hooks: Webhooks<'_>, policies: &Pol
             webhooks: hooks,
             templates: Ok(&set),
             policies: Some(policies),
+            annotation_opt_in: crate::inject::AnnotationOptIn::On,
         },
         &cluster(),
     )
@@ -51,7 +52,7 @@ fn path(report: &PodReport) -> (Path, Option<&str>, Option<&str>, Option<&str>) 
     (path.via, path.kind, path.policy.as_deref(), path.binding.as_deref())
 }
 
-const POLICY: &str = "envoy-injector-template-config";
+use crate::policies::names::{BY_NAMESPACE, INJECT, REFUSED};
 
 #[test]
 fn a_policy_injects_where_it_is_bound_and_the_webhook_then_sees_the_injected_pod() {
@@ -70,7 +71,7 @@ fn a_policy_injects_where_it_is_bound_and_the_webhook_then_sees_the_injected_pod
     );
     assert_eq!(
         path(&report),
-        (Path::Policy, Some(MUTATING), Some(POLICY), Some(POLICY))
+        (Path::Policy, Some(MUTATING), Some(INJECT), Some(BY_NAMESPACE))
     );
     assert_eq!(report.adds, ["container envoy", "volume envoy-conf"]);
     // The API server calls the webhooks with the Pod as the policy left it: injected.
@@ -78,7 +79,7 @@ fn a_policy_injects_where_it_is_bound_and_the_webhook_then_sees_the_injected_pod
     assert_eq!(report.webhooks[0].call, Call::NotCalled, "{report:#?}");
     assert_eq!(
         report.webhooks[0].reason,
-        "matchCondition `not-yet-injected-or-not-yet-joined` is false"
+        "matchCondition `not-opted-out-and-work-to-do` is false"
     );
 
     // No webhook configuration at all: the policy injects all the same.
@@ -117,7 +118,7 @@ fn denials_name_the_validating_policy_that_refuses() {
     );
     assert_eq!(
         path(&report),
-        (Path::Policy, Some(VALIDATING), Some(POLICY), Some(POLICY))
+        (Path::Policy, Some(VALIDATING), Some(REFUSED), Some(REFUSED))
     );
     assert!(report.reason.contains("port 15001/TCP"), "{}", report.reason);
 
@@ -131,15 +132,9 @@ fn denials_name_the_validating_policy_that_refuses() {
         (Verdict::Deny, Rule::UnknownTemplate),
         "{report:#?}"
     );
-    let known = policies::known_templates_name();
     assert_eq!(
         path(&report),
-        (
-            Path::Policy,
-            Some(VALIDATING),
-            Some(known.as_str()),
-            Some(known.as_str())
-        )
+        (Path::Policy, Some(VALIDATING), Some(REFUSED), Some(REFUSED))
     );
 
     // A mutating webhook called for it runs before the validating policies: it refuses
@@ -161,7 +156,7 @@ fn denials_name_the_validating_policy_that_refuses() {
         (path.via, path.reason.as_str()),
         (
             Path::Webhook,
-            "mutating webhooks run before validating policies: webhook namespace.sidecar.samplecrd.k8s.io is called and refuses it first (ValidatingAdmissionPolicy envoy-injector-template-config with binding envoy-injector-template-config would deny it with the same words)"
+            "mutating webhooks run before validating policies: webhook namespace.sidecar.samplecrd.k8s.io is called and refuses it first (ValidatingAdmissionPolicy envoy-injector-refused with binding envoy-injector-refused would deny it with the same words)"
         )
     );
 }
@@ -171,7 +166,7 @@ fn without_its_policy_or_binding_the_pod_is_the_webhooks_and_says_why() {
     let set = templates();
     let hooks = shipped();
     let no_binding = policies_found(&set, |o| {
-        !(o.kind == "MutatingAdmissionPolicyBinding" && o.name == POLICY)
+        !(o.kind == "MutatingAdmissionPolicyBinding" && o.name == BY_NAMESPACE)
     });
     let report = explain_with(
         &subject("labelled", json!({}), app()),
@@ -187,7 +182,7 @@ fn without_its_policy_or_binding_the_pod_is_the_webhooks_and_says_why() {
     assert_eq!(path.via, Path::Webhook);
     assert_eq!(
         path.reason,
-        format!("no MutatingAdmissionPolicyBinding binds MutatingAdmissionPolicy {POLICY}")
+        format!("no MutatingAdmissionPolicyBinding {BY_NAMESPACE} binds MutatingAdmissionPolicy {INJECT}")
     );
     assert_eq!(
         report.webhooks[0].call,
@@ -225,14 +220,16 @@ fn a_policy_out_of_step_still_injects_with_its_own_revision_and_says_so() {
     let mut policies = policies_found(&set, |_| true);
     if let Ok(found) = &mut policies.found {
         for object in found.iter_mut().filter(|o| o.kind == MUTATING) {
-            object.revision = Some("0ld0ld0ld0ld".into());
+            if let Some(held) = &mut object.templates {
+                held.insert("config".into(), "0ld0ld0ld0ld".into());
+            }
         }
     }
     let report = explain_with(&subject("labelled", json!({}), app()), Webhooks::Absent, &policies);
     assert_eq!(path(&report).0, Path::Policy, "{report:#?}");
     assert!(
         report.warnings.contains(&format!(
-            "MutatingAdmissionPolicy {POLICY} is labelled revision 0ld0ld0ld0ld, the ConfigMap's template is revision {live}: until the Lease holder applies the new policies, the Pod gets the template the policy was compiled from"
+            "MutatingAdmissionPolicy {INJECT} holds template `config` at revision 0ld0ld0ld0ld, the ConfigMap's is revision {live}: until the Lease holder applies the new policies, the Pod gets the template the policy was compiled from"
         )),
         "{report:#?}"
     );

@@ -105,6 +105,18 @@ impl Suite {
         })
     }
 
+    /// After a tier removed the installation: the next [`Suite::install`] waits for its
+    /// namespace to be gone and asks for a token of the new ServiceAccount (the old one's is
+    /// void).
+    pub async fn removed(&self) {
+        let mut prepared = self.install.prepared.lock().await;
+        if let Some(Ok(state)) = prepared.as_mut() {
+            state.kubeconfig = None;
+            self.wait_namespace_gone_if_terminating(&doc_namespace(&state.rendered, "Deployment"))
+                .await;
+        }
+    }
+
     /// Once per suite: render, decide whether this cluster can run the tiers, install the
     /// NAD CRD if missing, and register the removal of the cluster-wide objects.
     async fn prepare(&self) -> Result<Prepared, String> {

@@ -21,7 +21,13 @@ impl Install {
     /// picks), plus `--reuse-port` if asked; its env, the Downward API's fields filled in;
     /// the ServiceAccount's credentials.
     pub async fn start(&self, name: &str, reuse_port: bool) -> Injector {
+        self.start_with(name, reuse_port, &[]).await
+    }
+
+    /// [`Install::start`] with `extra` args after the Deployment's.
+    pub async fn start_with(&self, name: &str, reuse_port: bool, extra: &[&str]) -> Injector {
         let mut args = without_flag(&without_flag(&self.args, "--addr"), "--admin-addr");
+        args.extend(extra.iter().map(|a| a.to_string()));
         args.extend([
             "--addr".to_string(),
             self.webhook_addr().to_string(),

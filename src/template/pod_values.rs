@@ -1,0 +1,104 @@
+//! A template's `fromPod`: values an injected container takes from the Pod it is
+//! injected into, checked at load. Each names what of the Pod (`value`) and where it goes
+//! (`container`, `env`: an env var of a container the template adds, whose own value is
+//! the default when the Pod has none to give):
+//!
+//! ```yaml
+//! fromPod:
+//! - {value: appPort, container: envoy, env: APP_PORT}
+//! ```
+//!
+//! An override a Pod asks for on the same env var wins over it. Applying one to a Pod is
+//! the engine's (`inject::pod_values`) and the compiled policies' (`policies::pod_values`).
+
+use serde::{Deserialize, Serialize};
+
+use super::error::TemplateError;
+use super::parse::TemplateSpec;
+use super::yaml_locate::{LineIndex, Segment};
+
+/// What of the Pod a value is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum PodValueKind {
+    /// The one TCP port the Pod's own (app) containers declare, when they declare exactly
+    /// one: the port a proxy in front of the app forwards to.
+    #[serde(rename = "appPort")]
+    AppPort,
+}
+
+impl PodValueKind {
+    /// What the value is, in the words of messages.
+    pub fn describe(self) -> &'static str {
+        match self {
+            PodValueKind::AppPort => "the one TCP port the Pod's app containers declare",
+        }
+    }
+}
+
+/// One entry of `fromPod` as written; unknown keys are reported by the template parser.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PodValue {
+    pub value: PodValueKind,
+    pub container: String,
+    pub env: String,
+}
+
+/// Checks each entry against the template: its container is one the template adds, whose
+/// env var `env` has a plain `value` (the default), and no two entries set one env var.
+pub fn check(template: &str, text: &str, spec: &TemplateSpec) -> Result<(), TemplateError> {
+    for (index, entry) in spec.from_pod.iter().enumerate() {
+        let fault = |key: &str, message: String| {
+            let lines = LineIndex::build(text);
+            let path = [
+                Segment::Key(String::from("fromPod")),
+                Segment::Index(index),
+                Segment::Key(key.to_string()),
+            ];
+            TemplateError::Override {
+                template: template.to_string(),
+                path: format!("fromPod[{index}].{key}"),
+                line: lines.line_of(&path).or_else(|| lines.line_of(&path[..2])),
+                message,
+            }
+        };
+        let Some(container) = spec.container(&entry.container) else {
+            return Err(fault(
+                "container",
+                format!(
+                    "expected a container the template adds ({}), found `{}`",
+                    spec.container_list(),
+                    entry.container
+                ),
+            ));
+        };
+        let default = container
+            .env
+            .iter()
+            .flatten()
+            .find(|v| v.name == entry.env)
+            .filter(|v| v.value_from.is_none() && v.value.is_some());
+        if default.is_none() {
+            return Err(fault(
+                "env",
+                format!(
+                    "expected an env var of container `{}` with a `value`, the default when the Pod has none to give, found no such var `{}`",
+                    entry.container, entry.env
+                ),
+            ));
+        }
+        let twice = spec.from_pod[..index]
+            .iter()
+            .any(|other| other.container == entry.container && other.env == entry.env);
+        if twice {
+            return Err(fault(
+                "env",
+                format!(
+                    "expected each env var set from the Pod once, found `{}` of container `{}` again",
+                    entry.env, entry.container
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
