@@ -174,7 +174,11 @@ async fn run(suite: &Suite) -> TierResult {
     set_config(&configmaps, &v1).await;
     let certs = envoy_injector::tls::generate(INJECTOR_NAME, &injector.name, &["127.0.0.1".to_string()], 1)
         .expect("test certificates");
+    let owner = format!("envoy-injector-{}", injector.name);
+    create_policy_owner(client, &scope, &owner).await;
     let args = [
+        "--policy-owner",
+        &owner,
         "--namespace",
         &injector.name,
         "--network-backend",
