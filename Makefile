@@ -118,6 +118,10 @@ kind-down: ## Delete the kind cluster
 IMAGE ?= envoy-injector:dev
 # `make deploy INJECTION=webhook` pins `serve --injection` (empty: the shipped args, auto).
 INJECTION ?=
+# `make deploy AUTO_ROLLOUT=1` adds the component manifests/auto-rollout/ (its RBAC and
+# `serve --auto-rollout=true`) through an overlay written into target/.
+AUTO_ROLLOUT ?=
+AUTO_ROLLOUT_OVERLAY := target/deploy-auto-rollout
 comma := ,
 # A second tag of the same image: tests/pods rolls the injector to it.
 IMAGE_NEXT ?= $(IMAGE)-next
@@ -167,21 +171,27 @@ kind-multus: ## Install Multus and the bridge/host-local CNI plugins on the kind
 # --validate=false: kubectl's own schema check downloads the server's OpenAPI, which an
 # older kubectl (1.32) cannot read from a newer server (1.36); a server-side apply is
 # validated by the API server against its schema either way.
-deploy: ## Install or upgrade everything in manifests/ (server-side apply; IMAGE=... another image, INJECTION=policy|webhook|auto to pin serve --injection) and wait for the rollout
+deploy: ## Install or upgrade everything in manifests/ (server-side apply; IMAGE=... another image, INJECTION=policy|webhook|auto to pin serve --injection, AUTO_ROLLOUT=1 with manifests/auto-rollout/) and wait for the rollout
 	@set -euo pipefail; \
 	existed=$$($(KUBECTL) -n $(INJECTOR_NAMESPACE) get deployment envoy-injector --ignore-not-found -o name); \
+	source=manifests/; \
+	if [ -n '$(AUTO_ROLLOUT)' ]; then \
+	  mkdir -p $(AUTO_ROLLOUT_OVERLAY); \
+	  printf 'resources: [../../manifests]\ncomponents: [../../manifests/auto-rollout]\n' > $(AUTO_ROLLOUT_OVERLAY)/kustomization.yaml; \
+	  source=$(AUTO_ROLLOUT_OVERLAY); \
+	fi; \
 	if [ '$(IMAGE)' = envoy-injector:dev ] && [ -z '$(INJECTION)' ]; then \
-	  echo "$(KUBECTL) apply --server-side --force-conflicts --validate=false -k manifests/"; \
-	  $(KUBECTL) apply --server-side --force-conflicts --validate=false -k manifests/; \
+	  echo "$(KUBECTL) apply --server-side --force-conflicts --validate=false -k $$source"; \
+	  $(KUBECTL) apply --server-side --force-conflicts --validate=false -k "$$source"; \
 	else \
-	  rendered=$$($(KUBECTL) kustomize manifests/); \
+	  rendered=$$($(KUBECTL) kustomize "$$source"); \
 	  grep -q 'image: envoy-injector:dev$$' <<<"$$rendered" || { echo "deploy: manifests/ no longer render image envoy-injector:dev; cannot substitute $(IMAGE)" >&2; exit 1; }; \
 	  rendered=$$(sed 's|image: envoy-injector:dev$$|image: $(IMAGE)|' <<<"$$rendered"); \
 	  if [ -n '$(INJECTION)' ]; then \
 	    rendered=$$(sed '/^        - --log-format$$/{n;s|^        - json$$|        - json\n        - --injection=$(INJECTION)|}' <<<"$$rendered"); \
 	    grep -q -- '- --injection=$(INJECTION)$$' <<<"$$rendered" || { echo "deploy: manifests/ no longer render the args [serve, --log-format, json]; cannot add --injection=$(INJECTION)" >&2; exit 1; }; \
 	  fi; \
-	  echo "$(KUBECTL) kustomize manifests/ | (image -> $(IMAGE)$(if $(INJECTION),$(comma) args + --injection=$(INJECTION))) | $(KUBECTL) apply --server-side --force-conflicts --validate=false -f -"; \
+	  echo "$(KUBECTL) kustomize $$source | (image -> $(IMAGE)$(if $(INJECTION),$(comma) args + --injection=$(INJECTION))) | $(KUBECTL) apply --server-side --force-conflicts --validate=false -f -"; \
 	  $(KUBECTL) apply --server-side --force-conflicts --validate=false -f - <<<"$$rendered"; \
 	fi; \
 	if [ -n "$$existed" ] && [ '$(DEPLOY_RESTART)' = 1 ]; then \
@@ -213,6 +223,7 @@ undeploy: ## Remove everything deploy installed, the CRD and so every Network in
 	  $(KUBECTL) delete networks.samplecrd.k8s.io --all --all-namespaces --timeout=60s; \
 	fi
 	$(KUBECTL) delete -k manifests/ --ignore-not-found --timeout=120s
+	$(KUBECTL) delete -k manifests/auto-rollout/ --ignore-not-found
 	@# The admission policies of policy mode, once no replica is left to apply them again.
 	$(KUBECTL) delete $(POLICY_KINDS) -l app.kubernetes.io/managed-by=envoy-injector --ignore-not-found
 

@@ -77,7 +77,7 @@ pub enum Command {
             Uses the current kubeconfig and only reads. With -f and no kubeconfig (or \
             --offline) it needs no cluster: each Pod of the file is explained from the file and \
             the template (--config, else the embedded default). Exit code 1 when a check fails, \
-            a Pod would be denied or --missing finds Pods; stale sidecars and a Pod that would \
+            a Pod would be denied, or --missing or --drift finds Pods; stale sidecars and a Pod that would \
             simply not be injected are not failures.",
         after_help = "Examples:\n  \
             envoy-injector check                      # the installation's health\n  \
@@ -105,6 +105,27 @@ pub enum Command {
             envoy-injector policies -f my-template.yaml -o json"
     )]
     Policies(PoliciesArgs),
+    /// Restart the workloads whose Pods run an older template revision, one after the
+    /// other, each until its new Pods are Ready with the live revision.
+    #[command(
+        long_about = "Restart the workloads whose Pods run an older template revision, one after the other, \
+            each until its new Pods are Ready with the live revision.\n\n\
+            Each Deployment, StatefulSet and DaemonSet with stale Pods (as `check --stale` lists them) \
+            is restarted as `kubectl rollout restart` does, once the live templates are in step where \
+            they are served (the compiled admission policies, every replica's reload, a dry run of the \
+            workload's Pod template); the run waits \
+            until its rollout completes and every Pod is Ready with the live revision, then goes on. \
+            The first failure or timeout stops the run: the workloads after it are left untouched. \
+            Bare Pods, Jobs, CronJobs and workloads that will not roll (OnDelete, paused, a partition) \
+            are listed with what to do, never deleted. Their own update strategies bound how many Pods \
+            are unavailable. Exit code 1 when a rollout fails or times out, or the templates do not get \
+            in step in time. `kubectl rollout undo` brings back a workload's template, not the old sidecar.",
+        after_help = "Examples:\n  \
+            envoy-injector rollout -n shop --dry-run\n  \
+            envoy-injector rollout -n shop\n  \
+            envoy-injector rollout -A --selector tier=web --max-parallel 2 --timeout 10m -o json"
+    )]
+    Rollout(RolloutArgs),
 }
 
 #[derive(Debug, Clone, Args)]
@@ -211,6 +232,19 @@ pub struct ServeArgs {
     /// `--watch-uninjected=false` skips that watch; the gauge then has no series at all.
     #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
     pub watch_uninjected: bool,
+    /// The Lease holder restarts, after a template change, the workloads whose Pods run an
+    /// older revision in namespaces labelled `sidecar.samplecrd.k8s.io/rollout=auto`, one at a
+    /// time per namespace, as `rollout` does. Needs the rights of manifests/auto-rollout/
+    /// (patch on Deployments, StatefulSets, DaemonSets), which the default RBAC lacks.
+    #[arg(long, default_value_t = false, action = clap::ArgAction::Set)]
+    pub auto_rollout: bool,
+    /// With --auto-rollout: the least time between two restarts in one namespace.
+    #[arg(long, value_name = "D", value_parser = parse_duration, default_value = "30s")]
+    pub auto_rollout_interval: Duration,
+    /// With --auto-rollout: how long one workload may take to roll out; longer is a failure,
+    /// which stops the automatic rollout of that template revision.
+    #[arg(long, value_name = "D", value_parser = parse_duration, default_value = "10m")]
+    pub auto_rollout_timeout: Duration,
 }
 
 const CONNECTIONS_HEADING: &str = "Connections (webhook and admin listeners)";
@@ -421,7 +455,7 @@ pub struct CheckArgs {
     #[arg(long, value_name = "FILE", requires = "file")]
     pub config: Option<PathBuf>,
     /// With -f: consult no cluster even when a kubeconfig is found.
-    #[arg(long, requires = "file", conflicts_with_all = ["stale", "missing"])]
+    #[arg(long, requires = "file", conflicts_with_all = ["stale", "missing", "drift"])]
     pub offline: bool,
     /// With -f and no cluster: the Kubernetes version whose value rules the templates are
     /// checked with (with a cluster, its API server's version).
@@ -437,6 +471,12 @@ pub struct CheckArgs {
     /// Any found: exit code 1.
     #[arg(long)]
     pub missing: bool,
+    /// Also list injected Pods at their template's live revision whose sidecar differs
+    /// from what the template makes of them (changed after injection, e.g. by a later
+    /// mutating webhook), field by field (within --namespace, else everywhere). Any found:
+    /// exit code 1.
+    #[arg(long)]
+    pub drift: bool,
     #[arg(short = 'o', long = "output", value_enum, default_value_t = CheckOutput::Text)]
     pub output: CheckOutput,
     /// Namespace of the injector's ConfigMap, Secret, Service and Lease.
@@ -457,6 +497,56 @@ pub struct CheckArgs {
     pub lease_name: String,
     /// The Deployment running `serve` (in --injector-namespace): its `--injection` says
     /// which path injects; empty: serve's default (`auto`) is taken.
+    #[arg(long, value_name = "NAME", default_value = "envoy-injector")]
+    pub deployment: String,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum RolloutOutput {
+    /// The plan and each workload's result, as lines.
+    Text,
+    /// The whole report as one JSON object, for scripts.
+    Json,
+}
+
+/// `rollout`'s arguments.
+#[derive(Debug, Clone, Args)]
+pub struct RolloutArgs {
+    /// Roll out the workloads of this namespace (default: the kubeconfig context's).
+    #[arg(
+        short = 'n',
+        long = "namespace",
+        value_name = "NS",
+        conflicts_with = "all_namespaces"
+    )]
+    pub namespace: Option<String>,
+    /// Roll out the workloads of every namespace.
+    #[arg(short = 'A', long)]
+    pub all_namespaces: bool,
+    /// Only the workloads whose labels this selector selects (`app=web,tier!=db`); bare
+    /// Pods and Jobs are then not listed.
+    #[arg(short = 'l', long, value_name = "SELECTOR")]
+    pub selector: Option<String>,
+    /// Print the plan (and whether the templates are in step now) and change nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+    /// Workloads rolling out at once; after a failure none is started, those in flight
+    /// finish.
+    #[arg(long, value_name = "N", default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..))]
+    pub max_parallel: u16,
+    /// How long each workload may take to roll out (and the live templates to get in step
+    /// before the first restart).
+    #[arg(long, value_name = "D", value_parser = parse_duration, default_value = "5m")]
+    pub timeout: Duration,
+    #[arg(short = 'o', long = "output", value_enum, default_value_t = RolloutOutput::Text)]
+    pub output: RolloutOutput,
+    /// Namespace of the injector's ConfigMap and Deployment.
+    #[arg(long, value_name = "NS", default_value = "envoy-injector")]
+    pub injector_namespace: String,
+    /// The Deployment running `serve` (in --injector-namespace): each of its Ready replicas
+    /// must have reloaded the live templates (read from its /metrics through the API
+    /// server: `get pods/proxy`), and its `--injection` says which path injects; empty: the
+    /// replicas are not checked and `serve`'s default (`auto`) is taken.
     #[arg(long, value_name = "NAME", default_value = "envoy-injector")]
     pub deployment: String,
 }

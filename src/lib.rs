@@ -19,6 +19,7 @@ pub mod network;
 pub mod offline;
 pub mod policies;
 pub mod relist;
+pub mod rollout;
 pub mod server;
 pub mod shutdown;
 pub mod stale;

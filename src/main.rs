@@ -72,9 +72,15 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Certs(args) => commands::certs::run(&args)?,
         Command::Crd => commands::crd::run().context("cannot write the CRD to stdout")?,
         Command::Policies(args) => commands::policies::run(&args)?,
-        // Unhealthy is an answer, not an error: the report is printed, the exit code says it.
+        // Unhealthy is an answer, not an error: the report is printed, the exit code says it
+        // (`check`, and `rollout` alike).
         Command::Check(args) => {
             if !runtime()?.block_on(commands::check::run(args))? {
+                return Ok(ExitCode::FAILURE);
+            }
+        }
+        Command::Rollout(args) => {
+            if !runtime()?.block_on(commands::rollout::run(args))? {
                 return Ok(ExitCode::FAILURE);
             }
         }

@@ -33,6 +33,22 @@ pub struct TemplateLabels {
     pub template: String,
 }
 
+/// A live template and its revision (`template_revision`).
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct TemplateRevisionLabels {
+    pub template: String,
+    pub revision: String,
+}
+
+/// How one automatic rollout of a workload ended: `completed` or `failed`.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct RolloutLabels {
+    pub result: &'static str,
+}
+
+/// The values of [`RolloutLabels::result`].
+pub const ROLLOUT_RESULTS: [&str; 2] = ["completed", "failed"];
+
 /// How Pods are injected (`serve --injection`): `policy` or `webhook`.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct ModeLabels {
@@ -281,6 +297,9 @@ pub struct Metrics {
     pub injections: Family<TemplateLabels, Counter>,
     pub template_loads: Family<LoadLabels, Counter>,
     pub templates_loaded: Gauge,
+    /// 1 for each live template at its revision: what this replica injects with now (read
+    /// by `rollout` from every replica before it restarts anything).
+    pub template_revision: Family<TemplateRevisionLabels, Gauge>,
     /// Live templates with values the API server refuses, served because they were live
     /// before the injector checked values (`template::reload`); 0 normally.
     pub templates_refused_values: Gauge,
@@ -319,6 +338,10 @@ pub struct Metrics {
     pub policy_sync_errors: Counter,
     /// 1 while the Lease holder's compiled policies match the live templates.
     pub policies_in_step: Gauge,
+    /// Workloads the automatic rollout restarted, by how their rollout ended.
+    pub rollouts: Family<RolloutLabels, Counter>,
+    /// Workloads the automatic rollout has restarted and is waiting for now.
+    pub rollouts_in_progress: Gauge,
 }
 
 impl Metrics {
@@ -333,6 +356,7 @@ impl Metrics {
             injections: Family::default(),
             template_loads: Family::default(),
             templates_loaded: Gauge::default(),
+            template_revision: Family::default(),
             templates_refused_values: Gauge::default(),
             tls_reloads: Family::default(),
             reconciles: Family::default(),
@@ -356,6 +380,8 @@ impl Metrics {
             policy_writes: Family::default(),
             policy_sync_errors: Counter::default(),
             policies_in_step: Gauge::default(),
+            rollouts: Family::default(),
+            rollouts_in_progress: Gauge::default(),
         };
         let registry = registry.sub_registry_with_prefix("envoy_injector");
         registry.register(
@@ -387,6 +413,11 @@ impl Metrics {
             "templates_refused_values",
             "Live templates with values the API server refuses, served because they were live before the injector checked values",
             metrics.templates_refused_values.clone(),
+        );
+        registry.register(
+            "template_revision",
+            "1 for each live template (label template) at its revision (label revision): what this replica injects with",
+            metrics.template_revision.clone(),
         );
         registry.register(
             "tls_reloads",
@@ -486,6 +517,19 @@ impl Metrics {
             "1 while this replica holds the Lease in policy mode and the compiled admission policies match the live templates, else 0",
             metrics.policies_in_step.clone(),
         );
+        for result in ROLLOUT_RESULTS {
+            let _ = metrics.rollouts.get_or_create(&RolloutLabels { result });
+        }
+        registry.register(
+            "rollouts",
+            "Workloads restarted by the automatic rollout (namespaces labelled sidecar.samplecrd.k8s.io/rollout=auto), by result (completed, failed)",
+            metrics.rollouts.clone(),
+        );
+        registry.register(
+            "rollouts_in_progress",
+            "Workloads the automatic rollout has restarted and waits for now",
+            metrics.rollouts_in_progress.clone(),
+        );
         metrics
     }
 
@@ -499,6 +543,20 @@ impl Metrics {
         self.template_loads.get_or_create(&LoadLabels { result }).inc();
         if let Some(count) = loaded {
             self.templates_loaded.set(count as i64);
+        }
+    }
+
+    /// Shows the live templates' revisions (template → revision) in `template_revision`,
+    /// and only those.
+    pub fn templates_live<'t>(&self, revisions: impl IntoIterator<Item = (&'t str, &'t str)>) {
+        self.template_revision.clear();
+        for (template, revision) in revisions {
+            self.template_revision
+                .get_or_create(&TemplateRevisionLabels {
+                    template: template.to_string(),
+                    revision: revision.to_string(),
+                })
+                .set(1);
         }
     }
 

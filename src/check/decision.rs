@@ -229,6 +229,10 @@ pub struct PodReport {
     pub path: Option<PathReport>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub warnings: Vec<String>,
+    /// An injected Pod at the live revision: each field of its sidecar that differs from
+    /// what the template makes of it (filled in by `check` from the stored Pod).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub drift: Vec<super::drift::Difference>,
 }
 
 impl PodReport {
@@ -302,6 +306,7 @@ fn explain_compiled(
         webhooks: webhooks.clone(),
         path: None,
         warnings: Vec::new(),
+        drift: Vec::new(),
     };
     let seen = Seen {
         snapshot: cluster,

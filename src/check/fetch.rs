@@ -102,11 +102,10 @@ async fn served(client: &kube::Client) -> Served {
 
 /// The injector's Deployment, whether the API server serves MutatingAdmissionPolicy v1,
 /// and the admission policies labelled as ours (the mutating kinds only when served).
-pub(super) async fn policy_facts(client: &kube::Client, settings: &CheckSettings) -> PolicyFacts {
-    let namespace = settings.injector_namespace.as_str();
-    let deployment = match &settings.deployment {
+pub(super) async fn policy_facts(client: &kube::Client, namespace: &str, deployment: Option<&str>) -> PolicyFacts {
+    let deployment = match deployment {
         Some(name) => Some((
-            name.clone(),
+            name.to_string(),
             get(Api::<Deployment>::namespaced(client.clone(), namespace), name).await,
         )),
         None => None,
@@ -241,6 +240,38 @@ pub(super) async fn injected_pods(
     let pods = list_paged(&api, labelled, &format!("the Pods labelled {REVISION_LABEL}"), Some).await?;
     let owners = replica_set_owners(client, pods.iter().map(|p| &p.metadata)).await;
     Ok((pods, owners))
+}
+
+/// The injected Pods (whole, as JSON) in `namespace` or everywhere whose revision label
+/// is a live template's revision, and the controllers of the ReplicaSets that own them.
+pub(super) async fn pods_at_revisions(
+    client: &kube::Client,
+    namespace: Option<&str>,
+    live: &crate::template::TemplateSet,
+) -> Result<(Vec<serde_json::Value>, ReplicaSetOwners), CheckError> {
+    let revisions: std::collections::BTreeSet<&str> = live
+        .names()
+        .filter_map(|name| live.get(name))
+        .filter_map(|t| crate::inject::revision_label_value(&t.revision))
+        .collect();
+    if revisions.is_empty() {
+        return Ok((Vec::new(), ReplicaSetOwners::new()));
+    }
+    let selector = format!(
+        "{REVISION_LABEL} in ({})",
+        revisions.into_iter().collect::<Vec<_>>().join(",")
+    );
+    let api: Api<Pod> = match namespace {
+        Some(namespace) => Api::namespaced(client.clone(), namespace),
+        None => Api::all(client.clone()),
+    };
+    let what = format!("the Pods labelled {selector}");
+    let pods = list_paged(&api, ListParams::default().labels(&selector), &what, |pod: Pod| {
+        Some((pod.metadata.clone(), pod_subject(&pod).pod))
+    })
+    .await?;
+    let owners = replica_set_owners(client, pods.iter().map(|(meta, _)| meta)).await;
+    Ok((pods.into_iter().map(|(_, pod)| pod).collect(), owners))
 }
 
 /// The controller of each ReplicaSet that owns one of `pods` (one GET per ReplicaSet).

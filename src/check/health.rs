@@ -416,8 +416,14 @@ pub struct Live {
 
 /// The templates of the ConfigMap, or why there are none (shared with the decisions).
 pub fn live_templates(facts: &Facts) -> Result<Live, String> {
-    let (namespace, name) = (&facts.namespace, crate::NAME);
-    match &facts.configmap {
+    templates_of(&facts.namespace, &facts.configmap, facts.kube_version)
+}
+
+/// The templates of `configmap` (the `envoy-injector` ConfigMap of `namespace`, as read),
+/// checked for `version`, or why there are none (`rollout` reads them alike).
+pub fn templates_of(namespace: &str, configmap: &Fetched<ConfigMap>, version: KubeVersion) -> Result<Live, String> {
+    let name = crate::NAME;
+    match configmap {
         Err(err) => Err(format!("cannot read ConfigMap {namespace}/{name}: {err}")),
         Ok(None) => Err(format!(
             "expected ConfigMap {namespace}/{name}, found none: opted-in Pods are denied until it exists"
@@ -425,7 +431,7 @@ pub fn live_templates(facts: &Facts) -> Result<Live, String> {
         Ok(Some(configmap)) => {
             let source = format!("{namespace}/{name}");
             let data = configmap.data.clone().unwrap_or_default();
-            match TemplateSet::from_data_keeping(&source, &data, facts.kube_version) {
+            match TemplateSet::from_data_keeping(&source, &data, version) {
                 Ok((set, refused)) => Ok(Live {
                     set,
                     refused: refused.map(|e| e.to_string()),

@@ -465,4 +465,4 @@ pub fn labelled() -> String {
 }
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

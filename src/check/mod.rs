@@ -23,11 +23,13 @@
 //! | `stale` | pure: injected Pods → stale ones grouped by workload, with the fix |
 //! | `missing` | pure: opted-in Pods without the sidecar → grouped by workload, with the fix and the likely reason |
 //! | `workload` | pure: a Pod's owning workload and the command that replaces its Pods |
+//! | `drift` | pure: an injected Pod at the live revision whose sidecar differs from what the template makes of it, field by field |
 //! | `fetch` | the API reads that fill the above |
 //! | `render` | the report as text (JSON is its serde form) |
 
 pub mod cel;
 pub mod decision;
+pub mod drift;
 mod fetch;
 pub mod health;
 pub mod injection;
@@ -75,6 +77,10 @@ pub struct CheckSettings {
     /// Also list opted-in Pods without the sidecar (within the target's namespace, or
     /// everywhere); any found fails the check.
     pub missing: bool,
+    /// Also list injected Pods at the live revision whose sidecar differs from what the
+    /// template makes of them (within the target's namespace, or everywhere); any found
+    /// fails the check.
+    pub drift: bool,
     /// Where the injector's ConfigMap, Secret, Service and Lease live.
     pub injector_namespace: String,
     pub webhook_config: Option<String>,
@@ -111,6 +117,9 @@ pub struct Report {
     /// `--missing`: opted-in Pods without the sidecar, by workload.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub missing: Option<Vec<MissingGroup>>,
+    /// `--drift`: injected Pods whose sidecar was changed after injection.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub drift: Option<Vec<drift::DriftedPod>>,
     /// Set when no cluster was consulted: what the report could not know, said once.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub offline: Option<String>,
@@ -131,6 +140,7 @@ impl Report {
             pods,
             stale,
             missing: None,
+            drift: None,
             offline: None,
             unreadable: Vec::new(),
         }
@@ -225,7 +235,7 @@ pub async fn run(client: kube::Client, settings: &CheckSettings, now: OffsetDate
     let mut checks = health::evaluate_with(&facts, &live, now);
     let templates = live.map(|live| live.set);
     let policies = injection::Policies::new(
-        &fetch::policy_facts(&client, settings).await,
+        &fetch::policy_facts(&client, &settings.injector_namespace, settings.deployment.as_deref()).await,
         &templates,
         &settings.injector_namespace,
     );
@@ -235,7 +245,7 @@ pub async fn run(client: kube::Client, settings: &CheckSettings, now: OffsetDate
     // With --stale or --missing a namespace only bounds those lists: its Pods are not
     // each explained, so the report shows only the Pods the lists are about.
     let subjects = match &settings.target {
-        Target::Namespace(_) if settings.stale || settings.missing => Vec::new(),
+        Target::Namespace(_) if settings.stale || settings.missing || settings.drift => Vec::new(),
         target => fetch::subjects(&client, target).await?,
     };
     let mut snapshot = fetch::snapshot(&client, &subjects).await;
@@ -256,7 +266,16 @@ pub async fn run(client: kube::Client, settings: &CheckSettings, now: OffsetDate
         policies: Some(&policies),
         annotation_opt_in: policies.annotation_opt_in,
     };
-    let pods = decision::explain_all(&subjects, &installed, &snapshot);
+    let mut pods = decision::explain_all(&subjects, &installed, &snapshot);
+    if let Ok(live) = installed.templates {
+        for (report, subject) in pods.iter_mut().zip(&subjects) {
+            match drift::standing(&subject.pod, live) {
+                drift::Standing::Drifted(differences) => report.drift = differences,
+                drift::Standing::Unknown(why) => report.warnings.push(format!("sidecar drift: {why}")),
+                drift::Standing::NotInjected | drift::Standing::Stale | drift::Standing::InStep => {}
+            }
+        }
+    }
 
     let scope = match &settings.target {
         Target::Namespace(namespace) | Target::Pod { namespace, .. } => Some(namespace.as_str()),
@@ -264,10 +283,7 @@ pub async fn run(client: kube::Client, settings: &CheckSettings, now: OffsetDate
     };
     let stale = if settings.stale {
         let groups = match &templates {
-            Ok(live) => {
-                let (pods, owners) = fetch::injected_pods(&client, scope).await?;
-                stale::group(&pods, &owners, live)
-            }
+            Ok(live) => stale_groups(&client, scope, live).await?,
             Err(_) => Vec::new(),
         };
         checks.push(stale_check(&groups, templates.is_ok(), scope));
@@ -286,9 +302,61 @@ pub async fn run(client: kube::Client, settings: &CheckSettings, now: OffsetDate
     } else {
         None
     };
+    let drift = match (&templates, settings.drift) {
+        (_, false) => None,
+        (Ok(live), true) => {
+            let (pods, owners) = fetch::pods_at_revisions(&client, scope, live).await?;
+            let owner = |pod: &Value| {
+                let meta: kube::api::ObjectMeta =
+                    serde_json::from_value(pod.get("metadata").cloned().unwrap_or_default()).unwrap_or_default();
+                let (kind, name) = workload::owner(&meta, &owners);
+                format!("{kind} {}/{name}", meta.namespace.unwrap_or_default())
+            };
+            let drifted = drift::drifted(&pods, live, owner);
+            checks.push(drift::check_line(&drifted, scope));
+            Some(drifted)
+        }
+        (Err(_), true) => {
+            checks.push(Check::new(
+                drift::CHECK,
+                Status::Warn,
+                "cannot tell sidecar drift without readable live templates (see `templates`)",
+            ));
+            Some(Vec::new())
+        }
+    };
     let mut report = Report::new(settings.injector_namespace.clone(), checks, pods, stale);
     report.missing = missing;
+    report.drift = drift;
     Ok(report)
+}
+
+/// The injected Pods in `scope` (or everywhere) that run a stale revision of `live`,
+/// grouped by workload, as `--stale` lists them (`rollout` restarts from this list).
+pub async fn stale_groups(
+    client: &kube::Client,
+    scope: Option<&str>,
+    live: &TemplateSet,
+) -> Result<Vec<StaleGroup>, CheckError> {
+    let (pods, owners) = fetch::injected_pods(client, scope).await?;
+    Ok(stale::group(&pods, &owners, live))
+}
+
+/// The compiled admission policies against `templates`, judged by the mode the injector's
+/// `deployment` (in `injector_namespace`) runs with, as the `admission-policies` line
+/// judges them; and that Deployment, as read.
+pub async fn policies(
+    client: &kube::Client,
+    injector_namespace: &str,
+    deployment: Option<&str>,
+    templates: &Result<TemplateSet, String>,
+) -> (
+    injection::Policies,
+    Option<health::Fetched<k8s_openapi::api::apps::v1::Deployment>>,
+) {
+    let facts = fetch::policy_facts(client, injector_namespace, deployment).await;
+    let policies = injection::Policies::new(&facts, templates, injector_namespace);
+    (policies, facts.deployment.map(|(_, read)| read))
 }
 
 /// The opted-in Pods without the sidecar in `scope` (or everywhere), grouped, and those

@@ -1,5 +1,5 @@
 //! The report as text: one line per check, a paragraph per Pod, one per stale workload,
-//! one per workload with Pods that escaped injection, then the result. `-o json` is the report's serde form instead.
+//! one per workload with Pods that escaped injection, one per drifted Pod, then the result. `-o json` is the report's serde form instead.
 
 use std::fmt::Write as _;
 
@@ -68,6 +68,9 @@ fn pod(out: &mut String, report: &PodReport) {
     }
     for warning in &report.warnings {
         let _ = writeln!(out, "      warning: {warning}");
+    }
+    for difference in &report.drift {
+        let _ = writeln!(out, "      DRIFT: {difference}");
     }
 }
 
@@ -149,6 +152,22 @@ pub fn text(report: &Report) -> String {
                 let _ = writeln!(out, "      why ({} Pod(s)): {}", missed.pods, missed.detail);
             }
             let _ = writeln!(out, "      fix: {}", group.fix);
+        }
+    }
+    if let Some(drifted) = report.drift.as_ref().filter(|d| !d.is_empty()) {
+        let _ = writeln!(out, "\nSidecar drift (at the live revision, changed after injection)");
+        for pod in drifted {
+            let _ = writeln!(
+                out,
+                "  Pod {}/{} of {}: template `{}` revision {}",
+                pod.namespace, pod.name, pod.workload, pod.template, pod.revision
+            );
+            for difference in &pod.differences {
+                let _ = writeln!(out, "      {difference}");
+            }
+            if let Some(why) = &pod.unknown {
+                let _ = writeln!(out, "      not compared: {why}");
+            }
         }
     }
     let failed = report.checks.iter().filter(|c| c.status == Status::Fail).count();

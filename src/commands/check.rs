@@ -64,6 +64,7 @@ pub fn settings(
         target,
         stale: args.stale,
         missing: args.missing,
+        drift: args.drift,
         injector_namespace: args.injector_namespace.clone(),
         webhook_config: non_empty(&args.webhook_config),
         validating_webhook_config: non_empty(&args.validating_webhook_config),
@@ -85,7 +86,7 @@ pub async fn run(args: CheckArgs) -> Result<bool, CheckCommandError> {
     let unreadable = located.as_deref().map(check::unreadable).unwrap_or_default();
     let documents = located.map(|l| l.into_iter().map(|d| d.object).collect::<Vec<_>>());
     let config = args.config.as_deref().map(read_config).transpose()?;
-    let needs_cluster = args.file.is_none() || args.stale || args.missing;
+    let needs_cluster = args.file.is_none() || args.stale || args.missing || args.drift;
     let cluster = if args.offline {
         None
     } else if needs_cluster {

@@ -7,4 +7,5 @@ mod flags;
 pub mod inject;
 mod kubeconfig;
 pub mod policies;
+pub mod rollout;
 pub mod serve;

@@ -17,6 +17,7 @@ use envoy_injector::network::{
     controller::Context,
 };
 use envoy_injector::policies::{self as compiled, Path};
+use envoy_injector::rollout::auto::AutoSettings;
 use envoy_injector::server::{self, AppState, ConnectionTimeouts, Readiness, ServerConfig, ServerError};
 use envoy_injector::shutdown::{CancellationToken, cancel_on_signals};
 use envoy_injector::template::{ConfigError, LiveTemplates, TemplateSet};
@@ -177,7 +178,20 @@ async fn run_cluster(args: ServeArgs) -> Result<(), ServeError> {
         };
         let cluster = (cache, indexes);
         let networks = args.networks.then_some(args.network_backend);
-        let start = controller_starter(client, events, cluster, metrics.clone(), networks, policies);
+        let auto_rollout = args.auto_rollout.then(|| AutoSettings {
+            injector_namespace: args.namespace.clone(),
+            pod_name: args.identity.clone(),
+            interval: args.auto_rollout_interval,
+            timeout: args.auto_rollout_timeout,
+        });
+        let start = controller_starter(
+            client,
+            events,
+            cluster,
+            metrics.clone(),
+            networks,
+            (policies, auto_rollout),
+        );
         tokio::spawn(envoy_injector::leader::supervise(
             election,
             metrics,
@@ -217,7 +231,7 @@ async fn run_standalone(args: ServeArgs) -> Result<(), ServeError> {
             return Err(err.into());
         }
     };
-    metrics.template_load(Some(set.len()));
+    envoy_injector::template::reload::loaded(&metrics, &set);
     info!(source = %set.source, templates = ?set.names().collect::<Vec<_>>(), "templates loaded");
     let templates = Arc::new(LiveTemplates::new(Some(set)));
 
@@ -301,21 +315,32 @@ struct PolicySync {
 }
 
 /// Builds what `leader::supervise` calls each time this replica starts leading: the
-/// Network controller (unless `--networks=false`: `backend` is `None`) and the
-/// admission-policy sync, stopped together.
+/// Network controller (unless `--networks=false`: `backend` is `None`), the
+/// admission-policy sync and (with `--auto-rollout`) the automatic rollout, stopped together.
 fn controller_starter(
     client: kube::Client,
     events: Arc<dyn EventSink>,
     (cache, indexes): (Arc<envoy_injector::cache::Cache>, network::controller::Indexes),
     metrics: Metrics,
     backend: Option<NetworkBackendKind>,
-    policies: PolicySync,
+    (policies, auto_rollout): (PolicySync, Option<AutoSettings>),
 ) -> impl Fn(CancellationToken) -> futures::future::BoxFuture<'static, ()> {
     move |stop| {
         let (client, events, cache, metrics) = (client.clone(), events.clone(), cache.clone(), metrics.clone());
         let indexes = indexes.clone();
         let policies = policies.clone();
+        let auto_rollout = auto_rollout.clone();
         Box::pin(async move {
+            let rollout = auto_rollout.map(|settings| {
+                tokio::spawn(envoy_injector::rollout::auto::run(
+                    client.clone(),
+                    policies.templates.clone(),
+                    events.clone(),
+                    metrics.clone(),
+                    settings,
+                    stop.clone(),
+                ))
+            });
             let sync = tokio::spawn(compiled::sync::run(
                 client.clone(),
                 policies.templates,
@@ -345,6 +370,11 @@ fn controller_starter(
             }
             if let Err(err) = sync.await {
                 warn!(error = %err, "the admission-policy sync failed");
+            }
+            if let Some(task) = rollout
+                && let Err(err) = task.await
+            {
+                warn!(error = %err, "the automatic rollout failed");
             }
         })
     }

@@ -33,6 +33,16 @@ pub struct Reloader<'a> {
     pub events: &'a dyn EventSink,
 }
 
+/// Counts a successful load of `set` and shows its templates' revisions
+/// (`envoy_injector_template_revision`, which `rollout` reads of every replica).
+pub fn loaded(metrics: &Metrics, set: &TemplateSet) {
+    metrics.template_load(Some(set.len()));
+    metrics.templates_live(
+        set.names()
+            .filter_map(|name| Some((name, set.get(name)?.revision.as_str()))),
+    );
+}
+
 /// Applies one ConfigMap state to the live templates. Returns whether it was loaded.
 pub async fn apply(configmap: Option<&ConfigMap>, live: &LiveTemplates, reloader: &Reloader<'_>) -> bool {
     let Some(configmap) = configmap else {
@@ -65,7 +75,7 @@ pub async fn apply(configmap: Option<&ConfigMap>, live: &LiveTemplates, reloader
     match refused {
         None => {
             reloader.metrics.templates_refused_values.set(0);
-            reloader.metrics.template_load(Some(set.len()));
+            loaded(reloader.metrics, &set);
             live.replace(set);
             info!(configmap = %source, templates = ?names, "templates loaded");
             publish(
@@ -84,7 +94,7 @@ pub async fn apply(configmap: Option<&ConfigMap>, live: &LiveTemplates, reloader
                 _ => 1,
             };
             reloader.metrics.templates_refused_values.set(refused_count as i64);
-            reloader.metrics.template_load(Some(set.len()));
+            loaded(reloader.metrics, &set);
             live.replace(set);
             let note = format!(
                 "{err}; serving these templates as before, since they were live when the injector started, but the API server (Kubernetes {}) refuses the Pods they inject: fix the values (an edit that keeps them is refused)",
@@ -181,8 +191,21 @@ mod tests {
     #[tokio::test]
     async fn good_edit_goes_live_bad_edit_keeps_the_last_good_one() {
         let live = LiveTemplates::new(None);
-        let metrics = Metrics::unregistered();
+        let mut registry = prometheus_client::registry::Registry::default();
+        let metrics = Metrics::register(&mut registry);
         let events = Recorded::default();
+        // The revisions this replica shows: what `rollout` reads before it restarts.
+        let shown = || {
+            crate::metrics::encode(&registry)
+                .lines()
+                .filter(|line| line.starts_with("envoy_injector_template_revision{"))
+                .map(String::from)
+                .collect::<Vec<_>>()
+        };
+        let revision = |live: &LiveTemplates| live.current().unwrap().get("config").unwrap().revision.clone();
+        let line = |revision: &str| {
+            format!(r#"envoy_injector_template_revision{{template="config",revision="{revision}"}} 1"#)
+        };
         assert!(
             apply(
                 Some(&configmap("containers:\n- name: a\n  image: a\n")),
@@ -214,6 +237,8 @@ mod tests {
         assert_eq!(reason, "TemplatesInvalid");
         assert!(note.contains("unknown field `containers[0].imag` at line 3"), "{note}");
         assert!(note.contains("keeping the last good templates"), "{note}");
+        let first = revision(&live);
+        assert_eq!(shown(), vec![line(&first)], "a bad edit leaves the revision shown");
 
         assert!(
             apply(
@@ -227,6 +252,8 @@ mod tests {
             live.current().unwrap().get("config").unwrap().spec.containers[0].name,
             "c"
         );
+        assert_ne!(revision(&live), first);
+        assert_eq!(shown(), vec![line(&revision(&live))], "only the live revision is shown");
     }
 
     #[tokio::test]

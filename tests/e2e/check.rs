@@ -25,7 +25,6 @@
 //! policy's revision label, fail the check naming the object and both revisions;
 //! `--injection=webhook` with the policies still there is a warning.
 
-use std::process::Command;
 use std::time::Duration;
 
 use envoy_injector::tls;
@@ -89,26 +88,11 @@ fn golden(name: &str, actual: &str) {
     );
 }
 
-/// What one `envoy-injector check` run answered (also for tier `missing`).
-pub(crate) struct Run {
-    pub(crate) code: i32,
-    pub(crate) stdout: String,
-}
-
-/// `envoy-injector check ARGS`, which must answer with exit code 0 or 1.
-pub(crate) async fn check(args: &[impl AsRef<std::ffi::OsStr>]) -> Run {
-    let mut command = Command::new(env!("CARGO_BIN_EXE_envoy-injector"));
-    command.arg("check").args(args);
-    let out = run_command(command, None).await;
-    assert!(
-        out.status.code().is_some_and(|c| c == 0 || c == 1),
-        "expected check to answer (exit 0 or 1), found: {}",
-        describe_output(&out)
-    );
-    Run {
-        code: out.status.code().unwrap_or(-1),
-        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
-    }
+/// `envoy-injector check ARGS`, which must answer with exit code 0 or 1 (also for tier
+/// `missing`).
+pub(crate) async fn check(args: &[impl AsRef<str>]) -> Ran {
+    let args: Vec<&str> = args.iter().map(AsRef::as_ref).collect();
+    envoy_injector("check", &args).await
 }
 
 /// Waits until a server-side dry run of `probe` (a Pod manifest) comes back injected: the

@@ -19,6 +19,7 @@
 //! | `overrides` | `serve` here in cluster mode: a namespace's template label picks the template; a Deployment's `override.memory-limit` lands on each Pod and in the status; `override.cpu-request: "8"` denied with annotation, value, bound and template; a label naming no template denies |
 //! | `policies` | the compiled admission policies store the Pod the webhook stores and deny with its words: a corpus of Pod shapes, the captured fixtures and workloads' Pods, each created through both paths, compared |
 //! | `policy_mode` | `serve --injection=policy` keeps the compiled policies in step with the ConfigMap: Pods injected with the webhook not called, an edit to the next Pod under a Pod loop, a bad edit kept out, a deleted template's objects gone, a restart writes nothing, no replica: Pods still injected and an edit caught up later, `--injection=webhook` removes them |
+//! | `rollout` | template changes brought to running Pods, on the API alone: the automatic rollout in a labelled namespace restarts the first stale Deployment, fails (no node), stops for that revision (Event, metric) and touches nothing else; `rollout --dry-run` plans and lists what it leaves, changing nothing; the real run times out on the first Deployment and leaves the next untouched; `check --drift` names Pods whose sidecar was changed after injection |
 //! | `controller` | 300 Networks created in one burst: every verdict right, at most 3 reconciles each; a restart writes nothing |
 //! | `deployed` | `manifests/` applied, the binary run as its ServiceAccount behind the Service: RBAC sufficient (and what one missing rule breaks), self-managed TLS Secret and `caBundle`, the `matchConditions`, the shipped templates (apps on 80/443/8080/9090 stored with the default sidecar, `classic` for a legacy Pod that asks, `classic` on port 80 denied) |
 //! | `guard` | policy mode's power bounded: as the ServiceAccount, the compiled policies of the shipped ConfigMap are applied, read and deleted (RBAC); with `manifests/apiserver/policy-guard.yaml` loaded by the API server from disk (`make apiserver-guard`), every write outside them is refused with the guard's words (skips, loudly, after the RBAC part where none is loaded) |
@@ -79,6 +80,7 @@ tiers![
     overrides,
     policies,
     policy_mode,
+    rollout,
     controller,
     deployed,
     guard,

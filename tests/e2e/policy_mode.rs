@@ -16,9 +16,8 @@
 use std::time::{Duration, Instant};
 
 use envoy_injector::tls;
-use k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration;
 use k8s_openapi::api::core::v1::ConfigMap;
-use kube::api::{Api, ApiResource, Patch, PatchParams};
+use kube::api::{Api, Patch, PatchParams};
 use serde_json::json;
 
 use crate::common::metrics::metric_value;
@@ -136,7 +135,7 @@ async fn run(suite: &Suite) -> TierResult {
     tokio::time::sleep(Duration::from_millis(500)).await;
 
     let owner = format!("envoy-injector-{}", injector.name);
-    let owner_uid = create_owner(client, &scope, &owner).await;
+    let owner_uid = create_policy_owner(client, &scope, &owner).await;
     let certs = tls::generate(INJECTOR_NAME, &injector.name, &["127.0.0.1".to_string()], 1).expect("test certificates");
     let args = ["--namespace", &injector.name, "--network-backend", "none", "--identity", "policy-mode-a", "--injection", "policy", "--policy-owner", &owner];
     let (serve, webhook) = serve_on_loopback("policy-mode", &certs, &args).await;
@@ -306,20 +305,6 @@ async fn run(suite: &Suite) -> TierResult {
     step!("--injection=webhook: every compiled object removed");
     drop(serve);
     Ok(format!("template edit → next Pod {} ms", ms(latency)))
-}
-
-/// A ValidatingWebhookConfiguration without webhooks, to own the compiled objects (the
-/// shipped one is the tier `deployed`'s); `scope` deletes it. Returns its uid.
-async fn create_owner(client: &kube::Client, scope: &Scope, name: &str) -> String {
-    scope.delete_later(ApiResource::erase::<ValidatingWebhookConfiguration>(&()), None, name);
-    let api: Api<ValidatingWebhookConfiguration> = Api::all(client.clone());
-    let owner = json!({"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingWebhookConfiguration",
-                       "metadata": {"name": name, "labels": {PART_OF.0: PART_OF.1}}});
-    let created = api
-        .patch(name, &PatchParams::apply(FIELD_MANAGER).force(), &Patch::Apply(&owner))
-        .await
-        .unwrap_or_else(|e| panic!("expected to create ValidatingWebhookConfiguration {name}, found: {}", api_error(&e)));
-    created.metadata.uid.expect("a stored object has a uid")
 }
 
 /// Every compiled object is owned by the owner at `uid`, without `blockOwnerDeletion`.

@@ -211,19 +211,12 @@ fn the_documented_webhook_only_overlay_removes_exactly_the_policy_rule() {
         .filter_map(|block| block.split("```").next())
         .find(|block| block.contains("--injection=webhook"))
         .expect("a kustomization for webhook mode in the Power bounded section");
-    // As the page lays it out: my-injector/ beside a checkout envoy-injector/ (kustomize
-    // takes no absolute base).
+    // As the page lays it out: my-injector/ beside a checkout envoy-injector/.
     assert!(
         overlay.contains("  - ../envoy-injector/manifests\n"),
         "the overlay names its base as ../envoy-injector/manifests:\n{overlay}"
     );
-    let dir = tempfile::tempdir().expect("a temporary directory");
-    std::os::unix::fs::symlink(repo(""), dir.path().join("envoy-injector")).expect("link the checkout");
-    let overlay_dir = dir.path().join("my-injector");
-    std::fs::create_dir(&overlay_dir).expect("the overlay's directory");
-    std::fs::write(overlay_dir.join("kustomization.yaml"), overlay).expect("write the overlay");
-    let rendered = crate::common::kubectl::kustomize(&overlay_dir).unwrap_or_else(|e| panic!("{e}"));
-    let with_overlay = parse_stream("the documented overlay", &rendered);
+    let with_overlay = render_overlay(overlay, "the documented overlay");
 
     let rules = |docs: &[Doc]| -> Vec<k8s_openapi::api::rbac::v1::PolicyRule> {
         one(docs, "ClusterRole")

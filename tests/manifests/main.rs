@@ -6,6 +6,8 @@
 //!   re-serialises to the same JSON: a misspelt or misplaced field is dropped by the typed
 //!   parse and fails here, naming the document and the field path;
 //! - RBAC: no `*` anywhere, and exactly the permissions the process needs;
+//! - the automatic rollout's component (`manifests/auto-rollout/`) through an overlay: exactly
+//!   what `serve --auto-rollout` uses, and the flag on; none of it without the component;
 //! - the policy guard for the API server (`manifests/apiserver/`): loadable from disk
 //!   (names, no parameters), about the shipped ServiceAccount alone, covering exactly the
 //!   admission-policy resources the RBAC grants, and not part of the kustomization;
@@ -24,6 +26,7 @@ mod common;
 mod support;
 
 mod alerts;
+mod auto_rollout;
 mod configmap;
 mod deployment;
 mod guard;

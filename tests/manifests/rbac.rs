@@ -8,7 +8,7 @@ use serde_json::Value;
 use crate::support::*;
 
 /// (apiGroup, resource, resourceName or "", verb) for every permission a rule grants.
-fn grants(rules: &[PolicyRule]) -> BTreeSet<(String, String, String, String)> {
+pub(crate) fn grants(rules: &[PolicyRule]) -> BTreeSet<(String, String, String, String)> {
     let mut out = BTreeSet::new();
     for rule in rules {
         let names = rule.resource_names.clone().unwrap_or_default();
@@ -26,7 +26,7 @@ fn grants(rules: &[PolicyRule]) -> BTreeSet<(String, String, String, String)> {
     out
 }
 
-fn expected_grants(table: &[(&str, &str, &str, &[&str])]) -> BTreeSet<(String, String, String, String)> {
+pub(crate) fn expected_grants(table: &[(&str, &str, &str, &[&str])]) -> BTreeSet<(String, String, String, String)> {
     table
         .iter()
         .flat_map(|(group, resource, name, verbs)| {

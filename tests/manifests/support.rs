@@ -107,3 +107,16 @@ pub(crate) fn one(docs: &[Doc], kind: &str) -> Doc {
 pub(crate) fn selects(selector: &LabelSelector, labels: &BTreeMap<String, String>) -> bool {
     envoy_injector::check::selector::selects(selector, labels).unwrap_or_else(|e| panic!("{e}"))
 }
+
+/// `overlay` (a kustomization whose base is `../envoy-injector/manifests`, as the docs lay
+/// it out: beside a checkout `envoy-injector/`) rendered by kustomize against this
+/// checkout; kustomize takes no absolute base, so the checkout is linked beside it.
+pub(crate) fn render_overlay(overlay: &str, what: &str) -> Vec<Doc> {
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    std::os::unix::fs::symlink(repo(""), dir.path().join("envoy-injector")).expect("link the checkout");
+    let overlay_dir = dir.path().join("my-injector");
+    std::fs::create_dir(&overlay_dir).expect("the overlay's directory");
+    std::fs::write(overlay_dir.join("kustomization.yaml"), overlay).expect("write the overlay");
+    let rendered = crate::common::kubectl::kustomize(&overlay_dir).unwrap_or_else(|e| panic!("{e}"));
+    parse_stream(what, &rendered)
+}

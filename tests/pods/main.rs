@@ -21,6 +21,7 @@
 //! | `envoy` | the default template's own sidecar (a stand-in image of the Envoy 1.40 release binary, `make envoy-image-local`): an opted-in app on port 80 injected by the deployed injector is Ready through Envoy's `/ready`; in the Pod, 15006 reaches the app through Envoy, metrics answer, admin on 127.0.0.1 only; a Job completes with Envoy as its native sidecar, which exits 0; deleting the Pod stops both well within the grace period. Skipped without `E2E_ENVOY_IMAGE_LOADED` |
 //! | `network` | on a node where every Pod goes through Multus: without the NetworkAttachmentDefinition CRD a Network reports `BackendUnavailable` and the injector counts it in `envoy_injector_reconcile_errors_total{reason="backend_unavailable"}`; with it, Pods that join a Network run with `net1` in its CIDR (inside the Pod and in Multus's network-status), reach its gateway and each other, while a Pod of another Network and one of none reach neither; the sidecar has `NETWORK_CIDR`/`NETWORK_GATEWAY`; `attachedPods` counts them; an overlapping Network in another namespace is `Overlaps` with no NAD and denies its Pods; the Network in use, deleted, stays Terminating (`InUse`, an Event naming its Pods, new Pods denied) until its Pods are gone, then the overlapping one is promoted and its Pod reaches the same gateway; at every step, no Running Pod of a Ready Network fails to reach its gateway |
 //! | `rollouts` | while opted-in Pods are created every ~50 ms: `kubectl rollout restart` of the injector, deleting one injector Pod, a rolling update to `E2E_IMAGE_NEXT`: each with 0 failed creates and 0 Pods without the sidecar; the slowest create of each is printed |
+//! | `template_rollout` | a template edit brought to running Pods (the injector deployed with `make deploy AUTO_ROLLOUT=1`): `rollout` brings two Deployments, a StatefulSet and a DaemonSet to the new revision, Ready, never more Pods unavailable than each strategy allows (sampled every 200 ms), after a `--dry-run` that changed nothing; a Deployment whose new Pods fail readiness stops the run (exit 1) and the one after it stays on the old revision, untouched; the automatic mode restarts a labelled namespace's two Deployments one at a time, the interval apart (Events, `envoy_injector_rollouts_total`), and nothing elsewhere; `check --drift` names a Pod whose app lost the sidecar's mount |
 //! | `independence` | policy mode as deployed (`make deploy INJECTION=policy`): with the injector's Deployment deleted, 150 opted-in Pods created one every ~50 ms: 0 failed creates, 0 without the sidecar, all Running; a template edit made meanwhile changes nothing until a replica is back, which catches up; the same loop in webhook mode, printed for contrast |
 //! | `helm` | the chart with the real Helm v4 engine, after `make undeploy` of the others' installation: packaged, pushed to an OCI registry on loopback (Debian's `docker-registry`) and installed from it in policy mode: an opted-in Pod runs with the sidecar; an upgrade changing the template: the next Pod gets the new revision from the admission policy (webhook not called) and from the webhook (the binding deleted); a rollback: the old revision again, both ways; `helm uninstall`: within 60 s no policy, binding or webhook configuration of ours, an opted-in Pod stored as written, the CRD kept; installed again with `tls.mode: secret`: injected through the webhook with that CA, nothing of either webhook configuration or the Secret written by the injector. Skipped, loudly, without the engine (`make helm-sdk`) |
 //!
@@ -56,7 +57,17 @@ macro_rules! tiers {
     };
 }
 
-tiers![installed, sidecars, jobs, envoy, network, rollouts, independence, helm];
+tiers![
+    installed,
+    sidecars,
+    jobs,
+    envoy,
+    network,
+    rollouts,
+    template_rollout,
+    independence,
+    helm
+];
 
 fn main() -> std::process::ExitCode {
     support::harness::main(&support::TierSet {

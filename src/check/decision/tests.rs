@@ -503,6 +503,7 @@ fn each_override_is_shown_applied_or_refused_with_the_reason() {
         pods: vec![report],
         stale: None,
         missing: None,
+        drift: None,
         offline: None,
         unreadable: Vec::new(),
     });

@@ -172,6 +172,26 @@ pub fn admission_policies(policies: &Policies) -> Check {
     )
 }
 
+/// Why a Pod created now would not get the live templates from the compiled policies
+/// that act on it: those expected are missing or out of step (the `admission-policies`
+/// line fails), or, with the webhook path configured, some left over act with an older
+/// revision. `None` when they are in step (or none act). `rollout` waits on it.
+pub fn lagging(policies: &Policies) -> Option<String> {
+    let line = admission_policies(policies);
+    if line.status == Status::Fail {
+        return Some(line.message);
+    }
+    let found = policies.found.as_deref().ok()?;
+    let out_of_step = compare(policies, found).out_of_step;
+    (policies.expectation.expected == Some(Path::Webhook) && !out_of_step.is_empty()).then(|| {
+        format!(
+            "left over admission policies still act, out of step with ConfigMap {}: {}",
+            policies.configmap,
+            out_of_step.join("; ")
+        )
+    })
+}
+
 /// What differs between the objects found and those compiled.
 struct Comparison<'a> {
     /// Each compiled object not found, worded.

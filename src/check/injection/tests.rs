@@ -13,7 +13,7 @@ const NS: &str = "envoy-injector";
 const TEMPLATE: &str = "containers:\n- name: envoy\n  image: envoy\n";
 const CANARY: &str = "containers:\n- name: canary\n  image: envoy\n";
 
-fn deployment(args: &[&str], env: &[(&str, &str)]) -> Deployment {
+pub(crate) fn deployment(args: &[&str], env: &[(&str, &str)]) -> Deployment {
     Deployment {
         spec: Some(DeploymentSpec {
             template: PodTemplateSpec {

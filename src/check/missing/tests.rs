@@ -68,6 +68,7 @@ fn decision(verdict: Verdict, rule: Rule, webhooks: &[(&str, Call, bool)]) -> Po
         warnings: Vec::new(),
         overrides: Vec::new(),
         path: None,
+        drift: Vec::new(),
     }
 }
 

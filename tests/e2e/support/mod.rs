@@ -10,6 +10,7 @@ pub mod harness;
 mod install;
 mod namespace;
 mod objects;
+mod owner;
 mod process;
 
 use std::collections::BTreeSet;
@@ -27,10 +28,11 @@ use crate::common::poll::{self, Miss};
 pub use crate::common::kubectl::{describe_output, kubectl, kubectl_apply, run_command};
 pub use crate::common::metrics::metric_sum;
 pub use cleanup::Scope;
-pub use command::{register_shipped_webhooks, require_kubectl};
+pub use command::{Ran, envoy_injector, register_shipped_webhooks, require_kubectl};
 pub use install::Install;
 pub use namespace::{LOOP_PAUSE, PodLoop, TestNs, injected_with, list_events_about};
 pub use objects::*;
+pub use owner::create_policy_owner;
 pub use process::{Injector, check_processes, serve_on_loopback};
 
 /// How often a bounded wait looks again.
