@@ -75,6 +75,40 @@ pub fn strings<'a>(items: impl IntoIterator<Item = &'a str>) -> String {
     format!("[{}]", items.join(", "))
 }
 
+/// A CEL string expression built of pieces: text known when compiling, and expressions.
+/// Adjacent texts are written as one literal, so the API server joins only what varies.
+#[derive(Debug, Default)]
+pub struct Concat {
+    pieces: Vec<(bool, String)>,
+}
+
+impl Concat {
+    pub fn text(mut self, text: &str) -> Concat {
+        match self.pieces.last_mut() {
+            Some((true, last)) => last.push_str(text),
+            _ => self.pieces.push((true, text.to_string())),
+        }
+        self
+    }
+
+    pub fn expression(mut self, expression: String) -> Concat {
+        self.pieces.push((false, expression));
+        self
+    }
+
+    pub fn build(&self) -> String {
+        if self.pieces.is_empty() {
+            return string("");
+        }
+        let pieces: Vec<String> = self
+            .pieces
+            .iter()
+            .map(|(text, piece)| if *text { string(piece) } else { format!("({piece})") })
+            .collect();
+        pieces.join(" + ")
+    }
+}
+
 /// The JSON text of a string (what serde_json writes), as a CEL string literal: for
 /// pieces of JSON assembled in CEL from values known when compiling.
 pub fn json_string(text: &str) -> String {

@@ -6,8 +6,8 @@ use json_patch::jsonptr::Token;
 use k8s_openapi::api::admissionregistration::v1::Variable;
 use serde_json::Value;
 
-use super::cel::{self, hole};
-use super::variables::{self, ANNOTATIONS, CONTAINERS, POD_VOLUME_NAMES, Scope};
+use super::cel::{self, Concat, hole};
+use super::variables::{self, ANNOTATIONS, CONTAINERS, OVERRIDE_KEYS, POD_VOLUME_NAMES, Scope};
 use crate::inject::{OVERRIDE_PREFIX, REVISION_LABEL, STATUS_ANNOTATION, revision_label_value};
 use crate::template::{Bound, Override, Template};
 
@@ -300,7 +300,8 @@ fn overrides(template: &Template, scope: &Scope) -> String {
     if parts.is_empty() {
         return String::from("[]");
     }
-    format!("({})", parts.join(" + "))
+    // A Pod without override annotations (most) pays one size check.
+    format!("(size({OVERRIDE_KEYS}) == 0 ? [] : ({}))", parts.join(" + "))
 }
 
 fn annotation_key(decl: &Override) -> String {
@@ -428,11 +429,11 @@ fn status(template: &Template, scope: &Scope) -> String {
     let mount_volumes = cel::strings(spec.volume_mounts.iter().map(|m| m.name.as_str()));
     let mount_paths = json_names(spec.volume_mounts.iter().map(|m| m.mount_path.as_str()).collect());
     let mounts = if spec.volume_mounts.is_empty() {
-        String::from("\"\"")
+        None
     } else {
-        format!(
+        Some(format!(
             "[lists.range(size({CONTAINERS})).map(i, {app_mounts}[i].filter(m, !({mount_volumes}[m] in {added_volume_names})).map(m, \"{{\\\"container\\\":\\\"\" + {CONTAINERS}[i].name + \"\\\",\\\"mountPath\\\":\" + {mount_paths}[m] + \"}}\")).flatten()].map(r, size(r) > 0 ? \",\\\"volumeMounts\\\":[\" + r.join(\",\") + \"]\" : \"\")[0]"
-        )
+        ))
     };
     let overrides: Vec<String> = template
         .overrides
@@ -459,25 +460,47 @@ fn status(template: &Template, scope: &Scope) -> String {
         })
         .collect();
     let overrides = if overrides.is_empty() {
-        String::from("\"\"")
+        None
     } else {
-        format!(
-            "[[{}].filter(o, o != \"\")].map(r, size(r) > 0 ? \",\\\"overrides\\\":{{\" + r.join(\",\") + \"}}\" : \"\")[0]",
+        Some(format!(
+            "(size({OVERRIDE_KEYS}) == 0 ? \"\" : [[{}].filter(o, o != \"\")].map(r, size(r) > 0 ? \",\\\"overrides\\\":{{\" + r.join(\",\") + \"}}\" : \"\")[0])",
             overrides.join(", ")
-        )
+        ))
     };
     let head = format!(
         "{{\"template\":{},\"revision\":{},\"containers\":[",
         Value::from(template.name.as_str()),
         Value::from(template.revision.as_str())
     );
-    format!(
-        "{} + ({native} ? \"\" : {}) + \"],\\\"initContainers\\\":[\" + ({native} ? {} : {}) + \"],\\\"volumes\\\":[\" + {added_volumes}.map(i, {volume_json}[i]).join(\",\") + \"],\\\"imagePullSecrets\\\":[\" + {added_secrets}.map(i, {secret_json}[i]).join(\",\") + \"],\\\"nativeSidecar\\\":\" + ({native} ? \"true\" : \"false\") + {mounts} + {overrides} + \"}}\"",
-        cel::string(&head),
-        cel::string(&sidecars),
-        cel::string(&inits_native),
-        cel::string(&inits),
-    )
+    // Written once for each value of `native`, so that what the template fixes is one
+    // literal; what the template does not have is the empty list it is.
+    let added = |names: &str, added: &str| (names != "[]").then(|| format!("{added}.map(i, {names}[i]).join(\",\")"));
+    let (volumes, secrets) = (added(&volume_json, &added_volumes), added(&secret_json, &added_secrets));
+    let written = |as_native: bool| {
+        let mut text = Concat::default()
+            .text(&head)
+            .text(if as_native { "" } else { &sidecars })
+            .text("],\"initContainers\":[")
+            .text(if as_native { &inits_native } else { &inits })
+            .text("],\"volumes\":[");
+        if let Some(volumes) = &volumes {
+            text = text.expression(volumes.clone());
+        }
+        text = text.text("],\"imagePullSecrets\":[");
+        if let Some(secrets) = &secrets {
+            text = text.expression(secrets.clone());
+        }
+        text = text.text(if as_native {
+            "],\"nativeSidecar\":true"
+        } else {
+            "],\"nativeSidecar\":false"
+        });
+        for part in [&mounts, &overrides].into_iter().flatten() {
+            text = text.expression(part.clone());
+        }
+        text.text("}").build()
+    };
+    format!("({native} ? {} : {})", written(true), written(false))
 }
 
 #[cfg(test)]

@@ -65,9 +65,10 @@ pub fn variables(template: &Template, scope: &Scope) -> Vec<Variable> {
         scope.variable("present", format!("{names}.filter(n, n in {POD_CONTAINER_NAMES})")),
         scope.variable("missing", format!("{names}.filter(n, !(n in {POD_CONTAINER_NAMES}))")),
         scope.variable("overrideDenial", override_denial(template)),
-        scope.variable("portDenials", port_denials(template)),
-        scope.variable("volumeDenials", volume_denials(template)),
-        scope.variable("mountDenials", mount_denials(template)),
+    ]
+    .into_iter()
+    .chain(collisions(template).map(|(name, denials)| scope.variable(name, denials)))
+    .chain([
         scope.variable("denial", denial(template, scope)),
         scope.variable(
             "inject",
@@ -78,7 +79,20 @@ pub fn variables(template: &Template, scope: &Scope) -> Vec<Variable> {
                 scope.get("denial"),
             ),
         ),
+    ])
+    .collect()
+}
+
+/// The collision checks the template has something for (ports, volumes, mounts), each a
+/// variable of the refusals that apply, in the webhook's order.
+fn collisions(template: &Template) -> impl Iterator<Item = (&'static str, String)> {
+    [
+        ("portDenials", port_denials(template)),
+        ("volumeDenials", volume_denials(template)),
+        ("mountDenials", mount_denials(template)),
     ]
+    .into_iter()
+    .filter_map(|(name, denials)| Some((name, denials?)))
 }
 
 /// The first of the webhook's refusals, in its order; none for a Pod without containers
@@ -97,18 +111,18 @@ fn denial(template: &Template, scope: &Scope) -> String {
         &partial,
         &[(&hole(0), &backticked(&present)), (&hole(1), &backticked(&missing))],
     );
-    format!(
+    let mut chain = format!(
         "size({CONTAINERS}) == 0 ? \"\" :
 size({present}) > 0 ? (size({missing}) > 0 ? {partial} : \"\") :
-{override_denial} != \"\" ? {override_denial} :
-size({ports}) > 0 ? {ports}[0] :
-size({volumes}) > 0 ? {volumes}[0] :
-size({mounts}) > 0 ? {mounts}[0] : \"\"",
+{override_denial} != \"\" ? {override_denial} :\n",
         override_denial = scope.get("overrideDenial"),
-        ports = scope.get("portDenials"),
-        volumes = scope.get("volumeDenials"),
-        mounts = scope.get("mountDenials"),
-    )
+    );
+    for (name, _) in collisions(template) {
+        let denials = scope.get(name);
+        chain.push_str(&format!("size({denials}) > 0 ? {denials}[0] :\n"));
+    }
+    chain.push_str("\"\"");
+    chain
 }
 
 /// [`REFUSAL`]: for an opted-in Pod, the webhook's words naming a template the set does
@@ -269,7 +283,7 @@ fn override_check(decl: &Override, value: &str, message: impl Fn(OutOfBounds) ->
 
 /// For each port of the template's sidecars (in its order), the refusal naming the first
 /// Pod container (containers, then init containers) already using it.
-fn port_denials(template: &Template) -> String {
+fn port_denials(template: &Template) -> Option<String> {
     let mut checks = Vec::new();
     let mut keys = Vec::new();
     for sidecar in &template.spec.containers {
@@ -294,32 +308,30 @@ fn port_denials(template: &Template) -> String {
             checks.push(format!("({all}.exists(c, {uses}) ? {message} : \"\")"));
         }
     }
-    only_if_found(&keys, POD_PORTS, filtered(checks))
+    only_if_found(&keys, POD_PORTS, filtered(checks)?)
 }
 
 /// `denials` only where one of `wanted` is in `found` (a list the shared variables read of
 /// the Pod once): a collision check costs the Pods that could collide, no other.
-fn only_if_found(wanted: &[String], found: &str, denials: String) -> String {
-    if wanted.is_empty() {
-        return denials;
-    }
-    format!(
+fn only_if_found(wanted: &[String], found: &str, denials: String) -> Option<String> {
+    Some(format!(
         "{}.exists(w, w in {found}) ? {denials} : []",
         cel::strings(wanted.iter().map(String::as_str))
-    )
+    ))
 }
 
-/// `[a, b, ...].filter(m, m != "")`: the refusals that apply, first one first.
-fn filtered(checks: Vec<String>) -> String {
+/// `[a, b, ...].filter(m, m != "")`: the refusals that apply, first one first; none
+/// when there is nothing to check.
+fn filtered(checks: Vec<String>) -> Option<String> {
     if checks.is_empty() {
-        return String::from("[\"\"].filter(m, m != \"\")");
+        return None;
     }
-    format!("[{}].filter(m, m != \"\")", checks.join(",\n"))
+    Some(format!("[{}].filter(m, m != \"\")", checks.join(",\n")))
 }
 
 /// For each template volume (in its order) that the Pod has by name with other content,
 /// the refusal describing both.
-fn volume_denials(template: &Template) -> String {
+fn volume_denials(template: &Template) -> Option<String> {
     let mut checks = Vec::new();
     for (volume, json) in template.spec.volumes.iter().zip(&template.prepared.volumes) {
         let wanted: Map<String, Value> = serde_json::from_str(json.get()).unwrap_or_default();
@@ -339,7 +351,7 @@ fn volume_denials(template: &Template) -> String {
         ));
     }
     let names: Vec<String> = template.spec.volumes.iter().map(|v| v.name.clone()).collect();
-    only_if_found(&names, POD_VOLUME_NAMES, filtered(checks))
+    only_if_found(&names, POD_VOLUME_NAMES, filtered(checks)?)
 }
 
 /// The webhook's description of the Pod volume `volume`: its first source as compact JSON with
@@ -392,9 +404,9 @@ fn subset(expr: &str, wanted: &Value) -> String {
 
 /// For each app container (in the Pod's order) and each template mount (in its order),
 /// the refusal where the container mounts another volume at the template's path.
-fn mount_denials(template: &Template) -> String {
+fn mount_denials(template: &Template) -> Option<String> {
     if template.spec.volume_mounts.is_empty() {
-        return filtered(Vec::new());
+        return None;
     }
     let mut checks = Vec::new();
     for mount in &template.spec.volume_mounts {
