@@ -419,3 +419,49 @@ fn without_annotation_opt_in_no_webhook_entry_reads_annotations() {
     );
     assert!(args(&labels_only).contains(&String::from("--annotation-opt-in=false")));
 }
+
+/// `autoRollout`: off by default (no flag, no rights beyond the shipped ones); on, the
+/// flag, its interval and timeout when they are not `serve`'s defaults, and the rights.
+#[test]
+fn auto_rollout_is_off_unless_enabled_and_passes_its_interval_and_timeout() {
+    let Some(helm) = engine("the chart's autoRollout") else {
+        return;
+    };
+    let rollout_rbac = |objects: &[Value]| -> Vec<String> {
+        objects
+            .iter()
+            .filter(|o| o["metadata"]["name"] == "envoy-injector-rollout")
+            .map(|o| o["kind"].as_str().unwrap_or_default().to_string())
+            .collect()
+    };
+    let shipped = render(&helm, "envoy-injector", json!({}));
+    assert!(
+        !args(&shipped).iter().any(|a| a.starts_with("--auto-rollout")),
+        "expected no --auto-rollout flag by default, found {:?}",
+        args(&shipped)
+    );
+    assert_eq!(rollout_rbac(&shipped), Vec::<String>::new());
+    let on = render(
+        &helm,
+        "tools",
+        json!({"autoRollout": {"enabled": true, "interval": "2m", "timeout": "20m"}}),
+    );
+    let flags: Vec<String> = args(&on)
+        .into_iter()
+        .filter(|a| a.starts_with("--auto-rollout"))
+        .collect();
+    assert_eq!(
+        flags,
+        [
+            "--auto-rollout=true",
+            "--auto-rollout-interval=2m",
+            "--auto-rollout-timeout=20m"
+        ]
+    );
+    assert_eq!(
+        rollout_rbac(&on),
+        ["ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding"]
+    );
+    let binding = get(&on, "ClusterRoleBinding", "envoy-injector-rollout");
+    assert_eq!(binding["subjects"][0]["namespace"], "tools");
+}

@@ -74,29 +74,29 @@ fn differences(path: &str, kustomize: &Value, chart: &Value, out: &mut Vec<Strin
     }
 }
 
-#[test]
-fn default_values_render_the_objects_of_the_kustomization() {
-    let what = "the chart's default render against manifests/";
-    let Some(helm) = engine(what) else { return };
-    if !kubectl::present_or_skip(what) {
-        return;
-    }
-    let kustomized: BTreeMap<String, Value> =
-        yaml_documents(&kubectl::kustomize(&repo().join("manifests")).expect("kubectl kustomize runs"))
-            .into_iter()
-            .map(|o| (key(&o), o))
-            .collect();
+/// Where the chart rendered with `values` differs from `kubectl kustomize dir`, one line
+/// each (Helm's labels aside).
+fn against_kustomize(helm: &crate::common::helm::Engine, dir: &std::path::Path, values: &str) -> Vec<String> {
+    let kustomized: BTreeMap<String, Value> = yaml_documents(&kubectl::kustomize(dir).expect("kubectl kustomize runs"))
+        .into_iter()
+        .map(|o| (key(&o), o))
+        .collect();
     let rendered: BTreeMap<String, Value> = helm
-        .render("envoy-injector", "{}")
-        .unwrap_or_else(|e| panic!("expected the chart to render with default values, found: {e}"))
+        .render("envoy-injector", values)
+        .unwrap_or_else(|e| panic!("expected the chart to render with {values}, found: {e}"))
         .into_iter()
         .map(|o| (key(&o), without_helm_labels(o)))
         .collect();
-
+    assert!(
+        kustomized.len() >= 13,
+        "expected every object of {}, found {:?}",
+        dir.display(),
+        kustomized.keys()
+    );
     let mut found = Vec::new();
     for (name, kustomize) in &kustomized {
         let Some(chart) = rendered.get(name) else {
-            found.push(format!("{name}: only in manifests/"));
+            found.push(format!("{name}: only in {}", dir.display()));
             continue;
         };
         let mut lines = Vec::new();
@@ -109,22 +109,61 @@ fn default_values_render_the_objects_of_the_kustomization() {
             .filter(|k| !kustomized.contains_key(*k))
             .map(|k| format!("{k}: only in the chart")),
     );
-    // What Helm imposes, and nothing else.
-    let expected = [
+    found
+}
+
+/// What Helm imposes ([`HELM_IMPOSES`]) as [`against_kustomize`] says it.
+fn imposed(dir: &std::path::Path) -> Vec<String> {
+    vec![
         "CustomResourceDefinition/networks.samplecrd.k8s.io/metadata/labels: kustomize \
          {\"app.kubernetes.io/name\":\"envoy-injector\",\"app.kubernetes.io/part-of\":\"envoy-injector\"} / chart null"
             .to_string(),
-        "Namespace/envoy-injector: only in manifests/".to_string(),
-    ];
+        format!("Namespace/envoy-injector: only in {}", dir.display()),
+    ]
+}
+
+#[test]
+fn default_values_render_the_objects_of_the_kustomization() {
+    let what = "the chart's default render against manifests/";
+    let Some(helm) = engine(what) else { return };
+    if !kubectl::present_or_skip(what) {
+        return;
+    }
+    let dir = repo().join("manifests");
     assert_eq!(
-        found, expected,
+        against_kustomize(&helm, &dir, "{}"),
+        imposed(&dir),
         "expected the default render to differ from `kubectl kustomize manifests/` only by what Helm imposes \
          ({HELM_IMPOSES:?})"
     );
-    assert!(
-        kustomized.len() >= 13,
-        "expected every object of manifests/, found {:?}",
-        kustomized.keys()
+}
+
+/// `autoRollout.enabled: true` renders what manifests/ with the component
+/// manifests/auto-rollout/ renders: the flag and the same rights, nothing more.
+#[test]
+fn auto_rollout_renders_the_kustomize_component() {
+    let what = "the chart's autoRollout against manifests/auto-rollout/";
+    let Some(helm) = engine(what) else { return };
+    if !kubectl::present_or_skip(what) {
+        return;
+    }
+    // kustomize takes a base only by a relative path: an overlay inside the repository.
+    let dir = repo()
+        .join("target")
+        .join(format!("chart-auto-rollout-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(
+        dir.join("kustomization.yaml"),
+        "resources: [../../manifests]\ncomponents: [../../manifests/auto-rollout]\n",
+    )
+    .unwrap();
+    let found = against_kustomize(&helm, &dir, r#"{"autoRollout": {"enabled": true}}"#);
+    let expected = imposed(&dir);
+    std::fs::remove_dir_all(&dir).ok();
+    assert_eq!(
+        found, expected,
+        "expected the render with autoRollout.enabled to differ from manifests/ with manifests/auto-rollout/ only by \
+         what Helm imposes ({HELM_IMPOSES:?})"
     );
 }
 

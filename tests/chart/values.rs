@@ -114,7 +114,8 @@ fn lint_strict_is_clean_with_the_defaults_and_every_option() {
         "tolerations": [{"key": "dedicated", "operator": "Exists", "effect": "NoSchedule"}],
         "priorityClassName": "system-cluster-critical",
         "podLabels": {"team": "platform"}, "podAnnotations": {"example.com/a": "b"},
-        "extraArgs": ["--api-qps=100"]
+        "extraArgs": ["--api-qps=100"], "annotationOptIn": false,
+        "autoRollout": {"enabled": true, "interval": "1m", "timeout": "15m"}
     }"#;
     let secret = r#"{"tls": {"mode": "secret", "secret": {"name": "my-tls", "caBundle": "Y2E="}}}"#;
     for values in ["{}", every_option, secret] {
@@ -137,6 +138,10 @@ fn a_bad_value_is_refused_naming_it() {
         (r#"{"image": {"tag": "", "digest": ""}}"#, "/image"),
         (r#"{"image": {"pullPolicy": "Sometimes"}}"#, "/image/pullPolicy"),
         (r#"{"tls": {"mode": "vault"}}"#, "/tls/mode"),
+        (
+            r#"{"autoRollout": {"enabled": true, "interval": "soon"}}"#,
+            "/autoRollout/interval",
+        ),
         (r#"{"tls": {"mode": "secret"}}"#, "/tls/secret/name"),
         (
             r#"{"tls": {"mode": "secret", "secret": {"name": "s"}}}"#,
