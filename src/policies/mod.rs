@@ -164,6 +164,12 @@ pub fn compile(set: &TemplateSet, options: &Options) -> Compiled {
     }
     variables.push(plan::refusal(&names, &scoped));
     let mutations = [mutation(&parts)];
+    let conditions = [
+        variables::selected_condition().expression,
+        variables::annotated_condition().expression,
+    ];
+    let roots: Vec<&str> = mutations.iter().chain(&conditions).map(String::as_str).collect();
+    let variables = variables::read_by(variables, &roots);
     // Every template the policy knows (those left to the webhook too: it refuses no Pod
     // that names one), with its revision.
     let known: Vec<&Template> = set.names().filter_map(|name| set.get(name)).map(|t| &**t).collect();

@@ -443,3 +443,63 @@ fn the_default_template_s_app_port_is_taken_from_the_pod_in_the_patch() {
         "the override wins"
     );
 }
+
+#[test]
+fn the_policy_holds_only_variables_something_reads() {
+    // The API server prepares every variable for each Pod it evaluates the policy for.
+    let reads = |spec: &MutatingAdmissionPolicySpec, name: &str| {
+        let needle = format!("variables.{name}");
+        let mut texts: Vec<&str> = spec.variables.iter().flatten().map(|v| v.expression.as_str()).collect();
+        texts.extend(
+            spec.mutations
+                .iter()
+                .flatten()
+                .filter_map(|m| m.json_patch.as_ref()?.expression.as_deref()),
+        );
+        texts.iter().any(|t| {
+            t.match_indices(&needle)
+                .any(|(at, _)| !t[at + needle.len()..].starts_with(|c: char| c.is_ascii_alphanumeric() || c == '_'))
+        })
+    };
+    let names = |spec: &MutatingAdmissionPolicySpec| -> Vec<String> {
+        spec.variables.iter().flatten().map(|v| v.name.clone()).collect()
+    };
+    let full = mutating(
+        &compile(&set(&[("config", TEMPLATE)]), &Options::default()),
+        names::INJECT,
+    );
+    let bare = mutating(
+        &compile(
+            &set(&[("config", "containers: [{name: envoy, image: envoy:v1}]")]),
+            &Options::default(),
+        ),
+        names::INJECT,
+    );
+    for spec in [&full, &bare] {
+        let unread: Vec<String> = names(spec).into_iter().filter(|n| !reads(spec, n)).collect();
+        assert!(
+            unread.is_empty(),
+            "expected every variable to be read by an expression, found unread: {unread:?}"
+        );
+    }
+    // A template with volumes, mounts and pull secrets reads the Pod's volumes and what
+    // it adds of its own; one without them has none of those variables.
+    for wanted in [
+        "podVolumeNames",
+        "podMountPaths",
+        "t0_addedVolumes",
+        "t0_addedSecrets",
+        "t0_appMounts",
+    ] {
+        assert!(
+            names(&full).iter().any(|n| n == wanted),
+            "expected variable {wanted} in {:?}",
+            names(&full)
+        );
+        assert!(
+            !names(&bare).iter().any(|n| n == wanted),
+            "expected no variable {wanted} in {:?}",
+            names(&bare)
+        );
+    }
+}

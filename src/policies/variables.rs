@@ -53,6 +53,35 @@ pub fn variable(name: &str, expression: String) -> Variable {
     }
 }
 
+/// The variables `roots` (the policy's other expressions) read, directly or through
+/// another variable, in their order; the rest dropped. The API server prepares every
+/// variable of a policy for each Pod it evaluates, match condition included, so a
+/// variable nothing reads (a template without volumes has no use for the Pod's volume
+/// names) is a cost to every Pod and no use to any.
+pub fn read_by(variables: Vec<Variable>, roots: &[&str]) -> Vec<Variable> {
+    let reads = |text: &str, name: &str| {
+        let needle = format!("variables.{name}");
+        text.match_indices(&needle).any(|(at, _)| {
+            !text[at + needle.len()..]
+                .chars()
+                .next()
+                .is_some_and(|c| c.is_ascii_alphanumeric() || c == '_')
+        })
+    };
+    let mut read = vec![false; variables.len()];
+    let mut pending: Vec<&str> = roots.to_vec();
+    while let Some(text) = pending.pop() {
+        for (i, v) in variables.iter().enumerate() {
+            if !read[i] && reads(text, &v.name) {
+                read[i] = true;
+                pending.push(&v.expression);
+            }
+        }
+    }
+    let mut read = read.into_iter();
+    variables.into_iter().filter(|_| read.next() == Some(true)).collect()
+}
+
 /// The variables of one template in the policy that holds them all: each name carries
 /// the template's place, so no two templates' variables collide.
 #[derive(Debug, Clone)]
