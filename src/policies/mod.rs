@@ -12,6 +12,7 @@
 //! webhook, which adds only the join to a Pod a policy injected.
 
 mod cel;
+mod chosen;
 pub mod mode;
 mod objects;
 mod patch;
@@ -158,12 +159,22 @@ pub fn compile(set: &TemplateSet, options: &Options) -> Compiled {
     }
     let names: Vec<&str> = set.names().collect();
     let scoped: Vec<(Scope, &Template)> = parts.iter().map(|p| (p.scope.clone(), p.template)).collect();
+    let refusal = plan::refusal(&names, &scoped);
+    let mut texts = [mutation(&parts), refusal.expression];
+    let templates: Vec<chosen::TemplateVariables<'_>> = parts
+        .iter()
+        .map(|p| chosen::TemplateVariables {
+            scope: &p.scope,
+            template: &p.template.name,
+            variables: &p.variables,
+        })
+        .collect();
+    let per_question = chosen::merge(&templates, &mut texts, MAX_EXPRESSION_CODE_POINTS);
+    let [mutation, refusal_expression] = texts;
     let mut variables = variables::shared(options.annotation_opt_in);
-    for part in &parts {
-        variables.extend(part.variables.iter().cloned());
-    }
-    variables.push(plan::refusal(&names, &scoped));
-    let mutations = [mutation(&parts)];
+    variables.extend(per_question);
+    variables.push(variables::variable(&refusal.name, refusal_expression));
+    let mutations = [mutation];
     let conditions = [
         variables::selected_condition().expression,
         variables::annotated_condition().expression,

@@ -89,15 +89,30 @@ fn one_mutating_policy_holds_every_template_and_its_bindings_select_by_labels() 
     assert_eq!(mutations.len(), 1);
     let expression = mutations[0].json_patch.as_ref().unwrap().expression.as_ref().unwrap();
     assert!(
-        expression.contains("variables.choice == \"canary\" ? (variables.t0_inject ?")
-            && expression.contains("variables.choice == \"config\" ? (variables.t1_inject ?"),
+        expression.contains("variables.choice == \"canary\" ? (variables.chosen_inject ? variables.t0_additions")
+            && expression
+                .contains("variables.choice == \"config\" ? (variables.chosen_inject ? variables.t1_additions"),
         "{expression}"
     );
-    // The templates' variables cannot collide: each carries its template's place.
-    let variables: Vec<String> = spec.variables.unwrap().iter().map(|v| v.name.clone()).collect();
-    let distinct: std::collections::BTreeSet<&String> = variables.iter().collect();
-    assert_eq!(distinct.len(), variables.len(), "{variables:?}");
-    assert!(variables.contains(&String::from("t0_inject")) && variables.contains(&String::from("t1_inject")));
+    // Each question is one variable, for the template chosen; each template's additions
+    // are its own, named by its place, so they cannot collide.
+    let variables = spec.variables.unwrap();
+    let names: Vec<&str> = variables.iter().map(|v| v.name.as_str()).collect();
+    let distinct: std::collections::BTreeSet<&&str> = names.iter().collect();
+    assert_eq!(distinct.len(), names.len(), "{names:?}");
+    assert!(
+        names.contains(&"t0_additions") && names.contains(&"t1_additions"),
+        "{names:?}"
+    );
+    let inject = variables
+        .iter()
+        .find(|v| v.name == "chosen_inject")
+        .expect("chosen_inject");
+    assert!(
+        inject.expression.starts_with("variables.choice == \"canary\" ? (") && inject.expression.contains("\"config\""),
+        "expected chosen_inject to switch on the template chosen, found {}",
+        inject.expression
+    );
 
     let namespace = binding_resources(&compiled, names::BY_NAMESPACE);
     assert_eq!(
@@ -487,9 +502,9 @@ fn the_policy_holds_only_variables_something_reads() {
     for wanted in [
         "podVolumeNames",
         "podMountPaths",
-        "t0_addedVolumes",
-        "t0_addedSecrets",
-        "t0_appMounts",
+        "chosen_addedVolumes",
+        "chosen_addedSecrets",
+        "chosen_appMounts",
     ] {
         assert!(
             names(&full).iter().any(|n| n == wanted),
@@ -502,4 +517,37 @@ fn the_policy_holds_only_variables_something_reads() {
             names(&bare)
         );
     }
+}
+
+#[test]
+fn more_templates_add_only_their_additions_to_the_variables() {
+    // A Pod that did not opt in pays for every variable of the policy its condition is
+    // evaluated in: ten templates must not make that ten times as many.
+    let count = |n: usize| {
+        let templates: Vec<(String, &str)> = (0..n)
+            .map(|i| {
+                (
+                    if i == 0 {
+                        String::from("config")
+                    } else {
+                        format!("t{i}")
+                    },
+                    TEMPLATE,
+                )
+            })
+            .collect();
+        let borrowed: Vec<(&str, &str)> = templates.iter().map(|(k, v)| (k.as_str(), *v)).collect();
+        let compiled = compile(&set(&borrowed), &Options::default());
+        assert!(compiled.not_compiled.is_empty(), "{:?}", compiled.not_compiled);
+        mutating(&compiled, names::INJECT_ANNOTATED)
+            .variables
+            .unwrap_or_default()
+            .len()
+    };
+    let (one, ten) = (count(1), count(10));
+    assert_eq!(
+        ten,
+        one + 9,
+        "expected ten templates to add nine additions to the {one} variables of one, found {ten}"
+    );
 }

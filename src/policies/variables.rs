@@ -3,6 +3,8 @@
 //! the webhook, asked of the object the API server holds. Variables are evaluated only
 //! when an expression reads them, so a Pod pays for what its own template needs.
 
+use std::collections::BTreeSet;
+
 use k8s_openapi::api::admissionregistration::v1::{MatchCondition, Variable};
 
 use super::cel;
@@ -59,20 +61,12 @@ pub fn variable(name: &str, expression: String) -> Variable {
 /// variable nothing reads (a template without volumes has no use for the Pod's volume
 /// names) is a cost to every Pod and no use to any.
 pub fn read_by(variables: Vec<Variable>, roots: &[&str]) -> Vec<Variable> {
-    let reads = |text: &str, name: &str| {
-        let needle = format!("variables.{name}");
-        text.match_indices(&needle).any(|(at, _)| {
-            !text[at + needle.len()..]
-                .chars()
-                .next()
-                .is_some_and(|c| c.is_ascii_alphanumeric() || c == '_')
-        })
-    };
     let mut read = vec![false; variables.len()];
     let mut pending: Vec<&str> = roots.to_vec();
     while let Some(text) = pending.pop() {
+        let names = names_read(text);
         for (i, v) in variables.iter().enumerate() {
-            if !read[i] && reads(text, &v.name) {
+            if !read[i] && names.contains(v.name.as_str()) {
                 read[i] = true;
                 pending.push(&v.expression);
             }
@@ -80,6 +74,21 @@ pub fn read_by(variables: Vec<Variable>, roots: &[&str]) -> Vec<Variable> {
     }
     let mut read = read.into_iter();
     variables.into_iter().filter(|_| read.next() == Some(true)).collect()
+}
+
+/// The names of the variables `text` reads (`variables.NAME`).
+pub fn names_read(text: &str) -> BTreeSet<&str> {
+    const PREFIX: &str = "variables.";
+    text.match_indices(PREFIX)
+        .map(|(at, _)| {
+            let after = &text[at + PREFIX.len()..];
+            let end = after
+                .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+                .unwrap_or(after.len());
+            &after[..end]
+        })
+        .filter(|name| !name.is_empty())
+        .collect()
 }
 
 /// The variables of one template in the policy that holds them all: each name carries
@@ -108,6 +117,12 @@ impl Scope {
 
     pub fn variable(&self, var: &str, expression: String) -> Variable {
         variable(&self.name(var), expression)
+    }
+
+    /// The question a variable of this scope asks (its name without the scope), or `None`
+    /// for a name not of this scope.
+    pub fn question<'n>(&self, name: &'n str) -> Option<&'n str> {
+        name.strip_prefix(self.prefix.as_str())
     }
 }
 
