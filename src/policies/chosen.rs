@@ -16,7 +16,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use k8s_openapi::api::admissionregistration::v1::Variable;
 
 use super::cel;
-use super::variables::{CHOICE, Scope, names_read, variable};
+use super::variables::{CHOICE, Scope, names_read, references, variable};
 
 /// The questions kept one variable per template: large enough that a switch over many
 /// templates would pass what the API server compiles in one expression.
@@ -116,22 +116,16 @@ fn merged_name(question: &str) -> String {
 
 /// `text` with every `variables.NAME` of `renamed` read as its new name.
 fn rename(text: &str, renamed: &BTreeMap<String, String>) -> String {
-    const PREFIX: &str = "variables.";
     let mut out = String::with_capacity(text.len());
-    let mut rest = text;
-    while let Some(at) = rest.find(PREFIX) {
-        let after = &rest[at + PREFIX.len()..];
-        let end = after
-            .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
-            .unwrap_or(after.len());
-        out.push_str(&rest[..at + PREFIX.len()]);
-        match renamed.get(&after[..end]) {
-            Some(to) => out.push_str(to),
-            None => out.push_str(&after[..end]),
+    let mut copied = 0;
+    for at in references(text) {
+        if let Some(to) = renamed.get(&text[at.clone()]) {
+            out.push_str(&text[copied..at.start]);
+            out.push_str(to);
+            copied = at.end;
         }
-        rest = &after[end..];
     }
-    out.push_str(rest);
+    out.push_str(&text[copied..]);
     out
 }
 

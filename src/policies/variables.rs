@@ -4,6 +4,7 @@
 //! when an expression reads them, so a Pod pays for what its own template needs.
 
 use std::collections::BTreeSet;
+use std::ops::Range;
 
 use k8s_openapi::api::admissionregistration::v1::{MatchCondition, Variable};
 
@@ -78,17 +79,19 @@ pub fn read_by(variables: Vec<Variable>, roots: &[&str]) -> Vec<Variable> {
 
 /// The names of the variables `text` reads (`variables.NAME`).
 pub fn names_read(text: &str) -> BTreeSet<&str> {
+    references(text).map(|at| &text[at]).collect()
+}
+
+/// Where `text` reads a variable: the place of each `NAME` of `variables.NAME`.
+pub fn references(text: &str) -> impl Iterator<Item = Range<usize>> + '_ {
     const PREFIX: &str = "variables.";
-    text.match_indices(PREFIX)
-        .map(|(at, _)| {
-            let after = &text[at + PREFIX.len()..];
-            let end = after
-                .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
-                .unwrap_or(after.len());
-            &after[..end]
-        })
-        .filter(|name| !name.is_empty())
-        .collect()
+    text.match_indices(PREFIX).filter_map(|(at, _)| {
+        let start = at + PREFIX.len();
+        let end = text[start..]
+            .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+            .map_or(text.len(), |len| start + len);
+        (end > start).then_some(start..end)
+    })
 }
 
 /// The variables of one template in the policy that holds them all: each name carries
