@@ -34,35 +34,29 @@ pub struct TemplateVariables<'a> {
 /// mutation, the refusal) rewritten to read the merged ones. `max_code_points`: the
 /// longest expression the API server compiles.
 pub fn merge(parts: &[TemplateVariables<'_>], texts: &mut [String], max_code_points: usize) -> Vec<Variable> {
-    // Each question's branches: (template, its variable's name, its expression).
-    let mut questions: BTreeMap<&str, Vec<(&str, &str, &str)>> = BTreeMap::new();
-    let mut first_seen: Vec<&str> = Vec::new();
+    // Each question, in the order first asked, and its branches: (template, its
+    // variable's name, its expression).
+    type Branch<'v> = (&'v str, &'v str, &'v str);
+    let mut questions: Vec<(&str, Vec<Branch<'_>>)> = Vec::new();
     for part in parts {
         for v in part.variables {
             let question = part.scope.question(&v.name).unwrap_or(v.name.as_str());
-            if !questions.contains_key(question) {
-                first_seen.push(question);
+            let branch = (part.template, v.name.as_str(), v.expression.as_str());
+            match questions.iter_mut().find(|(q, _)| *q == question) {
+                Some((_, branches)) => branches.push(branch),
+                None => questions.push((question, vec![branch])),
             }
-            questions
-                .entry(question)
-                .or_default()
-                .push((part.template, v.name.as_str(), v.expression.as_str()));
         }
     }
-
-    // The renaming: every scoped name of a merged question to the one name. Decided on
-    // the branches' lengths after renaming (a merged name is longer than a scoped one).
-    let mut merged: BTreeMap<String, String> = BTreeMap::new();
-    for (question, branches) in &questions {
-        if KEPT_APART.contains(question) {
-            continue;
-        }
-        for (_, name, _) in branches {
-            merged.insert(name.to_string(), merged_name(question));
-        }
-    }
-    let switch = |question: &str, renamed: &BTreeMap<String, String>| -> String {
-        let branches = &questions[question];
+    // Every scoped name of a merged question to the one name.
+    let renaming = |merging: &BTreeSet<&str>| -> BTreeMap<String, String> {
+        questions
+            .iter()
+            .filter(|(q, _)| merging.contains(q))
+            .flat_map(|(q, branches)| branches.iter().map(|(_, name, _)| (name.to_string(), merged_name(q))))
+            .collect()
+    };
+    let switch = |branches: &[Branch<'_>], renamed: &BTreeMap<String, String>| -> String {
         let mut text = String::new();
         let last = branches.len() - 1;
         for (i, (template, _, expression)) in branches.iter().enumerate() {
@@ -76,36 +70,44 @@ pub fn merge(parts: &[TemplateVariables<'_>], texts: &mut [String], max_code_poi
         }
         text
     };
-    // A question too long to merge keeps its scoped names; that can make another longer
-    // (its branches read the scoped names), so decide until nothing changes.
-    loop {
-        let too_long: Vec<&str> = first_seen
-            .iter()
-            .copied()
-            .filter(|q| !KEPT_APART.contains(q) && merged.values().any(|m| *m == merged_name(q)))
-            .filter(|q| switch(q, &merged).chars().count() > max_code_points)
-            .collect();
-        if too_long.is_empty() {
-            break;
+
+    // A question whose switch would be too long keeps its scoped names; that lengthens
+    // the switches that read them, so decide until nothing changes. Lengths are those
+    // after renaming (a merged name is longer than a scoped one).
+    let mut merging: BTreeSet<&str> = questions
+        .iter()
+        .map(|(q, _)| *q)
+        .filter(|q| !KEPT_APART.contains(q))
+        .collect();
+    let renamed = loop {
+        let renamed = renaming(&merging);
+        let asked = merging.len();
+        merging.retain(|q| {
+            let (_, branches) = questions
+                .iter()
+                .find(|(asked, _)| asked == q)
+                .expect("a question asked");
+            switch(branches, &renamed).chars().count() <= max_code_points
+        });
+        if merging.len() == asked {
+            break renamed;
         }
-        merged.retain(|_, to| !too_long.iter().any(|q| *to == merged_name(q)));
-    }
+    };
 
     let mut out: Vec<Variable> = Vec::new();
-    for question in &first_seen {
-        let branches = &questions[question];
-        if merged.contains_key(branches[0].1) {
-            out.push(variable(&merged_name(question), switch(question, &merged)));
+    for (question, branches) in &questions {
+        if merging.contains(question) {
+            out.push(variable(&merged_name(question), switch(branches, &renamed)));
         } else {
             out.extend(
                 branches
                     .iter()
-                    .map(|(_, name, expression)| variable(name, rename(expression, &merged))),
+                    .map(|(_, name, expression)| variable(name, rename(expression, &renamed))),
             );
         }
     }
     for text in texts.iter_mut() {
-        *text = rename(text, &merged);
+        *text = rename(text, &renamed);
     }
     in_reading_order(out)
 }
