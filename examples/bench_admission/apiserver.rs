@@ -51,54 +51,58 @@ fn values(samples: &Samples, name: &str, key: &str, ours: bool) -> Vec<String> {
 pub fn report(before: &Samples, after: &Samples, pods: usize) {
     println!();
     println!("where the API server spent the time over the measured rounds ({pods} Pods a route):");
-    let plugins = "apiserver_admission_controller_admission_duration_seconds";
-    for plugin in values(after, plugins, "name", false) {
-        let (sum, count) = delta(before, after, plugins, "name", &plugin);
-        if count > 0.0 {
-            println!(
-                "  plugin {plugin:<32} {count:>7} calls, mean {:>7.3} ms",
-                sum / count * 1e3
-            );
-        }
-    }
-    let checks = "apiserver_mutating_admission_policy_check_duration_seconds";
-    for policy in values(after, checks, "policy", true) {
-        let (sum, count) = delta(before, after, checks, "policy", &policy);
-        if count > 0.0 {
-            println!(
-                "  mutating policy {policy:<36} {count:>7} mutations, mean {:>7.3} ms",
-                sum / count * 1e3
-            );
-        }
-    }
-    let validations = "apiserver_validating_admission_policy_check_duration_seconds";
-    for policy in values(after, validations, "policy", true) {
-        let (sum, count) = delta(before, after, validations, "policy", &policy);
-        if count > 0.0 {
-            println!(
-                "  validating policy {policy:<34} {count:>7} checks, mean {:>7.3} ms",
-                sum / count * 1e3
-            );
-        }
-    }
-    let webhooks = "apiserver_admission_webhook_admission_duration_seconds";
-    for name in values(after, webhooks, "name", true) {
-        let (sum, count) = delta(before, after, webhooks, "name", &name);
-        if count > 0.0 {
-            println!(
-                "  webhook {name:<44} {count:>7} calls, mean {:>7.3} ms",
-                sum / count * 1e3
-            );
-        }
-    }
-    let conditions = "apiserver_admission_match_condition_evaluation_seconds";
-    for name in values(after, conditions, "name", true) {
-        let (sum, count) = delta(before, after, conditions, "name", &name);
-        if count > 0.0 {
-            println!(
-                "  match conditions of {name:<32} {count:>7} evaluations, mean {:>7.3} ms",
-                sum / count * 1e3
-            );
+    // (metric, its label naming the thing timed, only ours, the line's words, its width)
+    let timings: [(&str, &str, bool, &str, &str, usize); 5] = [
+        (
+            "apiserver_admission_controller_admission_duration_seconds",
+            "name",
+            false,
+            "plugin",
+            "calls",
+            32,
+        ),
+        (
+            "apiserver_mutating_admission_policy_check_duration_seconds",
+            "policy",
+            true,
+            "mutating policy",
+            "mutations",
+            36,
+        ),
+        (
+            "apiserver_validating_admission_policy_check_duration_seconds",
+            "policy",
+            true,
+            "validating policy",
+            "checks",
+            34,
+        ),
+        (
+            "apiserver_admission_webhook_admission_duration_seconds",
+            "name",
+            true,
+            "webhook",
+            "calls",
+            44,
+        ),
+        (
+            "apiserver_admission_match_condition_evaluation_seconds",
+            "name",
+            true,
+            "match conditions of",
+            "evaluations",
+            32,
+        ),
+    ];
+    for (metric, key, ours, what, counted, width) in timings {
+        for name in values(after, metric, key, ours) {
+            let (sum, count) = delta(before, after, metric, key, &name);
+            if count > 0.0 {
+                println!(
+                    "  {what} {name:<width$} {count:>7} {counted}, mean {:>7.3} ms",
+                    sum / count * 1e3
+                );
+            }
         }
     }
     let cel = "apiserver_cel_evaluation_duration_seconds";
