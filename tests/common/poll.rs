@@ -42,6 +42,39 @@ pub async fn until<T, E: Into<Miss>>(
     }
 }
 
+/// [`until`] for work done piece by piece (many Pods starting on one node): `probe`
+/// returns `Err` with how many pieces are done so far. The bound applies to progress:
+/// `Err` only once that count has not grown for `patience`, so the bound stays a safety
+/// limit however slow the machine and however much work there is.
+pub async fn while_advancing<T>(
+    what: &str,
+    patience: Duration,
+    every: Duration,
+    mut probe: impl AsyncFnMut() -> Result<T, (usize, Miss)>,
+) -> Result<T, String> {
+    let mut done = 0;
+    let mut last_advance = Instant::now();
+    loop {
+        let found = match probe().await {
+            Ok(value) => return Ok(value),
+            Err((_, Miss::Fatal(why))) => return Err(format!("while waiting for {what}: {why}")),
+            Err((now_done, Miss::Retry(found))) => {
+                if now_done > done {
+                    done = now_done;
+                    last_advance = Instant::now();
+                }
+                found
+            }
+        };
+        if last_advance.elapsed() >= patience {
+            return Err(format!(
+                "no progress for {patience:?} while waiting for {what}; last found: {found}"
+            ));
+        }
+        tokio::time::sleep(every).await;
+    }
+}
+
 /// [`until`] for a yes/no check.
 pub async fn until_true(
     what: &str,

@@ -11,6 +11,7 @@ use kube::Client;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams};
 use serde_json::json;
 
+use crate::common::poll::{self, Miss};
 use crate::support::*;
 
 /// The stand-in proxy's container name.
@@ -368,4 +369,21 @@ pub async fn deletion_is_graceful(ns: &TestNs, pod: &Pod) -> f64 {
         took.as_secs_f64()
     );
     took.as_secs_f64()
+}
+
+/// [`wait_every`] for work done piece by piece (Pods starting on the node): `probe` says
+/// how many pieces are done; panics only when that count has not grown for `patience` (see
+/// [`poll::while_advancing`]).
+pub async fn wait_while_advancing<T>(
+    what: &str,
+    patience: Duration,
+    every: Duration,
+    mut probe: impl AsyncFnMut() -> Result<T, (usize, String)>,
+) -> T {
+    poll::while_advancing(what, patience, every, async || {
+        check_processes().map_err(|why| (0, Miss::Fatal(why)))?;
+        probe().await.map_err(|(done, found)| (done, Miss::Retry(found)))
+    })
+    .await
+    .unwrap_or_else(|e| panic!("{e}"))
 }
