@@ -26,20 +26,8 @@ pub async fn until<T, E: Into<Miss>>(
     every: Duration,
     mut probe: impl AsyncFnMut() -> Result<T, E>,
 ) -> Result<T, String> {
-    let start = Instant::now();
-    loop {
-        let found = match probe().await.map_err(Into::into) {
-            Ok(value) => return Ok(value),
-            Err(Miss::Fatal(why)) => return Err(format!("while waiting for {what}: {why}")),
-            Err(Miss::Retry(found)) => found,
-        };
-        if start.elapsed() >= patience {
-            return Err(format!(
-                "timed out after {patience:?} waiting for {what}; last found: {found}"
-            ));
-        }
-        tokio::time::sleep(every).await;
-    }
+    // Nothing counted as done: the bound runs from the first look.
+    while_advancing(what, patience, every, async || probe().await.map_err(|e| (0, e.into()))).await
 }
 
 /// [`until`] for work done piece by piece (many Pods starting on one node): `probe`
@@ -67,9 +55,13 @@ pub async fn while_advancing<T>(
             }
         };
         if last_advance.elapsed() >= patience {
-            return Err(format!(
-                "no progress for {patience:?} while waiting for {what}; last found: {found}"
-            ));
+            return Err(if done == 0 {
+                format!("timed out after {patience:?} waiting for {what}; last found: {found}")
+            } else {
+                format!(
+                    "no progress for {patience:?} (after {done} done) while waiting for {what}; last found: {found}"
+                )
+            });
         }
         tokio::time::sleep(every).await;
     }
