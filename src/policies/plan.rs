@@ -308,16 +308,16 @@ fn port_denials(template: &Template) -> Option<String> {
             checks.push(format!("({all}.exists(c, {uses}) ? {message} : \"\")"));
         }
     }
-    only_if_found(&keys, POD_PORTS, filtered(checks)?)
+    Some(only_if_found(&keys, POD_PORTS, filtered(checks)?))
 }
 
 /// `denials` only where one of `wanted` is in `found` (a list the shared variables read of
 /// the Pod once): a collision check costs the Pods that could collide, no other.
-fn only_if_found(wanted: &[String], found: &str, denials: String) -> Option<String> {
-    Some(format!(
+fn only_if_found(wanted: &[String], found: &str, denials: String) -> String {
+    format!(
         "{}.exists(w, w in {found}) ? {denials} : []",
         cel::strings(wanted.iter().map(String::as_str))
-    ))
+    )
 }
 
 /// `[a, b, ...].filter(m, m != "")`: the refusals that apply, first one first; none
@@ -351,7 +351,7 @@ fn volume_denials(template: &Template) -> Option<String> {
         ));
     }
     let names: Vec<String> = template.spec.volumes.iter().map(|v| v.name.clone()).collect();
-    only_if_found(&names, POD_VOLUME_NAMES, filtered(checks)?)
+    Some(only_if_found(&names, POD_VOLUME_NAMES, filtered(checks)?))
 }
 
 /// The webhook's description of the Pod volume `volume`: its first source as compact JSON with
@@ -436,5 +436,5 @@ fn mount_denials(template: &Template) -> Option<String> {
         "{CONTAINERS}.map(c, [{}].filter(m, m != \"\")).flatten()",
         checks.join(",\n")
     );
-    only_if_found(&paths, POD_MOUNT_PATHS, denials)
+    Some(only_if_found(&paths, POD_MOUNT_PATHS, denials))
 }

@@ -463,7 +463,6 @@ fn the_default_template_s_app_port_is_taken_from_the_pod_in_the_patch() {
 fn the_policy_holds_only_variables_something_reads() {
     // The API server prepares every variable for each Pod it evaluates the policy for.
     let reads = |spec: &MutatingAdmissionPolicySpec, name: &str| {
-        let needle = format!("variables.{name}");
         let mut texts: Vec<&str> = spec.variables.iter().flatten().map(|v| v.expression.as_str()).collect();
         texts.extend(
             spec.mutations
@@ -471,10 +470,7 @@ fn the_policy_holds_only_variables_something_reads() {
                 .flatten()
                 .filter_map(|m| m.json_patch.as_ref()?.expression.as_deref()),
         );
-        texts.iter().any(|t| {
-            t.match_indices(&needle)
-                .any(|(at, _)| !t[at + needle.len()..].starts_with(|c: char| c.is_ascii_alphanumeric() || c == '_'))
-        })
+        texts.iter().any(|t| super::variables::names_read(t).contains(name))
     };
     let names = |spec: &MutatingAdmissionPolicySpec| -> Vec<String> {
         spec.variables.iter().flatten().map(|v| v.name.clone()).collect()
