@@ -17,6 +17,7 @@ WORKDIR /build
 # manifest to load, even though only the binary is built.
 COPY Cargo.toml Cargo.lock ./
 COPY src ./src
+COPY crates ./crates
 COPY benches ./benches
 COPY examples ./examples
 ENV CARGO_PROFILE_RELEASE_STRIP=symbols \

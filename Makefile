@@ -26,7 +26,7 @@ build: ## Build the binary (debug)
 
 test: ## Run every test (unit, integration over TLS, manifests); cluster tiers skip without KUBECONFIG / E2E_NODE_KUBECONFIG; ends with every skip and why
 	@rm -f $(SKIP_REPORT)
-	@TEST_SKIP_REPORT=$(abspath $(SKIP_REPORT)) $(CARGO) test --locked; status=$$?; \
+	@TEST_SKIP_REPORT=$(abspath $(SKIP_REPORT)) $(CARGO) test --locked --workspace; status=$$?; \
 	  if [ -s $(SKIP_REPORT) ]; then \
 	    echo "make test: skipped ($$(wc -l < $(SKIP_REPORT)), not counted as passed):"; sed 's/^/  /' $(SKIP_REPORT); \
 	  else echo "make test: nothing skipped"; fi; \
@@ -53,7 +53,7 @@ chart: helm-sdk ## Lint (strict) and package the Helm chart into target/chart/ (
 	python3 scripts/helm.py package $(CHART_DIR) target/chart
 
 # The default template's Envoy image, as the template names it.
-ENVOY_IMAGE := $(shell sed -n 's/^  image: \(envoyproxy\/envoy:.*\)$$/\1/p' src/template/default-template.yaml)
+ENVOY_IMAGE := $(shell sed -n 's/^  image: \(envoyproxy\/envoy:.*\)$$/\1/p' crates/engine/src/template/default-template.yaml)
 
 envoy-image-local: envoy-validator ## Load a stand-in for the default template's Envoy image into NODE_SH's node: the validator's Envoy and the glibc it links (no registry here)
 	@test -n "$(NODE_SH)" || { echo "envoy-image-local: NODE_SH=/path/to/node.sh is required" >&2; exit 2; }
@@ -66,7 +66,7 @@ envoy-image-local: envoy-validator ## Load a stand-in for the default template's
 
 lint: ## rustfmt check and clippy with warnings as errors
 	$(CARGO) fmt --all -- --check
-	$(CARGO) clippy --locked --all-targets -- -D warnings
+	$(CARGO) clippy --locked --workspace --all-targets -- -D warnings
 
 demo: ## Start the standalone webhook, post a captured AdmissionReview, show the patch and the Pod
 	bash scripts/demo.sh

@@ -16,8 +16,8 @@ use common::{ENV_PER_CONTAINER, REVIEW_5K, fixture_bytes, huge_review};
 use envoy_injector::admission::Admission;
 use envoy_injector::inject::Standalone;
 use envoy_injector::inject::{self, Decision, Extras, PodView};
+use envoy_injector::live::LiveTemplates;
 use envoy_injector::metrics::Metrics;
-use envoy_injector::template::LiveTemplates;
 use envoy_injector::template::{Template, TemplateSet};
 
 /// Captured reviews whose Pod gets injected by the default template.

@@ -16,9 +16,10 @@ use common::{REVIEW_5K, fixture_bytes, huge_review};
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
 use envoy_injector::admission::Admission;
 use envoy_injector::inject::Standalone;
+use envoy_injector::live::LiveTemplates;
 use envoy_injector::metrics::Metrics;
 use envoy_injector::server::{self, AppState, ConnectionTimeouts, ServerConfig};
-use envoy_injector::template::{LiveTemplates, TemplateSet};
+use envoy_injector::template::TemplateSet;
 use envoy_injector::tls::{self, TlsSource};
 use prometheus_client::registry::Registry;
 

@@ -126,7 +126,7 @@ async fn measure(s: &Settings, client: &Client, namespace: &str) -> Result<()> {
     scale::certs(&s.bin, &dir)?;
     let configmap: ConfigMap = serde_json::from_value(json!({
         "metadata": {"name": "envoy-injector"},
-        "data": {"config": include_str!("../src/template/default-template.yaml")}
+        "data": {"config": include_str!("../crates/engine/src/template/default-template.yaml")}
     }))
     .map_err(|e| e.to_string())?;
     Api::<ConfigMap>::namespaced(client.clone(), namespace)

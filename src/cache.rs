@@ -28,9 +28,9 @@ use kube::{Api, Client, Resource};
 use tokio::sync::{Mutex, Notify, mpsc};
 use tracing::{debug, warn};
 
+use crate::live::reload::ConfigMapEvents;
 use crate::metrics::{Metrics, StoreLabels};
 use crate::network::crd::Network;
-use crate::template::reload::ConfigMapEvents;
 
 /// Name of the ConfigMap holding the templates.
 pub const CONFIGMAP_NAME: &str = crate::NAME;

@@ -86,7 +86,7 @@ pub struct ReconcileLabels {
 }
 
 /// Why a reconcile of a Network failed: one per variant of
-/// `network::controller::Error`, a fixed set so the label's cardinality is too.
+/// `controller::Error`, a fixed set so the label's cardinality is too.
 #[derive(Clone, Copy, Debug, Hash, PartialEq, Eq)]
 pub enum ReconcileErrorReason {
     /// `no_namespace`: the Network came without `metadata.namespace`.
@@ -301,7 +301,7 @@ pub struct Metrics {
     /// by `rollout` from every replica before it restarts anything).
     pub template_revision: Family<TemplateRevisionLabels, Gauge>,
     /// Live templates with values the API server refuses, served because they were live
-    /// before the injector checked values (`template::reload`); 0 normally.
+    /// before the injector checked values (`live::reload`); 0 normally.
     pub templates_refused_values: Gauge,
     pub tls_reloads: Family<LoadLabels, Counter>,
     pub reconciles: Family<ReconcileLabels, Counter>,
@@ -332,7 +332,7 @@ pub struct Metrics {
     pub api_requests: Family<ApiLabels, Counter>,
     /// 1 for the injection mode this replica runs in, 0 for the other.
     pub injection_mode: Family<ModeLabels, Gauge>,
-    /// Compiled admission policies written by the Lease holder (`policies::sync`).
+    /// Compiled admission policies written by the Lease holder (`policy_sync`).
     pub policy_writes: Family<PolicyWriteLabels, Counter>,
     /// Passes of the policy sync that failed (each retried with backoff).
     pub policy_sync_errors: Counter,

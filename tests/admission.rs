@@ -5,8 +5,8 @@ use std::sync::Arc;
 use base64::Engine as _;
 use envoy_injector::admission::{Admission, RequestError};
 use envoy_injector::inject::Standalone;
+use envoy_injector::live::LiveTemplates;
 use envoy_injector::metrics::Metrics;
-use envoy_injector::template::LiveTemplates;
 use envoy_injector::template::TemplateSet;
 use serde_json::{Value, json};
 

@@ -8,9 +8,9 @@ use std::time::Duration;
 use base64::Engine as _;
 use envoy_injector::admission::Admission;
 use envoy_injector::cache::{self, Stores};
+use envoy_injector::live::LiveTemplates;
 use envoy_injector::metrics::Metrics;
 use envoy_injector::network::crd::Network;
-use envoy_injector::template::LiveTemplates;
 use http::{Request, Response};
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Pod};
 use kube::api::ObjectMeta;
@@ -225,12 +225,12 @@ async fn hot_reloaded_template_serves_the_next_admission() {
         }
     }
     let metrics = Metrics::unregistered();
-    let reloader = |metrics| envoy_injector::template::reload::Reloader {
+    let reloader = |metrics| envoy_injector::live::reload::Reloader {
         version: envoy_injector::template::KubeVersion::NEWEST,
         metrics,
         events: &Quiet,
     };
-    assert!(envoy_injector::template::reload::apply(Some(&configmap), &live, &reloader(&metrics)).await);
+    assert!(envoy_injector::live::reload::apply(Some(&configmap), &live, &reloader(&metrics)).await);
     let second = patched(&review, &respond(&admission, &review));
     assert_eq!(second["spec"]["containers"][1]["name"], "proxy-v2");
 
@@ -239,7 +239,7 @@ async fn hot_reloaded_template_serves_the_next_admission() {
         "config".to_string(),
         "containers:\n- nme: broken\n".to_string(),
     )]));
-    assert!(!envoy_injector::template::reload::apply(Some(&configmap), &live, &reloader(&metrics)).await);
+    assert!(!envoy_injector::live::reload::apply(Some(&configmap), &live, &reloader(&metrics)).await);
     let third = patched(&review, &respond(&admission, &review));
     assert_eq!(third["spec"]["containers"][1]["name"], "proxy-v2");
 }
@@ -326,7 +326,7 @@ async fn further_request(handle: &mut ApiHandle, held: &mut Held, kept: impl Fn(
 async fn admission_makes_no_api_call_once_the_cache_has_synced() {
     let (service, mut handle) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
     let client = kube::Client::new(service, "default");
-    let indexes = envoy_injector::network::controller::Indexes::default();
+    let indexes = envoy_injector::controller::Indexes::default();
     let followers = Some(indexes.followers());
     let (cache, mut configmap_feed) = cache::start(client, "ei", Metrics::unregistered(), followers);
 

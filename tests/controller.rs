@@ -11,11 +11,11 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use envoy_injector::controller::Indexes;
+use envoy_injector::controller::{self, Context, Error};
 use envoy_injector::events::Publisher;
 use envoy_injector::metrics::{Metrics, ReconcileLabels, ReconcileResult};
 use envoy_injector::network::backend::{Backend, MultusBackend, NoBackend};
-use envoy_injector::network::controller::Indexes;
-use envoy_injector::network::controller::{self, Context, Error};
 use envoy_injector::network::crd::{FINALIZER, Network, NetworkCondition, NetworkStatus, READY};
 use envoy_injector::network::nad;
 use envoy_injector::shutdown::CancellationToken;

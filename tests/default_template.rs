@@ -1,4 +1,4 @@
-//! The default template (`src/template/default-template.yaml`) keeps its promises: it
+//! The default template (`crates/engine/src/template/default-template.yaml`) keeps its promises: it
 //! needs nothing in the Pod's namespace, pins a current Envoy by tag, keeps its admin
 //! interface on loopback and its ports to Istio's 15xxx range, is probed on Envoy's own
 //! readiness, runs without privileges, and lets a Pod tune it only within bounds.

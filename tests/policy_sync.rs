@@ -1,4 +1,4 @@
-//! The Lease holder's admission-policy sync (`policies::sync`) against a scripted API
+//! The Lease holder's admission-policy sync (`policy_sync`) against a scripted API
 //! server: the mode an API server without MutatingAdmissionPolicy gets, the order of its
 //! writes (the denial before the policies that mark Pods for it, each policy before its
 //! binding; bindings deleted before their policies; the objects of the previous layout
@@ -16,12 +16,13 @@ mod mock_api;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+use envoy_injector::live::LiveTemplates;
 use envoy_injector::metrics::Metrics;
-use envoy_injector::policies::sync::{self, HASH_ANNOTATION};
 use envoy_injector::policies::{self, Options, PolicyObject};
 use envoy_injector::policies::{Mode, Path};
+use envoy_injector::policy_sync::{self, HASH_ANNOTATION};
 use envoy_injector::shutdown::CancellationToken;
-use envoy_injector::template::{LiveTemplates, TemplateSet};
+use envoy_injector::template::TemplateSet;
 use http::Method;
 use mock_api::{ApiServer, Call};
 use serde_json::{Value, json};
@@ -173,7 +174,7 @@ fn start_policy_mode(
     let live = Arc::new(LiveTemplates::new(Some(templates(keys))));
     let (_publish, mode) = watch::channel(Some(Path::Policy));
     let stop = CancellationToken::new();
-    let running = tokio::spawn(sync::run(
+    let running = tokio::spawn(policy_sync::run(
         client,
         live.clone(),
         mode,
@@ -211,7 +212,7 @@ async fn an_api_server_without_mutating_admission_policy_gets_the_webhook_and_no
     let metrics = Metrics::register(&mut registry);
     let (publish, mut mode) = watch::channel(None);
     let stop = CancellationToken::new();
-    let deciding = tokio::spawn(sync::decide_path(
+    let deciding = tokio::spawn(policy_sync::decide_path(
         client.clone(),
         Mode::Auto,
         metrics.clone(),
@@ -232,7 +233,7 @@ async fn an_api_server_without_mutating_admission_policy_gets_the_webhook_and_no
     );
 
     // The Lease holder in webhook mode: the lists answer 404 (not served), and it stops.
-    let running = tokio::spawn(sync::run(
+    let running = tokio::spawn(policy_sync::run(
         client,
         Arc::new(LiveTemplates::new(Some(templates(&["config"])))),
         mode,

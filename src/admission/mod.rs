@@ -17,8 +17,8 @@ use crate::inject::join::JoinError;
 use crate::inject::{
     self, AnnotationOptIn, ClusterView, Decided, Decision, Extras, NETWORK_ANNOTATION, NotChosen, PodView,
 };
+use crate::live::LiveTemplates;
 use crate::metrics::{Metrics, Outcome, OutcomeLabels, TemplateLabels};
-use crate::template::LiveTemplates;
 
 mod cluster;
 mod review;

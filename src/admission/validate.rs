@@ -178,7 +178,10 @@ mod tests {
 
     #[test]
     fn an_override_mistake_is_refused_with_field_and_line() {
-        let good = crate::template::overrides::tests::EXAMPLE;
+        let good = include_str!(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/tests/fixtures/overrides/template.yaml"
+        ));
         let ok = answer(&review(
             "UPDATE",
             "ConfigMap",

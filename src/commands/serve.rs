@@ -8,19 +8,18 @@ use tracing::{info, warn};
 use super::flags::non_empty;
 use crate::cli::{NetworkBackendKind, ServeArgs};
 use envoy_injector::admission::{Admission, TemplateValidation};
+use envoy_injector::controller::{self, Context};
 use envoy_injector::events::{EventSink, Publisher};
 use envoy_injector::inject::{AnnotationOptIn, Standalone};
+use envoy_injector::live::LiveTemplates;
 use envoy_injector::metrics::Metrics;
-use envoy_injector::network::{
-    self,
-    backend::{Backend, MultusBackend, NoBackend},
-    controller::Context,
-};
+use envoy_injector::network::backend::{Backend, MultusBackend, NoBackend};
 use envoy_injector::policies::{self as compiled, Path};
+use envoy_injector::policy_sync;
 use envoy_injector::rollout::auto::AutoSettings;
 use envoy_injector::server::{self, AppState, ConnectionTimeouts, Readiness, ServerConfig, ServerError};
 use envoy_injector::shutdown::{CancellationToken, cancel_on_signals};
-use envoy_injector::template::{ConfigError, LiveTemplates, TemplateSet};
+use envoy_injector::template::{ConfigError, TemplateSet};
 use envoy_injector::tls::secret::{self, BootstrapConfig, BootstrapError};
 use envoy_injector::tls::{self, CertError, TlsSource};
 
@@ -89,7 +88,7 @@ async fn run_cluster(args: ServeArgs) -> Result<(), ServeError> {
 
     // Every replica says its injection mode; the Lease holder acts on it.
     let (mode, mode_feed) = tokio::sync::watch::channel(None);
-    tokio::spawn(compiled::sync::decide_path(
+    tokio::spawn(policy_sync::decide_path(
         client.clone(),
         args.injection,
         metrics.clone(),
@@ -98,13 +97,13 @@ async fn run_cluster(args: ServeArgs) -> Result<(), ServeError> {
     ));
 
     // The controller's indexes, kept current by the cache's watches on every replica.
-    let indexes = network::controller::Indexes::default();
+    let indexes = controller::Indexes::default();
     let followers = args.networks.then(|| indexes.followers());
     let (cache, configmap_feed) =
         envoy_injector::cache::start(client.clone(), &args.namespace, metrics.clone(), followers);
     let templates = Arc::new(LiveTemplates::new(None));
     let events: Arc<dyn EventSink> = Arc::new(Publisher::new(client.clone(), &identity));
-    tokio::spawn(envoy_injector::template::reload::run(
+    tokio::spawn(envoy_injector::live::reload::run(
         configmap_feed,
         templates.clone(),
         version,
@@ -231,7 +230,7 @@ async fn run_standalone(args: ServeArgs) -> Result<(), ServeError> {
             return Err(err.into());
         }
     };
-    envoy_injector::template::reload::loaded(&metrics, &set);
+    envoy_injector::live::reload::loaded(&metrics, &set);
     info!(source = %set.source, templates = ?set.names().collect::<Vec<_>>(), "templates loaded");
     let templates = Arc::new(LiveTemplates::new(Some(set)));
 
@@ -320,7 +319,7 @@ struct PolicySync {
 fn controller_starter(
     client: kube::Client,
     events: Arc<dyn EventSink>,
-    (cache, indexes): (Arc<envoy_injector::cache::Cache>, network::controller::Indexes),
+    (cache, indexes): (Arc<envoy_injector::cache::Cache>, controller::Indexes),
     metrics: Metrics,
     backend: Option<NetworkBackendKind>,
     (policies, auto_rollout): (PolicySync, Option<AutoSettings>),
@@ -341,7 +340,7 @@ fn controller_starter(
                     stop.clone(),
                 ))
             });
-            let sync = tokio::spawn(compiled::sync::run(
+            let sync = tokio::spawn(policy_sync::run(
                 client.clone(),
                 policies.templates,
                 policies.mode,
@@ -363,7 +362,7 @@ fn controller_starter(
                     indexes,
                     metrics,
                 ));
-                network::controller::run_on_cache(ctx, &cache, stop).await;
+                controller::run_on_cache(ctx, &cache, stop).await;
             } else {
                 // No Network controller: the sync alone, until the Lease is lost.
                 stop.cancelled().await;

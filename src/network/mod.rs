@@ -1,7 +1,6 @@
 //! The `Network` custom resource: spec validation and its Multus backend state.
 
 pub mod backend;
-pub mod controller;
 pub mod crd;
 pub mod members;
 pub mod nad;

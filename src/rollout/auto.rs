@@ -24,9 +24,10 @@ use super::run::roll;
 use super::{AUTO_LABEL, AUTO_VALUE, cluster};
 use crate::check::workload::controller;
 use crate::events::{self, EventSink};
+use crate::live::LiveTemplates;
 use crate::metrics::{Metrics, RolloutLabels};
 use crate::shutdown::CancellationToken;
-use crate::template::{LiveTemplates, TemplateSet};
+use crate::template::TemplateSet;
 
 /// How often the labelled namespaces are looked at again without a template change (a
 /// namespace labelled, a Pod created from an old manifest, a failed step to retry).

@@ -17,9 +17,9 @@ use tracing::warn;
 use super::gauge::StaleGauge;
 use super::tracker::{Moved, Tracker};
 use crate::inject::REVISION_LABEL;
+use crate::live::LiveTemplates;
 use crate::metrics::{Metrics, TemplateLabels};
 use crate::shutdown::CancellationToken;
-use crate::template::LiveTemplates;
 
 /// How often the gauge is recomputed besides on Pod events (template edits change what is
 /// stale without any Pod event).

@@ -48,11 +48,11 @@ fn the_templates_value_is_the_embedded_config_and_classic() {
     );
     assert_eq!(
         templates["config"], EMBEDDED_DEFAULT,
-        "templates.config is src/template/default-template.yaml"
+        "templates.config is crates/engine/src/template/default-template.yaml"
     );
     assert_eq!(
         templates["classic"], EMBEDDED_CLASSIC,
-        "templates.classic is src/template/classic-template.yaml"
+        "templates.classic is crates/engine/src/template/classic-template.yaml"
     );
 }
 

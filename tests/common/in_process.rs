@@ -5,9 +5,10 @@ use std::time::Duration;
 
 use envoy_injector::admission::Admission;
 use envoy_injector::inject::Standalone;
+use envoy_injector::live::LiveTemplates;
 use envoy_injector::metrics::{self, Metrics};
 use envoy_injector::server::{self, AppState, ConnectionTimeouts, Readiness, RunningServer, ServerConfig};
-use envoy_injector::template::{LiveTemplates, TemplateSet};
+use envoy_injector::template::TemplateSet;
 use envoy_injector::tls::{ServiceCerts, TlsSource};
 use prometheus_client::registry::Registry;
 

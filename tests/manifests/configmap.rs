@@ -9,12 +9,12 @@ use crate::support::*;
 const SHIPPED: [(&str, &str, &str); 2] = [
     (
         "config",
-        "src/template/default-template.yaml",
+        "crates/engine/src/template/default-template.yaml",
         envoy_injector::template::EMBEDDED_DEFAULT,
     ),
     (
         "classic",
-        "src/template/classic-template.yaml",
+        "crates/engine/src/template/classic-template.yaml",
         envoy_injector::template::EMBEDDED_CLASSIC,
     ),
 ];

@@ -17,7 +17,7 @@
 //!   kube's CEL engine) select exactly the Pods the injector's own policy would inject;
 //! - the Deployment's replicas, probes, resources and security context, and the wiring
 //!   between Deployment, Service, PodDisruptionBudget and ServiceAccount;
-//! - the ConfigMap's `config` is `src/template/default-template.yaml`, byte for byte;
+//! - the ConfigMap's `config` is `crates/engine/src/template/default-template.yaml`, byte for byte;
 //! - the example alert rules (PrometheusRule) read only metrics the binary exposes;
 //! - every shell script passes shellcheck (skipped, loudly, without shellcheck).
 

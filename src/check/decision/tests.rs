@@ -448,7 +448,10 @@ fn job_and_cronjob_pod_templates_are_explained_with_their_restart_policy() {
 
 #[test]
 fn each_override_is_shown_applied_or_refused_with_the_reason() {
-    let example = crate::template::overrides::tests::EXAMPLE;
+    let example = include_str!(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/fixtures/overrides/template.yaml"
+    ));
     let set = TemplateSet::from_data(
         "t",
         &BTreeMap::from([("config".to_string(), example.to_string())]),

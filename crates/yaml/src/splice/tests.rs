@@ -1,0 +1,288 @@
+use serde_json::json;
+
+use json_patch::Patch;
+use serde_json::Value as Json;
+
+use super::*;
+use crate::layout::EveryCollection;
+use crate::read::read_documents_with_layouts;
+
+/// The order in which the additions undone here created keys: annotations before labels.
+const CREATED: &[&str] = &["annotations", "labels"];
+
+fn root(text: &str) -> Node {
+    let mut documents = read_documents_with_layouts(text, 1, &EveryCollection).unwrap();
+    documents[0].unpack();
+    documents.remove(0).root.unwrap()
+}
+
+fn patch(ops: Json) -> Patch {
+    serde_json::from_value(ops).unwrap()
+}
+
+/// `text` with the edits `splice` makes of `ops`; it must read back as the input with
+/// the patch applied.
+fn edited(text: &str, ops: Json, splice: impl Fn(&str, &Node, &Patch) -> Result<Edits, NotInText>) -> String {
+    let patch = patch(ops);
+    let edits = splice(text, &root(text), &patch).unwrap_or_else(|e| panic!("{e}\n{text}"));
+    let out = apply(text, &edits.edits);
+    let mut expected = root(text).to_json();
+    json_patch::patch(&mut expected, &patch).unwrap();
+    assert_eq!(root(&out).to_json(), expected, "{out}");
+    out
+}
+
+/// The text `inject` writes for `ops`.
+fn added(text: &str, ops: Json) -> String {
+    edited(text, ops, |text, root, patch| {
+        additions(text, root, patch, &mut Renders::default())
+    })
+}
+
+/// The text `uninject` writes for `ops` (removals).
+fn removed(text: &str, ops: Json) -> String {
+    edited(text, ops, |text, root, patch| removals(text, root, patch, CREATED))
+}
+
+#[test]
+fn block_lists_get_items_at_their_dashes_and_the_input_s_indentation() {
+    let kubectl = "spec:\n  containers:\n  - name: a # mine\n    image: x\n  volumes: []\n";
+    let out = added(
+        kubectl,
+        json!([{"op": "add", "path": "/spec/containers/-", "value": {"name": "b", "ports": [{"containerPort": 80}]}}]),
+    );
+    assert_eq!(
+        out,
+        "spec:\n  containers:\n  - name: a # mine\n    image: x\n  - name: b\n    ports:\n    - containerPort: 80\n  volumes: []\n"
+    );
+    // Four spaces a level, dashes indented under their key: so are the additions.
+    let indented = "spec:\n    containers:\n        - name: a\n          resources:\n              limits: {cpu: 1}\n";
+    let out = added(
+        indented,
+        json!([{"op": "add", "path": "/spec/containers/-", "value": {"name": "b", "resources": {"limits": {"cpu": "1"}}, "args": ["x"]}}]),
+    );
+    assert_eq!(
+        out,
+        format!(
+            "{indented}        - args:\n              - x\n          name: b\n          resources:\n              limits:\n                  cpu: '1'\n"
+        )
+    );
+}
+
+#[test]
+fn a_list_of_flow_maps_gets_flow_maps_and_flow_lists_grow_in_flow_style() {
+    let text = "spec:\n  containers:\n  - name: a\n    volumeMounts:\n    - {name: a, mountPath: /a}\n  volumes: [{name: a}]\n  imagePullSecrets: []\n  initContainers: [\n    {name: i},\n    {name: j}\n  ]\n";
+    let out = added(
+        text,
+        json!([
+            {"op": "add", "path": "/spec/containers/0/volumeMounts/-", "value": {"name": "b", "mountPath": "/b"}},
+            {"op": "add", "path": "/spec/volumes/-", "value": {"name": "v", "emptyDir": {}}},
+            {"op": "add", "path": "/spec/imagePullSecrets/-", "value": {"name": "x:y"}},
+            {"op": "add", "path": "/spec/initContainers/-", "value": {"name": "k"}},
+        ]),
+    );
+    assert_eq!(
+        out,
+        "spec:\n  containers:\n  - name: a\n    volumeMounts:\n    - {name: a, mountPath: /a}\n    - {mountPath: /b, name: b}\n  volumes: [{name: a}, {emptyDir: {}, name: v}]\n  imagePullSecrets: [{name: 'x:y'}]\n  initContainers: [\n    {name: i},\n    {name: j},\n    {name: k}\n  ]\n"
+    );
+}
+
+#[test]
+fn maps_get_keys_at_their_keys_column_and_json_stays_json() {
+    let text = "metadata:\n  name: p\n  labels: {app: web}\n";
+    let out = added(
+        text,
+        json!([
+            {"op": "add", "path": "/metadata/labels/rev", "value": "1"},
+            {"op": "add", "path": "/metadata/annotations", "value": {"a/b": "{\"json\":true}"}},
+        ]),
+    );
+    assert_eq!(
+        out,
+        "metadata:\n  name: p\n  labels: {app: web, rev: '1'}\n  annotations:\n    a/b: '{\"json\":true}'\n"
+    );
+    let json_text = "{\"kind\": \"Pod\", \"metadata\": {\"name\": \"p\"},\n \"spec\": {}}\n";
+    let out = added(
+        json_text,
+        json!([{"op": "add", "path": "/metadata/labels", "value": {"rev": "1"}}]),
+    );
+    assert_eq!(
+        out,
+        "{\"kind\": \"Pod\", \"metadata\": {\"name\": \"p\", \"labels\": {\"rev\": \"1\"}},\n \"spec\": {}}\n"
+    );
+}
+
+#[test]
+fn a_map_created_by_one_operation_takes_the_next_ones() {
+    let text = "kind: Pod\nspec:\n  containers: [{name: a}]\n";
+    let out = added(
+        text,
+        json!([
+            {"op": "add", "path": "/metadata", "value": {"annotations": {"s": "x"}}},
+            {"op": "add", "path": "/metadata/labels", "value": {"r": "1"}},
+        ]),
+    );
+    assert_eq!(
+        out,
+        "kind: Pod\nspec:\n  containers: [{name: a}]\nmetadata:\n  annotations:\n    s: x\n  labels:\n    r: '1'\n"
+    );
+}
+
+#[test]
+fn additions_at_one_place_go_deepest_first() {
+    // The labels map ends where `metadata` does: its label before the new key.
+    let text = "metadata:\n  labels:\n    app: web\nspec: {}\n";
+    let out = added(
+        text,
+        json!([
+            {"op": "add", "path": "/metadata/annotations", "value": {"s": "x"}},
+            {"op": "add", "path": "/metadata/labels/rev", "value": "r"},
+        ]),
+    );
+    assert_eq!(
+        out,
+        "metadata:\n  labels:\n    app: web\n    rev: r\n  annotations:\n    s: x\nspec: {}\n"
+    );
+}
+
+#[test]
+fn items_at_the_front_go_above_the_comments_of_the_first() {
+    let text = "spec:\n  initContainers:\n  # the first\n  - name: a\n  imagePullSecrets: [{name: a}]\n";
+    let out = added(
+        text,
+        json!([
+            {"op": "add", "path": "/spec/initContainers/0", "value": {"name": "x"}},
+            {"op": "add", "path": "/spec/initContainers/1", "value": {"name": "w"}},
+            {"op": "add", "path": "/spec/imagePullSecrets/0", "value": {"name": "z"}},
+        ]),
+    );
+    assert_eq!(
+        out,
+        "spec:\n  initContainers:\n  - name: x\n  - name: w\n  # the first\n  - name: a\n  imagePullSecrets: [{name: z}, {name: a}]\n"
+    );
+    assert_eq!(
+        removed(
+            &out,
+            json!([
+                {"op": "remove", "path": "/spec/initContainers/1"},
+                {"op": "remove", "path": "/spec/initContainers/0"},
+                {"op": "remove", "path": "/spec/imagePullSecrets/0"},
+            ])
+        ),
+        text
+    );
+}
+
+#[test]
+fn what_follows_the_last_item_stays_after_the_addition() {
+    // A kept block scalar's blank lines are its content; a deeper comment belongs to the
+    // last item; a comment at the list's column is the next thing's.
+    let text = "spec:\n  containers:\n  - name: a\n    args:\n    - |+\n      keep\n\n    # about the item\n  # about volumes\n  volumes: []\n";
+    let out = added(
+        text,
+        json!([{"op": "add", "path": "/spec/containers/-", "value": {"name": "b"}}]),
+    );
+    assert_eq!(
+        out,
+        "spec:\n  containers:\n  - name: a\n    args:\n    - |+\n      keep\n\n    # about the item\n  - name: b\n  # about volumes\n  volumes: []\n"
+    );
+}
+
+#[test]
+fn an_alias_gets_a_merge_key_and_uninject_gives_the_alias_back() {
+    let text = "kind: Deployment\nspec:\n  selector:\n    matchLabels: &labels {app: db}\n  template:\n    metadata:\n      labels: *labels # shared\n";
+    let add = json!([{"op": "add", "path": "/spec/template/metadata/labels/rev", "value": "1"}]);
+    let out = added(text, add.clone());
+    assert_eq!(
+        out,
+        "kind: Deployment\nspec:\n  selector:\n    matchLabels: &labels {app: db}\n  template:\n    metadata:\n      labels: {<<: *labels, rev: '1'} # shared\n"
+    );
+    assert!(
+        !additions(text, &root(text), &patch(add), &mut Renders::default())
+            .unwrap()
+            .unsure
+    );
+    assert_eq!(
+        removed(
+            &out,
+            json!([{"op": "remove", "path": "/spec/template/metadata/labels/rev"}])
+        ),
+        text
+    );
+}
+
+#[test]
+fn an_empty_key_gets_its_value_on_the_lines_after_it() {
+    let text = "metadata:\n  annotations: # none yet\n  name: p\nspec:\n  volumes: ~\n";
+    let out = added(
+        text,
+        json!([
+            {"op": "add", "path": "/metadata/annotations", "value": {"s": "x"}},
+            {"op": "add", "path": "/spec/volumes", "value": [{"name": "v"}]},
+        ]),
+    );
+    assert_eq!(
+        out,
+        "metadata:\n  annotations: # none yet\n    s: x\n  name: p\nspec:\n  volumes: [{name: v}]\n"
+    );
+}
+
+#[test]
+fn line_ends_and_a_missing_last_line_break_are_the_input_s() {
+    let crlf = "spec:\r\n  containers:\r\n  - name: a\r\n";
+    let out = added(
+        crlf,
+        json!([{"op": "add", "path": "/spec/containers/-", "value": {"name": "b", "args": ["x"]}}]),
+    );
+    assert_eq!(
+        out,
+        "spec:\r\n  containers:\r\n  - name: a\r\n  - args:\r\n    - x\r\n    name: b\r\n"
+    );
+    let unterminated = "spec:\n  containers:\n  - name: a";
+    let out = added(
+        unterminated,
+        json!([{"op": "add", "path": "/spec/containers/-", "value": {"name": "b"}}]),
+    );
+    assert_eq!(out, "spec:\n  containers:\n  - name: a\n  - name: b");
+    assert_eq!(
+        removed(&out, json!([{"op": "remove", "path": "/spec/containers/1"}])),
+        unterminated
+    );
+}
+
+#[test]
+fn removals_take_an_entry_s_own_text_and_nothing_else() {
+    let text = "spec:\n  containers:\n  - volumeMounts:\n    - {name: a, mountPath: /a}\n    name: app\n  - name: envoy\n    image: x\n  volumes: [{name: a}, {name: b}, {name: c}]\n  imagePullSecrets: []\n";
+    let out = removed(
+        text,
+        json!([
+            {"op": "remove", "path": "/spec/containers/0/volumeMounts"},
+            {"op": "remove", "path": "/spec/containers/1"},
+            {"op": "remove", "path": "/spec/volumes/2"},
+            {"op": "remove", "path": "/spec/volumes/0"},
+        ]),
+    );
+    assert_eq!(
+        out,
+        "spec:\n  containers:\n  - name: app\n  volumes: [{name: b}]\n  imagePullSecrets: []\n"
+    );
+    // A flow list in a block map emptied by removals keeps its brackets: an injection
+    // writes the lists it creates in block style, so this one was the input's.
+    let text = "spec:\n  volumes: [ {name: a} ]\n";
+    let whole = patch(json!([{"op": "remove", "path": "/spec/volumes"}]));
+    let edits = removals(text, &root(text), &whole, CREATED).unwrap();
+    assert_eq!(apply(text, &edits.edits), "spec:\n  volumes: [  ]\n");
+    // In a flow map, an entry that one staying follows was there before the injection,
+    // which appends what it creates, annotations before labels.
+    let text = "metadata: {name: p, labels: {rev: x}, annotations: {s: y}}\nspec: {}\n";
+    let both = patch(json!([
+        {"op": "remove", "path": "/metadata/annotations"},
+        {"op": "remove", "path": "/metadata/labels"},
+    ]));
+    let edits = removals(text, &root(text), &both, CREATED).unwrap();
+    assert_eq!(apply(text, &edits.edits), "metadata: {name: p, labels: {}}\nspec: {}\n");
+    let text = "{\"metadata\": {\"annotations\": {\"s\": \"y\"}}, \"spec\": {}}\n";
+    let metadata = patch(json!([{"op": "remove", "path": "/metadata"}]));
+    let edits = removals(text, &root(text), &metadata, CREATED).unwrap();
+    assert_eq!(apply(text, &edits.edits), "{\"metadata\": {}, \"spec\": {}}\n");
+}
