@@ -13,9 +13,10 @@ use k8s_openapi::api::admissionregistration::v1::{
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, LabelSelectorRequirement, ObjectMeta};
 use serde::Serialize;
 
+use super::cel;
+use super::options::Options;
 use super::plan::REFUSAL;
 use super::variables;
-use super::{Options, cel};
 use crate::inject::{
     AnnotationOptIn, INJECT_LABEL, NAMESPACE_LABEL, NAMESPACE_OPT_IN, REFUSED_ANNOTATION, REFUSED_LABEL,
     STATUS_ANNOTATION,

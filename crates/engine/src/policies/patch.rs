@@ -7,6 +7,7 @@ use k8s_openapi::api::admissionregistration::v1::Variable;
 use serde_json::Value;
 
 use super::cel::{self, Concat, hole};
+use super::ops::{container_path, op};
 use super::variables::{self, ANNOTATIONS, CONTAINERS, OVERRIDE_KEYS, POD_VOLUME_NAMES, Scope};
 use crate::inject::{OVERRIDE_PREFIX, REVISION_LABEL, STATUS_ANNOTATION, revision_label_value};
 use crate::template::{Bound, Override, Template};
@@ -24,13 +25,6 @@ fn pointer(tokens: &[&str]) -> String {
         .iter()
         .map(|t| format!("/{}", Token::new(*t).encoded()))
         .collect()
-}
-
-pub(super) fn op(kind: &str, path: &str, value: &str) -> String {
-    format!(
-        "{{\"op\": dyn({}), \"path\": dyn({path}), \"value\": dyn({value})}}",
-        cel::string(kind)
-    )
 }
 
 fn add(path: &str, value: &str) -> String {
@@ -156,21 +150,6 @@ fn containers(template: &Template, scope: &Scope) -> String {
         return String::from("[]");
     }
     format!("({} ? [] : {})", scope.get("native"), list(&ops))
-}
-
-/// Where the injected container `name` stands once added: a template init container at
-/// its index; a sidecar after them (native) or after the Pod's containers.
-pub(super) fn container_path(template: &Template, scope: &Scope, name: &str) -> String {
-    let spec = &template.spec;
-    if let Some(i) = spec.init_containers.iter().position(|c| c.name == name) {
-        return cel::string(&format!("/spec/initContainers/{i}"));
-    }
-    let j = spec.containers.iter().position(|c| c.name == name).unwrap_or(0);
-    format!(
-        "({} ? {} : \"/spec/containers/\" + string(size({CONTAINERS}) + {j}))",
-        scope.get("native"),
-        cel::string(&format!("/spec/initContainers/{}", spec.init_containers.len() + j))
-    )
 }
 
 /// A change an override makes to its container's JSON: a map or list to create first

@@ -3,7 +3,7 @@
 //! operations for one template's scope.
 
 use super::cel;
-use super::patch::{container_path, op};
+use super::ops::{container_path, op};
 use super::variables::{ANNOTATIONS, APP_TCP_PORTS, Scope};
 use crate::inject::OVERRIDE_PREFIX;
 use crate::template::{PodValueKind, Target, Template};

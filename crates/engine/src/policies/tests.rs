@@ -4,7 +4,8 @@ use k8s_openapi::api::admissionregistration::v1::{MatchResources, MutatingAdmiss
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 
 use super::*;
-use crate::inject::{INJECT_LABEL, InjectError, REFUSED_LABEL};
+use crate::inject::{AnnotationOptIn, INJECT_LABEL, InjectError, REFUSED_LABEL};
+use crate::template::TemplateSet;
 
 const TEMPLATE: &str = "containers:
 - name: envoy

@@ -15,68 +15,15 @@ use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::{Container, EnvVar};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity as K8sQuantity;
-use serde::{Deserialize, Deserializer, Serialize};
 
 use super::error::TemplateError;
-use super::parse::TemplateSpec;
 use super::quantity::Quantity;
+use super::spec::{OverrideDecl, TemplateSpec};
 use super::yaml_locate::{LineIndex, Segment};
 
 /// The annotation-name part every override's name is put after (`override.NAME`); with it
 /// the name must stay a valid annotation name (63 characters at most).
 const NAME_PREFIX: &str = "override.";
-
-/// One entry of `overrides` as written. Unknown keys are reported by the template parser.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct OverrideDecl {
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub container: Option<String>,
-    /// `resources.requests.NAME` or `resources.limits.NAME`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub field: Option<String>,
-    /// The name of an env var of the container to set or replace.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub env: Option<String>,
-    /// Replaces the tag of the container's image.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub image_tag: Option<bool>,
-    #[serde(default, deserialize_with = "scalar", skip_serializing_if = "Option::is_none")]
-    pub min: Option<String>,
-    #[serde(default, deserialize_with = "scalar", skip_serializing_if = "Option::is_none")]
-    pub max: Option<String>,
-    #[serde(default, deserialize_with = "scalars", skip_serializing_if = "Option::is_none")]
-    pub one_of: Option<Vec<String>>,
-}
-
-/// A YAML scalar as its text: `max: 2` means the quantity "2", `oneOf: [1, 2]` the strings.
-#[derive(Deserialize)]
-#[serde(untagged)]
-enum Scalar {
-    Text(String),
-    Int(i64),
-    Float(f64),
-    Bool(bool),
-}
-
-impl Scalar {
-    fn text(self) -> String {
-        match self {
-            Scalar::Text(text) => text,
-            Scalar::Int(n) => n.to_string(),
-            Scalar::Float(n) => n.to_string(),
-            Scalar::Bool(b) => b.to_string(),
-        }
-    }
-}
-
-fn scalar<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Option<String>, D::Error> {
-    Ok(Option::<Scalar>::deserialize(deserializer)?.map(Scalar::text))
-}
-
-fn scalars<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Option<Vec<String>>, D::Error> {
-    Ok(Option::<Vec<Scalar>>::deserialize(deserializer)?.map(|items| items.into_iter().map(Scalar::text).collect()))
-}
 
 /// Where in the container an override lands.
 #[derive(Debug, Clone, PartialEq, Eq)]

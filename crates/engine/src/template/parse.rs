@@ -2,72 +2,15 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use k8s_openapi::api::core::v1::{Container, LocalObjectReference, Volume, VolumeMount};
-use serde::{Deserialize, Serialize};
+use k8s_openapi::api::core::v1::VolumeMount;
 
 use super::error::{TemplateError, UnknownField};
-use super::overrides::{OverrideDecl, Overrides};
-use super::pod_values::{self, PodValue};
+use super::overrides::Overrides;
+use super::pod_values;
 use super::prepared::Prepared;
+use super::spec::TemplateSpec;
 use super::validate::{self, KubeVersion};
 use super::yaml_locate::{LineIndex, Segment, render_path, without_locations};
-
-/// The fields a template may carry. Names and types are Kubernetes' own.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct TemplateSpec {
-    /// Sidecar containers appended to the Pod (or, with `nativeSidecar`, prepended to its
-    /// init containers with `restartPolicy: Always`).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub containers: Vec<Container>,
-    /// Init containers placed before the Pod's own init containers.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub init_containers: Vec<Container>,
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub volumes: Vec<Volume>,
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub image_pull_secrets: Vec<LocalObjectReference>,
-    /// Mounts added to every app container of the Pod.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub volume_mounts: Vec<VolumeMount>,
-    /// Inject `containers` as Kubernetes native sidecars (init containers that keep
-    /// running): `true` always, `false` never, absent when the Pod's `restartPolicy` asks
-    /// for it (see `inject::plan`). Only a boolean is taken: `null` is refused, not absent.
-    #[serde(default, deserialize_with = "present_bool", skip_serializing_if = "Option::is_none")]
-    pub native_sidecar: Option<bool>,
-    /// Values a Pod may set with `sidecar.samplecrd.k8s.io/override.NAME`, and their bounds.
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub overrides: BTreeMap<String, OverrideDecl>,
-    /// Values injected containers take from the Pod (`template::pod_values`).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub from_pod: Vec<PodValue>,
-}
-
-impl TemplateSpec {
-    /// The container of the template named `name` (an init container or a sidecar).
-    pub fn container(&self, name: &str) -> Option<&Container> {
-        self.init_containers
-            .iter()
-            .chain(&self.containers)
-            .find(|c| c.name == name)
-    }
-
-    /// The template's containers as messages list them: `` `envoy`, `init` ``.
-    pub fn container_list(&self) -> String {
-        self.init_containers
-            .iter()
-            .chain(&self.containers)
-            .map(|c| format!("`{}`", c.name))
-            .collect::<Vec<_>>()
-            .join(", ")
-    }
-}
-
-/// A field that, once written, must be a boolean (`Option<bool>` alone would read `null`
-/// as absent and hide a value the platform team meant to set).
-fn present_bool<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<Option<bool>, D::Error> {
-    bool::deserialize(deserializer).map(Some)
-}
 
 /// A validated template, ready for the injection engine.
 #[derive(Debug, Clone, PartialEq)]

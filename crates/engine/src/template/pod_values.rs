@@ -11,38 +11,9 @@
 //! An override a Pod asks for on the same env var wins over it. Applying one to a Pod is
 //! the engine's (`inject::pod_values`) and the compiled policies' (`policies::pod_values`).
 
-use serde::{Deserialize, Serialize};
-
 use super::error::TemplateError;
-use super::parse::TemplateSpec;
+use super::spec::TemplateSpec;
 use super::yaml_locate::{LineIndex, Segment};
-
-/// What of the Pod a value is.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-pub enum PodValueKind {
-    /// The one TCP port the Pod's own (app) containers declare, when they declare exactly
-    /// one: the port a proxy in front of the app forwards to.
-    #[serde(rename = "appPort")]
-    AppPort,
-}
-
-impl PodValueKind {
-    /// What the value is, in the words of messages.
-    pub fn describe(self) -> &'static str {
-        match self {
-            PodValueKind::AppPort => "the one TCP port the Pod's app containers declare",
-        }
-    }
-}
-
-/// One entry of `fromPod` as written; unknown keys are reported by the template parser.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct PodValue {
-    pub value: PodValueKind,
-    pub container: String,
-    pub env: String,
-}
 
 /// Checks each entry against the template: its container is one the template adds, whose
 /// env var `env` has a plain `value` (the default), and no two entries set one env var.

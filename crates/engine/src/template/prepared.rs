@@ -5,7 +5,7 @@ use k8s_openapi::api::core::v1::Container;
 use serde::Serialize;
 use serde_json::value::RawValue;
 
-use super::parse::TemplateSpec;
+use super::spec::TemplateSpec;
 
 /// `spec`'s entries as JSON, index for index, plus the native-sidecar form of the
 /// containers (`restartPolicy: Always`), typed and as JSON.

@@ -7,8 +7,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use k8s_openapi::api::core::v1::{Container, ContainerRestartRule, Volume, VolumeMount};
 
 use super::names::{self, DNS_LABEL, PORT_NAME};
-use super::{Walk, quoted};
-use crate::template::parse::TemplateSpec;
+use super::walk::{Walk, quoted};
+use crate::template::spec::TemplateSpec;
 
 /// How the API server will see a template's container in the Pod.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use k8s_openapi::api::core::v1::{EnvFromSource, EnvVar, ResourceFieldSelector, Volume};
 
 use super::names::{self, CONFIG_MAP_KEY, DNS_SUBDOMAIN, QUALIFIED_NAME};
-use super::{Walk, quoted};
+use super::walk::{Walk, quoted};
 use crate::template::quantity::Quantity;
 
 /// The Pod fields an env var may read with `fieldRef`.

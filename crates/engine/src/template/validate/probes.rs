@@ -5,7 +5,7 @@ use k8s_openapi::api::core::v1::{ExecAction, HTTPGetAction, Lifecycle, Lifecycle
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
 use super::names::{self, HTTP_HEADER_NAME, PORT_NAME};
-use super::{Walk, quoted};
+use super::walk::{Walk, quoted};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Kind {

@@ -8,7 +8,7 @@ use k8s_openapi::api::core::v1::ResourceRequirements;
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity as K8sQuantity;
 
 use super::names;
-use super::{Walk, quoted};
+use super::walk::{Walk, quoted};
 use crate::template::quantity::{Quantity, QuantityError};
 
 pub const QUANTITY: &str =

@@ -4,7 +4,7 @@
 use k8s_openapi::api::core::v1::SecurityContext;
 
 use super::names;
-use super::{Walk, quoted};
+use super::walk::{Walk, quoted};
 
 const MAX_ID: i64 = 2_147_483_647;
 

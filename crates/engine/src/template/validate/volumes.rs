@@ -5,7 +5,7 @@ use k8s_openapi::api::core::v1::{DownwardAPIVolumeFile, KeyToPath, Volume, Volum
 
 use super::env::{VOLUME_FIELDS, field_path, resource_field};
 use super::names::{self, DNS_LABEL, DNS_SUBDOMAIN};
-use super::{Walk, quoted};
+use super::walk::{Walk, quoted};
 
 const MODE: &str = "a file mode from 0 to 0777 (511)";
 
