@@ -11,7 +11,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use kube::core::admission::Operation;
-use tracing::{debug, info, info_span, warn};
+use tracing::{debug, info_span, warn};
 
 use crate::inject::join::JoinError;
 use crate::inject::{
@@ -20,30 +20,15 @@ use crate::inject::{
 use crate::live::LiveTemplates;
 use crate::metrics::{Metrics, Outcome, OutcomeLabels, TemplateLabels};
 
+mod answer;
 mod cluster;
 mod review;
 pub mod validate;
 
+use answer::Answer;
+pub use review::RequestError;
 use review::RequestIn;
 pub use validate::TemplateValidation;
-
-/// A request that is not a readable AdmissionReview v1: answered with HTTP 400, since
-/// there is no uid to answer a review for.
-#[derive(Debug, thiserror::Error, PartialEq, Eq)]
-pub enum RequestError {
-    #[error("expected a JSON AdmissionReview body, found invalid JSON: {0}")]
-    NotJson(String),
-    #[error("expected an AdmissionReview (admission.k8s.io/v1), found JSON that is not one: {0}")]
-    NotAReview(String),
-    #[error(
-        "expected apiVersion admission.k8s.io/v1 and kind AdmissionReview, found apiVersion {api_version:?} kind {kind:?}"
-    )]
-    WrongVersion { api_version: String, kind: String },
-    #[error("expected the AdmissionReview to carry a `request`, found none")]
-    NoRequest,
-    #[error("expected `request.uid` to be set, found it empty")]
-    NoUid,
-}
 
 /// The admission handler: templates and cluster views in, reviews out.
 pub struct Admission {
@@ -52,51 +37,6 @@ pub struct Admission {
     metrics: Metrics,
     /// Whether Pods' annotations opt them in (`serve --annotation-opt-in`).
     annotations: AnnotationOptIn,
-}
-
-/// A decided response plus what to count it as.
-struct Answer {
-    allowed: bool,
-    /// Why, when denied.
-    message: Option<String>,
-    /// The JSON Patch, base64-encoded as the response carries it.
-    patch: Option<String>,
-    warnings: Vec<String>,
-    outcome: Outcome,
-}
-
-impl Answer {
-    /// The response body for the request `uid`.
-    fn encode(&self, uid: &str) -> Vec<u8> {
-        review::encode(&review::Reply {
-            uid,
-            allowed: self.allowed,
-            message: self.message.as_deref(),
-            patch: self.patch.as_deref(),
-            warnings: &self.warnings,
-        })
-    }
-
-    fn allow(warnings: Vec<String>) -> Answer {
-        Answer {
-            allowed: true,
-            message: None,
-            patch: None,
-            warnings,
-            outcome: Outcome::Skipped,
-        }
-    }
-
-    fn deny(reason: String) -> Answer {
-        info!(%reason, "denying");
-        Answer {
-            allowed: false,
-            message: Some(reason),
-            patch: None,
-            warnings: Vec::new(),
-            outcome: Outcome::Denied,
-        }
-    }
 }
 
 impl Admission {

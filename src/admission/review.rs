@@ -15,10 +15,27 @@ use std::borrow::Cow;
 use kube::core::admission::Operation;
 use serde::{Deserialize, Serialize};
 
-use super::RequestError;
 use crate::inject::PodView;
 use crate::inject::jsonpatch::Ops;
 use crate::inject::pod::Whole;
+
+/// A request that is not a readable AdmissionReview v1: answered with HTTP 400, since
+/// there is no uid to answer a review for.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum RequestError {
+    #[error("expected a JSON AdmissionReview body, found invalid JSON: {0}")]
+    NotJson(String),
+    #[error("expected an AdmissionReview (admission.k8s.io/v1), found JSON that is not one: {0}")]
+    NotAReview(String),
+    #[error(
+        "expected apiVersion admission.k8s.io/v1 and kind AdmissionReview, found apiVersion {api_version:?} kind {kind:?}"
+    )]
+    WrongVersion { api_version: String, kind: String },
+    #[error("expected the AdmissionReview to carry a `request`, found none")]
+    NoRequest,
+    #[error("expected `request.uid` to be set, found it empty")]
+    NoUid,
+}
 
 /// The request fields this webhook reads, borrowed from the body.
 #[derive(Deserialize)]

@@ -16,8 +16,9 @@ use tracing::{debug, info, info_span};
 
 use serde::Deserialize;
 
+use super::answer::Answer;
+use super::review::RequestError;
 use super::review::{self, RequestIn};
-use super::{Answer, RequestError};
 use crate::template::{KubeVersion, TemplateSet};
 
 /// The ValidatingWebhookConfiguration's handler: AdmissionReviews of the template

@@ -29,113 +29,30 @@
 //! [`FINALIZER`]: crate::network::crd::FINALIZER
 //! [`OverlapIndex`]: crate::network::overlaps::OverlapIndex
 
+mod context;
 mod finalizer;
 mod indexes;
 pub mod queue;
 mod reconcile;
+mod settings;
 mod status;
 mod watch;
 mod writes;
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex, PoisonError};
-use std::time::Duration;
+use std::sync::Arc;
 
 use futures::{Stream, StreamExt};
-use kube::Client;
 use kube::runtime::controller::{Config, Controller, Error as ControllerError};
-use kube::runtime::reflector::{ObjectRef, Store};
 
-use crate::backoff::Exponential;
-use crate::events::EventSink;
-use crate::metrics::Metrics;
-use crate::network::backend::Backend;
 use crate::network::crd::Network;
 use crate::network::nad_index::NadIndex;
 use crate::shutdown::CancellationToken;
 
+pub use context::Context;
 pub use indexes::Indexes;
 pub use reconcile::{Error, error_policy, reconcile};
+pub use settings::{BACKOFF, BACKOFF_QUIET, CONCURRENCY, CONTROLLER_NAME, DEBOUNCE, RESYNC};
 pub use status::*;
-
-/// `reportingController` of the Events and field manager of our writes.
-pub const CONTROLLER_NAME: &str = crate::NAME;
-/// Requeue after a successful reconcile: the periodic drift check.
-pub const RESYNC: Duration = Duration::from_secs(300);
-/// Retries of a failed reconcile (per Network) and of the owned-object watch: 1 s,
-/// doubling per consecutive failure, at most 5 min (reconciles: jittered, half to whole).
-pub const BACKOFF: Exponential = Exponential::new(Duration::from_secs(1), Duration::from_secs(300));
-/// A failure streak of the owned-object watch ends after this long without an error.
-pub const BACKOFF_QUIET: Duration = Duration::from_secs(600);
-/// Reconciles in flight at once. Beyond a few, more only queue up in the client's rate
-/// limiter (`--api-qps`); this bounds the memory of reconciles waiting there.
-pub const CONCURRENCY: u16 = 32;
-/// Requests for one Network closer together than this become one reconcile (trailing
-/// edge): the events of a burst fold into one pass, and a new Network still turns Ready
-/// well within 200 ms.
-pub const DEBOUNCE: Duration = Duration::from_millis(50);
-
-/// Everything a reconcile reads or writes. Build it with [`Context::new`].
-pub struct Context {
-    pub client: Client,
-    pub backend: Arc<dyn Backend>,
-    pub events: Arc<dyn EventSink>,
-    pub networks: Store<Network>,
-    /// Overlaps, attached-Pod counts and the requests they raise (kept by the cache).
-    pub indexes: Indexes,
-    pub metrics: Metrics,
-    /// Consecutive failures per Network, for the exponential backoff of [`error_policy`].
-    failures: Mutex<HashMap<ObjectRef<Network>, u32>>,
-    /// Our writes not yet seen back from the watch.
-    written: writes::Written,
-}
-
-impl Context {
-    pub fn new(
-        client: Client,
-        backend: Arc<dyn Backend>,
-        events: Arc<dyn EventSink>,
-        networks: Store<Network>,
-        indexes: Indexes,
-        metrics: Metrics,
-    ) -> Context {
-        Context {
-            client,
-            backend,
-            events,
-            networks,
-            indexes,
-            metrics,
-            failures: Mutex::default(),
-            written: writes::Written::default(),
-        }
-    }
-
-    /// Consecutive failed reconciles of this Network (0 after a success).
-    pub fn failures(&self, network: &ObjectRef<Network>) -> u32 {
-        self.failures
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .get(network)
-            .copied()
-            .unwrap_or(0)
-    }
-
-    fn record_failure(&self, network: ObjectRef<Network>) -> u32 {
-        let mut failures = self.failures.lock().unwrap_or_else(PoisonError::into_inner);
-        let count = failures.entry(network).or_insert(0);
-        *count = count.saturating_add(1);
-        *count
-    }
-
-    fn reset_failures(&self, network: &ObjectRef<Network>) {
-        let mut failures = self.failures.lock().unwrap_or_else(PoisonError::into_inner);
-        // Most reconciles succeed first time: skip the write lock's work when absent.
-        if !failures.is_empty() {
-            failures.remove(network);
-        }
-    }
-}
 
 /// Runs the Network controller until `stop` is cancelled, then finishes the reconciles in
 /// flight and returns.

@@ -11,9 +11,10 @@ use kube::runtime::reflector::ObjectRef;
 use kube::{Resource, ResourceExt};
 use tracing::Instrument;
 
+use super::context::Context;
 use super::finalizer::{self, Outcome};
+use super::settings::{BACKOFF, CONTROLLER_NAME, RESYNC};
 use super::status::*;
-use super::{BACKOFF, CONTROLLER_NAME, Context, RESYNC};
 use crate::events;
 use crate::inject::join::NETWORK_LABEL;
 use crate::metrics::{ReconcileErrorLabels, ReconcileErrorReason, ReconcileLabels, ReconcileResult};

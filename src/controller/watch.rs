@@ -10,7 +10,7 @@ use kube::api::{Api, ApiResource, DynamicObject};
 use kube::runtime::{WatchStreamExt, watcher};
 
 use super::queue::Pending;
-use super::{BACKOFF, BACKOFF_QUIET};
+use super::settings::{BACKOFF, BACKOFF_QUIET};
 use crate::backoff::{Episode, Streak};
 use crate::network::nad::{MANAGED_BY_LABEL, MANAGER};
 use crate::network::nad_index::NadIndex;

@@ -1,12 +1,12 @@
 //! The collections of an object that `inject` adds to and `uninject` takes from, for the
-//! reader to record where they are in the text (`yaml::layout::Paths`): an object's and a
+//! reader to record where they are in the text (`yaml::paths::Paths`): an object's and a
 //! Pod template's `metadata`, its `annotations` and `labels`, the Pod spec and its lists,
 //! a container and its `volumeMounts`, and the way down to a workload's Pod template, in
 //! a document's root or in each item of a `List`. They follow [`pod_path`] for every kind.
 
 use super::pod_path;
-use crate::yaml::layout::{Paths, strip_layouts};
 use crate::yaml::node::{Node, Value};
+use crate::yaml::paths::{Paths, strip_layouts};
 
 /// Roles of a node on the paths that lead to an addition, as bits: a node can be several
 /// at once (a document's root is an object and, if its kind is Pod, the Pod).

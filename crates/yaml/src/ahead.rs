@@ -13,8 +13,8 @@ use std::io::BufRead;
 use std::sync::mpsc::{Receiver, Sender, SyncSender, channel, sync_channel};
 use std::thread::Scope;
 
-use super::layout::Paths;
 use super::node::Node;
+use super::paths::Paths;
 use super::read::{Document, ReadError, read_documents, read_documents_with_layouts};
 use super::split::{InputError, YamlChunks};
 

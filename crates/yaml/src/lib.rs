@@ -5,7 +5,7 @@
 //! `node` tree (`read`) with YAML 1.1 plain scalars resolved as go-yaml v2 resolves them
 //! (`yaml11`), parsed ahead on a thread per core (`ahead`). Where the caller will edit,
 //! the reader records where each collection is in the text (`layout`); which collections
-//! those are the caller says (`layout::Paths`). The items of a large root `items` list (a
+//! those are the caller says (`paths::Paths`). The items of a large root `items` list (a
 //! Kubernetes `List`) wait `packed` as bytes.
 //!
 //! Writing: trees as YAML or JSON (`write`), and, where the output is the input's text,
@@ -19,6 +19,7 @@ pub mod ahead;
 pub mod layout;
 pub mod node;
 pub mod packed;
+pub mod paths;
 pub mod prune;
 pub mod read;
 pub mod splice;

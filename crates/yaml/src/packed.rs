@@ -393,7 +393,7 @@ mod tests {
     #[test]
     fn layouts_come_back_exactly() {
         let text = "kind: Pod\nbase: &base {a: b}\nmetadata:\n  labels: {<<: *base, c: d}\nspec:\n  containers:\n  - name: x\n    volumeMounts: [{name: v}]\n  volumes:\n  - &v {name: v}\n  initContainers: [*v]\n";
-        let root = crate::read::read_documents_with_layouts(text, 1, &crate::layout::EveryCollection).unwrap()[0]
+        let root = crate::read::read_documents_with_layouts(text, 1, &crate::paths::EveryCollection).unwrap()[0]
             .root
             .clone()
             .unwrap();

@@ -5,11 +5,12 @@ use std::collections::HashMap;
 
 use granit_parser::{Event, Parser, Placement, ScalarStyle, Span, StructureStyle};
 
+use super::document::{Aliased, Document, ReadError};
 use super::map::{merge, set};
-use super::{Aliased, Document, ReadError};
-use crate::layout::{self, Entry, Layout, Paths, Shape};
+use crate::layout::{self, Entry, Layout, Shape};
 use crate::node::{Meta, Node, Value};
 use crate::packed::Packed;
+use crate::paths::Paths;
 
 impl Builder<'_> {
     pub(super) fn run(mut self) -> Result<Vec<Document>, ReadError> {

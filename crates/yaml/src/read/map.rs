@@ -3,7 +3,7 @@
 
 use std::collections::HashMap;
 
-use super::what;
+use super::document::what;
 use crate::node::{Node, Value};
 
 /// Sets `key` in a map, replacing the value of an existing key in place. Returns the

@@ -4,7 +4,7 @@
 use granit_parser::{ScalarStyle, Span, Tag};
 
 use super::builder::{Builder, KeyName};
-use super::{ReadError, what};
+use super::document::{ReadError, what};
 use crate::node::Value;
 use crate::yaml11::{Resolved, go_format_float_key, resolve_plain};
 

@@ -4,7 +4,7 @@ use json_patch::Patch;
 use serde_json::Value as Json;
 
 use super::*;
-use crate::layout::EveryCollection;
+use crate::paths::EveryCollection;
 use crate::read::read_documents_with_layouts;
 
 /// The order in which the additions undone here created keys: annotations before labels.
