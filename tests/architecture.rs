@@ -1,8 +1,12 @@
-//! Every import of the library points down (ARCHITECTURE.md, "Who may import whom"): its
-//! rooms — the top-level modules of `src/`, and `controller`, which sits above the
-//! cache the rest of `network` sits below — form no circle. Read from the sources: each
-//! `crate::` path outside comments and test code is an edge from the room of the file to
-//! the room it names.
+//! What Cargo cannot see (ARCHITECTURE.md, "Who may import whom"). The walls between the
+//! crates of the workspace are Cargo's, and the engine's purity is read from `cargo tree`;
+//! inside each crate these tests read the sources:
+//! - the application's rooms, the top-level modules of `src/`, form no circle: each
+//!   `crate::` path outside comments and test code is an edge from the room of the file to
+//!   the room it names;
+//! - in every module of every crate, the files form no circle: a file's `super::` and
+//!   `crate::` paths into its module, resolved through what `mod.rs` re-exports, are edges
+//!   from it to the sibling file (or directory) that defines the name.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -182,6 +186,226 @@ fn the_engine_is_built_from_no_runtime_client_or_server() {
         found.is_empty(),
         "expected the engine to be pure (no runtime, client, server or crate of ours), found {found:?} in:\n{tree}"
     );
+}
+
+/// The crates' source roots, each read as modules of files.
+const CRATE_ROOTS: &[&str] = &["src", "crates/engine/src", "crates/yaml/src"];
+
+/// One module's files as nodes: `mod.rs` (or `lib.rs`) is `<mod>`; each child file is
+/// its name; a child directory (with its file beside it, if any) is one node.
+struct Module {
+    dir: PathBuf,
+    /// Node → its files.
+    nodes: BTreeMap<String, Vec<PathBuf>>,
+    /// Its path from the crate root (`template::validate`), empty for the root.
+    path: String,
+    /// The file that declares it (`mod.rs`, or `lib.rs`/`main.rs` at the root).
+    head: Option<PathBuf>,
+}
+
+fn modules_of(root: &Path) -> Vec<Module> {
+    let mut found = Vec::new();
+    let mut dirs = vec![root.to_path_buf()];
+    while let Some(dir) = dirs.pop() {
+        let mut nodes: BTreeMap<String, Vec<PathBuf>> = BTreeMap::new();
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let path = entry.unwrap().path();
+            let name = path.file_stem().unwrap().to_str().unwrap().to_string();
+            if path.is_dir() {
+                let mut files = Vec::new();
+                sources(&path, &mut files);
+                nodes.entry(name).or_default().extend(files);
+                dirs.push(path);
+            } else if path.extension().is_some_and(|e| e == "rs") && !["mod", "lib", "main"].contains(&name.as_str()) {
+                nodes.entry(name).or_default().push(path);
+            }
+        }
+        let head = ["mod.rs", "lib.rs"].iter().map(|f| dir.join(f)).find(|f| f.exists());
+        let relative = dir.strip_prefix(root).unwrap();
+        let path = relative
+            .iter()
+            .map(|c| c.to_str().unwrap())
+            .collect::<Vec<_>>()
+            .join("::");
+        if head.is_some() || dir == root {
+            found.push(Module { dir, nodes, path, head });
+        }
+    }
+    found
+}
+
+/// The names an item path list names first: `{a, b::c, self}` → a, b; `x` → x.
+fn first_names(list: &str) -> Vec<String> {
+    let list = list.trim().trim_start_matches('{').trim_end_matches('}');
+    list.split(',')
+        .filter_map(|item| {
+            item.trim()
+                .split(|c: char| c == ':' || c.is_whitespace() || c == '{')
+                .next()
+        })
+        .map(str::to_string)
+        .filter(|name| !name.is_empty() && name != "self")
+        .collect()
+}
+
+/// The module's file graph: node → the nodes it imports.
+fn file_edges(module: &Module) -> BTreeMap<String, BTreeSet<String>> {
+    let definition = Regex::new(
+        r"(?m)^(?:pub(?:\([^)]*\))? )?(?:async )?(?:unsafe )?(?:fn|struct|enum|trait|const|static|type|union) (\w+)",
+    )
+    .unwrap();
+    let reexport =
+        Regex::new(r"(?m)^\s*pub(?:\([^)]*\))? use (?:self::)?(\w+)::(\{[^;]*\}|[\w:]+)(?: as (\w+))?;").unwrap();
+    // Which node defines a name the module's files may reach for.
+    let mut defines: BTreeMap<String, String> = BTreeMap::new();
+    let head_code = module.head.as_deref().and_then(code);
+    if let Some(head) = &head_code {
+        for found in definition.captures_iter(head) {
+            defines.insert(found[1].to_string(), "<mod>".to_string());
+        }
+    }
+    for (node, files) in &module.nodes {
+        let own = [
+            module.dir.join(format!("{node}.rs")),
+            module.dir.join(node).join("mod.rs"),
+        ];
+        for file in files.iter().filter(|f| own.contains(f)) {
+            for found in definition.captures_iter(&code(file).unwrap_or_default()) {
+                defines.entry(found[1].to_string()).or_insert_with(|| node.clone());
+            }
+        }
+    }
+    if let Some(head) = &head_code {
+        for found in reexport.captures_iter(head) {
+            if !module.nodes.contains_key(&found[1]) {
+                continue;
+            }
+            let names = match found.get(3) {
+                Some(alias) => vec![alias.as_str().to_string()],
+                None => first_names(found[2].rsplit("::").next().unwrap_or_default()),
+            };
+            let names = if found[2].starts_with('{') {
+                first_names(&found[2])
+            } else {
+                names
+            };
+            for name in names {
+                defines.insert(name, found[1].to_string());
+            }
+        }
+    }
+    for node in module.nodes.keys() {
+        defines.insert(node.clone(), node.clone());
+    }
+    let mut edges: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    let link = |from: &str, names: Vec<String>, edges: &mut BTreeMap<String, BTreeSet<String>>| {
+        for name in names {
+            if let Some(to) = defines.get(&name).filter(|to| to.as_str() != from) {
+                edges.entry(from.to_string()).or_default().insert(to.clone());
+            }
+        }
+    };
+    let into_module = (!module.path.is_empty()).then(|| format!("crate::{}::", module.path));
+    for (node, files) in &module.nodes {
+        for file in files {
+            let Some(code) = code(file) else { continue };
+            let relative = file.strip_prefix(&module.dir).unwrap().with_extension("");
+            let mut depth = relative.iter().count();
+            if relative.ends_with("mod") {
+                depth -= 1;
+            }
+            let mut prefixes = vec!["super::".repeat(depth)];
+            prefixes.extend(into_module.clone());
+            for prefix in prefixes {
+                let paths = Regex::new(&format!(r"{}(\{{[^;]*?\}}|\w+)", regex::escape(&prefix))).unwrap();
+                for found in paths.captures_iter(&code) {
+                    link(node, first_names(&found[1]), &mut edges);
+                }
+            }
+        }
+    }
+    // The head's own code: a child's path (`parse::x`), or a name it re-exports, used
+    // outside `mod`/`use` lines.
+    if let Some(head) = &head_code {
+        let mut used = Vec::new();
+        for line in head.lines().map(str::trim) {
+            if line.is_empty()
+                || line.contains("mod ") && line.ends_with(';')
+                || line.starts_with("use ")
+                || line.contains(" use ")
+            {
+                continue;
+            }
+            // A child by its path (`parse::x`), an item by the name it is re-exported as.
+            for found in Regex::new(r"\b(\w+)\b(::)?").unwrap().captures_iter(line) {
+                let name = found[1].to_string();
+                if !module.nodes.contains_key(&name) || found.get(2).is_some() {
+                    used.push(name);
+                }
+            }
+        }
+        // Bare names reach a child only through the head's own `use child::...` lines.
+        let imports = Regex::new(r"(?m)^\s*(?:pub(?:\([^)]*\))? )?use (?:self::)?(\w+)::(\{[^;]*\}|[\w:]+)").unwrap();
+        let imported: BTreeSet<String> = imports
+            .captures_iter(head)
+            .filter(|found| module.nodes.contains_key(&found[1]))
+            .flat_map(|found| match found[2].starts_with('{') {
+                true => first_names(&found[2]),
+                false => vec![found[2].rsplit("::").next().unwrap_or_default().to_string()],
+            })
+            .collect();
+        let used: Vec<String> = used
+            .into_iter()
+            .filter(|name| module.nodes.contains_key(name) || imported.contains(name))
+            .filter(|name| defines.get(name).is_some_and(|to| to != "<mod>"))
+            .collect();
+        link("<mod>", used, &mut edges);
+    }
+    edges
+}
+
+#[test]
+fn no_module_s_files_form_a_circle() {
+    let workspace = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut read = 0;
+    let mut circles = Vec::new();
+    for root in CRATE_ROOTS {
+        for module in modules_of(&workspace.join(root)) {
+            read += 1;
+            let edges = file_edges(&module);
+            if let Some(found) = circle(&edges) {
+                circles.push(format!(
+                    "{}: {}",
+                    module.dir.strip_prefix(workspace).unwrap().display(),
+                    found.join(" -> ")
+                ));
+            }
+        }
+    }
+    assert!(read >= 20, "only {read} modules read");
+    assert!(
+        circles.is_empty(),
+        "expected no circle of files in any module (`<mod>` is the module's mod.rs; move what several files share into a file of its own), found:\n{}",
+        circles.join("\n")
+    );
+}
+
+#[test]
+fn a_circle_of_files_is_found_where_there_is_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let module = dir.path().join("m");
+    std::fs::create_dir(&module).unwrap();
+    std::fs::write(
+        module.join("mod.rs"),
+        "mod a;\nmod b;\npub use a::Thing;\npub struct Shared;\n",
+    )
+    .unwrap();
+    std::fs::write(module.join("a.rs"), "use super::b::helper;\npub struct Thing;\n").unwrap();
+    std::fs::write(module.join("b.rs"), "use super::Thing;\npub fn helper() {}\n").unwrap();
+    let module = modules_of(dir.path()).into_iter().find(|m| m.path == "m").unwrap();
+    assert_eq!(circle(&file_edges(&module)).unwrap(), ["a", "b", "a"]);
+    std::fs::write(dir.path().join("m/b.rs"), "pub fn helper() {}\n").unwrap();
+    assert_eq!(circle(&file_edges(&module)), None);
 }
 
 #[test]

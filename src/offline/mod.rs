@@ -9,6 +9,7 @@
 //! of each object, and has the reader record where in the text the collections on the
 //! ways to a Pod are (`paths`); this module holds the per-object decision, which is pure.
 
+mod kinds;
 mod paths;
 pub mod run;
 pub mod view;
@@ -19,6 +20,8 @@ use crate::inject::{self, AnnotationOptIn, Decision, NotChosen, PodView, Standal
 use crate::template::TemplateSet;
 use crate::yaml::node::{Node, Value as NodeValue};
 use crate::yaml::read::{ReadError, read_documents};
+use kinds::nest;
+pub use kinds::pod_path;
 
 /// Why one object could not be injected. `at` names it: document number, kind and name,
 /// line (`document 2 (Pod web) at line 14`).
@@ -82,18 +85,6 @@ pub fn objects(text: &str) -> Result<Vec<ManifestObject>, ReadError> {
         }
     }
     Ok(objects)
-}
-
-/// Where the Pod spec lives in an object of this kind, as a JSON Pointer.
-pub fn pod_path(kind: &str) -> Option<&'static str> {
-    match kind {
-        "Pod" => Some(""),
-        "Deployment" | "StatefulSet" | "DaemonSet" | "ReplicaSet" | "Job" | "ReplicationController" => {
-            Some("/spec/template")
-        }
-        "CronJob" => Some("/spec/jobTemplate/spec/template"),
-        _ => None,
-    }
 }
 
 /// Kinds of Kubernetes' own API groups (`v1`, `apps/v1`, `*.k8s.io/...`) are all known:
@@ -161,19 +152,6 @@ pub struct Outcome {
     pub skipped: Option<Skipped>,
     /// Things the user should fix, though injection went ahead (or was skipped).
     pub warnings: Vec<String>,
-}
-
-/// Nests `inner` under the object keys of `pointer` (`/spec/template` → {spec:{template:inner}}).
-fn nest(pointer: &str, inner: Value) -> Value {
-    pointer
-        .split('/')
-        .filter(|k| !k.is_empty())
-        .rev()
-        .fold(inner, |acc, key| {
-            let mut map = Map::new();
-            map.insert(key.to_string(), acc);
-            Value::Object(map)
-        })
 }
 
 /// An object left unchanged, and why.

@@ -5,7 +5,7 @@
 
 use serde_json::Value as Json;
 
-use super::{nest, pod_path};
+use super::kinds::{nest, pod_path};
 use crate::yaml::node::{Node, Value};
 use crate::yaml::prune::{Keep, pruned};
 
