@@ -139,6 +139,15 @@ struct Pass<'a> {
 
 impl Pass<'_> {
     async fn run(&self) -> Result<(), super::RolloutError> {
+        // Its rights may be in place before their bound (tools apply unknown kinds in their
+        // own order): nothing is done, not even a dry run, until the bound is read in place.
+        if let Err(why) = super::bound::read(self.client, &self.settings.injector_namespace).await {
+            warn!(
+                because = %why,
+                "automatic rollout: its bound (manifests/auto-rollout/bound.yaml) is not in place; restarting nothing until it is"
+            );
+            return Ok(());
+        }
         let labelled = Api::<PartialObjectMeta<Namespace>>::all(self.client.clone())
             .list(&ListParams::default().labels(&format!("{AUTO_LABEL}={AUTO_VALUE}")))
             .await

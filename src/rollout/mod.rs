@@ -13,8 +13,10 @@
 //! | `run` | the run itself: wait until in step, restart and wait, stop at the first failure; [`run::roll`], one workload |
 //! | `report` | what a run did: `-o json` is its serde form, and as text |
 //! | `auto` | the automatic mode, a task of the Lease holder |
+//! | `bound` | the automatic mode's bound (the policy shipped with its rights) read and judged before anything is restarted |
 
 pub mod auto;
+pub mod bound;
 pub mod cluster;
 pub mod in_step;
 pub mod plan;

@@ -460,7 +460,20 @@ fn auto_rollout_is_off_unless_enabled_and_passes_its_interval_and_timeout() {
     );
     assert_eq!(
         rollout_rbac(&on),
-        ["ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding"]
+        [
+            "ClusterRole",
+            "ClusterRoleBinding",
+            "Role",
+            "RoleBinding",
+            "ValidatingAdmissionPolicy",
+            "ValidatingAdmissionPolicyBinding"
+        ]
+    );
+    // The bound names the release namespace's ServiceAccount as its parameter.
+    let bound = get(&on, "ValidatingAdmissionPolicyBinding", "envoy-injector-rollout");
+    assert_eq!(
+        bound["spec"]["paramRef"],
+        json!({"name": "envoy-injector", "namespace": "tools", "parameterNotFoundAction": "Allow"})
     );
     let binding = get(&on, "ClusterRoleBinding", "envoy-injector-rollout");
     assert_eq!(binding["subjects"][0]["namespace"], "tools");

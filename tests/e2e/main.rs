@@ -23,6 +23,7 @@
 //! | `controller` | 300 Networks created in one burst: every verdict right, at most 3 reconciles each; a restart writes nothing |
 //! | `deployed` | `manifests/` applied, the binary run as its ServiceAccount behind the Service: RBAC sufficient (and what one missing rule breaks), self-managed TLS Secret and `caBundle`, the `matchConditions`, the shipped templates (apps on 80/443/8080/9090 stored with the default sidecar, `classic` for a legacy Pod that asks, `classic` on port 80 denied) |
 //! | `guard` | policy mode's power bounded: as the ServiceAccount, the compiled policies of the shipped ConfigMap are applied, read and deleted (RBAC); with `manifests/apiserver/policy-guard.yaml` loaded by the API server from disk (`make apiserver-guard`), every write outside them is refused with the guard's words (skips, loudly, after the RBAC part where none is loaded) |
+//! | `bound` | the automatic rollout's rights bounded, tried as an attacker with the ServiceAccount's token: with `manifests/` + `manifests/auto-rollout/` through an overlay into another namespace, and with the chart (`autoRollout.enabled`) in another release namespace: a real Pod, a privileged `hostPID` Pod in `kube-system`, an image change, an added container, a scale to zero, a restart where the namespace did not opt in and in `kube-system`, deleting or changing the bound or its binding: refused, each with its rule's words; a dry-run Pod and a restart in a labelled namespace allowed |
 //! | `replicas` | two processes on one ClusterIP (`--reuse-port`): one Lease holder reconciles; SIGKILL of it: takeover within the bound, every opted-in Pod injected |
 //! | `upgrade` | a rolling upgrade as the Deployment does it (`maxUnavailable: 0`) under a Pod loop: 0 failed, 0 uninjected; the Lease handed over within 5 s of its holder's SIGTERM |
 //! | `workloads` | a Deployment's Pods, namespace-label opt-in, opt-out, `dryRun=All`, template edit to next Pod latency |
@@ -84,6 +85,7 @@ tiers![
     controller,
     deployed,
     guard,
+    bound,
     replicas,
     upgrade,
     workloads,

@@ -1,7 +1,9 @@
 //! Tier `rollout`: template changes brought to running Pods, on the API alone (no node:
 //! Pods stay Pending, so a restart never completes here; tests/pods proves the rest).
 //!
-//! A local `serve --injection=policy --auto-rollout=true` keeps the compiled policies in
+//! The automatic rollout's bound (`manifests/auto-rollout/bound.yaml`) applied for an
+//! installation in the tier's injector namespace (not `envoy-injector`), which `serve`
+//! reads before restarting anything. A local `serve --injection=policy --auto-rollout=true` keeps the compiled policies in
 //! step with its ConfigMap; opted-in workloads are injected by them. In a namespace
 //! labelled `sidecar.samplecrd.k8s.io/rollout=auto` after a template edit, the Lease holder
 //! restarts the first stale Deployment, which cannot complete: a Warning Event
@@ -165,6 +167,23 @@ async fn run(suite: &Suite) -> TierResult {
             scope.delete_later(kind.clone(), None, name);
         }
     }
+    // The automatic rollout's bound, as the component ships it, for an installation in the
+    // injector's namespace (not `envoy-injector`): `serve` restarts nothing without it.
+    let mut bound = crate::common::helm::yaml_documents(
+        &std::fs::read_to_string(manifest_path("manifests/auto-rollout/bound.yaml")).expect("bound.yaml"),
+    );
+    for object in &mut bound {
+        if object["kind"] == "ValidatingAdmissionPolicyBinding" {
+            object["spec"]["paramRef"]["namespace"] = json!(injector.name);
+        }
+        let kind = if object["kind"] == "ValidatingAdmissionPolicy" {
+            ApiResource::erase::<k8s_openapi::api::admissionregistration::v1::ValidatingAdmissionPolicy>(&())
+        } else {
+            ApiResource::erase::<k8s_openapi::api::admissionregistration::v1::ValidatingAdmissionPolicyBinding>(&())
+        };
+        scope.delete_later(kind, None, object["metadata"]["name"].as_str().unwrap_or_default());
+    }
+    kubectl_apply(&bound).await;
     let configmaps: Api<ConfigMap> = Api::namespaced(client.clone(), &injector.name);
     let (v1, v2, v3) = (
         template(SIDECAR, "registry.k8s.io/pause:3.9"),

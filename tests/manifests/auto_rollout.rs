@@ -65,6 +65,18 @@ fn the_component_grants_what_the_automatic_rollout_uses_and_turns_it_on() {
             ("apps", "daemonsets", "", &["get", "patch"]),
             ("apps", "replicasets", "", &["get", "list"]),
             ("", "pods", "", &["create"]),
+            (
+                "admissionregistration.k8s.io",
+                "validatingadmissionpolicies",
+                ROLLOUT,
+                &["get"]
+            ),
+            (
+                "admissionregistration.k8s.io",
+                "validatingadmissionpolicybindings",
+                ROLLOUT,
+                &["get"]
+            ),
         ]),
         "the ClusterRole {ROLLOUT}"
     );

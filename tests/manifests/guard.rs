@@ -8,7 +8,7 @@ use k8s_openapi::api::admissionregistration::v1::{ValidatingAdmissionPolicy, Val
 use k8s_openapi::api::rbac::v1::ClusterRole;
 use serde_json::Value;
 
-use crate::rbac::POLICY_VERBS;
+use crate::rbac::POLICY_CREATE_READ;
 use crate::round_trip::assert_round_trips;
 use crate::support::*;
 
@@ -122,7 +122,7 @@ fn the_guard_covers_what_the_rbac_grants_and_only_for_the_shipped_service_accoun
         .unwrap_or_default()
         .into_iter()
         .filter(|r| r.api_groups.iter().flatten().any(|g| g == GROUP) && r.resource_names.is_none())
-        .inspect(|r| assert_eq!(r.verbs, POLICY_VERBS, "verbs of {:?}", r.resources))
+        .inspect(|r| assert_eq!(r.verbs, POLICY_CREATE_READ, "verbs of {:?}", r.resources))
         .flat_map(|r| r.resources.unwrap_or_default())
         .collect();
     granted.sort();
@@ -209,8 +209,8 @@ fn the_documented_webhook_only_overlay_removes_exactly_the_policy_rule() {
         .split("```yaml\n")
         .skip(1)
         .filter_map(|block| block.split("```").next())
-        .find(|block| block.contains("--injection=webhook"))
-        .expect("a kustomization for webhook mode in the Power bounded section");
+        .find(|block| block.contains("manifests/webhook-only"))
+        .expect("a kustomization for webhook mode (the component manifests/webhook-only) in the Power bounded section");
     // As the page lays it out: my-injector/ beside a checkout envoy-injector/.
     assert!(
         overlay.contains("  - ../envoy-injector/manifests\n"),
@@ -233,13 +233,13 @@ fn the_documented_webhook_only_overlay_removes_exactly_the_policy_rule() {
     });
     assert_eq!(
         rules(docs).len(),
-        expected.len() + 1,
-        "one rule on admission policies shipped"
+        expected.len() + 4,
+        "four rules on admission policies shipped (create and reads; patch and delete by name)"
     );
     assert_eq!(
         rules(&with_overlay),
         expected,
-        "the overlay's ClusterRole: the shipped rules but the one on admission policies"
+        "the overlay's ClusterRole: the shipped rules but those on admission policies"
     );
     let args = one(&with_overlay, "Deployment").value["spec"]["template"]["spec"]["containers"][0]["args"].clone();
     assert_eq!(

@@ -44,8 +44,10 @@ pub(crate) fn expected_grants(table: &[(&str, &str, &str, &[&str])]) -> BTreeSet
 
 /// What policy mode does with the compiled admission policies: server-side apply (an
 /// apply that creates is authorised as `create` too), read back, delete. No `update`,
-/// `watch` or `deletecollection`.
-pub(crate) const POLICY_VERBS: &[&str] = &["get", "list", "create", "patch", "delete"];
+/// `watch` or `deletecollection`; `create` and the reads on any name, `patch` and
+/// `delete` only on the compiled objects' names.
+pub(crate) const POLICY_CREATE_READ: &[&str] = &["get", "list", "create"];
+pub(crate) const POLICY_BY_NAME: &[&str] = &["patch", "delete"];
 
 fn strings_in(value: &Value, out: &mut Vec<String>) {
     match value {
@@ -118,30 +120,72 @@ fn rbac_is_least_privilege_without_wildcards() {
             NAME,
             &["get", "patch"],
         ),
-        // Policy mode: apply (create + patch), read back, delete; bounded by the guard.
+        // Policy mode: create, read back (bounded by the guard); patch and delete by name.
         (
             "admissionregistration.k8s.io",
             "mutatingadmissionpolicies",
             "",
-            POLICY_VERBS,
+            POLICY_CREATE_READ,
         ),
         (
             "admissionregistration.k8s.io",
             "mutatingadmissionpolicybindings",
             "",
-            POLICY_VERBS,
+            POLICY_CREATE_READ,
         ),
         (
             "admissionregistration.k8s.io",
             "validatingadmissionpolicies",
             "",
-            POLICY_VERBS,
+            POLICY_CREATE_READ,
         ),
         (
             "admissionregistration.k8s.io",
             "validatingadmissionpolicybindings",
             "",
-            POLICY_VERBS,
+            POLICY_CREATE_READ,
+        ),
+        (
+            "admissionregistration.k8s.io",
+            "mutatingadmissionpolicies",
+            "envoy-injector-inject",
+            POLICY_BY_NAME,
+        ),
+        (
+            "admissionregistration.k8s.io",
+            "mutatingadmissionpolicies",
+            "envoy-injector-inject-annotated",
+            POLICY_BY_NAME,
+        ),
+        (
+            "admissionregistration.k8s.io",
+            "mutatingadmissionpolicybindings",
+            "envoy-injector-inject-namespace",
+            POLICY_BY_NAME,
+        ),
+        (
+            "admissionregistration.k8s.io",
+            "mutatingadmissionpolicybindings",
+            "envoy-injector-inject-label",
+            POLICY_BY_NAME,
+        ),
+        (
+            "admissionregistration.k8s.io",
+            "mutatingadmissionpolicybindings",
+            "envoy-injector-inject-annotated",
+            POLICY_BY_NAME,
+        ),
+        (
+            "admissionregistration.k8s.io",
+            "validatingadmissionpolicies",
+            "envoy-injector-refused",
+            POLICY_BY_NAME,
+        ),
+        (
+            "admissionregistration.k8s.io",
+            "validatingadmissionpolicybindings",
+            "envoy-injector-refused",
+            POLICY_BY_NAME,
         ),
     ]);
     assert_eq!(found, expected, "the ClusterRole's permissions");
