@@ -2,8 +2,8 @@
 //!
 //! For a namespace, a Pod or the documents of a manifest it explains, per Pod (or Pod
 //! template), whether it would be injected and why ([`decision`]); it checks the
-//! installation's health ([`health`]); with `--stale` it lists the Pods that run an older
-//! template revision, by workload ([`stale`]); with `--missing` the opted-in Pods that
+//! installation's health ([`crate::cluster::health`]); with `--stale` it lists the Pods that
+//! run an older template revision, by workload ([`crate::cluster::stale`]); with `--missing` the opted-in Pods that
 //! carry no sidecar, by workload, with why they were missed ([`missing`]). It makes only
 //! GET and LIST requests.
 //!
