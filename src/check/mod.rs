@@ -2,10 +2,10 @@
 //!
 //! For a namespace, a Pod or the documents of a manifest it explains, per Pod (or Pod
 //! template), whether it would be injected and why ([`decision`]); it checks the
-//! installation's health ([`crate::cluster::health`]); with `--stale` it lists the Pods that
-//! run an older template revision, by workload ([`crate::cluster::stale`]); with `--missing` the opted-in Pods that
-//! carry no sidecar, by workload, with why they were missed ([`missing`]). It makes only
-//! GET and LIST requests.
+//! installation's health ([`crate::cluster::health`]); with `--stale` it lists the Pods
+//! that run an older template revision, by workload ([`crate::cluster::stale`]); with
+//! `--missing` the opted-in Pods that carry no sidecar, by workload, with why they were
+//! missed ([`missing`]). It makes only GET and LIST requests.
 //!
 //! What it reads is the cluster's: the deployed MutatingWebhookConfiguration (its
 //! selectors and CEL `matchConditions`, evaluated by [`cel`]), Namespace labels, Networks
@@ -45,7 +45,7 @@ use crate::cluster::fetch::{self, Installation};
 use crate::cluster::health::{self, Check, Status};
 use crate::cluster::snapshot::{Snapshot, Subject};
 use crate::cluster::stale::StaleGroup;
-use crate::cluster::{ReadError, drift, injection, workload};
+use crate::cluster::{self, ReadError, drift, injection, workload};
 use crate::inject::OptIn;
 use crate::template::TemplateSet;
 use crate::uninjected::{self, Namespaces as _};
@@ -178,7 +178,7 @@ pub async fn run(client: kube::Client, settings: &CheckSettings, now: OffsetDate
     let live = health::live_templates(&facts);
     let mut checks = health::evaluate_with(&facts, &live, now);
     let templates = live.map(|live| live.set);
-    let (policies, _) = crate::cluster::policies(
+    let (policies, _) = cluster::policies(
         &client,
         &settings.injector_namespace,
         settings.deployment.as_deref(),
@@ -229,7 +229,7 @@ pub async fn run(client: kube::Client, settings: &CheckSettings, now: OffsetDate
     };
     let stale = if settings.stale {
         let groups = match &templates {
-            Ok(live) => crate::cluster::stale_groups(&client, scope, live).await?,
+            Ok(live) => cluster::stale_groups(&client, scope, live).await?,
             Err(_) => Vec::new(),
         };
         checks.push(stale_check(&groups, templates.is_ok(), scope));

@@ -1,6 +1,7 @@
 //! What `check` reports: the whole [`Report`] (`-o json` is its serde form, `render`
 //! its text) and, per Pod, the verdict and the rule that decided it ([`PodReport`]).
-//! Only the types: `decision` fills them, `render` writes them.
+//! The types and what follows from them alone (`healthy`, `is_problem`): `decision` fills
+//! them, `render` writes them.
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use serde::Serialize;
