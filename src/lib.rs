@@ -10,6 +10,7 @@ pub mod backoff;
 pub mod cache;
 pub mod check;
 pub mod client;
+pub mod cluster;
 pub mod controller;
 pub mod duration;
 pub mod events;

@@ -129,6 +129,26 @@ fn no_import_runs_back_up_the_floors() {
         edges.get("controller").is_some_and(|to| to.contains("cache")),
         "the scan found no import of the controller at all: it reads nothing ({edges:?})"
     );
+    // The cluster's facts are one room below both commands that read them: `check`
+    // (which explains and reports them) and `rollout` (which acts on them) share it
+    // rather than one reading the other.
+    for above in ["check", "rollout"] {
+        assert!(
+            edges.get(above).is_some_and(|to| to.contains("cluster")),
+            "expected {above} to read the cluster's facts from `cluster`, found its imports: {:?}",
+            edges.get(above)
+        );
+    }
+    let cluster = edges.get("cluster").cloned().unwrap_or_default();
+    assert!(
+        !cluster.contains("check") && !cluster.contains("rollout"),
+        "expected `cluster` to import neither `check` nor `rollout`, found: {cluster:?}"
+    );
+    assert!(
+        !edges.get("rollout").is_some_and(|to| to.contains("check")),
+        "expected `rollout` to read the cluster through `cluster`, not `check`, found: {:?}",
+        edges.get("rollout")
+    );
     if let Some(found) = circle(&edges) {
         panic!(
             "expected every import to point down, found a circle of rooms: {}\nevery room's imports: {edges:#?}",

@@ -3,90 +3,22 @@
 //! `matchConditions`), then the injector's own policy (`inject::policy`), then the engine's
 //! dry run (`inject::plan`: template, collisions). Pure: the cluster comes in as data.
 
-use std::collections::BTreeMap;
-
 use k8s_openapi::api::admissionregistration::v1::MutatingWebhook;
-use serde::Serialize;
 use serde_json::Value;
 
 use super::cel;
-use super::injection::Policies;
-use crate::inject::join::{self, Lookup};
-use crate::inject::policy::{self, MetaMap, OptIn, Skip};
+use super::report::{Call, OverrideReport, PathReport, PodReport, Rule, TemplateRef, Verdict, WebhookMatch};
+use crate::cluster::injection::Policies;
+use crate::cluster::snapshot::{Snapshot, Subject};
+use crate::inject::join::Lookup;
+use crate::inject::policy::{self, OptIn, Skip};
 use crate::inject::{
     self, AnnotationOptIn, Chosen, ClusterView, Decided, Decision, INJECT_ANNOTATION, INJECT_LABEL, InjectError,
     InjectionStatus, LEGACY_INJECT_ANNOTATION, NAMESPACE_LABEL, NAMESPACE_OPT_IN, NATIVE_SIDECAR_ANNOTATION,
     NamespaceOptIn, NativeRule, NotChosen, Plan, PodView, Refused, STATUS_ANNOTATION,
 };
-use crate::network::crd::Network;
 use crate::stale::is_stale;
 use crate::template::{Template, TemplateSet};
-
-/// The label every Namespace carries (set by the API server): what selectors see of its name.
-pub const NAMESPACE_NAME_LABEL: &str = "kubernetes.io/metadata.name";
-
-/// What the decision reads of the cluster: Namespace labels and Networks.
-#[derive(Debug, Clone, Default)]
-pub struct Snapshot {
-    /// Labels of each Namespace that exists.
-    pub namespaces: BTreeMap<String, BTreeMap<String, String>>,
-    /// Networks by (namespace, name).
-    pub networks: BTreeMap<(String, String), Network>,
-}
-
-impl Snapshot {
-    /// The labels selectors see: the Namespace's own, or, for one that does not exist yet,
-    /// the name label the API server will give it.
-    pub fn namespace_labels(&self, namespace: &str) -> BTreeMap<String, String> {
-        self.namespaces
-            .get(namespace)
-            .cloned()
-            .unwrap_or_else(|| BTreeMap::from([(NAMESPACE_NAME_LABEL.to_string(), namespace.to_string())]))
-    }
-}
-
-/// The injector reads the same facts through the same trait at admission.
-impl ClusterView for Snapshot {
-    fn namespace_opt_in(&self, namespace: &str) -> NamespaceOptIn {
-        policy::namespace_opt_in(self.namespaces.get(namespace))
-    }
-
-    fn namespace_template(&self, namespace: &str) -> Option<String> {
-        policy::namespace_template(self.namespaces.get(namespace)).map(str::to_string)
-    }
-
-    fn network(&self, namespace: &str, name: &str) -> Lookup {
-        match self.networks.get(&(namespace.to_string(), name.to_string())) {
-            Some(network) => Lookup::Found(network.join_view()),
-            None => Lookup::Missing,
-        }
-    }
-}
-
-/// One Pod (or Pod template) to explain.
-#[derive(Debug, Clone)]
-pub struct Subject {
-    /// How reports name it: `Pod apps/web-1`, `Deployment apps/web (Pod template)`.
-    pub what: String,
-    pub namespace: String,
-    /// The Pod as the API server would send it on CREATE (`metadata`, `spec`).
-    pub pod: Value,
-}
-
-impl Subject {
-    /// The Network it asks to join, read as admission reads it.
-    pub fn network(&self) -> Option<&str> {
-        join::network_name(pod_annotations(&self.pod))
-    }
-
-    /// The Pod's labels, as object selectors see them.
-    pub fn labels(&self) -> BTreeMap<String, String> {
-        self.pod
-            .pointer("/metadata/labels")
-            .and_then(|l| serde_json::from_value(l.clone()).ok())
-            .unwrap_or_default()
-    }
-}
 
 /// What is known of the deployed MutatingWebhookConfiguration.
 #[derive(Debug, Clone, Copy)]
@@ -122,130 +54,6 @@ pub struct Installed<'a> {
     pub policies: Option<&'a Policies>,
     /// Whether Pods' annotations opt them in, as `serve --annotation-opt-in` says.
     pub annotation_opt_in: AnnotationOptIn,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Verdict {
-    /// Would be injected.
-    Inject,
-    /// Would be admitted unchanged.
-    Skip,
-    /// Would be refused.
-    Deny,
-    /// Cannot be told: the ConfigMap does not parse, so the injector runs on its last good
-    /// templates, which only it can see.
-    Unknown,
-}
-
-/// The rule that decided.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum Rule {
-    Annotation,
-    LegacyAnnotation,
-    Label,
-    NamespaceLabel,
-    OptedOut,
-    NotOptedIn,
-    AlreadyInjected,
-    WebhookAbsent,
-    WebhookNotCalled,
-    WebhookError,
-    NoTemplates,
-    UnknownTemplate,
-    Network,
-    Collision,
-    InvalidPod,
-    /// An override annotation the template refuses.
-    Override,
-}
-
-/// What the API server does with one webhook entry for this Pod.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum Call {
-    Called,
-    NotCalled,
-    /// A matchCondition cannot be evaluated: the entry's failurePolicy decides.
-    Error,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct WebhookMatch {
-    pub name: String,
-    pub call: Call,
-    pub reason: String,
-    /// The entry's failurePolicy (`Fail` when unset, as the API server defaults it).
-    #[serde(skip)]
-    pub fail_closed: bool,
-}
-
-/// The template a Pod got or would get.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct TemplateRef {
-    pub name: String,
-    pub revision: String,
-    /// The live template's revision, when it differs (or `None` when it is the same).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub live_revision: Option<String>,
-    /// True when the Pod carries an older revision than the live template (or a template
-    /// that no longer exists).
-    pub stale: bool,
-}
-
-/// One override annotation of the Pod: applied, or why it is refused.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct OverrideReport {
-    pub name: String,
-    pub value: String,
-    pub applied: bool,
-    /// Where it lands (`resources.requests.cpu of container envoy`), or why it is refused.
-    pub detail: String,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct PodReport {
-    pub subject: String,
-    pub verdict: Verdict,
-    pub rule: Rule,
-    pub reason: String,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub template: Option<TemplateRef>,
-    /// What the injection adds (`container envoy`, `volume envoy-conf`, ...).
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub adds: Vec<String>,
-    /// The values the injected containers take from the Pod (`fromPod`), and where from:
-    /// `env APP_PORT of container envoy: "80", the one TCP port ...`.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub values: Vec<String>,
-    /// The Pod's override annotations, each applied or refused.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub overrides: Vec<OverrideReport>,
-    pub webhooks: Vec<WebhookMatch>,
-    /// Which path acts on an opted-in Pod (none when not opted in, or not known).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub path: Option<PathReport>,
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub warnings: Vec<String>,
-    /// An injected Pod at the live revision: each field of its sidecar that differs from
-    /// what the template makes of it (filled in by `check` from the stored Pod).
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub drift: Vec<super::drift::Difference>,
-}
-
-impl PodReport {
-    /// A Pod that would be refused is something wrong; one that is simply not injected is not.
-    pub fn is_problem(&self) -> bool {
-        self.verdict == Verdict::Deny
-    }
-}
-
-fn pod_annotations(pod: &Value) -> Option<&dyn MetaMap> {
-    pod.pointer("/metadata/annotations")
-        .and_then(Value::as_object)
-        .map(|a| a as &dyn MetaMap)
 }
 
 /// Explains one Pod.
@@ -659,7 +467,6 @@ fn injected_template(
 
 mod path;
 mod webhook;
-pub use path::PathReport;
 pub use webhook::match_webhook;
 
 #[cfg(test)]

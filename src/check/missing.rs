@@ -23,8 +23,8 @@ use kube::api::ObjectMeta;
 use serde::Serialize;
 use serde_json::Value;
 
-use super::decision::{Call, PodReport, Rule, Verdict};
-use super::workload::{ReplicaSetOwners, fix, owner};
+use super::report::{Call, PodReport, Rule, Verdict};
+use crate::cluster::workload::{ReplicaSetOwners, fix, owner};
 use crate::inject::{NAMESPACE_LABEL, NAMESPACE_OPT_IN, OptIn};
 use crate::policies::Path;
 

@@ -2,10 +2,10 @@
 //!
 //! For a namespace, a Pod or the documents of a manifest it explains, per Pod (or Pod
 //! template), whether it would be injected and why ([`decision`]); it checks the
-//! installation's health ([`health`]); with `--stale` it lists the Pods that run an older
-//! template revision, by workload ([`stale`]); with `--missing` the opted-in Pods that
-//! carry no sidecar, by workload, with why they were missed ([`missing`]). It makes only
-//! GET and LIST requests.
+//! installation's health ([`crate::cluster::health`]); with `--stale` it lists the Pods
+//! that run an older template revision, by workload ([`crate::cluster::stale`]); with
+//! `--missing` the opted-in Pods that carry no sidecar, by workload, with why they were
+//! missed ([`missing`]). It makes only GET and LIST requests.
 //!
 //! What it reads is the cluster's: the deployed MutatingWebhookConfiguration (its
 //! selectors and CEL `matchConditions`, evaluated by [`cel`]), Namespace labels, Networks
@@ -17,39 +17,35 @@
 //! | module | does |
 //! |---|---|
 //! | `decision` | pure: one Pod → verdict, the rule that decided, template, collisions |
-//! | `cel`, `selector` | pure: a webhook's matchConditions and label selectors |
-//! | `health` | pure: the installation's facts → `ok`/`warn`/`fail` lines |
-//! | `injection` | pure: which path `serve` sets up (`--injection`, discovery), the compiled admission policies found against the live ConfigMap's, and the route of a Pod through them |
-//! | `stale` | pure: injected Pods → stale ones grouped by workload, with the fix |
+//! | `cel` | pure: a webhook's CEL `matchConditions` |
 //! | `missing` | pure: opted-in Pods without the sidecar → grouped by workload, with the fix and the likely reason |
-//! | `workload` | pure: a Pod's owning workload and the command that replaces its Pods |
-//! | `drift` | pure: an injected Pod at the live revision whose sidecar differs from what the template makes of it, field by field |
-//! | `fetch` | the API reads that fill the above |
+//! | `report` | the report's types: the whole, and each Pod's verdict |
 //! | `render` | the report as text (JSON is its serde form) |
+//!
+//! What it reads of the cluster, and how, is [`crate::cluster`]'s: the fetchers, the
+//! installation's health, the injection path, selectors, workloads, stale and drifted Pods.
 
 pub mod cel;
 pub mod decision;
-pub mod drift;
-mod fetch;
-pub mod health;
-pub mod injection;
 pub mod missing;
 pub mod render;
-pub mod selector;
-pub mod stale;
-pub mod workload;
+pub mod report;
+
+pub use report::Report;
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use serde::Serialize;
 use serde_json::Value;
 use time::OffsetDateTime;
 
-use decision::{Installed, PodReport, Snapshot, Subject, Webhooks};
-use health::{Check, Status};
+use decision::{Installed, Webhooks};
 use missing::{Escaped, Evidence, MissingGroup};
-use stale::StaleGroup;
 
+use crate::cluster::fetch::{self, Installation};
+use crate::cluster::health::{self, Check, Status};
+use crate::cluster::snapshot::{Snapshot, Subject};
+use crate::cluster::stale::StaleGroup;
+use crate::cluster::{self, ReadError, drift, injection, workload};
 use crate::inject::OptIn;
 use crate::template::TemplateSet;
 use crate::uninjected::{self, Namespaces as _};
@@ -93,65 +89,6 @@ pub struct CheckSettings {
     /// Templates to explain the Pods against instead of the live ConfigMap's
     /// (`--config FILE`); the `templates` check still reads the live ones.
     pub templates: Option<TemplateSet>,
-}
-
-#[derive(Debug, thiserror::Error)]
-pub enum CheckError {
-    #[error("cannot {action}: {message}")]
-    Api { action: String, message: String },
-    #[error("expected Pod {namespace}/{name}, found none")]
-    NoSuchPod { namespace: String, name: String },
-}
-
-/// Everything `check` found. `-o json` prints exactly this.
-#[derive(Debug, Clone, Serialize)]
-pub struct Report {
-    /// The injector's namespace.
-    pub namespace: String,
-    /// False when a check failed or a Pod would be denied; the exit code follows it.
-    pub healthy: bool,
-    pub checks: Vec<Check>,
-    pub pods: Vec<PodReport>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub stale: Option<Vec<StaleGroup>>,
-    /// `--missing`: opted-in Pods without the sidecar, by workload.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub missing: Option<Vec<MissingGroup>>,
-    /// `--drift`: injected Pods whose sidecar was changed after injection.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub drift: Option<Vec<drift::DriftedPod>>,
-    /// Set when no cluster was consulted: what the report could not know, said once.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub offline: Option<String>,
-    /// Documents of `-f` that `inject` refuses too (not an object, no `kind`, a Pod
-    /// template that is not an object), each named with why; any makes the report unhealthy.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub unreadable: Vec<String>,
-}
-
-impl Report {
-    /// Puts the parts together; `healthy` follows from them.
-    pub fn new(namespace: String, checks: Vec<Check>, pods: Vec<PodReport>, stale: Option<Vec<StaleGroup>>) -> Report {
-        let healthy = !checks.iter().any(|c| c.status == Status::Fail) && !pods.iter().any(PodReport::is_problem);
-        Report {
-            namespace,
-            healthy,
-            checks,
-            pods,
-            stale,
-            missing: None,
-            drift: None,
-            offline: None,
-            unreadable: Vec::new(),
-        }
-    }
-
-    /// Adds the documents of `-f` that could not be explained, as `inject` refuses them.
-    pub fn with_unreadable(mut self, unreadable: Vec<String>) -> Report {
-        self.healthy &= unreadable.is_empty();
-        self.unreadable = unreadable;
-        self
-    }
 }
 
 /// Each of `documents` that `inject` refuses (not an object, no `kind`, a Pod template
@@ -228,17 +165,26 @@ fn document_subjects(documents: &[Value], namespace: &str) -> Vec<Subject> {
 
 /// Runs every read and check. Read errors on the installation are failed checks; an error
 /// reading the target itself (the namespace's Pods, the Pod) is an `Err`.
-pub async fn run(client: kube::Client, settings: &CheckSettings, now: OffsetDateTime) -> Result<Report, CheckError> {
-    let facts = fetch::facts(&client, settings).await;
+pub async fn run(client: kube::Client, settings: &CheckSettings, now: OffsetDateTime) -> Result<Report, ReadError> {
+    let installation = Installation {
+        namespace: &settings.injector_namespace,
+        webhook_config: settings.webhook_config.as_deref(),
+        validating_webhook_config: settings.validating_webhook_config.as_deref(),
+        tls_secret: settings.tls_secret.as_deref(),
+        lease_name: settings.lease_name.as_deref(),
+    };
+    let facts = fetch::facts(&client, &installation).await;
     // Parsed once: the `templates` check and every decision read the same set.
     let live = health::live_templates(&facts);
     let mut checks = health::evaluate_with(&facts, &live, now);
     let templates = live.map(|live| live.set);
-    let policies = injection::Policies::new(
-        &fetch::policy_facts(&client, &settings.injector_namespace, settings.deployment.as_deref()).await,
-        &templates,
+    let (policies, _) = cluster::policies(
+        &client,
         &settings.injector_namespace,
-    );
+        settings.deployment.as_deref(),
+        &templates,
+    )
+    .await;
     checks.push(policies.expectation.check.clone());
     checks.push(injection::health::admission_policies(&policies));
 
@@ -246,7 +192,7 @@ pub async fn run(client: kube::Client, settings: &CheckSettings, now: OffsetDate
     // each explained, so the report shows only the Pods the lists are about.
     let subjects = match &settings.target {
         Target::Namespace(_) if settings.stale || settings.missing || settings.drift => Vec::new(),
-        target => fetch::subjects(&client, target).await?,
+        target => subjects(&client, target).await?,
     };
     let mut snapshot = fetch::snapshot(&client, &subjects).await;
     if let Target::Documents { documents, .. } = &settings.target {
@@ -283,7 +229,7 @@ pub async fn run(client: kube::Client, settings: &CheckSettings, now: OffsetDate
     };
     let stale = if settings.stale {
         let groups = match &templates {
-            Ok(live) => stale_groups(&client, scope, live).await?,
+            Ok(live) => cluster::stale_groups(&client, scope, live).await?,
             Err(_) => Vec::new(),
         };
         checks.push(stale_check(&groups, templates.is_ok(), scope));
@@ -331,32 +277,14 @@ pub async fn run(client: kube::Client, settings: &CheckSettings, now: OffsetDate
     Ok(report)
 }
 
-/// The injected Pods in `scope` (or everywhere) that run a stale revision of `live`,
-/// grouped by workload, as `--stale` lists them (`rollout` restarts from this list).
-pub async fn stale_groups(
-    client: &kube::Client,
-    scope: Option<&str>,
-    live: &TemplateSet,
-) -> Result<Vec<StaleGroup>, CheckError> {
-    let (pods, owners) = fetch::injected_pods(client, scope).await?;
-    Ok(stale::group(&pods, &owners, live))
-}
-
-/// The compiled admission policies against `templates`, judged by the mode the injector's
-/// `deployment` (in `injector_namespace`) runs with, as the `admission-policies` line
-/// judges them; and that Deployment, as read.
-pub async fn policies(
-    client: &kube::Client,
-    injector_namespace: &str,
-    deployment: Option<&str>,
-    templates: &Result<TemplateSet, String>,
-) -> (
-    injection::Policies,
-    Option<health::Fetched<k8s_openapi::api::apps::v1::Deployment>>,
-) {
-    let facts = fetch::policy_facts(client, injector_namespace, deployment).await;
-    let policies = injection::Policies::new(&facts, templates, injector_namespace);
-    (policies, facts.deployment.map(|(_, read)| read))
+/// The Pods (or Pod templates) the target names.
+async fn subjects(client: &kube::Client, target: &Target) -> Result<Vec<Subject>, ReadError> {
+    match target {
+        Target::Installation => Ok(Vec::new()),
+        Target::Namespace(namespace) => fetch::namespace_pods(client, namespace).await,
+        Target::Pod { namespace, name } => Ok(vec![fetch::pod(client, namespace, name).await?]),
+        Target::Documents { namespace, documents } => Ok(document_subjects(documents, namespace)),
+    }
 }
 
 /// The opted-in Pods without the sidecar in `scope` (or everywhere), grouped, and those
@@ -367,7 +295,7 @@ async fn find_missing(
     scope: Option<&str>,
     installed: &Installed<'_>,
     webhook_created: Option<&k8s_openapi::apimachinery::pkg::apis::meta::v1::Time>,
-) -> Result<(Vec<MissingGroup>, Vec<String>), CheckError> {
+) -> Result<(Vec<MissingGroup>, Vec<String>), ReadError> {
     let namespaces = fetch::namespace_metadata(client, scope).await?;
     let name = |ns: &kube::api::ObjectMeta| ns.name.clone().unwrap_or_default();
     let labels: BTreeMap<String, BTreeMap<String, String>> = namespaces

@@ -4,9 +4,9 @@
 use std::fmt::Write as _;
 
 use super::Report;
-use super::decision::{Call, PathReport, PodReport, Verdict};
-use super::health::Status;
-use super::injection::VALIDATING;
+use super::report::{Call, PathReport, PodReport, Verdict};
+use crate::cluster::health::Status;
+use crate::cluster::injection::VALIDATING;
 use crate::policies::Path;
 
 fn status(status: Status) -> &'static str {

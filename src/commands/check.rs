@@ -8,7 +8,8 @@ use std::io::{Read, Write};
 use super::flags::{self, non_empty};
 use super::kubeconfig::{self, KubeconfigError};
 use crate::cli::{CheckArgs, CheckOutput};
-use envoy_injector::check::{self, CheckError, CheckSettings, Report, Target};
+use envoy_injector::check::{self, CheckSettings, Report, Target};
+use envoy_injector::cluster;
 use envoy_injector::offline;
 use envoy_injector::template::{ConfigError, TemplateSet};
 use envoy_injector::yaml::read::ReadError;
@@ -26,7 +27,7 @@ pub enum CheckCommandError {
     #[error(transparent)]
     Config(#[from] ConfigError),
     #[error(transparent)]
-    Check(#[from] CheckError),
+    Cluster(#[from] cluster::ReadError),
     #[error("cannot write the report: {0}")]
     Write(#[from] std::io::Error),
 }

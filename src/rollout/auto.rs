@@ -22,7 +22,7 @@ use super::plan::{self, Target};
 use super::report::Outcome;
 use super::run::roll;
 use super::{AUTO_LABEL, AUTO_VALUE, cluster};
-use crate::check::workload::controller;
+use crate::cluster::workload::controller;
 use crate::events::{self, EventSink};
 use crate::live::LiveTemplates;
 use crate::metrics::{Metrics, RolloutLabels};
@@ -157,7 +157,7 @@ impl Pass<'_> {
             })?;
         let mut plans = Vec::new();
         for namespace in labelled.items.into_iter().filter_map(|ns| ns.metadata.name) {
-            let groups = crate::check::stale_groups(self.client, Some(&namespace), self.live).await?;
+            let groups = crate::cluster::stale_groups(self.client, Some(&namespace), self.live).await?;
             let objects = cluster::objects(self.client, &groups, Some(&namespace), None).await?;
             let stopped = self.stopped.lock().unwrap_or_else(|e| e.into_inner()).clone();
             let restart: Vec<Target> = plan::plan(&groups, &objects, true)

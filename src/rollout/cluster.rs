@@ -1,5 +1,5 @@
 //! Every API request of a rollout: the live templates, where they are served (through
-//! `check`'s reads of the compiled policies, and each replica's `/metrics` through the API
+//! `cluster`'s reads of the compiled policies, and each replica's `/metrics` through the API
 //! server's Pod proxy), the workloads and their Pods, and the restart itself — a patch of
 //! the Pod template's `kubectl.kubernetes.io/restartedAt` annotation, as `kubectl rollout
 //! restart` makes it.
@@ -17,10 +17,10 @@ use serde_json::json;
 use super::RolloutError;
 use super::in_step::{self, InStep, Probe, Replica, Replicas, shown_revisions};
 use super::plan::{Kind, Object, Objects, Target};
-use crate::check::health::{self, Fetched};
-use crate::check::injection::Policies;
-use crate::check::stale::StaleGroup;
-use crate::check::workload::controller;
+use crate::cluster::health::{self, Fetched};
+use crate::cluster::injection::Policies;
+use crate::cluster::stale::StaleGroup;
+use crate::cluster::workload::controller;
 use crate::stale::injected;
 use crate::template::TemplateSet;
 
@@ -83,7 +83,7 @@ async fn serving(
     deployment: Option<&str>,
     live: &TemplateSet,
 ) -> (Policies, Replicas) {
-    let (policies, read) = crate::check::policies(client, namespace, deployment, &Ok(live.clone())).await;
+    let (policies, read) = crate::cluster::policies(client, namespace, deployment, &Ok(live.clone())).await;
     let replicas = match (deployment, read) {
         (None, _) | (_, None) => Replicas::NotChecked,
         (Some(name), Some(Err(err))) => {

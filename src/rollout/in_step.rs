@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 
-use crate::check::injection::{Policies, health};
+use crate::cluster::injection::{Policies, health};
 use crate::policies::Path;
 use crate::stale::is_stale;
 use crate::template::TemplateSet;

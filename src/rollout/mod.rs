@@ -6,7 +6,7 @@
 //!
 //! | module | does |
 //! |---|---|
-//! | `plan` | pure: the stale Pods by workload (`check::stale`) and the workloads read → which to restart, in which order, and which to leave with what to do (bare Pods, Jobs, OnDelete, paused, a partition) |
+//! | `plan` | pure: the stale Pods by workload (`cluster::stale`) and the workloads read → which to restart, in which order, and which to leave with what to do (bare Pods, Jobs, OnDelete, paused, a partition) |
 //! | `progress` | pure: what counts as done for a restarted workload, from it and its Pods |
 //! | `in_step` | pure: whether the live templates are in step where they are served (the compiled policies, each replica's reload) |
 //! | `cluster` | every API request: the live templates, the serving replicas' `/metrics`, the workloads, their Pods, the restart patch |
@@ -43,5 +43,5 @@ pub enum RolloutError {
     #[error("{0} was deleted during its rollout")]
     Gone(String),
     #[error(transparent)]
-    Check(#[from] crate::check::CheckError),
+    Read(#[from] crate::cluster::ReadError),
 }

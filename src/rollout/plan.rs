@@ -1,5 +1,5 @@
 //! Which workloads a rollout restarts, in which order, and which it leaves to the user
-//! with what to do. Pure: the stale Pods grouped by workload (`check::stale`, one home for
+//! with what to do. Pure: the stale Pods grouped by workload (`cluster::stale`, one home for
 //! what is stale) and the workload objects read from the cluster come in as data.
 
 use std::collections::BTreeMap;
@@ -8,7 +8,7 @@ use k8s_openapi::api::apps::v1::{DaemonSet, Deployment, StatefulSet};
 use k8s_openapi::api::core::v1::PodTemplateSpec;
 use serde::Serialize;
 
-use crate::check::stale::StaleGroup;
+use crate::cluster::stale::StaleGroup;
 
 /// A workload kind whose Pod template a restart changes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]

@@ -55,7 +55,7 @@ async fn planned(client: &kube::Client, settings: &Settings) -> Result<Planned, 
         .await
         .map_err(RolloutError::Templates)?;
     let scope = settings.scope.as_deref();
-    let groups = crate::check::stale_groups(client, scope, &live).await?;
+    let groups = crate::cluster::stale_groups(client, scope, &live).await?;
     let objects = cluster::objects(client, &groups, scope, settings.selector.as_deref()).await?;
     let plan = plan::plan(&groups, &objects, settings.selector.is_none());
     Ok(Planned { live, plan })

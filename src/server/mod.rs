@@ -163,19 +163,8 @@ pub async fn start(config: ServerConfig, tls: TlsSource, state: AppState) -> Res
         stop.clone(),
     ));
 
-    let webhook_router = webhook::router(Arc::new(webhook::WebhookState {
-        admission: state.admission.clone(),
-        validation: state.validation,
-        metrics: state.metrics.clone(),
-        max_body_bytes: config.max_body_bytes,
-        request_timeout: config.request_timeout,
-        budget: budget::BodyBudget::new(config.max_inflight_body_bytes, state.metrics.body_budget_bytes.clone()),
-    }));
-    let admin_router = admin::router(Arc::new(admin::AdminState {
-        registry: state.registry.clone(),
-        readiness: state.readiness.clone(),
-        stopping: stop.clone(),
-    }));
+    let webhook_router = webhook_router(&config, &state);
+    let admin_router = admin_router(&state, stop.clone());
     let listener = |name, router, tls, max_connections, drain_timeout| listener::Listener {
         name,
         router,
@@ -236,6 +225,32 @@ pub async fn start(config: ServerConfig, tls: TlsSource, state: AppState) -> Res
         stop,
         supervisor,
     })
+}
+
+/// The webhook listener's routes: `POST /mutate` and `POST /validate`, each body read
+/// within `--max-body-bytes`, the in-flight body budget and the request timeout; 404 and
+/// 405 for anything else. What a request gets once its connection is served: TLS and the
+/// connection's deadlines are the listener's (`connection`), not the router's. Public so
+/// that tests drive it in process, without a socket.
+pub fn webhook_router(config: &ServerConfig, state: &AppState) -> axum::Router {
+    webhook::router(Arc::new(webhook::WebhookState {
+        admission: state.admission.clone(),
+        validation: state.validation,
+        metrics: state.metrics.clone(),
+        max_body_bytes: config.max_body_bytes,
+        request_timeout: config.request_timeout,
+        budget: budget::BodyBudget::new(config.max_inflight_body_bytes, state.metrics.body_budget_bytes.clone()),
+    }))
+}
+
+/// The admin listener's routes: `/healthz`, `/readyz` (503 once `stopping` is cancelled,
+/// or while `state.readiness` says why not), `/metrics`. Public as [`webhook_router`] is.
+pub fn admin_router(state: &AppState, stopping: CancellationToken) -> axum::Router {
+    admin::router(Arc::new(admin::AdminState {
+        registry: state.registry.clone(),
+        readiness: state.readiness.clone(),
+        stopping,
+    }))
 }
 
 impl ServerConfig {

@@ -105,7 +105,7 @@ pub(crate) fn one(docs: &[Doc], kind: &str) -> Doc {
 /// Whether a label selector selects `labels`, as the API server decides (the library's
 /// own, which `check` uses): an unknown operator fails the test.
 pub(crate) fn selects(selector: &LabelSelector, labels: &BTreeMap<String, String>) -> bool {
-    envoy_injector::check::selector::selects(selector, labels).unwrap_or_else(|e| panic!("{e}"))
+    envoy_injector::cluster::selector::selects(selector, labels).unwrap_or_else(|e| panic!("{e}"))
 }
 
 /// `overlay` (a kustomization whose base is `../envoy-injector/manifests`, as the docs lay

@@ -9,54 +9,16 @@
 //! `policies` proves it), so the engine's dry run is their verdict; what `check` adds is
 //! whether the objects are there and bound to the Pod's namespace. Pure.
 
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
-use serde::Serialize;
 use serde_json::Value;
 
-use super::{
-    Call, Choice, Installed, PodReport, Rule, Snapshot, Subject, Verdict, WebhookMatch, asked_overrides, denied,
-    injected, match_webhook,
-};
+use super::{Choice, Installed, asked_overrides, denied, injected, match_webhook};
 use crate::check::cel;
-use crate::check::injection::{Need, Policies, Route};
+use crate::check::report::{Call, PathReport, PodReport, Rule, Verdict, WebhookMatch};
+use crate::cluster::injection::{Need, Policies, Route};
+use crate::cluster::snapshot::{Snapshot, Subject};
 use crate::inject::{self, Decided, Decision, InjectError, NotChosen, Plan, PodView};
 use crate::policies::Path;
 use crate::template::TemplateSet;
-
-/// Which path acts on an opted-in Pod: the policy and its binding, or the webhook and why
-/// no policy acts.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct PathReport {
-    pub via: Path,
-    /// The policy's kind (`MutatingAdmissionPolicy` injects, `ValidatingAdmissionPolicy`
-    /// denies), its name and its binding's.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub kind: Option<&'static str>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub policy: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub binding: Option<String>,
-    /// Policy: what the webhook adds after it (the join of a Network), if anything;
-    /// webhook: why no policy acts.
-    #[serde(skip_serializing_if = "String::is_empty")]
-    pub reason: String,
-    /// When the policy or its binding, the later, was created (`--missing` reads it).
-    #[serde(skip)]
-    pub since: Option<(String, Time)>,
-}
-
-impl PathReport {
-    pub fn webhook(why: String) -> PathReport {
-        PathReport {
-            via: Path::Webhook,
-            kind: None,
-            policy: None,
-            binding: None,
-            reason: why,
-            since: None,
-        }
-    }
-}
 
 /// Who acts on the Pod.
 pub(super) enum Acting {

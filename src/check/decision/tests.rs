@@ -4,6 +4,9 @@ use k8s_openapi::api::admissionregistration::v1::{MatchCondition, MutatingWebhoo
 use serde_json::json;
 
 use super::*;
+use std::collections::BTreeMap;
+
+use crate::cluster::snapshot::NAMESPACE_NAME_LABEL;
 use crate::inject::NETWORK_ANNOTATION;
 
 const SHIPPED: &str = include_str!("../../../manifests/webhook.yaml");

@@ -5,8 +5,10 @@
 use k8s_openapi::api::admissionregistration::v1::{MutatingWebhook, RuleWithOperations};
 use serde_json::Value;
 
-use super::{Call, Snapshot, Subject, WebhookMatch};
-use crate::check::{cel, selector};
+use crate::check::cel;
+use crate::check::report::{Call, WebhookMatch};
+use crate::cluster::selector;
+use crate::cluster::snapshot::{Snapshot, Subject};
 
 fn covers_pod_create(rules: &[RuleWithOperations]) -> bool {
     let has = |list: &Option<Vec<String>>, wanted: &[&str]| {

@@ -2,8 +2,8 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{FieldsV1, ManagedFieldsEntr
 use serde_json::json;
 
 use super::*;
-use crate::check::decision::WebhookMatch;
-use crate::check::workload::controlled_by;
+use crate::check::report::WebhookMatch;
+use crate::cluster::workload::controlled_by;
 
 fn at(second: i64) -> Time {
     Time(k8s_openapi::jiff::Timestamp::from_second(1_790_000_000 + second).unwrap())
@@ -271,7 +271,7 @@ fn escaped_pods_are_grouped_by_workload_with_reasons_and_the_fix() {
 /// policy's and its binding's creation do (the later of the two).
 #[test]
 fn where_a_policy_injects_now_its_creation_is_the_evidence() {
-    use crate::check::decision::PathReport;
+    use crate::check::report::PathReport;
     use crate::policies::Path;
     let labels_written = BTreeMap::new();
     let registered = at(500);

@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 
 use super::*;
-use crate::check::injection::{Object, PolicyFacts, Served};
+use crate::cluster::injection::{Object, PolicyFacts, Served};
 
 const NS: &str = "envoy-injector";
 
@@ -33,7 +33,7 @@ fn compiled(set: &TemplateSet) -> Vec<Object> {
 }
 
 fn policies(mode: &str, found: Vec<Object>, set: &TemplateSet) -> Policies {
-    let deployment = crate::check::injection::tests::deployment(&["serve", &format!("--injection={mode}")], &[]);
+    let deployment = crate::cluster::injection::tests::deployment(&["serve", &format!("--injection={mode}")], &[]);
     let facts = PolicyFacts {
         deployment: Some((crate::NAME.into(), Ok(Some(deployment)))),
         served: Served::Yes,

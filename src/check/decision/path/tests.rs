@@ -5,9 +5,9 @@ use k8s_openapi::api::admissionregistration::v1::MutatingWebhook;
 use serde_json::{Value, json};
 
 use super::super::tests::{app, cluster, shipped, subject, templates};
-use super::super::{Installed, PodReport, Rule, Verdict, Webhooks, explain};
-use crate::check::decision::Call;
-use crate::check::injection::{MUTATING, Object, Policies, PolicyFacts, Served, VALIDATING};
+use super::super::{Installed, Webhooks, explain};
+use crate::check::report::{Call, PodReport, Rule, Verdict};
+use crate::cluster::injection::{MUTATING, Object, Policies, PolicyFacts, Served, VALIDATING};
 use crate::inject::{INJECT_ANNOTATION, NETWORK_ANNOTATION, TEMPLATE_ANNOTATION};
 use crate::policies;
 use crate::policies::Path;

@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::Container;
 
-use crate::check::health::{Check, Fetched, Status};
+use crate::cluster::health::{Check, Fetched, Status};
 
 /// `serve`'s flag choosing the path.
 pub const INJECTION_FLAG: &str = "--injection";

@@ -2,7 +2,7 @@
 //! ConfigMap compiles to, judged by the path `serve` sets up. Pure.
 
 use super::{MUTATING, Object, Policies, Served, labelled};
-use crate::check::health::{Check, Status};
+use crate::cluster::health::{Check, Status};
 use crate::policies;
 use crate::policies::Path;
 

@@ -1,5 +1,6 @@
-//! `check --stale`: injected Pods running an older template revision than the live one,
-//! grouped by the workload that owns them, each with the command that replaces them. Pure
+//! Stale sidecars (`check --stale` lists them, `rollout` restarts them): injected Pods
+//! running an older template revision than the live one, grouped by the workload that
+//! owns them, each with the command that replaces them. Pure
 //! over the Pods' metadata and their ReplicaSets' owners (read through the API on demand).
 
 use std::collections::BTreeMap;
@@ -89,7 +90,7 @@ mod tests {
     use kube::api::ObjectMeta;
 
     use super::*;
-    use crate::check::workload::controlled_by;
+    use crate::cluster::workload::controlled_by;
     use crate::inject::{REVISION_LABEL, STATUS_ANNOTATION};
 
     fn pod(name: &str, template: &str, revision: &str, owned_by: Option<OwnerReference>) -> PartialObjectMeta<Pod> {

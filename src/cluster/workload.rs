@@ -1,5 +1,5 @@
 //! The workload that owns a Pod and what replaces its Pods: one home for `check --stale`
-//! and `check --missing`. Pure; the ReplicaSets' owners are read by `fetch`.
+//! and `check --missing`, and `rollout`. Pure; the ReplicaSets' owners are read by `fetch`.
 
 use std::collections::BTreeMap;
 

@@ -7,7 +7,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, LabelSelecto
 
 use super::mode::expand;
 use super::*;
-use crate::check::health::Status;
+use crate::cluster::health::Status;
 
 const NS: &str = "envoy-injector";
 const TEMPLATE: &str = "containers:\n- name: envoy\n  image: envoy\n";

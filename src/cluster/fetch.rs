@@ -1,4 +1,4 @@
-//! Every API read of `check`: GET and LIST only.
+//! Every API read of the cluster's facts, for `check` and `rollout` alike: GET and LIST only.
 
 use std::collections::BTreeMap;
 
@@ -11,11 +11,11 @@ use kube::api::{Api, ListParams, ObjectMeta};
 use kube::core::PartialObjectMeta;
 use serde::de::DeserializeOwned;
 
-use super::decision::{Snapshot, Subject};
+use super::ReadError;
 use super::health::{Facts, Fetched, ServiceFacts};
 use super::injection::{self, Object, PolicyFacts, Served};
+use super::snapshot::{Snapshot, Subject};
 use super::workload::{ReplicaSetOwners, controller};
-use super::{CheckError, CheckSettings, Target, document_subjects};
 use crate::inject::REVISION_LABEL;
 use crate::network::crd::Network;
 use crate::policies::PolicyObject;
@@ -35,9 +35,20 @@ where
     api.get_opt(name).await.map_err(|e| api_error(&e))
 }
 
+/// The installation's objects by name; those named `None` are not read.
+#[derive(Debug, Clone, Copy)]
+pub struct Installation<'a> {
+    /// Where the injector's ConfigMap, Secret, Service and Lease live.
+    pub namespace: &'a str,
+    pub webhook_config: Option<&'a str>,
+    pub validating_webhook_config: Option<&'a str>,
+    pub tls_secret: Option<&'a str>,
+    pub lease_name: Option<&'a str>,
+}
+
 /// The installation's objects, each read once.
-pub(super) async fn facts(client: &kube::Client, settings: &CheckSettings) -> Facts {
-    let namespace = settings.injector_namespace.as_str();
+pub async fn facts(client: &kube::Client, installation: &Installation<'_>) -> Facts {
+    let namespace = installation.namespace;
     let mut facts = Facts {
         namespace: namespace.to_string(),
         mutating: None,
@@ -48,21 +59,21 @@ pub(super) async fn facts(client: &kube::Client, settings: &CheckSettings) -> Fa
         lease: None,
         kube_version: crate::client::kube_version(client).await,
     };
-    if let Some(name) = &settings.webhook_config {
+    if let Some(name) = installation.webhook_config {
         let config = get(Api::<MutatingWebhookConfiguration>::all(client.clone()), name).await;
-        facts.mutating = Some((name.clone(), config));
+        facts.mutating = Some((name.to_string(), config));
     }
-    if let Some(name) = &settings.validating_webhook_config {
+    if let Some(name) = installation.validating_webhook_config {
         let config = get(Api::<ValidatingWebhookConfiguration>::all(client.clone()), name).await;
-        facts.validating = Some((name.clone(), config));
+        facts.validating = Some((name.to_string(), config));
     }
-    if let Some(name) = &settings.tls_secret {
+    if let Some(name) = installation.tls_secret {
         let secret = get(Api::<Secret>::namespaced(client.clone(), namespace), name).await;
-        facts.tls_secret = Some((name.clone(), secret));
+        facts.tls_secret = Some((name.to_string(), secret));
     }
-    if let Some(name) = &settings.lease_name {
+    if let Some(name) = installation.lease_name {
         let lease = get(Api::<Lease>::namespaced(client.clone(), namespace), name).await;
-        facts.lease = Some((name.clone(), lease));
+        facts.lease = Some((name.to_string(), lease));
     }
     for (service_namespace, name) in facts.service_refs() {
         let service = get(Api::<Service>::namespaced(client.clone(), &service_namespace), &name).await;
@@ -102,7 +113,7 @@ async fn served(client: &kube::Client) -> Served {
 
 /// The injector's Deployment, whether the API server serves MutatingAdmissionPolicy v1,
 /// and the admission policies labelled as ours (the mutating kinds only when served).
-pub(super) async fn policy_facts(client: &kube::Client, namespace: &str, deployment: Option<&str>) -> PolicyFacts {
+pub async fn policy_facts(client: &kube::Client, namespace: &str, deployment: Option<&str>) -> PolicyFacts {
     let deployment = match deployment {
         Some(name) => Some((
             name.to_string(),
@@ -120,7 +131,7 @@ pub(super) async fn policy_facts(client: &kube::Client, namespace: &str, deploym
 }
 
 /// Every admission policy and binding labelled `app.kubernetes.io/managed-by=envoy-injector`.
-async fn ours(client: &kube::Client, mutating: bool) -> Result<Vec<Object>, CheckError> {
+async fn ours(client: &kube::Client, mutating: bool) -> Result<Vec<Object>, ReadError> {
     let mut out = Vec::new();
     if mutating {
         out.extend(ours_of(client, PolicyObject::Mutating).await?);
@@ -132,7 +143,7 @@ async fn ours(client: &kube::Client, mutating: bool) -> Result<Vec<Object>, Chec
 }
 
 /// The objects of kind `K` labelled as ours, `wrap` naming their kind.
-async fn ours_of<K>(client: &kube::Client, wrap: fn(Box<K>) -> PolicyObject) -> Result<Vec<Object>, CheckError>
+async fn ours_of<K>(client: &kube::Client, wrap: fn(Box<K>) -> PolicyObject) -> Result<Vec<Object>, ReadError>
 where
     K: kube::Resource<Scope = kube::core::ClusterResourceScope, DynamicType = ()>
         + Clone
@@ -170,38 +181,34 @@ fn pod_subject(pod: &Pod) -> Subject {
     }
 }
 
-/// The Pods (or Pod templates) the target names.
-pub(super) async fn subjects(client: &kube::Client, target: &Target) -> Result<Vec<Subject>, CheckError> {
-    match target {
-        Target::Installation => Ok(Vec::new()),
-        Target::Namespace(namespace) => {
-            let api = Api::<Pod>::namespaced(client.clone(), namespace);
-            let what = format!("the Pods of namespace {namespace}");
-            let mut subjects = list_paged(&api, ListParams::default(), &what, |pod| Some(pod_subject(&pod))).await?;
-            subjects.sort_by(|a, b| a.what.cmp(&b.what));
-            Ok(subjects)
-        }
-        Target::Pod { namespace, name } => {
-            let pod = Api::<Pod>::namespaced(client.clone(), namespace)
-                .get_opt(name)
-                .await
-                .map_err(|e| CheckError::Api {
-                    action: format!("read Pod {namespace}/{name}"),
-                    message: api_error(&e),
-                })?
-                .ok_or_else(|| CheckError::NoSuchPod {
-                    namespace: namespace.clone(),
-                    name: name.clone(),
-                })?;
-            Ok(vec![pod_subject(&pod)])
-        }
-        Target::Documents { namespace, documents } => Ok(document_subjects(documents, namespace)),
-    }
+/// Every Pod of `namespace`, in the order of their names.
+pub async fn namespace_pods(client: &kube::Client, namespace: &str) -> Result<Vec<Subject>, ReadError> {
+    let api = Api::<Pod>::namespaced(client.clone(), namespace);
+    let what = format!("the Pods of namespace {namespace}");
+    let mut subjects = list_paged(&api, ListParams::default(), &what, |pod| Some(pod_subject(&pod))).await?;
+    subjects.sort_by(|a, b| a.what.cmp(&b.what));
+    Ok(subjects)
+}
+
+/// The Pod `namespace`/`name`, which must exist.
+pub async fn pod(client: &kube::Client, namespace: &str, name: &str) -> Result<Subject, ReadError> {
+    let pod = Api::<Pod>::namespaced(client.clone(), namespace)
+        .get_opt(name)
+        .await
+        .map_err(|e| ReadError::Api {
+            action: format!("read Pod {namespace}/{name}"),
+            message: api_error(&e),
+        })?
+        .ok_or_else(|| ReadError::NoSuchPod {
+            namespace: namespace.to_string(),
+            name: name.to_string(),
+        })?;
+    Ok(pod_subject(&pod))
 }
 
 /// The Namespaces and Networks the subjects name. A Network that cannot be read (or whose
 /// CRD is not installed) is missing, as admission would find it.
-pub(super) async fn snapshot(client: &kube::Client, subjects: &[Subject]) -> Snapshot {
+pub async fn snapshot(client: &kube::Client, subjects: &[Subject]) -> Snapshot {
     let mut snapshot = Snapshot::default();
     for subject in subjects {
         let namespace = &subject.namespace;
@@ -228,10 +235,10 @@ pub(super) async fn snapshot(client: &kube::Client, subjects: &[Subject]) -> Sna
 
 /// Injected Pods (by the revision label, metadata only) in `namespace` or everywhere, and
 /// the controllers of the ReplicaSets that own them.
-pub(super) async fn injected_pods(
+pub async fn injected_pods(
     client: &kube::Client,
     namespace: Option<&str>,
-) -> Result<(Vec<PartialObjectMeta<Pod>>, ReplicaSetOwners), CheckError> {
+) -> Result<(Vec<PartialObjectMeta<Pod>>, ReplicaSetOwners), ReadError> {
     let api: Api<PartialObjectMeta<Pod>> = match namespace {
         Some(namespace) => Api::namespaced(client.clone(), namespace),
         None => Api::all(client.clone()),
@@ -244,11 +251,11 @@ pub(super) async fn injected_pods(
 
 /// The injected Pods (whole, as JSON) in `namespace` or everywhere whose revision label
 /// is a live template's revision, and the controllers of the ReplicaSets that own them.
-pub(super) async fn pods_at_revisions(
+pub async fn pods_at_revisions(
     client: &kube::Client,
     namespace: Option<&str>,
     live: &crate::template::TemplateSet,
-) -> Result<(Vec<serde_json::Value>, ReplicaSetOwners), CheckError> {
+) -> Result<(Vec<serde_json::Value>, ReplicaSetOwners), ReadError> {
     let revisions: std::collections::BTreeSet<&str> = live
         .names()
         .filter_map(|name| live.get(name))
@@ -275,7 +282,7 @@ pub(super) async fn pods_at_revisions(
 }
 
 /// The controller of each ReplicaSet that owns one of `pods` (one GET per ReplicaSet).
-pub(super) async fn replica_set_owners<'p>(
+pub async fn replica_set_owners<'p>(
     client: &kube::Client,
     pods: impl Iterator<Item = &'p ObjectMeta>,
 ) -> ReplicaSetOwners {
@@ -311,14 +318,14 @@ async fn list_paged<K, T>(
     params: ListParams,
     what: &str,
     mut keep: impl FnMut(K) -> Option<T>,
-) -> Result<Vec<T>, CheckError>
+) -> Result<Vec<T>, ReadError>
 where
     K: Clone + DeserializeOwned + std::fmt::Debug,
 {
     let mut out = Vec::new();
     let mut params = params.limit(PAGE);
     loop {
-        let page = api.list(&params).await.map_err(|e| CheckError::Api {
+        let page = api.list(&params).await.map_err(|e| ReadError::Api {
             action: format!("list {what}"),
             message: api_error(&e),
         })?;
@@ -332,11 +339,11 @@ where
 
 /// Every Pod's metadata in `namespace` or everywhere, through `keep` page by page (what
 /// it drops is never held all at once).
-pub(super) async fn pod_metadata<T>(
+pub async fn pod_metadata<T>(
     client: &kube::Client,
     namespace: Option<&str>,
     keep: impl FnMut(PartialObjectMeta<Pod>) -> Option<T>,
-) -> Result<Vec<T>, CheckError> {
+) -> Result<Vec<T>, ReadError> {
     let api: Api<PartialObjectMeta<Pod>> = match namespace {
         Some(namespace) => Api::namespaced(client.clone(), namespace),
         None => Api::all(client.clone()),
@@ -346,16 +353,13 @@ pub(super) async fn pod_metadata<T>(
 }
 
 /// Namespace metadata (labels, managedFields) of `namespace`, or of every Namespace.
-pub(super) async fn namespace_metadata(
-    client: &kube::Client,
-    namespace: Option<&str>,
-) -> Result<Vec<ObjectMeta>, CheckError> {
+pub async fn namespace_metadata(client: &kube::Client, namespace: Option<&str>) -> Result<Vec<ObjectMeta>, ReadError> {
     let api: Api<PartialObjectMeta<Namespace>> = Api::all(client.clone());
     match namespace {
         Some(name) => Ok(api
             .get_opt(name)
             .await
-            .map_err(|e| CheckError::Api {
+            .map_err(|e| ReadError::Api {
                 action: format!("read namespace {name}"),
                 message: api_error(&e),
             })?
@@ -368,10 +372,10 @@ pub(super) async fn namespace_metadata(
 
 /// The whole Pods among `wanted` (namespace → uids), as `decision` reads them; one paged
 /// list per namespace, keeping only the wanted ones.
-pub(super) async fn pods_by_uid(
+pub async fn pods_by_uid(
     client: &kube::Client,
     wanted: &BTreeMap<String, std::collections::BTreeSet<String>>,
-) -> Result<Vec<(ObjectMeta, Subject)>, CheckError> {
+) -> Result<Vec<(ObjectMeta, Subject)>, ReadError> {
     let mut out = Vec::new();
     for (namespace, uids) in wanted {
         let api: Api<Pod> = Api::namespaced(client.clone(), namespace);
