@@ -20,70 +20,12 @@ use std::collections::BTreeMap;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::api::ObjectMeta;
-use serde::Serialize;
 use serde_json::Value;
 
-use super::report::{Call, PodReport, Rule, Verdict};
+use super::report::{Call, Missed, MissingGroup, PodReport, Reason, Rule, Verdict};
 use crate::cluster::workload::{ReplicaSetOwners, fix, owner};
 use crate::inject::{NAMESPACE_LABEL, NAMESPACE_OPT_IN, OptIn};
 use crate::policies::Path;
-
-/// Why a Pod was most likely not injected.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum Reason {
-    /// The MutatingWebhookConfiguration does not exist now.
-    NoWebhookConfiguration,
-    /// The injector would refuse the Pod now: recreating it fails until that is fixed.
-    WouldBeDenied,
-    /// Created before its Namespace's opt-in label was set.
-    BeforeNamespaceLabel,
-    /// Created before the admission policy that injects it now, or its binding, existed.
-    BeforePolicies,
-    /// A policy injects it now and predates it: cannot be told why it was missed.
-    PolicyUnknown,
-    /// Created before the MutatingWebhookConfiguration: the injector was not installed, or
-    /// was being reinstalled.
-    BeforeWebhookConfiguration,
-    /// The configuration does not send this Pod to the injector now (selectors, rules,
-    /// matchConditions).
-    NotSentToWebhook,
-    /// Sent to a webhook with `failurePolicy: Ignore`: the injector was unreachable or too
-    /// slow then, and the API server admitted the Pod unchanged.
-    FailurePolicyIgnore,
-    /// None of the above can be told.
-    Unknown,
-}
-
-/// One reason, worded with its evidence, and how many of a workload's Pods it explains.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct Missed {
-    pub reason: Reason,
-    pub detail: String,
-    pub pods: usize,
-}
-
-/// Pods of one workload that should carry the sidecar and do not.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct MissingGroup {
-    /// `Deployment`, `StatefulSet`, `DaemonSet`, `ReplicaSet`, `Job`, ... or `Pod` for a
-    /// Pod nothing owns.
-    pub kind: String,
-    pub namespace: String,
-    pub name: String,
-    pub pods: Vec<String>,
-    /// Why they were missed, most Pods first.
-    pub reasons: Vec<Missed>,
-    /// What replaces the Pods with injected ones.
-    pub fix: String,
-}
-
-impl MissingGroup {
-    pub fn workload(&self) -> String {
-        format!("{} {}/{}", self.kind, self.namespace, self.name)
-    }
-}
 
 /// When a Namespace's opt-in label was last written, and by which field manager.
 #[derive(Debug, Clone, PartialEq, Eq)]

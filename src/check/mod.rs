@@ -39,7 +39,8 @@ use serde_json::Value;
 use time::OffsetDateTime;
 
 use decision::{Installed, Webhooks};
-use missing::{Escaped, Evidence, MissingGroup};
+use missing::{Escaped, Evidence};
+use report::MissingGroup;
 
 use crate::cluster::fetch::{self, Installation};
 use crate::cluster::health::{self, Check, Status};

@@ -11,7 +11,7 @@ use kube::api::{Api, ListParams, ObjectMeta};
 use kube::core::PartialObjectMeta;
 use serde::de::DeserializeOwned;
 
-use super::ReadError;
+use super::error::ReadError;
 use super::health::{Facts, Fetched, ServiceFacts};
 use super::injection::{self, Object, PolicyFacts, Served};
 use super::snapshot::{Snapshot, Subject};

@@ -18,6 +18,7 @@
 //! sit above it; it imports neither.
 
 pub mod drift;
+mod error;
 pub mod fetch;
 pub mod health;
 pub mod injection;
@@ -29,14 +30,7 @@ pub mod workload;
 use crate::template::TemplateSet;
 use stale::StaleGroup;
 
-/// A read of the cluster that failed, or found nothing where something must be.
-#[derive(Debug, thiserror::Error)]
-pub enum ReadError {
-    #[error("cannot {action}: {message}")]
-    Api { action: String, message: String },
-    #[error("expected Pod {namespace}/{name}, found none")]
-    NoSuchPod { namespace: String, name: String },
-}
+pub use error::ReadError;
 
 /// The injected Pods in `scope` (or everywhere) that run a stale revision of `live`,
 /// grouped by workload, as `--stale` lists them (`rollout` restarts from this list).

@@ -1,6 +1,6 @@
 //! The automatic rollout, a task of the Lease holder (`serve --auto-rollout`): after a
 //! template change (and every [`RESCAN`]), in each namespace labelled
-//! [`AUTO_LABEL`](super::AUTO_LABEL)`=auto`, the workloads whose Pods run a stale sidecar
+//! [`AUTO_LABEL`](super::label::AUTO_LABEL)`=auto`, the workloads whose Pods run a stale sidecar
 //! are restarted as the `rollout` command restarts them — once the live templates are in
 //! step where they are served, one workload at a time per namespace, at least
 //! `interval` between two restarts in a namespace. The first failure stops it for that
@@ -18,10 +18,12 @@ use kube::api::{Api, ListParams};
 use kube::core::PartialObjectMeta;
 use tracing::{info, warn};
 
+use super::cluster;
+use super::error::RolloutError;
+use super::label::{AUTO_LABEL, AUTO_VALUE};
 use super::plan::{self, Target};
 use super::report::Outcome;
 use super::run::roll;
-use super::{AUTO_LABEL, AUTO_VALUE, cluster};
 use crate::cluster::workload::controller;
 use crate::events::{self, EventSink};
 use crate::live::LiveTemplates;
@@ -138,7 +140,7 @@ struct Pass<'a> {
 }
 
 impl Pass<'_> {
-    async fn run(&self) -> Result<(), super::RolloutError> {
+    async fn run(&self) -> Result<(), RolloutError> {
         // Its rights may be in place before their bound (tools apply unknown kinds in their
         // own order): nothing is done, not even a dry run, until the bound is read in place.
         if let Err(why) = super::bound::read(self.client, &self.settings.injector_namespace).await {
@@ -151,7 +153,7 @@ impl Pass<'_> {
         let labelled = Api::<PartialObjectMeta<Namespace>>::all(self.client.clone())
             .list(&ListParams::default().labels(&format!("{AUTO_LABEL}={AUTO_VALUE}")))
             .await
-            .map_err(|err| super::RolloutError::Api {
+            .map_err(|err| RolloutError::Api {
                 action: format!("list the Namespaces labelled {AUTO_LABEL}={AUTO_VALUE}"),
                 message: err.to_string(),
             })?;

@@ -14,7 +14,7 @@ use kube::core::Selector;
 use serde::de::DeserializeOwned;
 use serde_json::json;
 
-use super::RolloutError;
+use super::error::RolloutError;
 use super::in_step::{self, InStep, Probe, Replica, Replicas, shown_revisions};
 use super::plan::{Kind, Object, Objects, Target};
 use crate::cluster::health::{self, Fetched};

@@ -18,30 +18,15 @@
 pub mod auto;
 pub mod bound;
 pub mod cluster;
+mod error;
 pub mod in_step;
+mod label;
 pub mod plan;
 pub mod progress;
 pub mod report;
 pub mod run;
 
+pub use error::RolloutError;
+pub use label::{AUTO_LABEL, AUTO_VALUE};
 pub use report::Report;
 pub use run::{Settings, Step, run};
-
-/// The Namespace label that opts a namespace into the automatic rollout (value `auto`).
-pub const AUTO_LABEL: &str = "sidecar.samplecrd.k8s.io/rollout";
-/// The value of [`AUTO_LABEL`] that turns it on.
-pub const AUTO_VALUE: &str = "auto";
-
-#[derive(Debug, thiserror::Error)]
-pub enum RolloutError {
-    #[error("cannot {action}: {message}")]
-    Api { action: String, message: String },
-    #[error("no live templates to roll out: {0}")]
-    Templates(String),
-    #[error("the selector of {what} cannot be used: {message}")]
-    Selector { what: String, message: String },
-    #[error("{0} was deleted during its rollout")]
-    Gone(String),
-    #[error(transparent)]
-    Read(#[from] crate::cluster::ReadError),
-}

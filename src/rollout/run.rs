@@ -8,11 +8,12 @@ use std::time::{Duration, Instant};
 use futures::StreamExt;
 use futures::stream::FuturesUnordered;
 
+use super::cluster;
+use super::error::RolloutError;
 use super::in_step::InStep;
 use super::plan::{self, Plan, Target};
 use super::progress::{self, Progress};
 use super::report::{Ended, Outcome, Report};
-use super::{RolloutError, cluster};
 use crate::template::TemplateSet;
 
 /// The plain settings the `rollout` flags map to.

@@ -9,7 +9,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use prometheus_client::registry::Registry;
 
-use super::Readiness;
+use super::state::Readiness;
 use super::webhook::text;
 use crate::shutdown::CancellationToken;
 

@@ -31,7 +31,11 @@ use tokio::time::Instant;
 use tower::ServiceExt;
 use tracing::{Instrument, debug};
 
-use super::listener::{Listener, SpanExecutor};
+use axum::Router;
+use tokio_rustls::TlsAcceptor;
+
+use super::settings::ConnectionTimeouts;
+use crate::metrics::Metrics;
 use crate::metrics::TimeoutLabels;
 use crate::shutdown::CancellationToken;
 
@@ -109,6 +113,34 @@ pub(crate) async fn serve(
                 "TLS handshake not completed within --tls-handshake-timeout; closing"
             )
         }
+    }
+}
+
+/// How one listener serves its connections.
+pub(crate) struct Listener {
+    /// `webhook` or `admin`, for logs and metric labels.
+    pub name: &'static str,
+    pub router: Router,
+    pub tls: Option<TlsAcceptor>,
+    pub timeouts: ConnectionTimeouts,
+    /// Connections open at once; more are accepted and closed at once.
+    pub max_connections: usize,
+    /// How long in-flight connections may take to finish once `stop` is set.
+    pub drain_timeout: Duration,
+    pub metrics: Metrics,
+}
+
+/// Spawns HTTP/2 stream tasks inside the connection's span, so their logs name the peer.
+#[derive(Clone, Copy)]
+pub(crate) struct SpanExecutor;
+
+impl<F> hyper::rt::Executor<F> for SpanExecutor
+where
+    F: Future + Send + 'static,
+    F::Output: Send + 'static,
+{
+    fn execute(&self, future: F) {
+        tokio::spawn(future.in_current_span());
     }
 }
 

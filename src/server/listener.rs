@@ -6,37 +6,22 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use axum::Router;
 use hyper_util::rt::TokioTimer;
 use hyper_util::server::conn::auto;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio::task::{JoinError, JoinSet};
-use tokio_rustls::TlsAcceptor;
 use tracing::{Instrument, debug, error, info, info_span, warn};
 
-use super::{ConnectionTimeouts, connection};
+use super::connection::{self, Listener, SpanExecutor};
+use super::settings::ConnectionTimeouts;
 use crate::backoff::{Episode, Exponential};
-use crate::metrics::{ListenerLabels, Metrics};
+use crate::metrics::ListenerLabels;
 use crate::shutdown::CancellationToken;
 
 /// After a failed accept (out of file descriptors, most often), wait this long before the
 /// next, doubling while it keeps failing: the failure is not spun on.
 const ACCEPT_BACKOFF: Exponential = Exponential::new(Duration::from_millis(10), Duration::from_secs(1));
-
-/// How one listener serves its connections.
-pub(crate) struct Listener {
-    /// `webhook` or `admin`, for logs and metric labels.
-    pub name: &'static str,
-    pub router: Router,
-    pub tls: Option<TlsAcceptor>,
-    pub timeouts: ConnectionTimeouts,
-    /// Connections open at once; more are accepted and closed at once.
-    pub max_connections: usize,
-    /// How long in-flight connections may take to finish once `stop` is set.
-    pub drain_timeout: Duration,
-    pub metrics: Metrics,
-}
 
 /// One open connection's share of the listener: its slot under the cap and its count in
 /// `connections_open`, both given back when the connection task ends.
@@ -194,20 +179,6 @@ fn http_builder(timeouts: &ConnectionTimeouts) -> auto::Builder<SpanExecutor> {
         .keep_alive_interval(interval)
         .keep_alive_timeout(timeouts.http2_keepalive_timeout);
     builder
-}
-
-/// Spawns HTTP/2 stream tasks inside the connection's span, so their logs name the peer.
-#[derive(Clone, Copy)]
-pub(crate) struct SpanExecutor;
-
-impl<F> hyper::rt::Executor<F> for SpanExecutor
-where
-    F: Future + Send + 'static,
-    F::Output: Send + 'static,
-{
-    fn execute(&self, future: F) {
-        tokio::spawn(future.in_current_span());
-    }
 }
 
 fn report(listener: &str, joined: Result<(), JoinError>) {

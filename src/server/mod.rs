@@ -4,7 +4,10 @@
 mod admin;
 mod budget;
 mod connection;
+mod error;
 mod listener;
+mod settings;
+mod state;
 mod summary;
 mod webhook;
 
@@ -12,86 +15,18 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use prometheus_client::registry::Registry;
 use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
 use tokio_rustls::TlsAcceptor;
 use tracing::info;
 
-use crate::admission::{Admission, TemplateValidation};
-use crate::metrics::Metrics;
 use crate::shutdown::CancellationToken;
-use crate::tls::{ServerTls, TlsError, TlsSource};
+use crate::tls::{ServerTls, TlsSource};
 use tokio_util::sync::DropGuard;
 
-/// Says whether the process may receive traffic; `Err` carries the reason it may not.
-pub type Readiness = Arc<dyn Fn() -> Result<(), String> + Send + Sync>;
-
-/// What the handlers share.
-#[derive(Clone)]
-pub struct AppState {
-    pub admission: Arc<Admission>,
-    /// `POST /validate`, with the value rules of the API server's version.
-    pub validation: TemplateValidation,
-    pub registry: Arc<Registry>,
-    pub metrics: Metrics,
-    /// Readiness besides shutdown (which the server adds itself).
-    pub readiness: Readiness,
-}
-
-/// Listener addresses and limits (the `serve` flags of the same names).
-#[derive(Debug, Clone)]
-pub struct ServerConfig {
-    pub addr: SocketAddr,
-    pub admin_addr: SocketAddr,
-    /// SO_REUSEPORT on the webhook listener (`--reuse-port`); the admin listener never:
-    /// each process must have its own, or a probe would ask a random one.
-    pub reuse_port: bool,
-    pub max_body_bytes: usize,
-    /// Request bodies held at once across all connections.
-    pub max_inflight_body_bytes: usize,
-    pub timeouts: ConnectionTimeouts,
-    pub request_timeout: Duration,
-    pub shutdown_timeout: Duration,
-    /// Connections open at once on the webhook listener.
-    pub max_connections: usize,
-    /// Connections open at once on the admin listener.
-    pub admin_max_connections: usize,
-}
-
-/// The deadlines of a connection's phases and its HTTP/2 keep-alive, the same on both
-/// listeners (the `serve` flags of the same names, see `connection`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct ConnectionTimeouts {
-    pub tls_handshake: Duration,
-    pub first_request: Duration,
-    /// Bounds the wait for an HTTP/1.1 request's headers once it started.
-    pub header_read: Duration,
-    pub idle: Duration,
-    /// `ZERO` sends no keep-alive PINGs.
-    pub http2_keepalive_interval: Duration,
-    pub http2_keepalive_timeout: Duration,
-}
-
-#[derive(Debug, thiserror::Error)]
-pub enum ServerError {
-    #[error("cannot bind {flag} {addr}: {source}")]
-    Bind {
-        flag: &'static str,
-        addr: SocketAddr,
-        source: std::io::Error,
-    },
-    #[error(transparent)]
-    Tls(#[from] TlsError),
-    #[error(
-        "expected --max-body-bytes ({max_body_bytes}) to be at most --max-inflight-body-bytes ({budget}), found it larger: such a body could never be read"
-    )]
-    BodyBudget { max_body_bytes: usize, budget: usize },
-    #[error("expected {flag} to be at least 1, found 0: the listener could serve nothing")]
-    NoConnections { flag: &'static str },
-    #[error("expected the {listener} listener to stop cleanly, found its task failed: {message}")]
-    Task { listener: &'static str, message: String },
-}
+pub use error::ServerError;
+pub use settings::{ConnectionTimeouts, ServerConfig};
+pub use state::{AppState, Readiness};
 
 /// A started server. Dropping it without [`RunningServer::shutdown`] also stops it.
 pub struct RunningServer {
@@ -165,7 +100,7 @@ pub async fn start(config: ServerConfig, tls: TlsSource, state: AppState) -> Res
 
     let webhook_router = webhook_router(&config, &state);
     let admin_router = admin_router(&state, stop.clone());
-    let listener = |name, router, tls, max_connections, drain_timeout| listener::Listener {
+    let listener = |name, router, tls, max_connections, drain_timeout| connection::Listener {
         name,
         router,
         tls,
@@ -251,27 +186,6 @@ pub fn admin_router(state: &AppState, stopping: CancellationToken) -> axum::Rout
         readiness: state.readiness.clone(),
         stopping,
     }))
-}
-
-impl ServerConfig {
-    /// Refuses settings the server could not work with, naming the flags.
-    pub fn validate(&self) -> Result<(), ServerError> {
-        if self.max_body_bytes > self.max_inflight_body_bytes {
-            return Err(ServerError::BodyBudget {
-                max_body_bytes: self.max_body_bytes,
-                budget: self.max_inflight_body_bytes,
-            });
-        }
-        for (flag, value) in [
-            ("--max-connections", self.max_connections),
-            ("--admin-max-connections", self.admin_max_connections),
-        ] {
-            if value == 0 {
-                return Err(ServerError::NoConnections { flag });
-            }
-        }
-        Ok(())
-    }
 }
 
 async fn bind(flag: &'static str, addr: SocketAddr) -> Result<TcpListener, ServerError> {
