@@ -19,6 +19,7 @@ mod patch;
 mod plan;
 mod pod_values;
 mod variables;
+pub mod webhook;
 
 pub use mode::{Mode, Path};
 pub use objects::{
