@@ -15,7 +15,7 @@ HELM_SDK_VERSION := 0.2.2
 HELM_SDK_DIR := target/helm-sdk
 CHART_DIR := charts/envoy-injector
 
-.PHONY: help build test lint demo certs crd bench bench-engine bench-stores bench-load bench-inject bench-memory bench-server bench-wrk bench-scale bench-admission kind-up e2e kind-down clean
+.PHONY: help build test lint demo certs crd generate bench bench-engine bench-stores bench-load bench-inject bench-memory bench-server bench-wrk bench-scale bench-admission kind-up e2e kind-down clean
 .PHONY: helm-sdk chart envoy-validator envoy-image-local image image-local kind-load kind-multus deploy undeploy apiserver-guard e2e-local e2e-incluster e2e-node manifests-check
 
 help: ## List targets
@@ -76,6 +76,9 @@ certs: ## Generate a CA and serving cert for the in-cluster Service into certs/
 
 crd: ## Regenerate manifests/crd.yaml from the Rust type
 	$(CARGO) run --locked --quiet -- crd > manifests/crd.yaml
+
+generate: ## Regenerate the webhook entries' matchConditions (manifests/webhook.yaml, the chart's _match-conditions.tpl) from the engine
+	UPDATE_GENERATED=1 $(CARGO) test --locked --quiet --test match_conditions committed_match_conditions_are_the_generated_ones
 
 KIND_CLUSTER ?= envoy-injector
 E2E_KUBECONFIG := $(CURDIR)/target/kind-$(KIND_CLUSTER).kubeconfig

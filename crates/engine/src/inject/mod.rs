@@ -18,7 +18,7 @@ pub mod uninject;
 pub use decide::{Chosen, ClusterView, Decided, NotChosen, Refused, Standalone, choose, decide, select_template};
 pub use overrides::OVERRIDE_PREFIX;
 pub use plan::{
-    Added, AppMount, Decision, Extras, InjectionStatus, MountRecord, NativeRule, Plan, VOLUME_DESCRIPTION_LIMIT,
+    Added, AppMount, Decision, Extras, Fault, InjectionStatus, MountRecord, NativeRule, Plan, VOLUME_DESCRIPTION_LIMIT,
     describe_volume, plan, revision_label_value, runs_to_completion,
 };
 pub use pod::PodView;

@@ -214,32 +214,23 @@ pub fn plan<'t>(pod: &PodView<'_>, template: &'t Template, extras: &Extras) -> R
         }));
     }
 
-    let existing: BTreeSet<&str> = view
-        .containers
-        .items()
-        .chain(view.init_containers.items())
-        .map(|c| c.name())
-        .collect();
-    let (present, missing): (Vec<&str>, Vec<&str>) =
-        template.container_names().partition(|name| existing.contains(name));
-    if !present.is_empty() {
-        if missing.is_empty() {
-            return Ok(Decision::Skip(Skip::AlreadyInjected {
-                evidence: format!("container(s) {} already in the Pod", quote_all(&present)),
-            }));
+    let (mut overrides, mut volumes, mut app_mounts) = (Vec::new(), Vec::new(), Vec::new());
+    for fault in Fault::IN_ORDER {
+        match fault {
+            Fault::Partial => {
+                if let Some(skip) = all_there(&view, template)? {
+                    return Ok(Decision::Skip(skip));
+                }
+            }
+            Fault::Overrides => {
+                overrides = super::overrides::applied(view.annotations, template).map_err(InjectError::Override)?
+            }
+            Fault::Ports => check_ports(&view, template)?,
+            Fault::Volumes => volumes = plan_volumes(&view, template)?,
+            Fault::Mounts => app_mounts = plan_app_mounts(&view, template)?,
         }
-        return Err(InjectError::PartiallyInjected {
-            template: template.name.clone(),
-            present: quote_all(&present),
-            missing: quote_all(&missing),
-        });
     }
-
-    let overrides = super::overrides::applied(view.annotations, template).map_err(InjectError::Override)?;
     let from_pod = pod_values::resolve(&view, template, &overrides);
-    check_ports(&view, template)?;
-    let volumes = plan_volumes(&view, template)?;
-    let app_mounts = plan_app_mounts(&view, template)?;
 
     let existing_secrets: BTreeSet<&str> = view.image_pull_secrets.items().map(|s| s.name()).collect();
     let prepared = &template.prepared;
@@ -340,6 +331,58 @@ pub fn revision_label_value(revision: &str) -> Option<&str> {
             .iter()
             .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'));
     valid.then_some(revision)
+}
+
+/// The faults a template can find with a Pod, in the order every path names the first one
+/// found: [`plan`] here and its CEL (`policies::plan`) both walk [`Fault::IN_ORDER`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Fault {
+    /// Some of the template's containers are in the Pod already, not all.
+    Partial,
+    /// An override annotation the template refuses.
+    Overrides,
+    /// A Pod container uses a port of the template's sidecars.
+    Ports,
+    /// A Pod volume is named like a template volume, with other content.
+    Volumes,
+    /// An app container mounts another volume at a template mount's path.
+    Mounts,
+}
+
+impl Fault {
+    pub const IN_ORDER: [Fault; 5] = [
+        Fault::Partial,
+        Fault::Overrides,
+        Fault::Ports,
+        Fault::Volumes,
+        Fault::Mounts,
+    ];
+}
+
+/// Whether the template's containers are in the Pod already: all of them is an injection
+/// done (the skip), some of them a fault.
+fn all_there(view: &Checked<'_, '_>, template: &Template) -> Result<Option<Skip>, InjectError> {
+    let existing: BTreeSet<&str> = view
+        .containers
+        .items()
+        .chain(view.init_containers.items())
+        .map(|c| c.name())
+        .collect();
+    let (present, missing): (Vec<&str>, Vec<&str>) =
+        template.container_names().partition(|name| existing.contains(name));
+    if present.is_empty() {
+        return Ok(None);
+    }
+    if missing.is_empty() {
+        return Ok(Some(Skip::AlreadyInjected {
+            evidence: format!("container(s) {} already in the Pod", quote_all(&present)),
+        }));
+    }
+    Err(InjectError::PartiallyInjected {
+        template: template.name.clone(),
+        present: quote_all(&present),
+        missing: quote_all(&missing),
+    })
 }
 
 /// A Pod needs at least one container of its own: says which shape was found instead.

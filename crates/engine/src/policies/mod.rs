@@ -22,6 +22,7 @@ mod patch;
 mod plan;
 mod pod_values;
 mod variables;
+pub mod webhook;
 
 pub use compile::{Compiled, MAX_EXPRESSION_BYTES, MAX_EXPRESSION_CODE_POINTS, MAX_POLICY_BYTES, NotCompiled, compile};
 pub use mode::{Mode, Path};

@@ -13,7 +13,7 @@ use super::variables::{
     POD_CONTAINER_NAMES, POD_MOUNT_PATHS, POD_PORTS, POD_VOLUME_NAMES, Scope, VOLUMES, port_key, variable,
 };
 use crate::inject::overrides::{Outside, Reason, Refused, target_name};
-use crate::inject::{InjectError, OVERRIDE_PREFIX, VOLUME_DESCRIPTION_LIMIT, describe_volume};
+use crate::inject::{Fault, InjectError, OVERRIDE_PREFIX, VOLUME_DESCRIPTION_LIMIT, describe_volume};
 use crate::template::quantity::QuantityError;
 use crate::template::{Bound, OutOfBounds, Override, Template};
 
@@ -61,43 +61,51 @@ const VOLUME_SOURCES: &[&str] = &[
 pub fn variables(template: &Template, scope: &Scope) -> Vec<Variable> {
     let names: Vec<&str> = template.container_names().collect();
     let names = cel::strings(names);
-    vec![
-        scope.variable("present", format!("{names}.filter(n, n in {POD_CONTAINER_NAMES})")),
-        scope.variable("missing", format!("{names}.filter(n, !(n in {POD_CONTAINER_NAMES}))")),
-        scope.variable("overrideDenial", override_denial(template)),
-    ]
-    .into_iter()
-    .chain(collisions(template).map(|(name, denials)| scope.variable(name, denials)))
-    .chain([
-        scope.variable("denial", denial(template, scope)),
-        scope.variable(
-            "inject",
-            format!(
-                "{OPTED_IN} && {CHOICE} == {} && size({CONTAINERS}) > 0 && size({}) == 0 && {} == \"\"",
-                cel::string(&template.name),
-                scope.get("present"),
-                scope.get("denial"),
+    let mut found = Vec::new();
+    for fault in Fault::IN_ORDER {
+        match fault {
+            Fault::Partial => found.extend([
+                scope.variable("present", format!("{names}.filter(n, n in {POD_CONTAINER_NAMES})")),
+                scope.variable("missing", format!("{names}.filter(n, !(n in {POD_CONTAINER_NAMES}))")),
+            ]),
+            Fault::Overrides => found.push(scope.variable("overrideDenial", override_denial(template))),
+            Fault::Ports | Fault::Volumes | Fault::Mounts => {
+                found.extend(collision(fault, template).map(|(name, denials)| scope.variable(name, denials)))
+            }
+        }
+    }
+    found
+        .into_iter()
+        .chain([
+            scope.variable("denial", denial(template, scope)),
+            scope.variable(
+                "inject",
+                format!(
+                    "{OPTED_IN} && {CHOICE} == {} && size({CONTAINERS}) > 0 && size({}) == 0 && {} == \"\"",
+                    cel::string(&template.name),
+                    scope.get("present"),
+                    scope.get("denial"),
+                ),
             ),
-        ),
-    ])
-    .collect()
+        ])
+        .collect()
 }
 
-/// The collision checks the template has something for (ports, volumes, mounts), each a
-/// variable of the refusals that apply, in the webhook's order.
-fn collisions(template: &Template) -> impl Iterator<Item = (&'static str, String)> {
-    [
-        ("portDenials", port_denials(template)),
-        ("volumeDenials", volume_denials(template)),
-        ("mountDenials", mount_denials(template)),
-    ]
-    .into_iter()
-    .filter_map(|(name, denials)| Some((name, denials?)))
+/// A collision fault's variable of the refusals that apply, where the template has
+/// something to collide (a port, a volume, a mount); none for the other faults.
+fn collision(fault: Fault, template: &Template) -> Option<(&'static str, String)> {
+    let (name, denials) = match fault {
+        Fault::Partial | Fault::Overrides => return None,
+        Fault::Ports => ("portDenials", port_denials(template)),
+        Fault::Volumes => ("volumeDenials", volume_denials(template)),
+        Fault::Mounts => ("mountDenials", mount_denials(template)),
+    };
+    Some((name, denials?))
 }
 
-/// The first of the webhook's refusals, in its order; none for a Pod without containers
-/// (the API server's own validation refuses it) or with all of the template's already.
-/// Read only for a Pod that opted in and chose this template.
+/// The first of the webhook's refusals, in its order ([`Fault::IN_ORDER`]); none for a Pod
+/// without containers (the API server's own validation refuses it) or with all of the
+/// template's already. Read only for a Pod that opted in and chose this template.
 fn denial(template: &Template, scope: &Scope) -> String {
     let partial = InjectError::PartiallyInjected {
         template: template.name.clone(),
@@ -111,15 +119,23 @@ fn denial(template: &Template, scope: &Scope) -> String {
         &partial,
         &[(&hole(0), &backticked(&present)), (&hole(1), &backticked(&missing))],
     );
-    let mut chain = format!(
-        "size({CONTAINERS}) == 0 ? \"\" :
-size({present}) > 0 ? (size({missing}) > 0 ? {partial} : \"\") :
-{override_denial} != \"\" ? {override_denial} :\n",
-        override_denial = scope.get("overrideDenial"),
-    );
-    for (name, _) in collisions(template) {
-        let denials = scope.get(name);
-        chain.push_str(&format!("size({denials}) > 0 ? {denials}[0] :\n"));
+    let mut chain = format!("size({CONTAINERS}) == 0 ? \"\" :\n");
+    for fault in Fault::IN_ORDER {
+        match fault {
+            Fault::Partial => chain.push_str(&format!(
+                "size({present}) > 0 ? (size({missing}) > 0 ? {partial} : \"\") :\n"
+            )),
+            Fault::Overrides => {
+                let denial = scope.get("overrideDenial");
+                chain.push_str(&format!("{denial} != \"\" ? {denial} :\n"));
+            }
+            Fault::Ports | Fault::Volumes | Fault::Mounts => {
+                if let Some((name, _)) = collision(fault, template) {
+                    let denials = scope.get(name);
+                    chain.push_str(&format!("size({denials}) > 0 ? {denials}[0] :\n"));
+                }
+            }
+        }
     }
     chain.push_str("\"\"");
     chain

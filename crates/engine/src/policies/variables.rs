@@ -253,18 +253,35 @@ fn annotation_says(key: &str, value: &str) -> String {
     )
 }
 
-/// Not yet injected, not opted out by annotation: on a Pod with annotations.
-fn not_done_nor_opted_out() -> String {
-    let status = cel::string(STATUS_ANNOTATION);
+// The pieces of the decision a match condition asks, each of `object` alone (a match
+// condition sees no variables): the compiled policies' conditions below and the webhook
+// entries' (`super::webhook`) are written of them, so the two cannot say different things.
+
+/// Not injected yet (no status annotation): on a Pod with annotations.
+pub(super) fn not_injected() -> String {
+    format!("!({} in object.metadata.annotations)", cel::string(STATUS_ANNOTATION))
+}
+
+/// Not opted out by annotation, the legacy one included: on a Pod with annotations.
+pub(super) fn not_opted_out_by_annotation() -> String {
     format!(
-        "!({status} in object.metadata.annotations) && !{} && !{}",
+        "!{} && !{}",
         annotation_says(INJECT_ANNOTATION, "false"),
         annotation_says(LEGACY_INJECT_ANNOTATION, "false")
     )
 }
 
+/// Opted in by annotation, the legacy one included: on a Pod with annotations.
+pub(super) fn opted_in_by_annotation() -> String {
+    format!(
+        "({} || {})",
+        annotation_says(INJECT_ANNOTATION, "true"),
+        annotation_says(LEGACY_INJECT_ANNOTATION, "true")
+    )
+}
+
 /// Not opted out by the label.
-fn not_opted_out_by_label() -> String {
+pub(super) fn not_opted_out_by_label() -> String {
     let label = cel::string(INJECT_LABEL);
     format!(
         "!(has(object.metadata.labels) && {label} in object.metadata.labels && object.metadata.labels[{label}] == \"false\")"
@@ -278,8 +295,9 @@ pub fn selected_condition() -> MatchCondition {
     MatchCondition {
         name: String::from("not-injected-nor-opted-out"),
         expression: format!(
-            "(!has(object.metadata.annotations) || ({})) && {}",
-            not_done_nor_opted_out(),
+            "(!has(object.metadata.annotations) || ({} && {})) && {}",
+            not_injected(),
+            not_opted_out_by_annotation(),
             not_opted_out_by_label()
         ),
     }
@@ -292,10 +310,10 @@ pub fn annotated_condition() -> MatchCondition {
     MatchCondition {
         name: String::from("opted-in-by-annotation"),
         expression: format!(
-            "has(object.metadata.annotations) && ({} || {}) && {} && {}",
-            annotation_says(INJECT_ANNOTATION, "true"),
-            annotation_says(LEGACY_INJECT_ANNOTATION, "true"),
-            not_done_nor_opted_out(),
+            "has(object.metadata.annotations) && {} && {} && {} && {}",
+            opted_in_by_annotation(),
+            not_injected(),
+            not_opted_out_by_annotation(),
             not_opted_out_by_label()
         ),
     }
