@@ -5,7 +5,8 @@
 
 use std::collections::BTreeMap;
 
-use envoy_injector::check::{cel, selector};
+use envoy_injector::check::cel;
+use envoy_injector::cluster::selector;
 use envoy_injector::inject::join::{Lookup, NetworkView};
 use envoy_injector::inject::policy::{namespace_opt_in, namespace_template};
 use envoy_injector::inject::{
