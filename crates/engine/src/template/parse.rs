@@ -28,16 +28,16 @@ pub struct Template {
     pub overrides: Overrides,
 }
 
-/// Container fields that users put at the template's top level by mistake (`resources`
-/// and `volumeMounts` most often) are named with the container they belong in: any field
-/// of a Container the template's top level does not take.
+/// A container field put at the template's top level by mistake (`resources` most often)
+/// is named with the container it belongs in.
 fn is_container_field(key: &str) -> bool {
     fields::known_at::<Container>(&[]).is_some_and(|known| known.contains(&key))
 }
 
 impl Template {
     /// Parses and validates the YAML text of one template, its values as the API server
-    /// of `version` checks a Pod's.
+    /// of `version` checks a Pod's. The error is the one fault that stopped the reading
+    /// ([`TemplateError::Syntax`]) or every fault found ([`TemplateError::Faults`]).
     pub fn parse(name: &str, text: &str, version: KubeVersion) -> Result<Template, TemplateError> {
         match Template::parse_keeping_values(name, text, version)? {
             (template, None) => Ok(template),
@@ -46,7 +46,7 @@ impl Template {
     }
 
     /// Parses a template as [`Template::parse`] does, but keeps one whose only faults are
-    /// values the API server would refuse ([`TemplateError::Values`], returned beside it):
+    /// values the API server would refuse ([`Fault::Value`]s, returned beside it):
     /// a template loaded before these rules existed is served on, loudly, until it is
     /// edited (`template::reload`).
     pub fn parse_keeping_values(
