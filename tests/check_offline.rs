@@ -212,7 +212,7 @@ data:
         assert_eq!(
             text(&out.stderr),
             "envoy-injector: config cm.yaml: template `config`: unknown field `containers[0].imagePullPolicyy` \
-             at line 11 (not a field of the Kubernetes type at that place)\n",
+             at line 11 (did you mean `imagePullPolicy`?)\n",
             "{args:?}"
         );
     }

@@ -234,6 +234,50 @@ mod tests {
         assert_eq!(on("1.32"), true);
     }
 
+    /// The denial names every fault of every template, up to the bound, where the old
+    /// reading named only the first phase's.
+    #[test]
+    fn the_denial_names_every_fault_up_to_the_bound() {
+        let several = "containers:\n- name: proxy\n  image: envoy\n  imagePullPolcy: Always\n  ports: [{containerPort: 80, protocol: tcp}]\n  volumeMounts: [{name: conf, mountPath: /etc/conf}]\n";
+        let many: String = (0..100)
+            .map(|i| format!("- {{name: c{i}, image: e, imagePullPolicy: always}}\n"))
+            .collect();
+        let response = answer(&review(
+            "UPDATE",
+            "ConfigMap",
+            crate::NAME,
+            json!({"a": several, "b": BAD_VALUE}),
+            false,
+        ));
+        assert_eq!(response["allowed"], false, "{response}");
+        let message = response["status"]["message"].as_str().unwrap();
+        for fault in [
+            "template `a`: unknown field `containers[0].imagePullPolcy` at line 4 (did you mean `imagePullPolicy`?)",
+            "field `containers[0].ports[0].protocol` at line 5",
+            "field `containers[0].volumeMounts[0].name` at line 6: a mount of volume `conf`",
+            "template `b`: field `containers[0].resources.limits.cpu` at line 5",
+        ] {
+            assert!(message.contains(fault), "{fault}: {message}");
+        }
+        assert!(!message.contains("more fault"), "{message}");
+
+        let response = answer(&review(
+            "UPDATE",
+            "ConfigMap",
+            crate::NAME,
+            json!({"config": format!("containers:\n{many}")}),
+            false,
+        ));
+        let message = response["status"]["message"].as_str().unwrap();
+        assert_eq!(
+            message.matches("found \"always\"").count(),
+            crate::template::MAX_FAULTS,
+            "{message}"
+        );
+        assert!(message.ends_with("; and 70 more faults"), "{message}");
+        assert!(message.len() <= crate::template::MAX_REPORT_BYTES, "{}", message.len());
+    }
+
     #[test]
     fn good_templates_are_admitted_and_other_objects_pass() {
         let ok = answer(&review(

@@ -97,9 +97,12 @@ pub async fn apply(configmap: Option<&ConfigMap>, live: &LiveTemplates, reloader
             reloader.metrics.templates_refused_values.set(refused_count as i64);
             loaded(reloader.metrics, &set);
             live.replace(set);
-            let note = format!(
-                "{err}; serving these templates as before, since they were live when the injector started, but the API server (Kubernetes {}) refuses the Pods they inject: fix the values (an edit that keeps them is refused)",
-                reloader.version
+            let note = note(
+                &err,
+                &format!(
+                    "serving these templates as before, since they were live when the injector started, but the API server (Kubernetes {}) refuses the Pods they inject: fix the values (an edit that keeps them is refused)",
+                    reloader.version
+                ),
             );
             error!(configmap = %source, templates = ?names, error = %err, "templates with values the API server refuses; serving them as before");
             publish(true, "TemplatesRefusedValues", note).await;
@@ -123,8 +126,15 @@ async fn keep_last_good<F: std::future::Future<Output = ()>>(
         "no templates loaded yet"
     };
     error!(configmap = %source, error = %err, "invalid templates; {kept}");
-    publish(true, "TemplatesInvalid", format!("{err}; {kept}")).await;
+    publish(true, "TemplatesInvalid", note(err, kept)).await;
     false
+}
+
+/// An Event's note: as many of the faults as fit beside what the injector does about them,
+/// which is said whole.
+fn note(err: &ConfigError, then: &str) -> String {
+    let room = events::MAX_NOTE_BYTES.saturating_sub("; ".len() + then.len());
+    format!("{}; {then}", err.report(room))
 }
 
 /// Runs until the ConfigMap feed ends (the cache stopped).
@@ -255,6 +265,32 @@ mod tests {
         );
         assert_ne!(revision(&live), first);
         assert_eq!(shown(), vec![line(&revision(&live))], "only the live revision is shown");
+    }
+
+    /// A template with more faults than a note holds: the note names as many as fit, counts
+    /// the rest, and still says what the injector does.
+    #[tokio::test]
+    async fn an_event_note_holds_what_fits_and_the_count_of_the_rest() {
+        let live = LiveTemplates::new(None);
+        let metrics = Metrics::unregistered();
+        let events = Recorded::default();
+        let containers: String = (0..40)
+            .map(|i| format!("- {{name: c{i}, image: e, imagePullPolcy: Always}}\n"))
+            .collect();
+        let bad = format!("containers:\n{containers}");
+        assert!(!apply(Some(&configmap(&bad)), &live, &reloader(&metrics, &events)).await);
+        let (warning, reason, note) = events.0.lock().unwrap().last().unwrap().clone();
+        assert!(warning);
+        assert_eq!(reason, "TemplatesInvalid");
+        assert!(note.len() <= events::MAX_NOTE_BYTES, "{} bytes: {note}", note.len());
+        assert!(
+            note.starts_with(
+                "config ei/envoy-injector: template `config`: unknown field `containers[0].imagePullPolcy` at line 2 (did you mean `imagePullPolicy`?); "
+            ),
+            "{note}"
+        );
+        assert!(note.contains(" more faults; no templates loaded yet"), "{note}");
+        assert!(!note.contains('…'), "cut between faults, not inside one: {note}");
     }
 
     #[tokio::test]

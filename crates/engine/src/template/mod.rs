@@ -1,9 +1,11 @@
-//! Injection templates: a template as written (`spec`), parsed and checked (`parse`: errors
-//! name the field and its YAML line; `overrides`, `pod_values`, `validate`), prepared as
+//! Injection templates: a template as written (`spec`), parsed and checked (`parse`: it
+//! names every fault it finds, each with the field and its YAML line, the nearest known
+//! field for an unknown one (`fields`); `overrides`, `pod_values`, `validate`), prepared as
 //! JSON once (`prepared`), and the set a ConfigMap holds (`set`). The live set admission
 //! reads, and its reload from the ConfigMap, are the application's (`live`).
 
 mod error;
+mod fields;
 pub mod overrides;
 mod parse;
 pub mod pod_values;
@@ -14,7 +16,7 @@ mod spec;
 pub mod validate;
 pub mod yaml_locate;
 
-pub use error::{ConfigError, TemplateError, UnknownField};
+pub use error::{ConfigError, Fault, MAX_FAULTS, MAX_REPORT_BYTES, TemplateError, UnknownField};
 pub use overrides::{Bound, OutOfBounds, Override, Overrides, Target};
 pub use parse::{Template, content_revision};
 pub use prepared::Prepared;

@@ -8,18 +8,18 @@
 //!   image-tag:    {container: envoy, imageTag: true, oneOf: ["v1.31.2", "v1.32.0"]}
 //! ```
 //!
-//! Checked when the template loads (a mistake is a load error naming the field and its
-//! line); applying one to a Pod is the engine's (`inject::overrides`).
+//! Checked when the template loads (each entry's mistake is a load error naming the field
+//! and its line); applying one to a Pod is the engine's (`inject::overrides`).
 
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::{Container, EnvVar};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity as K8sQuantity;
 
-use super::error::TemplateError;
+use super::error::Fault;
 use super::quantity::Quantity;
 use super::spec::{OverrideDecl, TemplateSpec};
-use super::yaml_locate::{LineIndex, Segment};
+use super::yaml_locate::{Lines, Segment, render_path};
 
 /// The annotation-name part every override's name is put after (`override.NAME`); with it
 /// the name must stay a valid annotation name (63 characters at most).
@@ -145,32 +145,30 @@ impl Overrides {
         self.0.values()
     }
 
-    /// Checks each declared override against the template it belongs to; `text` is the
-    /// template's YAML, read for line numbers only when something is wrong.
-    pub fn of(template: &str, text: &str, spec: &TemplateSpec) -> Result<Overrides, TemplateError> {
+    /// Checks each declared override against the template it belongs to: the ones that
+    /// pass, and a fault for each one that does not (its first mistake: the rest of an
+    /// entry depends on what came before, as its bounds on its target).
+    pub fn of(spec: &TemplateSpec, lines: &Lines) -> (Overrides, Vec<Fault>) {
         let mut out = BTreeMap::new();
+        let mut faults = Vec::new();
         for (name, decl) in &spec.overrides {
             match compile(name, decl, spec) {
                 Ok(checked) => {
                     out.insert(name.clone(), checked);
                 }
                 Err((key, message)) => {
-                    let entry = [Segment::Key(String::from("overrides")), Segment::Key(name.clone())];
-                    let lines = LineIndex::build(text);
+                    let mut path = vec![Segment::Key(String::from("overrides")), Segment::Key(name.clone())];
+                    path.extend(key.map(|k| Segment::Key(k.to_string())));
                     // A key that is missing is pointed at by its entry's line.
-                    let line = key
-                        .and_then(|k| lines.line_of(&[entry[0].clone(), entry[1].clone(), Segment::Key(k.to_string())]))
-                        .or_else(|| lines.line_of(&entry));
-                    return Err(TemplateError::Override {
-                        template: template.to_string(),
-                        path: format!("overrides.{name}{}", key.map(|k| format!(".{k}")).unwrap_or_default()),
-                        line,
+                    faults.push(Fault::Override {
+                        path: render_path(&path),
+                        line: lines.line_near(&path),
                         message,
                     });
                 }
             }
         }
-        Ok(Overrides(out))
+        (Overrides(out), faults)
     }
 }
 

@@ -1,16 +1,17 @@
 //! One injection template: the YAML fragment of a PodSpec kept under a ConfigMap key.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 
-use k8s_openapi::api::core::v1::VolumeMount;
+use k8s_openapi::api::core::v1::{Container, VolumeMount};
 
-use super::error::{TemplateError, UnknownField};
+use super::error::{Fault, TemplateError, UnknownField};
+use super::fields;
 use super::overrides::Overrides;
 use super::pod_values;
 use super::prepared::Prepared;
 use super::spec::TemplateSpec;
 use super::validate::{self, KubeVersion};
-use super::yaml_locate::{LineIndex, Segment, render_path, without_locations};
+use super::yaml_locate::{Lines, Segment, render_path, without_locations};
 
 /// A validated template, ready for the injection engine.
 #[derive(Debug, Clone, PartialEq)]
@@ -27,33 +28,16 @@ pub struct Template {
     pub overrides: Overrides,
 }
 
-const TOP_LEVEL_FIELDS: &str =
-    "containers, initContainers, volumes, imagePullSecrets, volumeMounts, nativeSidecar, overrides, fromPod";
-
-/// Container fields that users put at the template's top level by mistake (`resources`
-/// and `volumeMounts` most often): each is named with the container it belongs in.
-const CONTAINER_ONLY_FIELDS: &[&str] = &[
-    "name",
-    "image",
-    "command",
-    "args",
-    "ports",
-    "env",
-    "envFrom",
-    "resources",
-    "securityContext",
-    "livenessProbe",
-    "readinessProbe",
-    "startupProbe",
-    "lifecycle",
-    "imagePullPolicy",
-    "workingDir",
-    "restartPolicy",
-];
+/// A container field put at the template's top level by mistake (`resources` most often)
+/// is named with the container it belongs in.
+fn is_container_field(key: &str) -> bool {
+    fields::known_at::<Container>(&[]).is_some_and(|known| known.contains(&key))
+}
 
 impl Template {
     /// Parses and validates the YAML text of one template, its values as the API server
-    /// of `version` checks a Pod's.
+    /// of `version` checks a Pod's. The error is the one fault that stopped the reading
+    /// ([`TemplateError::Syntax`]) or every fault found ([`TemplateError::Faults`]).
     pub fn parse(name: &str, text: &str, version: KubeVersion) -> Result<Template, TemplateError> {
         match Template::parse_keeping_values(name, text, version)? {
             (template, None) => Ok(template),
@@ -62,7 +46,7 @@ impl Template {
     }
 
     /// Parses a template as [`Template::parse`] does, but keeps one whose only faults are
-    /// values the API server would refuse ([`TemplateError::Values`], returned beside it):
+    /// values the API server would refuse ([`Fault::Value`]s, returned beside it):
     /// a template loaded before these rules existed is served on, loudly, until it is
     /// edited (`template::reload`).
     pub fn parse_keeping_values(
@@ -70,20 +54,29 @@ impl Template {
         text: &str,
         version: KubeVersion,
     ) -> Result<(Template, Option<TemplateError>), TemplateError> {
-        let spec = parse_strict(name, text)?;
-        validate(name, text, &spec)?;
-        let overrides = Overrides::of(name, text, &spec)?;
-        pod_values::check(name, text, &spec)?;
+        // Only what stops serde stops the reading; every other fault is found and
+        // reported with the others, in the order of the text.
+        let lines = Lines::new(text);
+        let (spec, mut faults) = parse_strict(name, text, &lines)?;
+        faults.extend(structure(&spec, &lines));
+        let (overrides, found) = Overrides::of(&spec, &lines);
+        faults.extend(found);
+        faults.extend(pod_values::check(&spec, &lines));
+        faults.extend(validate::check(&spec, version, &lines).into_iter().map(Fault::Value));
+        faults.sort_by_key(Fault::line);
+        let as_error = |faults: Vec<Fault>| TemplateError::Faults {
+            template: name.to_string(),
+            faults,
+        };
+        if faults.iter().any(|f| !matches!(f, Fault::Value(_))) {
+            return Err(as_error(faults));
+        }
         let prepared = Prepared::of(&spec).map_err(|e| TemplateError::Syntax {
             template: name.to_string(),
             line: None,
             message: format!("cannot be written as JSON: {e}"),
         })?;
-        let values = validate::check(&spec, version, text);
-        let refused = (!values.is_empty()).then(|| TemplateError::Values {
-            template: name.to_string(),
-            errors: values,
-        });
+        let refused = (!faults.is_empty()).then(|| as_error(faults));
         let template = Template {
             name: name.to_string(),
             revision: content_revision(text),
@@ -111,11 +104,15 @@ pub fn content_revision(text: &str) -> String {
     digest.as_ref()[..6].iter().map(|b| format!("{b:02x}")).collect()
 }
 
-fn parse_strict(name: &str, text: &str) -> Result<TemplateSpec, TemplateError> {
+/// The typed template and its unknown fields; a text that is not YAML, or a value of a
+/// type its field cannot hold, stops here.
+fn parse_strict(name: &str, text: &str, lines: &Lines) -> Result<(TemplateSpec, Vec<Fault>), TemplateError> {
+    let empty = || TemplateError::Faults {
+        template: name.to_string(),
+        faults: vec![Fault::Empty],
+    };
     if text.trim().is_empty() {
-        return Err(TemplateError::Empty {
-            template: name.to_string(),
-        });
+        return Err(empty());
     }
     let mut ignored: Vec<Vec<Segment>> = Vec::new();
     let deserializer = serde_yaml_ng::Deserializer::from_str(text);
@@ -127,24 +124,18 @@ fn parse_strict(name: &str, text: &str) -> Result<TemplateSpec, TemplateError> {
         line: source.location().map(|l| l.line()),
         message: without_locations(&source.to_string()),
     })?;
-    if !ignored.is_empty() {
-        let lines = LineIndex::build(text);
-        let fields = ignored
-            .iter()
-            .map(|path| UnknownField {
+    let spec = spec.ok_or_else(empty)?;
+    let unknown = ignored
+        .iter()
+        .map(|path| {
+            Fault::UnknownField(UnknownField {
                 path: render_path(path),
                 line: lines.line_of(path),
                 hint: hint_for(path),
             })
-            .collect();
-        return Err(TemplateError::UnknownFields {
-            template: name.to_string(),
-            fields,
-        });
-    }
-    spec.ok_or_else(|| TemplateError::Empty {
-        template: name.to_string(),
-    })
+        })
+        .collect();
+    Ok((spec, unknown))
 }
 
 fn segments(path: &serde_ignored::Path<'_>) -> Vec<Segment> {
@@ -171,55 +162,63 @@ fn segments(path: &serde_ignored::Path<'_>) -> Vec<Segment> {
 }
 
 fn hint_for(path: &[Segment]) -> String {
-    match path {
-        [Segment::Key(key)] if CONTAINER_ONLY_FIELDS.contains(&key.as_str()) => format!(
-            "`{key}` is a container field: indent it under an entry of `containers`; a template's top level takes {TOP_LEVEL_FIELDS}"
-        ),
-        [Segment::Key(_)] => format!("a template's top level takes {TOP_LEVEL_FIELDS}"),
-        _ => String::from("not a field of the Kubernetes type at that place"),
+    let Some((Segment::Key(key), parent)) = path.split_last() else {
+        return String::from("not a field of the Kubernetes type at that place");
+    };
+    let known = fields::known_at::<TemplateSpec>(parent);
+    let suggestion = known.and_then(|known| fields::nearest(key, known));
+    if parent.is_empty() {
+        let top = known.unwrap_or_default().join(", ");
+        return match suggestion {
+            _ if is_container_field(key) => format!(
+                "`{key}` is a container field: indent it under an entry of `containers`; a template's top level takes {top}"
+            ),
+            Some(near) => format!("did you mean `{near}`? a template's top level takes {top}"),
+            None => format!("a template's top level takes {top}"),
+        };
+    }
+    match suggestion {
+        Some(near) => format!("did you mean `{near}`?"),
+        None => String::from("not a field of the Kubernetes type at that place"),
     }
 }
 
-fn validate(name: &str, text: &str, spec: &TemplateSpec) -> Result<(), TemplateError> {
-    let template = || name.to_string();
+/// The template's shape: something to inject, names present and unique, mounts of the
+/// template's own volumes only.
+fn structure(spec: &TemplateSpec, lines: &Lines) -> Vec<Fault> {
+    let mut faults = Vec::new();
     if spec.containers.is_empty()
         && spec.init_containers.is_empty()
         && spec.volumes.is_empty()
         && spec.image_pull_secrets.is_empty()
         && spec.volume_mounts.is_empty()
     {
-        return Err(TemplateError::Empty { template: template() });
+        faults.push(Fault::Empty);
     }
     // The field at fault as a user writes it (`containers[1].name`), and its line: an entry
-    // without the key by the entry's first key; the text is read only on a fault.
-    let place = |path: Vec<Segment>| -> (String, Option<usize>) {
-        let lines = LineIndex::build(text);
-        let line = (0..=path.len()).rev().find_map(|len| lines.line_of(&path[..len]));
-        (render_path(&path), line)
-    };
+    // without the key by the entry's first key.
+    let place = |path: Vec<Segment>| -> (String, Option<usize>) { (render_path(&path), lines.line_near(&path)) };
     let key = |k: &str| Segment::Key(k.to_string());
+    let all_containers = || {
+        spec.init_containers
+            .iter()
+            .enumerate()
+            .map(|(i, c)| ("initContainers", i, c))
+            .chain(spec.containers.iter().enumerate().map(|(i, c)| ("containers", i, c)))
+    };
 
     let mut container_names = BTreeSet::new();
-    let all_containers = spec
-        .init_containers
-        .iter()
-        .enumerate()
-        .map(|(i, c)| ("initContainers", i, c))
-        .chain(spec.containers.iter().enumerate().map(|(i, c)| ("containers", i, c)));
-    for (list, i, container) in all_containers {
+    for (list, i, container) in all_containers() {
         if container.name.is_empty() {
             let (path, line) = place(vec![key(list), Segment::Index(i)]);
-            return Err(TemplateError::MissingName {
-                template: template(),
+            faults.push(Fault::MissingName {
                 what: format!("an entry of `{list}` (entry {i})"),
                 path,
                 line,
             });
-        }
-        if !container_names.insert(container.name.as_str()) {
+        } else if !container_names.insert(container.name.as_str()) {
             let (path, line) = place(vec![key(list), Segment::Index(i), key("name")]);
-            return Err(TemplateError::Duplicate {
-                template: template(),
+            faults.push(Fault::Duplicate {
                 kind: "containers",
                 name: container.name.clone(),
                 path,
@@ -228,21 +227,18 @@ fn validate(name: &str, text: &str, spec: &TemplateSpec) -> Result<(), TemplateE
         }
     }
 
-    let mut volumes = BTreeMap::new();
+    let mut volumes = BTreeSet::new();
     for (i, volume) in spec.volumes.iter().enumerate() {
         if volume.name.is_empty() {
             let (path, line) = place(vec![key("volumes"), Segment::Index(i)]);
-            return Err(TemplateError::MissingName {
-                template: template(),
+            faults.push(Fault::MissingName {
                 what: String::from("an entry of `volumes`"),
                 path,
                 line,
             });
-        }
-        if volumes.insert(volume.name.as_str(), volume).is_some() {
+        } else if !volumes.insert(volume.name.as_str()) {
             let (path, line) = place(vec![key("volumes"), Segment::Index(i), key("name")]);
-            return Err(TemplateError::Duplicate {
-                template: template(),
+            faults.push(Fault::Duplicate {
                 kind: "volumes",
                 name: volume.name.clone(),
                 path,
@@ -255,8 +251,7 @@ fn validate(name: &str, text: &str, spec: &TemplateSpec) -> Result<(), TemplateE
     for (i, secret) in spec.image_pull_secrets.iter().enumerate() {
         if !pull_secrets.insert(secret.name.as_str()) {
             let (path, line) = place(vec![key("imagePullSecrets"), Segment::Index(i), key("name")]);
-            return Err(TemplateError::Duplicate {
-                template: template(),
+            faults.push(Fault::Duplicate {
                 kind: "imagePullSecrets",
                 name: secret.name.clone(),
                 path,
@@ -267,8 +262,12 @@ fn validate(name: &str, text: &str, spec: &TemplateSpec) -> Result<(), TemplateE
 
     // A mount must name a template volume; the Pod's own volumes are unknown here and
     // mounting one of them from a shared template would break every other Pod.
-    let defined = || volumes.keys().map(|v| format!("`{v}`")).collect::<Vec<_>>().join(", ");
-    let check_mounts = |owner: String, at: Vec<Segment>, mounts: &[VolumeMount]| {
+    let defined = if volumes.is_empty() {
+        String::from("none")
+    } else {
+        volumes.iter().map(|v| format!("`{v}`")).collect::<Vec<_>>().join(", ")
+    };
+    let mut check_mounts = |owner: String, at: Vec<Segment>, mounts: &[VolumeMount]| {
         let mut paths = BTreeSet::new();
         for (i, mount) in mounts.iter().enumerate() {
             let field = |k: &str| {
@@ -276,24 +275,18 @@ fn validate(name: &str, text: &str, spec: &TemplateSpec) -> Result<(), TemplateE
                 path.extend([Segment::Index(i), key(k)]);
                 place(path)
             };
-            if !volumes.contains_key(mount.name.as_str()) {
+            if !volumes.contains(mount.name.as_str()) {
                 let (path, line) = field("name");
-                return Err(TemplateError::UndefinedVolume {
-                    template: template(),
+                faults.push(Fault::UndefinedVolume {
                     volume: mount.name.clone(),
-                    defined: if volumes.is_empty() {
-                        String::from("none")
-                    } else {
-                        defined()
-                    },
+                    defined: defined.clone(),
                     path,
                     line,
                 });
             }
             if !paths.insert(mount.mount_path.as_str()) {
                 let (path, line) = field("mountPath");
-                return Err(TemplateError::Duplicate {
-                    template: template(),
+                faults.push(Fault::Duplicate {
                     kind: "volumeMounts (mountPath)",
                     name: format!("{} in {owner}", mount.mount_path),
                     path,
@@ -301,25 +294,18 @@ fn validate(name: &str, text: &str, spec: &TemplateSpec) -> Result<(), TemplateE
                 });
             }
         }
-        Ok(())
     };
     check_mounts(
         String::from("top-level `volumeMounts`"),
         vec![key("volumeMounts")],
         &spec.volume_mounts,
-    )?;
-    let all_containers = spec
-        .init_containers
-        .iter()
-        .enumerate()
-        .map(|(i, c)| ("initContainers", i, c))
-        .chain(spec.containers.iter().enumerate().map(|(i, c)| ("containers", i, c)));
-    for (list, i, container) in all_containers {
+    );
+    for (list, i, container) in all_containers() {
         check_mounts(
             format!("container `{}`", container.name),
             vec![key(list), Segment::Index(i), key("volumeMounts")],
             container.volume_mounts.as_deref().unwrap_or_default(),
-        )?;
+        );
     }
-    Ok(())
+    faults
 }

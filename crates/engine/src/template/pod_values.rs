@@ -11,37 +11,38 @@
 //! An override a Pod asks for on the same env var wins over it. Applying one to a Pod is
 //! the engine's (`inject::pod_values`) and the compiled policies' (`policies::pod_values`).
 
-use super::error::TemplateError;
+use super::error::Fault;
 use super::spec::TemplateSpec;
-use super::yaml_locate::{LineIndex, Segment};
+use super::yaml_locate::{Lines, Segment, render_path};
 
 /// Checks each entry against the template: its container is one the template adds, whose
 /// env var `env` has a plain `value` (the default), and no two entries set one env var.
-pub fn check(template: &str, text: &str, spec: &TemplateSpec) -> Result<(), TemplateError> {
+/// An entry's first mistake is its fault; every entry is checked.
+pub fn check(spec: &TemplateSpec, lines: &Lines) -> Vec<Fault> {
+    let mut faults = Vec::new();
     for (index, entry) in spec.from_pod.iter().enumerate() {
-        let fault = |key: &str, message: String| {
-            let lines = LineIndex::build(text);
+        let mut fault = |key: &str, message: String| {
             let path = [
                 Segment::Key(String::from("fromPod")),
                 Segment::Index(index),
                 Segment::Key(key.to_string()),
             ];
-            TemplateError::Override {
-                template: template.to_string(),
-                path: format!("fromPod[{index}].{key}"),
-                line: lines.line_of(&path).or_else(|| lines.line_of(&path[..2])),
+            faults.push(Fault::Override {
+                path: render_path(&path),
+                line: lines.line_near(&path),
                 message,
-            }
+            });
         };
         let Some(container) = spec.container(&entry.container) else {
-            return Err(fault(
+            fault(
                 "container",
                 format!(
                     "expected a container the template adds ({}), found `{}`",
                     spec.container_list(),
                     entry.container
                 ),
-            ));
+            );
+            continue;
         };
         let default = container
             .env
@@ -50,26 +51,27 @@ pub fn check(template: &str, text: &str, spec: &TemplateSpec) -> Result<(), Temp
             .find(|v| v.name == entry.env)
             .filter(|v| v.value_from.is_none() && v.value.is_some());
         if default.is_none() {
-            return Err(fault(
+            fault(
                 "env",
                 format!(
                     "expected an env var of container `{}` with a `value`, the default when the Pod has none to give, found no such var `{}`",
                     entry.container, entry.env
                 ),
-            ));
+            );
+            continue;
         }
         let twice = spec.from_pod[..index]
             .iter()
             .any(|other| other.container == entry.container && other.env == entry.env);
         if twice {
-            return Err(fault(
+            fault(
                 "env",
                 format!(
                     "expected each env var set from the Pod once, found `{}` of container `{}` again",
                     entry.env, entry.container
                 ),
-            ));
+            );
         }
     }
-    Ok(())
+    faults
 }

@@ -384,3 +384,133 @@ fn from_pod_is_checked_at_load_with_its_field_and_line() {
     let twice = with("{value: appPort, container: proxy, env: PORT}\n- {value: appPort, container: proxy, env: PORT}");
     assert!(parse_err(&twice).contains("`PORT` of container `proxy` again"));
 }
+
+/// Issue 45: one run names every fault it can find, in the order of the text, each with
+/// its field and line; only what stops serde stops the reading.
+const SEVERAL_FAULTS: &str = "\
+containers:
+- name: envoy
+  image: envoyproxy/envoy:v1.31.2
+  imagePullPolcy: IfNotPresent
+  imagePullPolicy: always
+  ports:
+  - containerPort: 15001
+    protocol: tcp
+  resources:
+    requests: {cpu: \"2\"}
+    limits: {cpu: \"1\"}
+  volumeMounts:
+  - name: envoy-conf
+    mountPath: /etc/envoy
+volumes:
+- name: Data
+  emptyDir: {}
+";
+
+#[test]
+fn one_run_names_every_fault_in_the_order_of_the_text() {
+    let err = Template::parse("config", SEVERAL_FAULTS, crate::template::KubeVersion::NEWEST).unwrap_err();
+    let found: Vec<(String, Option<usize>)> = err
+        .faults()
+        .iter()
+        .map(|fault| {
+            let text = fault.to_string();
+            let field = text.split('`').nth(1).unwrap_or_default().to_string();
+            (field, fault.line())
+        })
+        .collect();
+    let expected = [
+        ("containers[0].imagePullPolcy", 4),
+        ("containers[0].imagePullPolicy", 5),
+        ("containers[0].ports[0].protocol", 8),
+        ("containers[0].resources.requests.cpu", 10),
+        ("containers[0].volumeMounts[0].name", 13),
+        ("volumes[0].name", 16),
+    ]
+    .map(|(field, line)| (field.to_string(), Some(line)));
+    assert_eq!(found, expected, "{err}");
+    let message = err.to_string();
+    assert!(
+        message.starts_with(
+            "template `config`: unknown field `containers[0].imagePullPolcy` at line 4 (did you mean `imagePullPolicy`?); field `containers[0].imagePullPolicy` at line 5: expected one of \"Always\", \"IfNotPresent\", \"Never\", found \"always\"; "
+        ),
+        "{message}"
+    );
+    assert!(
+        message.contains("a mount of volume `envoy-conf`, which the template does not define (its volumes: `Data`)"),
+        "{message}"
+    );
+    assert!(!message.contains("more fault"), "{message}");
+    // Not only values: such a template is refused even where values alone are kept.
+    assert!(Template::parse_keeping_values("config", SEVERAL_FAULTS, crate::template::KubeVersion::NEWEST).is_err());
+}
+
+#[test]
+fn an_unknown_field_suggests_the_nearest_known_one_of_its_object() {
+    let err = parse_err(
+        "containers:\n- name: envoy\n  image: e\n  readinessProbe:\n    httpGet: {path: /, prot: 80}\nvolumes:\n- name: v\n  emptyDir: {}\n  readOnly: true\nimagePullSecret: [{name: s}]\ncontainer: []\n",
+    );
+    assert!(
+        err.contains("unknown field `containers[0].readinessProbe.httpGet.prot` at line 5 (did you mean `port`?)"),
+        "{err}"
+    );
+    // Nothing near: the place is named as before.
+    assert!(
+        err.contains(
+            "unknown field `volumes[0].readOnly` at line 9 (not a field of the Kubernetes type at that place)"
+        ),
+        "{err}"
+    );
+    assert!(
+        err.contains("unknown field `imagePullSecret` at line 10 (did you mean `imagePullSecrets`? a template's top level takes containers, "),
+        "{err}"
+    );
+    assert!(
+        err.contains("unknown field `container` at line 11 (did you mean `containers`?"),
+        "{err}"
+    );
+}
+
+#[test]
+fn a_hundred_faults_are_cut_with_the_count_of_the_rest() {
+    let text: String = (0..100)
+        .map(|i| format!("- {{name: c{i}, image: e, imagePullPolicy: always}}\n"))
+        .collect();
+    let err = Template::parse(
+        "config",
+        &format!("containers:\n{text}"),
+        crate::template::KubeVersion::NEWEST,
+    )
+    .unwrap_err();
+    assert_eq!(err.faults().len(), 100);
+    let message = err.to_string();
+    assert_eq!(
+        message.matches("found \"always\"").count(),
+        super::MAX_FAULTS,
+        "{message}"
+    );
+    assert!(message.ends_with("; and 70 more faults"), "{message}");
+    assert!(
+        message.contains("`containers[29].imagePullPolicy` at line 31"),
+        "{message}"
+    );
+    assert!(message.len() <= super::MAX_REPORT_BYTES);
+}
+
+/// What serde cannot read stops the reading: one error, whatever else is wrong.
+#[test]
+fn a_syntax_error_or_a_wrong_type_stops_with_one_error() {
+    let broken = format!("{SEVERAL_FAULTS}  args: [unclosed\n");
+    let err = Template::parse("config", &broken, crate::template::KubeVersion::NEWEST).unwrap_err();
+    assert!(matches!(err, TemplateError::Syntax { .. }), "{err:?}");
+    assert_eq!(err.to_string().matches("line").count(), 1, "{err}");
+    let typed = SEVERAL_FAULTS.replace("containerPort: 15001", "containerPort: eighty");
+    let err = Template::parse("config", &typed, crate::template::KubeVersion::NEWEST).unwrap_err();
+    assert!(matches!(err, TemplateError::Syntax { line: Some(7), .. }), "{err:?}");
+    let message = err.to_string();
+    assert!(message.contains("containerPort"), "{message}");
+    assert!(
+        !message.contains("imagePullPolcy") && !message.contains("; "),
+        "{message}"
+    );
+}

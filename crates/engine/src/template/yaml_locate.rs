@@ -3,6 +3,7 @@
 //! serde only tells us *which* field was ignored, never *where*; a second, event-level
 //! pass over the same text recovers the line so an error can point the user at it.
 
+use std::cell::OnceCell;
 use std::collections::HashMap;
 
 use granit_parser::{Event, Parser, ScalarStyle};
@@ -98,6 +99,32 @@ impl LineIndex {
 
     pub fn line_of(&self, path: &[Segment]) -> Option<usize> {
         self.lines.get(path).copied()
+    }
+}
+
+/// The lines of a template's text, read the first time a fault asks for one: a template
+/// without faults is parsed once, one with many is read for its lines once.
+pub struct Lines<'t> {
+    text: &'t str,
+    index: OnceCell<LineIndex>,
+}
+
+impl<'t> Lines<'t> {
+    pub fn new(text: &'t str) -> Lines<'t> {
+        Lines {
+            text,
+            index: OnceCell::new(),
+        }
+    }
+
+    pub fn line_of(&self, path: &[Segment]) -> Option<usize> {
+        self.index.get_or_init(|| LineIndex::build(self.text)).line_of(path)
+    }
+
+    /// The line of `path`, or of the nearest enclosing field written (a required field
+    /// that is missing is pointed at by its parent).
+    pub fn line_near(&self, path: &[Segment]) -> Option<usize> {
+        (0..=path.len()).rev().find_map(|len| self.line_of(&path[..len]))
     }
 }
 

@@ -1,5 +1,5 @@
 use super::*;
-use crate::template::Template;
+use crate::template::{Template, TemplateError};
 
 /// The issue's own example, on a template that adds the `envoy` container it names.
 pub(crate) const EXAMPLE: &str = include_str!("../../../../../tests/fixtures/overrides/template.yaml");

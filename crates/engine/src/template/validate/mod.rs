@@ -30,11 +30,11 @@ pub use walk::ValueError;
 use walk::Walk;
 
 use super::spec::TemplateSpec;
-use super::yaml_locate::{LineIndex, Segment, render_path};
+use super::yaml_locate::{Lines, render_path};
 
-/// Every value of `spec` the API server of `version` would refuse; `text` is the
-/// template's YAML, read for the lines only when something is refused.
-pub fn check(spec: &TemplateSpec, version: KubeVersion, text: &str) -> Vec<ValueError> {
+/// Every value of `spec` the API server of `version` would refuse; `lines` are the
+/// template's, read only when something is refused.
+pub fn check(spec: &TemplateSpec, version: KubeVersion, lines: &Lines) -> Vec<ValueError> {
     let mut walk = Walk::new(version);
     let volumes: BTreeMap<&str, &Volume> = spec.volumes.iter().map(|v| (v.name.as_str(), v)).collect();
     walk.list("volumes", &spec.volumes, volumes::volume);
@@ -48,26 +48,15 @@ pub fn check(spec: &TemplateSpec, version: KubeVersion, text: &str) -> Vec<Value
     walk.list("volumeMounts", &spec.volume_mounts, |walk, mount| {
         container::mount(walk, mount, None);
     });
-    let found = walk.into_found();
-    if found.is_empty() {
-        return Vec::new();
-    }
-    let lines = LineIndex::build(text);
-    found
+    walk.into_found()
         .into_iter()
         .map(|(path, expected, found)| ValueError {
-            line: line_near(&lines, &path),
+            line: lines.line_near(&path),
             path: render_path(&path),
             expected,
             found,
         })
         .collect()
-}
-
-/// The line of `path`, or of the nearest enclosing field written (a required field that is
-/// missing is pointed at by its parent).
-fn line_near(lines: &LineIndex, path: &[Segment]) -> Option<usize> {
-    (0..=path.len()).rev().find_map(|len| lines.line_of(&path[..len]))
 }
 
 #[cfg(test)]

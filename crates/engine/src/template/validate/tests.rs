@@ -1,5 +1,5 @@
 use super::*;
-use crate::template::{EMBEDDED_CLASSIC, EMBEDDED_DEFAULT, Template, TemplateError};
+use crate::template::{EMBEDDED_CLASSIC, EMBEDDED_DEFAULT, Fault, Template, TemplateError};
 
 fn v(text: &str) -> KubeVersion {
     text.parse().unwrap()
@@ -9,7 +9,14 @@ fn v(text: &str) -> KubeVersion {
 fn refused(template: &str, version: KubeVersion) -> Vec<ValueError> {
     match Template::parse_keeping_values("config", template, version) {
         Ok((_, None)) => Vec::new(),
-        Ok((_, Some(TemplateError::Values { errors, .. }))) => errors,
+        Ok((_, Some(refused))) => refused
+            .faults()
+            .iter()
+            .map(|fault| match fault {
+                Fault::Value(value) => value.clone(),
+                other => panic!("expected only value faults, found {other}"),
+            })
+            .collect(),
         other => panic!("expected a template that parses, found {other:?}"),
     }
 }
@@ -65,9 +72,9 @@ fn the_first_hour_values_are_refused_with_field_line_expected_and_found() {
     ] {
         assert!(found.contains(&expected), "{expected:?} in {errors:#?}");
     }
-    let message = TemplateError::Values {
+    let message = TemplateError::Faults {
         template: "config".into(),
-        errors,
+        faults: errors.into_iter().map(Fault::Value).collect(),
     }
     .to_string();
     assert!(
