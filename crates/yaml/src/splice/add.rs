@@ -7,7 +7,7 @@ use json_patch::jsonptr::PointerBuf;
 use json_patch::{AddOperation, Patch, PatchOperation};
 use serde_json::Value as Json;
 
-use super::flow::{flow, flow_key};
+use super::flow::{fits, flow, flow_key, one_line};
 use super::{
     Edit, Edits, NotInText, Target, Written, child, comment_line, index_of, is_map, line_after, line_start,
     not_in_text, resolve, style_of, tokens,
@@ -303,13 +303,20 @@ impl Renders {
                 let mut out = Out::default();
                 match key {
                     Some(key) => write::entries(&mut out, &[(key.clone(), Node::from_json(value))], indent, style),
-                    None if flow_items => {
-                        out.push_str(&" ".repeat(indent));
-                        out.push_str("- ");
-                        flow(&mut out, value, false);
-                        out.push('\n');
-                    }
-                    None => write::item(&mut out, &Node::from_json(value), indent, style),
+                    // Among flow items, in their style where it fits a line: a long one
+                    // (a sidecar with its whole configuration) is read in block style.
+                    None => match flow_items
+                        .then(|| one_line(value, false))
+                        .filter(|line| fits(indent + 2, line))
+                    {
+                        Some(line) => {
+                            out.push_str(&" ".repeat(indent));
+                            out.push_str("- ");
+                            out.push_str(&line);
+                            out.push('\n');
+                        }
+                        None => write::item(&mut out, &Node::from_json(value), indent, style),
+                    },
                 }
                 if self.written.len() == Self::KEEP {
                     self.written.remove(0);

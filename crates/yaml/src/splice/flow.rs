@@ -5,6 +5,23 @@ use serde_json::Value as Json;
 
 use crate::write::{self, Out};
 
+/// The width an added entry is written in flow style within, as a line of its own: what
+/// an editor shows and a linter (yamllint's `line-length`) allows by default. Longer ones
+/// are written over lines.
+pub(super) const WIDTH: usize = 80;
+
+/// Whether `line`, starting at `column`, ends within [`WIDTH`].
+pub(super) fn fits(column: usize, line: &str) -> bool {
+    column + line.chars().count() <= WIDTH
+}
+
+/// `value` in flow style on one line (see [`flow`]).
+pub(super) fn one_line(value: &Json, json: bool) -> String {
+    let mut out = Out::default();
+    flow(&mut out, value, json);
+    out.into_string()
+}
+
 /// A key in a flow map: as JSON in a JSON collection.
 pub(super) fn flow_key(out: &mut Out<'_>, key: &str, json: bool) {
     match json {

@@ -88,6 +88,62 @@ fn a_list_of_flow_maps_gets_flow_maps_and_flow_lists_grow_in_flow_style() {
 }
 
 #[test]
+fn among_flow_items_an_addition_too_long_for_a_line_is_written_in_block_style() {
+    let text = "spec:\n  containers:\n  - {name: app, image: nginx}\n  - {name: log, image: busybox}\n";
+    let sidecar = json!({"name": "envoy", "image": "envoy:v1", "args": ["--config-yaml", "admin:\n  port: 15000\n"], "ports": [{"containerPort": 15001}]});
+    let out = added(
+        text,
+        json!([
+            {"op": "add", "path": "/spec/containers/-", "value": sidecar.clone()},
+            {"op": "add", "path": "/spec/containers/-", "value": {"name": "short", "image": "x"}},
+        ]),
+    );
+    assert_eq!(
+        out,
+        format!(
+            "{text}  - args:\n    - --config-yaml\n    - |\n      admin:\n        port: 15000\n    image: envoy:v1\n    name: envoy\n    ports:\n    - containerPort: 15001\n  - {{image: x, name: short}}\n"
+        )
+    );
+    // At the front, as a native sidecar goes, the same.
+    let init = "spec:\n  initContainers:\n  - {name: setup, image: busybox}\n";
+    let out = added(
+        init,
+        json!([{"op": "add", "path": "/spec/initContainers/0", "value": sidecar}]),
+    );
+    assert_eq!(
+        out,
+        "spec:\n  initContainers:\n  - args:\n    - --config-yaml\n    - |\n      admin:\n        port: 15000\n    image: envoy:v1\n    name: envoy\n    ports:\n    - containerPort: 15001\n  - {name: setup, image: busybox}\n"
+    );
+    assert_eq!(
+        removed(&out, json!([{"op": "remove", "path": "/spec/initContainers/0"}])),
+        init
+    );
+    // The line width counts from the dashes: the same item fits a list less indented.
+    let item = json!({"name": "a-long-container-name", "image": "registry.example.com/team/image:v1.2.3"});
+    let shallow = "containers:\n- {name: app}\n";
+    let out = added(shallow, json!([{"op": "add", "path": "/containers/-", "value": item}]));
+    assert_eq!(
+        out,
+        format!("{shallow}- {{image: 'registry.example.com/team/image:v1.2.3', name: a-long-container-name}}\n")
+    );
+    let deep = "spec:\n  template:\n    spec:\n      containers:\n      - {name: app}\n";
+    let out = added(
+        deep,
+        json!([{"op": "add", "path": "/spec/template/spec/containers/-", "value": item}]),
+    );
+    assert_eq!(
+        out,
+        format!("{deep}      - image: registry.example.com/team/image:v1.2.3\n        name: a-long-container-name\n")
+    );
+    // Taken out again, each by its own lines: the input comes back.
+    let back = removed(
+        &out,
+        json!([{"op": "remove", "path": "/spec/template/spec/containers/1"}]),
+    );
+    assert_eq!(back, deep);
+}
+
+#[test]
 fn maps_get_keys_at_their_keys_column_and_json_stays_json() {
     let text = "metadata:\n  name: p\n  labels: {app: web}\n";
     let out = added(
