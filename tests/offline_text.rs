@@ -819,13 +819,44 @@ fn an_addition_an_alias_would_repeat_is_caught_and_written_anew() {
 
 /// A template whose additions do not fit a line in flow style (a sidecar with its
 /// configuration, an init container's script, a projected volume) beside short ones.
-const LONG: &str = "initContainers:\n- name: prepare\n  image: busybox\n  command: [sh, -c, 'mkdir -p /etc/proxy && echo ready > /etc/proxy/state']\ncontainers:\n- name: proxy\n  image: envoy:v1\n  args:\n  - --config-yaml\n  - |\n    admin:\n      address: {socket_address: {address: 127.0.0.1, port_value: 15000}}\nvolumes:\n- {name: proxy-certs, emptyDir: {}}\n- name: proxy-token\n  projected:\n    sources:\n    - serviceAccountToken: {path: token, expirationSeconds: 3600, audience: proxy}\n";
+const LONG: &str = "initContainers:\n- name: prepare\n  image: busybox\n  command: [sh, -c, 'mkdir -p /etc/proxy/run && echo ready > /etc/proxy/run/state']\ncontainers:\n- name: proxy\n  image: envoy:v1\n  args:\n  - --config-yaml\n  - |\n    admin:\n      address: {socket_address: {port_value: 15000}}\n    stats_flush_interval: 5s\nvolumes:\n- {name: proxy-certs, emptyDir: {}}\n- name: proxy-token\n  projected:\n    sources:\n    - serviceAccountToken: {path: token, expirationSeconds: 3600, audience: proxy}\n";
 
-/// A Pod's lists written as block lists of flow maps, indented by `indent` (a Pod
-/// template's, a `List` item's).
-fn flow_items_pod(indent: &str) -> String {
-    let spec = "spec:\n  initContainers:\n  - {name: fetch-config, image: curl}\n  containers:\n  - {name: app, image: nginx, ports: [{containerPort: 80}]}\n  volumes:\n  - {name: data, emptyDir: {}}\n";
-    spec.lines().map(|line| format!("{indent}{line}\n")).collect()
+/// A Pod's lists written as block lists of flow maps.
+const FLOW_ITEMS: &str = "spec:\n  initContainers:\n  - {name: fetch-config, image: curl}\n  containers:\n  - {name: app, image: nginx, ports: [{containerPort: 80}]}\n  volumes:\n  - {name: data, emptyDir: {}}\n";
+
+/// A Pod's lists written as flow lists.
+const FLOW_LISTS: &str = "spec:\n  initContainers: [{name: fetch-config, image: curl}]\n  containers: [{name: app, image: nginx, ports: [{containerPort: 80}]}]\n  volumes: [\n    {name: data, emptyDir: {}}\n  ]\n";
+
+/// A Pod opting in with `spec` as its spec, as a Pod, as a Deployment's Pod template and
+/// as a `List`'s item: each text with the indentation of the Pod's keys.
+fn opted_in(spec: &str) -> [(String, &'static str); 3] {
+    let meta = "metadata:\n  name: web\n  annotations: {sidecar.samplecrd.k8s.io/inject: \"true\"}\n";
+    let pod = format!("{meta}{spec}");
+    let indented = |indent: &str| -> String { pod.lines().map(|l| format!("{indent}{l}\n")).collect() };
+    [
+        (format!("apiVersion: v1\nkind: Pod\n{pod}"), ""),
+        (
+            format!(
+                "apiVersion: apps/v1\nkind: Deployment\nmetadata: {{name: web}}\nspec:\n  selector: {{matchLabels: {{app: web}}}}\n  template:\n{}",
+                indented("    ")
+            ),
+            "    ",
+        ),
+        (
+            format!(
+                "apiVersion: v1\nkind: List\nitems:\n- apiVersion: v1\n  kind: Pod\n{}",
+                indented("  ")
+            ),
+            "  ",
+        ),
+    ]
+}
+
+/// The lines of `text` over 80 columns, but for the status annotation's (one JSON line).
+fn long_lines(text: &str) -> Vec<&str> {
+    text.lines()
+        .filter(|l| l.chars().count() > 80 && !l.contains("sidecar.samplecrd.k8s.io/status"))
+        .collect()
 }
 
 /// Where a Pod's lists hold flow maps (`- {name: app, image: nginx}`), what the injection
@@ -833,37 +864,22 @@ fn flow_items_pod(indent: &str) -> String {
 /// not: never one line of thousands of characters. `uninject` gives the input back.
 #[test]
 fn additions_too_long_for_a_line_among_flow_items_are_written_in_block_style() {
-    let meta = "metadata:\n  name: web\n  annotations: {sidecar.samplecrd.k8s.io/inject: \"true\"}\n";
-    let pod = format!("apiVersion: v1\nkind: Pod\n{meta}{}", flow_items_pod(""));
-    let deployment = format!(
-        "apiVersion: apps/v1\nkind: Deployment\nmetadata: {{name: web}}\nspec:\n  selector: {{matchLabels: {{app: web}}}}\n  template:\n{}{}",
-        meta.lines().map(|l| format!("    {l}\n")).collect::<String>(),
-        flow_items_pod("    ")
-    );
-    let list = format!(
-        "apiVersion: v1\nkind: List\nitems:\n- apiVersion: v1\n  kind: Pod\n{}{}",
-        meta.lines().map(|l| format!("  {l}\n")).collect::<String>(),
-        flow_items_pod("  ")
-    );
     let long = TemplateSet::from_text("fixture", LONG, envoy_injector::template::KubeVersion::NEWEST).unwrap();
     let mut figures = Figures::default();
-    for (text, indent) in [(&pod, ""), (&deployment, "    "), (&list, "  ")] {
-        check(text, &long, &mut figures).unwrap_or_else(|e| panic!("{e}"));
-        let out = inject(text, &long, Format::Yaml).out;
+    let [(pod, _), ..] = opted_in(FLOW_ITEMS);
+    for (text, indent) in opted_in(FLOW_ITEMS) {
+        check(&text, &long, &mut figures).unwrap_or_else(|e| panic!("{e}"));
+        let out = inject(&text, &long, Format::Yaml).out;
         // Short additions in their siblings' style, long ones in block style.
         for expected in [
-            "  - command:\n    - sh\n    - -c\n    - mkdir -p /etc/proxy && echo ready > /etc/proxy/state\n    image: busybox\n    name: prepare\n  - {name: fetch-config, image: curl}\n",
-            "  - {name: app, image: nginx, ports: [{containerPort: 80}]}\n  - args:\n    - --config-yaml\n    - |\n      admin:\n        address: {socket_address: {address: 127.0.0.1, port_value: 15000}}\n    image: envoy:v1\n    name: proxy\n",
+            "  - command:\n    - sh\n    - -c\n    - mkdir -p /etc/proxy/run && echo ready > /etc/proxy/run/state\n    image: busybox\n    name: prepare\n  - {name: fetch-config, image: curl}\n",
+            "  - {name: app, image: nginx, ports: [{containerPort: 80}]}\n  - args:\n    - --config-yaml\n    - |\n      admin:\n        address: {socket_address: {port_value: 15000}}\n      stats_flush_interval: 5s\n    image: envoy:v1\n    name: proxy\n",
             "  - {name: data, emptyDir: {}}\n  - {emptyDir: {}, name: proxy-certs}\n  - name: proxy-token\n    projected:\n      sources:\n      - serviceAccountToken:\n          audience: proxy\n          expirationSeconds: 3600\n          path: token\n",
         ] {
             let expected: String = expected.lines().map(|l| format!("{indent}{l}\n")).collect();
             assert!(out.contains(&expected), "{expected}\nin\n{out}");
         }
-        let long_lines: Vec<&str> = out
-            .lines()
-            .filter(|l| l.len() > 80 && !l.contains("sidecar.samplecrd.k8s.io/status"))
-            .collect();
-        assert!(long_lines.is_empty(), "{long_lines:?}");
+        assert!(long_lines(&out).is_empty(), "{:?}\n{out}", long_lines(&out));
     }
     // The default template's sidecar, with Envoy's whole bootstrap, as a container and
     // as a native sidecar: the bootstrap is a literal block, not a line of its own.
@@ -881,5 +897,40 @@ fn additions_too_long_for_a_line_among_flow_items_are_written_in_block_style() {
         let longest = out.lines().filter(|l| !l.contains("/status")).map(str::len).max();
         assert!(longest < Some(200), "{out}");
     }
+    assert_eq!(figures.round_trips, figures.inputs);
+}
+
+/// Where a Pod's lists are flow lists (`containers: [{name: app}]`), an addition that
+/// does not fit the line is a flow item over lines, indented under the line it starts
+/// on, a string of several lines double-quoted over as many; the input's text stays as
+/// it is, and `uninject` gives it back.
+#[test]
+fn additions_too_long_for_a_line_in_flow_lists_are_written_over_lines() {
+    let long = TemplateSet::from_text("fixture", LONG, envoy_injector::template::KubeVersion::NEWEST).unwrap();
+    let mut figures = Figures::default();
+    for (text, indent) in opted_in(FLOW_LISTS) {
+        check(&text, &long, &mut figures).unwrap_or_else(|e| panic!("{e}"));
+        let out = inject(&text, &long, Format::Yaml).out;
+        for expected in [
+            "  initContainers: [{\n      command: [\n        sh,\n        -c,\n        mkdir -p /etc/proxy/run && echo ready > /etc/proxy/run/state\n      ],\n      image: busybox,\n      name: prepare\n    }, {name: fetch-config, image: curl}]\n",
+            "  containers: [{name: app, image: nginx, ports: [{containerPort: 80}]}, {\n      args: [\n        --config-yaml,\n        \"admin:\\n\\\n         \\  address: {socket_address: {port_value: 15000}}\\n\\\n         stats_flush_interval: 5s\\n\"\n      ],\n      image: 'envoy:v1',\n      name: proxy\n    }]\n",
+            "  volumes: [\n    {name: data, emptyDir: {}},\n    {emptyDir: {}, name: proxy-certs},\n    {\n      name: proxy-token,\n      projected: {\n        sources: [\n          {\n            serviceAccountToken: {\n              audience: proxy,\n              expirationSeconds: 3600,\n              path: token\n            }\n          }\n        ]\n      }\n    }\n  ]\n",
+        ] {
+            let expected: String = expected.lines().map(|l| format!("{indent}{l}\n")).collect();
+            assert!(out.contains(&expected), "{expected}\nin\n{out}");
+        }
+        assert!(long_lines(&out).is_empty(), "{:?}\n{out}", long_lines(&out));
+    }
+    // The default template's sidecar: Envoy's bootstrap a line of the output per line.
+    let shipped = TemplateSet::embedded();
+    let [(pod, _), ..] = opted_in(FLOW_LISTS);
+    check(&pod, &shipped, &mut figures).unwrap_or_else(|e| panic!("{e}"));
+    let out = inject(&pod, &shipped, Format::Yaml).out;
+    assert!(
+        out.contains("        \"admin:\\n\\\n         \\  address:\\n\\\n"),
+        "{out}"
+    );
+    let longest = out.lines().filter(|l| !l.contains("/status")).map(str::len).max();
+    assert!(longest < Some(200), "{out}");
     assert_eq!(figures.round_trips, figures.inputs);
 }

@@ -144,6 +144,57 @@ fn among_flow_items_an_addition_too_long_for_a_line_is_written_in_block_style() 
 }
 
 #[test]
+fn in_a_flow_collection_an_addition_too_long_for_a_line_is_written_over_lines() {
+    let sidecar = json!({"name": "envoy", "args": ["--config-yaml", "admin:\n  address: {socket_address: {address: 127.0.0.1, port_value: 15000}}\n"], "ports": [{"containerPort": 15001}]});
+    let add = |text: &str, path: &str| added(text, json!([{"op": "add", "path": path, "value": sidecar.clone()}]));
+    // After an item on the bracket's line: a step deeper than the line, a string of
+    // several lines over as many.
+    let text = "spec:\n  containers: [{name: app, image: nginx}]\n";
+    let out = add(text, "/spec/containers/-");
+    assert_eq!(
+        out,
+        "spec:\n  containers: [{name: app, image: nginx}, {\n      args: [\n        --config-yaml,\n        \"admin:\\n\\\n         \\  address: {socket_address: {address: 127.0.0.1, port_value: 15000}}\\n\"\n      ],\n      name: envoy,\n      ports: [{containerPort: 15001}]\n    }]\n"
+    );
+    assert_eq!(
+        removed(&out, json!([{"op": "remove", "path": "/spec/containers/1"}])),
+        text
+    );
+    // Items one a line: the addition on a line of its own, closed at its column.
+    let text = "spec:\n  initContainers: [\n    {name: i}\n  ]\n";
+    let out = add(text, "/spec/initContainers/-");
+    assert_eq!(
+        out,
+        "spec:\n  initContainers: [\n    {name: i},\n    {\n      args: [\n        --config-yaml,\n        \"admin:\\n\\\n         \\  address: {socket_address: {address: 127.0.0.1, port_value: 15000}}\\n\"\n      ],\n      name: envoy,\n      ports: [{containerPort: 15001}]\n    }\n  ]\n"
+    );
+    assert_eq!(
+        removed(&out, json!([{"op": "remove", "path": "/spec/initContainers/1"}])),
+        text
+    );
+    // At the front; in a list item's map, whose keys are deeper than the line's dash.
+    let text = "items:\n- initContainers: [{name: i}]\n";
+    let out = add(text, "/items/0/initContainers/0");
+    assert_eq!(
+        out,
+        "items:\n- initContainers: [{\n      args: [\n        --config-yaml,\n        \"admin:\\n\\\n         \\  address: {socket_address: {address: 127.0.0.1, port_value: 15000}}\\n\"\n      ],\n      name: envoy,\n      ports: [{containerPort: 15001}]\n    }, {name: i}]\n"
+    );
+    assert_eq!(
+        removed(&out, json!([{"op": "remove", "path": "/items/0/initContainers/0"}])),
+        text
+    );
+    // JSON: over lines too, its strings each on one.
+    let text = "{\"spec\": {\"containers\": [{\"name\": \"app\"}]}}\n";
+    let out = add(text, "/spec/containers/-");
+    assert_eq!(
+        out,
+        "{\"spec\": {\"containers\": [{\"name\": \"app\"}, {\n    \"args\": [\n      \"--config-yaml\",\n      \"admin:\\n  address: {socket_address: {address: 127.0.0.1, port_value: 15000}}\\n\"\n    ],\n    \"name\": \"envoy\",\n    \"ports\": [{\"containerPort\": 15001}]\n  }]}}\n"
+    );
+    assert_eq!(
+        removed(&out, json!([{"op": "remove", "path": "/spec/containers/1"}])),
+        text
+    );
+}
+
+#[test]
 fn maps_get_keys_at_their_keys_column_and_json_stays_json() {
     let text = "metadata:\n  name: p\n  labels: {app: web}\n";
     let out = added(
