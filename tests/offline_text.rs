@@ -1,9 +1,9 @@
 //! `inject` keeps the user's text: every byte of the input is in the output, in order,
 //! and only what the injection adds is new; `uninject` gives the input back byte for
 //! byte. Checked over manifests generated in every style a hand-written one uses (block
-//! and flow, JSON, two- and four-space indentation, indented list dashes, quoting,
-//! folded and literal scalars, comments, anchors, CRLF, a missing last line break), and
-//! over the offline corpus and the sample manifests the other tests use. Each check also
+//! and flow, block lists of flow maps, JSON, two- and four-space indentation, indented
+//! list dashes, quoting, folded and literal scalars, comments, anchors, CRLF, a missing
+//! last line break), and over the offline corpus and the sample manifests the other tests use. Each check also
 //! reads the output back: it holds exactly the input's objects with the injection's
 //! patch applied.
 //!
@@ -457,11 +457,13 @@ mod generated {
             if self.runs_to_completion || self.kind >= 2 {
                 spec.push(("restartPolicy", s("Never")));
             }
-            let init = map(vec![("name", s("migrate")), ("image", s("busybox"))], false);
-            match self.init % 3 {
+            let init = |flow| map(vec![("name", s("migrate")), ("image", s("busybox"))], flow);
+            match self.init % 4 {
                 0 => {}
-                1 => spec.push(("initContainers", Y::Seq(vec![init], false))),
-                _ => spec.push(("initContainers", Y::Seq(vec![init], true))),
+                1 => spec.push(("initContainers", Y::Seq(vec![init(false)], false))),
+                // A block list of flow maps.
+                2 => spec.push(("initContainers", Y::Seq(vec![init(true)], false))),
+                _ => spec.push(("initContainers", Y::Seq(vec![init(false)], true))),
             }
             let containers: Vec<Y> = self
                 .containers
@@ -470,12 +472,14 @@ mod generated {
                 .map(|(i, c)| container(i, *c, self.containers_flow || self.layout.json))
                 .collect();
             spec.push(("containers", Y::Seq(containers, self.containers_flow)));
-            let volume = map(vec![("name", s("data")), ("emptyDir", map(Vec::new(), true))], false);
-            match self.volumes % 4 {
+            let volume = |flow| map(vec![("name", s("data")), ("emptyDir", map(Vec::new(), true))], flow);
+            match self.volumes % 5 {
                 0 => {}
-                1 => spec.push(("volumes", Y::Seq(vec![volume], false))),
-                2 => spec.push(("volumes", Y::Seq(vec![volume], true))),
-                _ if self.layout.json => spec.push(("volumes", Y::Seq(vec![volume], true))),
+                1 => spec.push(("volumes", Y::Seq(vec![volume(false)], false))),
+                2 => spec.push(("volumes", Y::Seq(vec![volume(false)], true))),
+                // A block list of flow maps.
+                4 => spec.push(("volumes", Y::Seq(vec![volume(true)], false))),
+                _ if self.layout.json => spec.push(("volumes", Y::Seq(vec![volume(false)], true))),
                 _ => spec.push(("volumes", Y::Seq(Vec::new(), true))),
             }
             match self.secrets % 3 {
@@ -650,7 +654,7 @@ mod generated {
             (0usize..3, 0usize..4, 0usize..4),
             prop::collection::vec((0usize..8, 0usize..5), 1..3),
             any::<bool>(),
-            (0usize..4, 0usize..3, 0usize..3, any::<bool>()),
+            (0usize..5, 0usize..3, 0usize..4, any::<bool>()),
         )
             .prop_map(
                 |(
@@ -811,4 +815,122 @@ fn an_addition_an_alias_would_repeat_is_caught_and_written_anew() {
     let run = inject(&plain, templates, Format::Yaml);
     assert!(run.messages.is_empty(), "{:?}", run.messages);
     assert_eq!(kept_in_order(&plain, &run.out), plain.len());
+}
+
+/// A template whose additions do not fit a line in flow style (a sidecar with its
+/// configuration, an init container's script, a projected volume) beside short ones.
+const LONG: &str = "initContainers:\n- name: prepare\n  image: busybox\n  command: [sh, -c, 'mkdir -p /etc/proxy/run && echo ready > /etc/proxy/run/state']\ncontainers:\n- name: proxy\n  image: envoy:v1\n  args:\n  - --config-yaml\n  - |\n    admin:\n      address: {socket_address: {port_value: 15000}}\n    stats_flush_interval: 5s\nvolumes:\n- {name: proxy-certs, emptyDir: {}}\n- name: proxy-token\n  projected:\n    sources:\n    - serviceAccountToken: {path: token, expirationSeconds: 3600, audience: proxy}\n";
+
+/// A Pod's lists written as block lists of flow maps.
+const FLOW_ITEMS: &str = "spec:\n  initContainers:\n  - {name: fetch-config, image: curl}\n  containers:\n  - {name: app, image: nginx, ports: [{containerPort: 80}]}\n  volumes:\n  - {name: data, emptyDir: {}}\n";
+
+/// A Pod's lists written as flow lists.
+const FLOW_LISTS: &str = "spec:\n  initContainers: [{name: fetch-config, image: curl}]\n  containers: [{name: app, image: nginx, ports: [{containerPort: 80}]}]\n  volumes: [\n    {name: data, emptyDir: {}}\n  ]\n";
+
+/// A Pod opting in with `spec` as its spec, as a Pod, as a Deployment's Pod template and
+/// as a `List`'s item: each text with the indentation of the Pod's keys.
+fn opted_in(spec: &str) -> [(String, &'static str); 3] {
+    let meta = "metadata:\n  name: web\n  annotations: {sidecar.samplecrd.k8s.io/inject: \"true\"}\n";
+    let pod = format!("{meta}{spec}");
+    let indented = |indent: &str| -> String { pod.lines().map(|l| format!("{indent}{l}\n")).collect() };
+    [
+        (format!("apiVersion: v1\nkind: Pod\n{pod}"), ""),
+        (
+            format!(
+                "apiVersion: apps/v1\nkind: Deployment\nmetadata: {{name: web}}\nspec:\n  selector: {{matchLabels: {{app: web}}}}\n  template:\n{}",
+                indented("    ")
+            ),
+            "    ",
+        ),
+        (
+            format!(
+                "apiVersion: v1\nkind: List\nitems:\n- apiVersion: v1\n  kind: Pod\n{}",
+                indented("  ")
+            ),
+            "  ",
+        ),
+    ]
+}
+
+/// The lines of `text` over 80 columns, but for the status annotation's (one JSON line).
+fn long_lines(text: &str) -> Vec<&str> {
+    text.lines()
+        .filter(|l| l.chars().count() > 80 && !l.contains("sidecar.samplecrd.k8s.io/status"))
+        .collect()
+}
+
+/// Where a Pod's lists hold flow maps (`- {name: app, image: nginx}`), what the injection
+/// adds is written in their style where it fits a line, and in block style where it does
+/// not: never one line of thousands of characters. `uninject` gives the input back.
+#[test]
+fn additions_too_long_for_a_line_among_flow_items_are_written_in_block_style() {
+    let long = TemplateSet::from_text("fixture", LONG, envoy_injector::template::KubeVersion::NEWEST).unwrap();
+    let mut figures = Figures::default();
+    let [(pod, _), ..] = opted_in(FLOW_ITEMS);
+    for (text, indent) in opted_in(FLOW_ITEMS) {
+        check(&text, &long, &mut figures).unwrap_or_else(|e| panic!("{e}"));
+        let out = inject(&text, &long, Format::Yaml).out;
+        // Short additions in their siblings' style, long ones in block style.
+        for expected in [
+            "  - command:\n    - sh\n    - -c\n    - mkdir -p /etc/proxy/run && echo ready > /etc/proxy/run/state\n    image: busybox\n    name: prepare\n  - {name: fetch-config, image: curl}\n",
+            "  - {name: app, image: nginx, ports: [{containerPort: 80}]}\n  - args:\n    - --config-yaml\n    - |\n      admin:\n        address: {socket_address: {port_value: 15000}}\n      stats_flush_interval: 5s\n    image: envoy:v1\n    name: proxy\n",
+            "  - {name: data, emptyDir: {}}\n  - {emptyDir: {}, name: proxy-certs}\n  - name: proxy-token\n    projected:\n      sources:\n      - serviceAccountToken:\n          audience: proxy\n          expirationSeconds: 3600\n          path: token\n",
+        ] {
+            let expected: String = expected.lines().map(|l| format!("{indent}{l}\n")).collect();
+            assert!(out.contains(&expected), "{expected}\nin\n{out}");
+        }
+        assert!(long_lines(&out).is_empty(), "{:?}\n{out}", long_lines(&out));
+    }
+    // The default template's sidecar, with Envoy's whole bootstrap, as a container and
+    // as a native sidecar: the bootstrap is a literal block, not a line of its own.
+    let shipped = TemplateSet::embedded();
+    let native = pod.replace(
+        "annotations: {",
+        "annotations: {sidecar.samplecrd.k8s.io/native-sidecar: \"true\", ",
+    );
+    for (text, list) in [(&pod, "containers"), (&native, "initContainers")] {
+        check(text, &shipped, &mut figures).unwrap_or_else(|e| panic!("{e}"));
+        let out = inject(text, &shipped, Format::Yaml).out;
+        let at = out.find(&format!("  {list}:\n")).unwrap();
+        assert!(out[at..].contains("  - args:\n    - --concurrency\n"), "{out}");
+        assert!(out.contains("    - |\n      admin:\n"), "{out}");
+        let longest = out.lines().filter(|l| !l.contains("/status")).map(str::len).max();
+        assert!(longest < Some(200), "{out}");
+    }
+    assert_eq!(figures.round_trips, figures.inputs);
+}
+
+/// Where a Pod's lists are flow lists (`containers: [{name: app}]`), an addition that
+/// does not fit the line is a flow item over lines, indented under the line it starts
+/// on, a string of several lines double-quoted over as many; the input's text stays as
+/// it is, and `uninject` gives it back.
+#[test]
+fn additions_too_long_for_a_line_in_flow_lists_are_written_over_lines() {
+    let long = TemplateSet::from_text("fixture", LONG, envoy_injector::template::KubeVersion::NEWEST).unwrap();
+    let mut figures = Figures::default();
+    for (text, indent) in opted_in(FLOW_LISTS) {
+        check(&text, &long, &mut figures).unwrap_or_else(|e| panic!("{e}"));
+        let out = inject(&text, &long, Format::Yaml).out;
+        for expected in [
+            "  initContainers: [{\n      command: [\n        sh,\n        -c,\n        mkdir -p /etc/proxy/run && echo ready > /etc/proxy/run/state\n      ],\n      image: busybox,\n      name: prepare\n    }, {name: fetch-config, image: curl}]\n",
+            "  containers: [{name: app, image: nginx, ports: [{containerPort: 80}]}, {\n      args: [\n        --config-yaml,\n        \"admin:\\n\\\n         \\  address: {socket_address: {port_value: 15000}}\\n\\\n         stats_flush_interval: 5s\\n\"\n      ],\n      image: 'envoy:v1',\n      name: proxy\n    }]\n",
+            "  volumes: [\n    {name: data, emptyDir: {}},\n    {emptyDir: {}, name: proxy-certs},\n    {\n      name: proxy-token,\n      projected: {\n        sources: [\n          {\n            serviceAccountToken: {\n              audience: proxy,\n              expirationSeconds: 3600,\n              path: token\n            }\n          }\n        ]\n      }\n    }\n  ]\n",
+        ] {
+            let expected: String = expected.lines().map(|l| format!("{indent}{l}\n")).collect();
+            assert!(out.contains(&expected), "{expected}\nin\n{out}");
+        }
+        assert!(long_lines(&out).is_empty(), "{:?}\n{out}", long_lines(&out));
+    }
+    // The default template's sidecar: Envoy's bootstrap a line of the output per line.
+    let shipped = TemplateSet::embedded();
+    let [(pod, _), ..] = opted_in(FLOW_LISTS);
+    check(&pod, &shipped, &mut figures).unwrap_or_else(|e| panic!("{e}"));
+    let out = inject(&pod, &shipped, Format::Yaml).out;
+    assert!(
+        out.contains("        \"admin:\\n\\\n         \\  address:\\n\\\n"),
+        "{out}"
+    );
+    let longest = out.lines().filter(|l| !l.contains("/status")).map(str::len).max();
+    assert!(longest < Some(200), "{out}");
+    assert_eq!(figures.round_trips, figures.inputs);
 }

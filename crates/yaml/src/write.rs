@@ -361,6 +361,12 @@ fn quoted_unless(out: &mut Out<'_>, s: &str, plain: bool) {
         return;
     }
     out.push('"');
+    double_quoted(out, s);
+    out.push('"');
+}
+
+/// `s` as the inside of a double-quoted scalar: escaped where it must be.
+pub fn double_quoted(out: &mut Out<'_>, s: &str) {
     for c in s.chars() {
         match c {
             '"' => out.push_str("\\\""),
@@ -377,7 +383,6 @@ fn quoted_unless(out: &mut Out<'_>, s: &str, plain: bool) {
             c => out.push(c),
         }
     }
-    out.push('"');
 }
 
 /// Writes `s` as a literal block (`|`) when it has several lines and a literal block

@@ -7,7 +7,7 @@ use json_patch::jsonptr::PointerBuf;
 use json_patch::{AddOperation, Patch, PatchOperation};
 use serde_json::Value as Json;
 
-use super::flow::{flow, flow_key};
+use super::flow::{STEP, fits, flow, flow_key, one_line, wrapped};
 use super::{
     Edit, Edits, NotInText, Target, Written, child, comment_line, index_of, is_map, line_after, line_start,
     not_in_text, resolve, style_of, tokens,
@@ -28,6 +28,8 @@ enum Pending<'n> {
         entries: Vec<Added<'n>>,
         style: Style,
         depth: usize,
+        /// The column of the block collection holding it (see [`floor_of`]).
+        floor: usize,
     },
     /// An entry's value written anew: what it was, with the operations below it applied.
     Anew {
@@ -39,6 +41,8 @@ enum Pending<'n> {
         original: Json,
         style: Style,
         depth: usize,
+        /// The column of the block collection holding it (see [`floor_of`]).
+        floor: usize,
     },
 }
 
@@ -70,6 +74,7 @@ pub fn additions<'n>(text: &str, root: &'n Node, patch: &'n Patch, renders: &mut
         let target = resolve(root, &tokens, &mut chain)?;
         let style = style_of(&chain);
         let depth = chain.len();
+        let floor = floor_of(&chain);
         match target {
             Target::In(to) => {
                 let last = tokens.last().ok_or_else(|| not_in_text("the whole document"))?;
@@ -84,6 +89,7 @@ pub fn additions<'n>(text: &str, root: &'n Node, patch: &'n Patch, renders: &mut
                             original: child(to.node, index).to_json(),
                             style,
                             depth,
+                            floor,
                         }),
                         None => add_entry(
                             &mut pending,
@@ -94,6 +100,7 @@ pub fn additions<'n>(text: &str, root: &'n Node, patch: &'n Patch, renders: &mut
                             &add.value,
                             style,
                             depth,
+                            floor,
                         ),
                     },
                     Value::Seq(items) => {
@@ -106,7 +113,17 @@ pub fn additions<'n>(text: &str, root: &'n Node, patch: &'n Patch, renders: &mut
                                 _ => return Err(not_in_text(format!("an insertion at `{index}` inside the list"))),
                             },
                         };
-                        add_entry(&mut pending, to, parent, front_add, None, &add.value, style, depth);
+                        add_entry(
+                            &mut pending,
+                            to,
+                            parent,
+                            front_add,
+                            None,
+                            &add.value,
+                            style,
+                            depth,
+                            floor,
+                        );
                     }
                     _ => return Err(not_in_text("an addition inside a scalar")),
                 }
@@ -128,6 +145,7 @@ pub fn additions<'n>(text: &str, root: &'n Node, patch: &'n Patch, renders: &mut
                     original,
                     style,
                     depth,
+                    floor,
                 });
             }
         }
@@ -173,6 +191,7 @@ fn add_entry<'n>(
     value: &'n Json,
     style: Style,
     depth: usize,
+    floor: usize,
 ) {
     for p in pending.iter_mut() {
         if let Pending::Add {
@@ -195,6 +214,7 @@ fn add_entry<'n>(
         entries: vec![(key, Cow::Borrowed(value))],
         style,
         depth,
+        floor,
     });
 }
 
@@ -221,6 +241,17 @@ fn into_pending(pending: &mut [Pending<'_>], tokens: &[String], value: &Json) ->
         }
     }
     Ok(false)
+}
+
+/// The column of the keys or dashes of the block collection that holds what `chain`
+/// leads to (0 in a document that is all flow): the lines of a flow collection in it go
+/// deeper.
+fn floor_of(chain: &[Written<'_>]) -> usize {
+    chain
+        .iter()
+        .rev()
+        .find(|w| !w.layout.flow)
+        .map_or(0, |w| w.layout.indent as usize)
 }
 
 fn uses_crlf(text: &str) -> bool {
@@ -303,13 +334,20 @@ impl Renders {
                 let mut out = Out::default();
                 match key {
                     Some(key) => write::entries(&mut out, &[(key.clone(), Node::from_json(value))], indent, style),
-                    None if flow_items => {
-                        out.push_str(&" ".repeat(indent));
-                        out.push_str("- ");
-                        flow(&mut out, value, false);
-                        out.push('\n');
-                    }
-                    None => write::item(&mut out, &Node::from_json(value), indent, style),
+                    // Among flow items, in their style where it fits a line: a long one
+                    // (a sidecar with its whole configuration) is read in block style.
+                    None => match flow_items
+                        .then(|| one_line(value, false))
+                        .filter(|line| fits(indent + 2, line))
+                    {
+                        Some(line) => {
+                            out.push_str(&" ".repeat(indent));
+                            out.push_str("- ");
+                            out.push_str(&line);
+                            out.push('\n');
+                        }
+                        None => write::item(&mut out, &Node::from_json(value), indent, style),
+                    },
                 }
                 if self.written.len() == Self::KEEP {
                     self.written.remove(0);
@@ -343,19 +381,60 @@ fn block_entries(
     out
 }
 
-fn flow_entries(entries: &[Added<'_>], json: bool) -> Vec<String> {
-    entries
-        .iter()
-        .map(|(key, value)| {
-            let mut out = Out::default();
-            if let Some(key) = key {
-                flow_key(&mut out, key, json);
-                out.push_str(": ");
+/// Entries added to a flow collection, as text inserted at a place in a line: each on
+/// that line where it fits, else over lines (see [`wrapped`]) with its closing bracket
+/// at its own column when it starts a line (the collection's items are one a line), else
+/// a step deeper than that line's indentation or the `floor`, whichever is deeper.
+struct FlowLines {
+    out: String,
+    /// The column the text goes on at, and the indentation of its line.
+    column: usize,
+    indent: usize,
+    floor: usize,
+}
+
+impl FlowLines {
+    fn at(text: &str, at: usize, floor: usize) -> FlowLines {
+        let line = &text[line_start(text, at)..at];
+        FlowLines {
+            out: String::new(),
+            column: line.chars().count(),
+            indent: line.len() - line.trim_start_matches(' ').len(),
+            floor,
+        }
+    }
+
+    fn push_str(&mut self, s: &str) {
+        self.out.push_str(s);
+        match s.rfind('\n') {
+            Some(n) => {
+                let line = &s[n + 1..];
+                self.column = line.chars().count();
+                self.indent = line.len() - line.trim_start_matches(' ').len();
             }
-            flow(&mut out, value, json);
-            out.into_string()
-        })
-        .collect()
+            None => self.column += s.chars().count(),
+        }
+    }
+
+    fn entry(&mut self, (key, value): &Added<'_>, json: bool) {
+        let close = match self.column == self.indent {
+            true => self.column,
+            false => self.indent.max(self.floor) + STEP,
+        };
+        if let Some(key) = key {
+            let mut out = Out::default();
+            flow_key(&mut out, key, json);
+            out.push_str(": ");
+            self.push_str(&out.into_string());
+        }
+        let mut out = Out::default();
+        wrapped(&mut out, value, json, self.column, close);
+        self.push_str(&out.into_string());
+    }
+
+    fn into_string(self) -> String {
+        self.out
+    }
 }
 
 /// What goes before an entry appended to a flow collection: `, `, or a line break and
@@ -380,8 +459,13 @@ fn render(text: &str, pending: Pending<'_>, renders: &mut Renders) -> Result<(Ed
             entries,
             style,
             depth,
+            floor,
             ..
-        } => Ok((add_edit(text, to, front, &entries, style, renders)?, depth, false)),
+        } => Ok((
+            add_edit(text, to, front, &entries, style, floor, renders)?,
+            depth,
+            false,
+        )),
         Pending::Anew {
             holder,
             index,
@@ -389,6 +473,7 @@ fn render(text: &str, pending: Pending<'_>, renders: &mut Renders) -> Result<(Ed
             original,
             style,
             depth,
+            floor,
             ..
         } => {
             let Some(entry) = holder.entry(index) else {
@@ -398,7 +483,15 @@ fn render(text: &str, pending: Pending<'_>, renders: &mut Renders) -> Result<(Ed
                 };
                 let key = entries[index].0.clone();
                 return Ok((
-                    add_edit(text, holder, false, &[(Some(key), Cow::Owned(value))], style, renders)?,
+                    add_edit(
+                        text,
+                        holder,
+                        false,
+                        &[(Some(key), Cow::Owned(value))],
+                        style,
+                        floor,
+                        renders,
+                    )?,
                     depth,
                     false,
                 ));
@@ -409,31 +502,42 @@ fn render(text: &str, pending: Pending<'_>, renders: &mut Renders) -> Result<(Ed
     }
 }
 
+#[allow(clippy::too_many_arguments)]
 fn add_edit(
     text: &str,
     to: Written<'_>,
     front: bool,
     entries: &[Added<'_>],
     style: Style,
+    floor: usize,
     renders: &mut Renders,
 ) -> Result<Edit, NotInText> {
     let layout = to.layout;
     let map = is_map(to.node);
     let written: Vec<Entry> = layout.entries.iter().flatten().copied().collect();
     if layout.flow {
-        let items = flow_entries(entries, layout.json);
         let first = written.iter().chain(layout.merge.iter()).min_by_key(|e| e.start);
         let last = written.iter().chain(layout.merge.iter()).max_by_key(|e| e.end);
-        let (at, with) = match (front, first, last) {
-            (true, Some(first), _) => (first.start as usize, items.iter().map(|i| format!("{i}, ")).collect()),
-            (_, _, Some(last)) => {
-                let separator = flow_separator(text, last);
-                let with = items.iter().map(|i| format!("{separator}{i}")).collect();
-                (last.end as usize, with)
-            }
-            (_, _, None) => (layout.start as usize + 1, items.join(", ")),
+        // What goes before each entry and after each.
+        let (at, before, after) = match (front, first, last) {
+            (true, Some(first), _) => (first.start as usize, String::new(), ", "),
+            (_, _, Some(last)) => (last.end as usize, flow_separator(text, last), ""),
+            (_, _, None) => (layout.start as usize + 1, String::new(), ""),
         };
-        return Ok(Edit { from: at, to: at, with });
+        let mut lines = FlowLines::at(text, at, floor);
+        for (i, entry) in entries.iter().enumerate() {
+            match (i, before.is_empty() && after.is_empty()) {
+                (0, _) | (_, false) => lines.push_str(&before),
+                (_, true) => lines.push_str(", "),
+            }
+            lines.entry(entry, layout.json);
+            lines.push_str(after);
+        }
+        return Ok(Edit {
+            from: at,
+            to: at,
+            with: lines.into_string(),
+        });
     }
     let indent = layout.indent as usize;
     let at = match (front, written.first()) {

@@ -1,12 +1,13 @@
 //! The output as the input's own text: a JSON Patch's `add`s become text inserted at
 //! byte offsets of the document (taken from the reader's [`Layout`]s), written in the
 //! style of the collection they join — a block list gets block items at its dashes'
-//! column (on one line, in flow style, where its items are flow maps), a block map
-//! `key: value` lines at its keys' column, a flow collection `, item` before its closing
-//! bracket (JSON where its keys are double-quoted). `remove`s (of entries that `add`s
-//! made) become ranges of the text taken out: a block entry's lines, a flow entry with
-//! one separator. So every byte that is not added (or removed) is the input's. A patch
-//! is either: `add`s only, or `remove`s only.
+//! column (on one line, in flow style, where its items are flow maps and that line fits
+//! 80 columns), a block map `key: value` lines at its keys' column, a flow collection
+//! `, item` before its closing bracket (JSON where its keys are double-quoted; over
+//! lines where one would not fit).
+//! `remove`s (of entries that `add`s made) become ranges of the text taken out: a block
+//! entry's lines, a flow entry with one separator. So every byte that is not added (or
+//! removed) is the input's. A patch is either: `add`s only, or `remove`s only.
 //!
 //! What has no place of its own in the text is written anew, and only that: the value
 //! of an alias the addition goes into (`labels: *labels` becomes

@@ -88,6 +88,113 @@ fn a_list_of_flow_maps_gets_flow_maps_and_flow_lists_grow_in_flow_style() {
 }
 
 #[test]
+fn among_flow_items_an_addition_too_long_for_a_line_is_written_in_block_style() {
+    let text = "spec:\n  containers:\n  - {name: app, image: nginx}\n  - {name: log, image: busybox}\n";
+    let sidecar = json!({"name": "envoy", "image": "envoy:v1", "args": ["--config-yaml", "admin:\n  port: 15000\n"], "ports": [{"containerPort": 15001}]});
+    let out = added(
+        text,
+        json!([
+            {"op": "add", "path": "/spec/containers/-", "value": sidecar.clone()},
+            {"op": "add", "path": "/spec/containers/-", "value": {"name": "short", "image": "x"}},
+        ]),
+    );
+    assert_eq!(
+        out,
+        format!(
+            "{text}  - args:\n    - --config-yaml\n    - |\n      admin:\n        port: 15000\n    image: envoy:v1\n    name: envoy\n    ports:\n    - containerPort: 15001\n  - {{image: x, name: short}}\n"
+        )
+    );
+    // At the front, as a native sidecar goes, the same.
+    let init = "spec:\n  initContainers:\n  - {name: setup, image: busybox}\n";
+    let out = added(
+        init,
+        json!([{"op": "add", "path": "/spec/initContainers/0", "value": sidecar}]),
+    );
+    assert_eq!(
+        out,
+        "spec:\n  initContainers:\n  - args:\n    - --config-yaml\n    - |\n      admin:\n        port: 15000\n    image: envoy:v1\n    name: envoy\n    ports:\n    - containerPort: 15001\n  - {name: setup, image: busybox}\n"
+    );
+    assert_eq!(
+        removed(&out, json!([{"op": "remove", "path": "/spec/initContainers/0"}])),
+        init
+    );
+    // The line width counts from the dashes: the same item fits a list less indented.
+    let item = json!({"name": "a-long-container-name", "image": "registry.example.com/team/image:v1.2.3"});
+    let shallow = "containers:\n- {name: app}\n";
+    let out = added(shallow, json!([{"op": "add", "path": "/containers/-", "value": item}]));
+    assert_eq!(
+        out,
+        format!("{shallow}- {{image: 'registry.example.com/team/image:v1.2.3', name: a-long-container-name}}\n")
+    );
+    let deep = "spec:\n  template:\n    spec:\n      containers:\n      - {name: app}\n";
+    let out = added(
+        deep,
+        json!([{"op": "add", "path": "/spec/template/spec/containers/-", "value": item}]),
+    );
+    assert_eq!(
+        out,
+        format!("{deep}      - image: registry.example.com/team/image:v1.2.3\n        name: a-long-container-name\n")
+    );
+    // Taken out again, each by its own lines: the input comes back.
+    let back = removed(
+        &out,
+        json!([{"op": "remove", "path": "/spec/template/spec/containers/1"}]),
+    );
+    assert_eq!(back, deep);
+}
+
+#[test]
+fn in_a_flow_collection_an_addition_too_long_for_a_line_is_written_over_lines() {
+    let sidecar = json!({"name": "envoy", "args": ["--config-yaml", "admin:\n  address: {socket_address: {address: 127.0.0.1, port_value: 15000}}\n"], "ports": [{"containerPort": 15001}]});
+    let add = |text: &str, path: &str| added(text, json!([{"op": "add", "path": path, "value": sidecar.clone()}]));
+    // After an item on the bracket's line: a step deeper than the line, a string of
+    // several lines over as many.
+    let text = "spec:\n  containers: [{name: app, image: nginx}]\n";
+    let out = add(text, "/spec/containers/-");
+    assert_eq!(
+        out,
+        "spec:\n  containers: [{name: app, image: nginx}, {\n      args: [\n        --config-yaml,\n        \"admin:\\n\\\n         \\  address: {socket_address: {address: 127.0.0.1, port_value: 15000}}\\n\"\n      ],\n      name: envoy,\n      ports: [{containerPort: 15001}]\n    }]\n"
+    );
+    assert_eq!(
+        removed(&out, json!([{"op": "remove", "path": "/spec/containers/1"}])),
+        text
+    );
+    // Items one a line: the addition on a line of its own, closed at its column.
+    let text = "spec:\n  initContainers: [\n    {name: i}\n  ]\n";
+    let out = add(text, "/spec/initContainers/-");
+    assert_eq!(
+        out,
+        "spec:\n  initContainers: [\n    {name: i},\n    {\n      args: [\n        --config-yaml,\n        \"admin:\\n\\\n         \\  address: {socket_address: {address: 127.0.0.1, port_value: 15000}}\\n\"\n      ],\n      name: envoy,\n      ports: [{containerPort: 15001}]\n    }\n  ]\n"
+    );
+    assert_eq!(
+        removed(&out, json!([{"op": "remove", "path": "/spec/initContainers/1"}])),
+        text
+    );
+    // At the front; in a list item's map, whose keys are deeper than the line's dash.
+    let text = "items:\n- initContainers: [{name: i}]\n";
+    let out = add(text, "/items/0/initContainers/0");
+    assert_eq!(
+        out,
+        "items:\n- initContainers: [{\n      args: [\n        --config-yaml,\n        \"admin:\\n\\\n         \\  address: {socket_address: {address: 127.0.0.1, port_value: 15000}}\\n\"\n      ],\n      name: envoy,\n      ports: [{containerPort: 15001}]\n    }, {name: i}]\n"
+    );
+    assert_eq!(
+        removed(&out, json!([{"op": "remove", "path": "/items/0/initContainers/0"}])),
+        text
+    );
+    // JSON: over lines too, its strings each on one.
+    let text = "{\"spec\": {\"containers\": [{\"name\": \"app\"}]}}\n";
+    let out = add(text, "/spec/containers/-");
+    assert_eq!(
+        out,
+        "{\"spec\": {\"containers\": [{\"name\": \"app\"}, {\n    \"args\": [\n      \"--config-yaml\",\n      \"admin:\\n  address: {socket_address: {address: 127.0.0.1, port_value: 15000}}\\n\"\n    ],\n    \"name\": \"envoy\",\n    \"ports\": [{\"containerPort\": 15001}]\n  }]}}\n"
+    );
+    assert_eq!(
+        removed(&out, json!([{"op": "remove", "path": "/spec/containers/1"}])),
+        text
+    );
+}
+
+#[test]
 fn maps_get_keys_at_their_keys_column_and_json_stays_json() {
     let text = "metadata:\n  name: p\n  labels: {app: web}\n";
     let out = added(
