@@ -348,6 +348,7 @@ fn file_edges(module: &Module) -> BTreeMap<String, BTreeSet<String>> {
     // outside `mod`/`use` lines.
     if let Some(head) = &head_code {
         let mut used = Vec::new();
+        let words = Regex::new(r"\b(\w+)\b(::)?").unwrap();
         for line in head.lines().map(str::trim) {
             if line.is_empty()
                 || line.contains("mod ") && line.ends_with(';')
@@ -357,7 +358,7 @@ fn file_edges(module: &Module) -> BTreeMap<String, BTreeSet<String>> {
                 continue;
             }
             // A child by its path (`parse::x`), an item by the name it is re-exported as.
-            for found in Regex::new(r"\b(\w+)\b(::)?").unwrap().captures_iter(line) {
+            for found in words.captures_iter(line) {
                 let name = found[1].to_string();
                 if !module.nodes.contains_key(&name) || found.get(2).is_some() {
                     used.push(name);
