@@ -100,23 +100,11 @@ fn main() -> std::process::ExitCode {
         how_to_run: "Run them against any cluster with `KUBECONFIG=/path/to/kubeconfig make test`; on kind: \
                      `make kind-up`, then `make e2e-local` (this machine's binary) or `make e2e` (the deployed image)",
         tiers: TIERS,
-        checks: &[
-            support::Check {
-                name: "local::cluster_inputs_are_well_formed",
-                run: local::inputs::cluster_inputs_are_well_formed,
-            },
-            support::Check {
-                name: "local::in_cluster_inputs_are_well_formed",
-                run: local::inputs::in_cluster_inputs_are_well_formed,
-            },
-            support::Check {
-                name: "check::normalise_hides_what_changes_from_run_to_run",
-                run: check::normalise_hides_what_changes_from_run_to_run,
-            },
-            support::Check {
-                name: "harness::filters_select_as_libtest_s_do",
-                run: support::harness::filters_select_as_libtest_s_do,
-            },
+        checks: common::harness::tests![
+            local::inputs::cluster_inputs_are_well_formed,
+            local::inputs::in_cluster_inputs_are_well_formed,
+            check::normalise_hides_what_changes_from_run_to_run,
+            common::harness::filters_select_as_libtest_s_do,
         ],
     })
 }
