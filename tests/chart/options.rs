@@ -2,6 +2,7 @@
 
 use serde_json::{Value, json};
 
+use crate::common::harness::Outcome;
 use crate::common::helm::{Engine, engine};
 
 fn render(helm: &Engine, namespace: &str, values: Value) -> Vec<Value> {
@@ -59,11 +60,8 @@ fn webhooks(objects: &[Value]) -> Vec<&Value> {
         .collect()
 }
 
-#[test]
-fn image_injection_networks_scheduling_and_extras_render_as_set() {
-    let Some(helm) = engine("the chart's values") else {
-        return;
-    };
+pub fn image_injection_networks_scheduling_and_extras_render_as_set() -> Outcome {
+    let helm = engine("the chart's values")?;
     let digest = "sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
     let objects = render(
         &helm,
@@ -123,13 +121,11 @@ fn image_injection_networks_scheduling_and_extras_render_as_set() {
         format!("envoy-injector@{digest}"),
         "a digest wins over the tag"
     );
+    Ok(())
 }
 
-#[test]
-fn templates_replace_or_drop_the_shipped_ones() {
-    let Some(helm) = engine("the chart's templates value") else {
-        return;
-    };
+pub fn templates_replace_or_drop_the_shipped_ones() -> Outcome {
+    let helm = engine("the chart's templates value")?;
     let mine = "containers:\n- name: proxy\n  image: registry.example.com/proxy:1\n";
     let objects = render(
         &helm,
@@ -142,13 +138,11 @@ fn templates_replace_or_drop_the_shipped_ones() {
         &json!({"canary": mine, "config": mine}),
         "classic dropped, config replaced, canary added"
     );
+    Ok(())
 }
 
-#[test]
-fn the_pod_disruption_budget_never_blocks_a_drain_at_one_replica() {
-    let Some(helm) = engine("the chart's PodDisruptionBudget") else {
-        return;
-    };
+pub fn the_pod_disruption_budget_never_blocks_a_drain_at_one_replica() -> Outcome {
+    let helm = engine("the chart's PodDisruptionBudget")?;
     let two = render(&helm, "envoy-injector", json!({}));
     assert_eq!(
         get(&two, "PodDisruptionBudget", "envoy-injector")["spec"]["minAvailable"],
@@ -167,6 +161,7 @@ fn the_pod_disruption_budget_never_blocks_a_drain_at_one_replica() {
         json!({"podDisruptionBudget": {"enabled": false}}),
     );
     assert!(find(&none, "PodDisruptionBudget", "envoy-injector").is_none());
+    Ok(())
 }
 
 /// Self-managed TLS (the default): the injector writes its Secret and both caBundles, so
@@ -174,11 +169,8 @@ fn the_pod_disruption_budget_never_blocks_a_drain_at_one_replica() {
 /// certificate is mounted, the injector runs with `--tls-cert/--tls-key`, and it has no
 /// right to write a Secret or patch a webhook configuration: it writes into no object the
 /// chart (or a GitOps tool) owns.
-#[test]
-fn each_tls_mode_renders_its_certificate_wiring_and_only_the_rights_it_needs() {
-    let Some(helm) = engine("the chart's TLS modes") else {
-        return;
-    };
+pub fn each_tls_mode_renders_its_certificate_wiring_and_only_the_rights_it_needs() -> Outcome {
+    let helm = engine("the chart's TLS modes")?;
     let own = render(&helm, "envoy-injector", json!({}));
     assert_eq!(
         verbs(&own, "ClusterRole", "validatingwebhookconfigurations"),
@@ -274,13 +266,11 @@ fn each_tls_mode_renders_its_certificate_wiring_and_only_the_rights_it_needs() {
             "{mode}: no right on Secrets"
         );
     }
+    Ok(())
 }
 
-#[test]
-fn the_service_monitor_scrapes_the_admin_port() {
-    let Some(helm) = engine("the chart's ServiceMonitor") else {
-        return;
-    };
+pub fn the_service_monitor_scrapes_the_admin_port() -> Outcome {
+    let helm = engine("the chart's ServiceMonitor")?;
     assert!(
         find(
             &render(&helm, "envoy-injector", json!({})),
@@ -314,16 +304,14 @@ fn the_service_monitor_scrapes_the_admin_port() {
         service["spec"]["ports"],
         json!([{"name": "admin", "port": 9090, "targetPort": "admin", "protocol": "TCP"}])
     );
+    Ok(())
 }
 
 /// Another release namespace reaches every reference and selector: the Service the
 /// webhooks call, the namespaces they never target, the ConfigMap check's namespace,
 /// RBAC subjects, the certificate's names.
-#[test]
-fn the_release_namespace_is_templated_into_every_selector() {
-    let Some(helm) = engine("the chart's namespace") else {
-        return;
-    };
+pub fn the_release_namespace_is_templated_into_every_selector() -> Outcome {
+    let helm = engine("the chart's namespace")?;
     let objects = render(&helm, "mesh-system", json!({"tls": {"mode": "certManager"}}));
     let text = serde_json::to_string(&objects).unwrap();
     for reference in [
@@ -383,16 +371,14 @@ fn the_release_namespace_is_templated_into_every_selector() {
             .unwrap()
             .contains(&json!("envoy-injector.mesh-system.svc"))
     );
+    Ok(())
 }
 
 /// `annotationOptIn: false`: `serve` is told so, and the webhook configuration has no
 /// annotation entry (its one condition is what every Pod would pay): only selectors send
 /// Pods.
-#[test]
-fn without_annotation_opt_in_no_webhook_entry_reads_annotations() {
-    let Some(helm) = engine("the chart's values") else {
-        return;
-    };
+pub fn without_annotation_opt_in_no_webhook_entry_reads_annotations() -> Outcome {
+    let helm = engine("the chart's values")?;
     let names = |objects: &[Value]| -> Vec<String> {
         let config = get(objects, "MutatingWebhookConfiguration", "envoy-injector");
         config["webhooks"]
@@ -418,15 +404,13 @@ fn without_annotation_opt_in_no_webhook_entry_reads_annotations() {
         ["namespace.sidecar.samplecrd.k8s.io", "label.sidecar.samplecrd.k8s.io"]
     );
     assert!(args(&labels_only).contains(&String::from("--annotation-opt-in=false")));
+    Ok(())
 }
 
 /// `autoRollout`: off by default (no flag, no rights beyond the shipped ones); on, the
 /// flag, its interval and timeout when they are not `serve`'s defaults, and the rights.
-#[test]
-fn auto_rollout_is_off_unless_enabled_and_passes_its_interval_and_timeout() {
-    let Some(helm) = engine("the chart's autoRollout") else {
-        return;
-    };
+pub fn auto_rollout_is_off_unless_enabled_and_passes_its_interval_and_timeout() -> Outcome {
+    let helm = engine("the chart's autoRollout")?;
     let rollout_rbac = |objects: &[Value]| -> Vec<String> {
         objects
             .iter()
@@ -477,4 +461,5 @@ fn auto_rollout_is_off_unless_enabled_and_passes_its_interval_and_timeout() {
     );
     let binding = get(&on, "ClusterRoleBinding", "envoy-injector-rollout");
     assert_eq!(binding["subjects"][0]["namespace"], "tools");
+    Ok(())
 }

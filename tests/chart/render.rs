@@ -4,6 +4,7 @@ use std::collections::BTreeMap;
 
 use serde_json::Value;
 
+use crate::common::harness::Outcome;
 use crate::common::helm::{engine, repo, yaml_documents};
 use crate::common::kubectl;
 
@@ -122,13 +123,10 @@ fn imposed(dir: &std::path::Path) -> Vec<String> {
     ]
 }
 
-#[test]
-fn default_values_render_the_objects_of_the_kustomization() {
+pub fn default_values_render_the_objects_of_the_kustomization() -> Outcome {
     let what = "the chart's default render against manifests/";
-    let Some(helm) = engine(what) else { return };
-    if !kubectl::present_or_skip(what) {
-        return;
-    }
+    let helm = engine(what)?;
+    kubectl::required(what)?;
     let dir = repo().join("manifests");
     assert_eq!(
         against_kustomize(&helm, &dir, "{}"),
@@ -136,17 +134,15 @@ fn default_values_render_the_objects_of_the_kustomization() {
         "expected the default render to differ from `kubectl kustomize manifests/` only by what Helm imposes \
          ({HELM_IMPOSES:?})"
     );
+    Ok(())
 }
 
 /// `autoRollout.enabled: true` renders what manifests/ with the component
 /// manifests/auto-rollout/ renders: the flag and the same rights, nothing more.
-#[test]
-fn auto_rollout_renders_the_kustomize_component() {
+pub fn auto_rollout_renders_the_kustomize_component() -> Outcome {
     let what = "the chart's autoRollout against manifests/auto-rollout/";
-    let Some(helm) = engine(what) else { return };
-    if !kubectl::present_or_skip(what) {
-        return;
-    }
+    let helm = engine(what)?;
+    kubectl::required(what)?;
     // kustomize takes a base only by a relative path: an overlay inside the repository.
     let dir = repo()
         .join("target")
@@ -165,13 +161,11 @@ fn auto_rollout_renders_the_kustomize_component() {
         "expected the render with autoRollout.enabled to differ from manifests/ with manifests/auto-rollout/ only by \
          what Helm imposes ({HELM_IMPOSES:?})"
     );
+    Ok(())
 }
 
-#[test]
-fn helm_labels_are_on_every_object_and_the_selectors_are_the_kustomization_s() {
-    let Some(helm) = engine("the chart's labels") else {
-        return;
-    };
+pub fn helm_labels_are_on_every_object_and_the_selectors_are_the_kustomization_s() -> Outcome {
+    let helm = engine("the chart's labels")?;
     for object in helm.render("envoy-injector", "{}").expect("renders") {
         if object["kind"] == "CustomResourceDefinition" {
             continue;
@@ -193,4 +187,5 @@ fn helm_labels_are_on_every_object_and_the_selectors_are_the_kustomization_s() {
             );
         }
     }
+    Ok(())
 }

@@ -6,6 +6,7 @@ use std::collections::BTreeSet;
 use envoy_injector::template::{EMBEDDED_CLASSIC, EMBEDDED_DEFAULT};
 use serde_json::Value;
 
+use crate::common::harness::Outcome;
 use crate::common::helm::{chart_dir, engine, repo};
 
 fn yaml_file(relative: &str) -> Value {
@@ -18,8 +19,7 @@ fn schema() -> Value {
     serde_json::from_str(&text).expect("values.schema.json is JSON")
 }
 
-#[test]
-fn chart_metadata_and_crds_follow_the_crate() {
+pub fn chart_metadata_and_crds_follow_the_crate() {
     let chart = yaml_file("Chart.yaml");
     assert_eq!(chart["apiVersion"], "v2", "Helm 3+ charts are apiVersion v2");
     assert_eq!(chart["name"], "envoy-injector");
@@ -37,8 +37,7 @@ fn chart_metadata_and_crds_follow_the_crate() {
     );
 }
 
-#[test]
-fn the_templates_value_is_the_embedded_config_and_classic() {
+pub fn the_templates_value_is_the_embedded_config_and_classic() {
     let values = yaml_file("values.yaml");
     let templates = values["templates"].as_object().expect("values.yaml has `templates`");
     assert_eq!(
@@ -82,8 +81,7 @@ fn value_paths(prefix: &str, defaults: &Value, schema: &Value, out: &mut Vec<Str
     }
 }
 
-#[test]
-fn every_value_is_in_the_schema_and_documented_in_docs_install() {
+pub fn every_value_is_in_the_schema_and_documented_in_docs_install() {
     let schema = schema();
     assert_eq!(
         schema["additionalProperties"], false,
@@ -100,11 +98,8 @@ fn every_value_is_in_the_schema_and_documented_in_docs_install() {
     assert!(paths.len() >= 25, "expected every value, found {paths:?}");
 }
 
-#[test]
-fn lint_strict_is_clean_with_the_defaults_and_every_option() {
-    let Some(helm) = engine("helm lint --strict of the chart") else {
-        return;
-    };
+pub fn lint_strict_is_clean_with_the_defaults_and_every_option() -> Outcome {
+    let helm = engine("helm lint --strict of the chart")?;
     let every_option = r#"{
         "image": {"digest": "sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"},
         "replicas": 1, "injection": "policy", "networks": {"enabled": false},
@@ -123,13 +118,11 @@ fn lint_strict_is_clean_with_the_defaults_and_every_option() {
             panic!("expected `helm lint --strict` clean with {values}, found:\n{findings}");
         }
     }
+    Ok(())
 }
 
-#[test]
-fn a_bad_value_is_refused_naming_it() {
-    let Some(helm) = engine("the chart's schema") else {
-        return;
-    };
+pub fn a_bad_value_is_refused_naming_it() -> Outcome {
+    let helm = engine("the chart's schema")?;
     let cases = [
         (r#"{"replicas": 0}"#, "/replicas"),
         (r#"{"replicas": "two"}"#, "/replicas"),
@@ -195,4 +188,5 @@ fn a_bad_value_is_refused_naming_it() {
         .render("envoy-injector", r#"{"injection": "policies"}"#)
         .unwrap_err();
     assert!(refused.contains("/injection"), "{refused}");
+    Ok(())
 }

@@ -1,14 +1,16 @@
 //! The real Helm v4 engine, driven through `scripts/helm.py` (PyPI's helm-python-sdk,
 //! installed by `make helm-sdk` into `target/helm-sdk/`, or `HELM_SDK_DIR`): lint, schema,
 //! render for `tests/chart`, install to uninstall for tier `helm` of `tests/pods`. Without
-//! it a test says `SKIPPED` and passes, except under CI, where it fails.
+//! it a test returns [`Skip`] (its harness reports it `ignored`), except under CI, where it
+//! fails.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use serde_json::Value;
 
-use super::kubectl::{in_ci, skipped};
+use super::harness::Skip;
+use super::kubectl::in_ci;
 
 pub fn repo() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -25,22 +27,21 @@ fn sdk_dir() -> PathBuf {
         .unwrap_or_else(|| repo().join("target/helm-sdk"))
 }
 
-/// The engine, or `None` after a loud skip of `what`; under CI its absence fails.
-pub fn engine(what: &str) -> Option<Engine> {
+/// The engine, or why `what` cannot run without it; under CI its absence fails.
+pub fn engine(what: &str) -> Result<Engine, Skip> {
     let dir = sdk_dir();
     if dir.join("helm_python").is_dir() {
-        return Some(Engine { sdk: dir });
+        return Ok(Engine { sdk: dir });
     }
     let why = format!(
-        "the Helm engine is not installed: run `make helm-sdk` (PyPI helm-python-sdk into {}) or set HELM_SDK_DIR",
+        "expected the Helm engine in {}, found none: run `make helm-sdk` (PyPI helm-python-sdk) or set HELM_SDK_DIR",
         dir.display()
     );
     assert!(
         !in_ci(),
         "{what} needs the Helm engine, which is required when CI is set: {why}"
     );
-    skipped(what, &why);
-    None
+    Err(Skip(why))
 }
 
 pub struct Engine {

@@ -5,6 +5,8 @@
 
 #[path = "crd.rs"]
 pub mod crd;
+#[path = "harness.rs"]
+pub mod harness;
 #[path = "helm.rs"]
 pub mod helm;
 #[path = "kubectl.rs"]

@@ -7,6 +7,8 @@ use std::process::{Command, Output, Stdio};
 
 use serde_json::{Value, json};
 
+use super::harness::Skip;
+
 /// Whether a kubectl client is installed (`kubectl version --client` succeeds).
 pub fn client_found() -> bool {
     Command::new("kubectl")
@@ -30,26 +32,29 @@ pub fn ci_value_means_ci(value: &str) -> bool {
     !(value.is_empty() || value == "0" || value.eq_ignore_ascii_case("false"))
 }
 
-/// The one rule for tests that drive kubectl: installed → `what` runs; missing under CI
-/// (`CI` set, as CI systems do) → panics, so a CI run cannot pass by skipping it; missing
-/// elsewhere → a loud `SKIPPED {what}: kubectl is not installed` and no. Tests that need a
-/// cluster keep their own rule for `KUBECONFIG`: CI starts the cluster for them.
-pub fn present_or_skip(what: &str) -> bool {
+/// The one rule for tests that drive kubectl: installed → `Ok`; missing under CI (`CI`
+/// set, as CI systems do) → panics, so a CI run cannot pass by skipping `what`; missing
+/// elsewhere → `Err`, which the test returns: its harness (`harness.rs`) reports it
+/// `ignored` with why. Tests that need a cluster keep their own rule for `KUBECONFIG`: CI
+/// starts the cluster for them.
+pub fn required(what: &str) -> Result<(), Skip> {
     if client_found() {
-        return true;
+        return Ok(());
     }
     refuse_to_skip_in_ci(what);
-    skipped(what, "kubectl is not installed");
-    false
+    Err(Skip(format!(
+        "{what} drives kubectl, which is not installed: {INSTALL_KUBECTL}"
+    )))
 }
 
 /// The file `make test` collects every skip in (`TEST_SKIP_REPORT`), to end its run with
 /// one summary of them.
 pub const SKIP_REPORT_VAR: &str = "TEST_SKIP_REPORT";
 
-/// Says `SKIPPED {what}: {why}` straight to stderr, past the test harness's capture
-/// (`eprintln!` of a passing test is swallowed): a skip is seen without `--nocapture`. It is
-/// also noted, one line, in the file `TEST_SKIP_REPORT` names, when it names one.
+/// Says `SKIPPED {what}: {why}` straight to stderr, past any capture, and notes it, one
+/// line, in the file `TEST_SKIP_REPORT` names, when it names one. The harness
+/// (`harness.rs`) calls it for a test or tier that returns `Skip`; a tier that skips one
+/// part and runs the rest calls it for that part.
 pub fn skipped(what: &str, why: &str) {
     let mut stderr = std::io::stderr().lock();
     let _ = writeln!(stderr, "SKIPPED {what}: {why}");

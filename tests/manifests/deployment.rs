@@ -20,9 +20,8 @@ fn container(deployment: &Deployment) -> &Container {
     &spec.containers[0]
 }
 
-#[test]
-fn deployment_is_hardened_and_wired_to_service_and_pdb() {
-    let Some(docs) = rendered() else { return };
+pub fn deployment_is_hardened_and_wired_to_service_and_pdb() -> Outcome {
+    let docs = rendered()?;
     let deployment: Deployment = one(docs, "Deployment").typed();
     let spec = deployment.spec.as_ref().expect("Deployment spec");
     assert_eq!(spec.replicas, Some(2), "replicas");
@@ -208,4 +207,5 @@ fn deployment_is_hardened_and_wired_to_service_and_pdb() {
         pdb_spec.selector.as_ref().is_some_and(|s| selects(s, &template_labels)),
         "the PDB selects the injector Pods"
     );
+    Ok(())
 }

@@ -35,8 +35,7 @@ fn guard() -> (ValidatingAdmissionPolicy, ValidatingAdmissionPolicyBinding, Vec<
     (docs[0].typed(), docs[1].typed(), docs)
 }
 
-#[test]
-fn the_guard_is_a_policy_the_api_server_can_load_from_disk() {
+pub fn the_guard_is_a_policy_the_api_server_can_load_from_disk() {
     let (policy, binding, docs) = guard();
     assert_round_trips(&docs);
     let name = policy.metadata.name.clone().unwrap_or_default();
@@ -97,9 +96,8 @@ fn the_guard_is_a_policy_the_api_server_can_load_from_disk() {
     }
 }
 
-#[test]
-fn the_guard_covers_what_the_rbac_grants_and_only_for_the_shipped_service_account() {
-    let Some(docs) = rendered() else { return };
+pub fn the_guard_covers_what_the_rbac_grants_and_only_for_the_shipped_service_account() -> Outcome {
+    let docs = rendered()?;
     let (policy, _, _) = guard();
     let spec = policy.spec.expect("the guard has a spec");
 
@@ -150,11 +148,11 @@ fn the_guard_covers_what_the_rbac_grants_and_only_for_the_shipped_service_accoun
         ["CREATE", "DELETE", "UPDATE"],
         "every write a granted verb makes"
     );
+    Ok(())
 }
 
-#[test]
-fn the_guard_is_no_object_of_the_kustomization() {
-    let Some(docs) = rendered() else { return };
+pub fn the_guard_is_no_object_of_the_kustomization() -> Outcome {
+    let docs = rendered()?;
     let found: Vec<String> = docs
         .iter()
         .filter(|d| d.name().ends_with(STATIC_SUFFIX) || d.kind().contains("AdmissionPolicy"))
@@ -165,10 +163,10 @@ fn the_guard_is_no_object_of_the_kustomization() {
         "expected no admission policy in `kubectl kustomize manifests/` (the API server evaluates none on writes to \
          admission policies, and refuses names ending in {STATIC_SUFFIX}), found {found:?}"
     );
+    Ok(())
 }
 
-#[test]
-fn the_admission_configuration_loads_the_guard_directory() {
+pub fn the_admission_configuration_loads_the_guard_directory() {
     let docs = read(CONFIG_FILE);
     assert_eq!(docs.len(), 1, "one AdmissionConfiguration in {CONFIG_FILE}");
     let config = &docs[0].value;
@@ -200,9 +198,8 @@ fn the_admission_configuration_loads_the_guard_directory() {
 
 /// The overlay docs/policies.md gives for webhook mode without power over admission
 /// policies, exactly as written there, rendered by kustomize against `manifests/`.
-#[test]
-fn the_documented_webhook_only_overlay_removes_exactly_the_policy_rule() {
-    let Some(docs) = rendered() else { return };
+pub fn the_documented_webhook_only_overlay_removes_exactly_the_policy_rule() -> Outcome {
+    let docs = rendered()?;
     let page = std::fs::read_to_string(repo("docs/policies.md")).expect("docs/policies.md");
     let section = &page[page.find("## Power bounded").expect("a Power bounded section")..];
     let overlay = section
@@ -247,4 +244,5 @@ fn the_documented_webhook_only_overlay_removes_exactly_the_policy_rule() {
         Some("--injection=webhook"),
         "the overlay's Deployment runs serve in webhook mode: {args}"
     );
+    Ok(())
 }

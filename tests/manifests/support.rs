@@ -1,7 +1,6 @@
 //! Rendering and parsing the manifests, shared by every check.
 
 use std::collections::BTreeMap;
-use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::OnceLock;
@@ -10,6 +9,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
+pub(crate) use crate::common::harness::{Outcome, Skip};
 use crate::common::kubectl;
 
 pub(crate) const NAMESPACE: &str = "envoy-injector";
@@ -18,14 +18,6 @@ pub(crate) const INJECT: &str = "sidecar.samplecrd.k8s.io/inject";
 pub(crate) const LEGACY: &str = "initializer.kubernetes.io/envoy";
 pub(crate) const STATUS: &str = "sidecar.samplecrd.k8s.io/status";
 pub(crate) const NETWORK: &str = "sidecar.samplecrd.k8s.io/network";
-
-/// One line on the real stderr: libtest captures `eprintln!` of passing tests, and a skip
-/// must be seen in a plain `cargo test` run.
-pub(crate) fn shout(line: &str) {
-    let mut err = std::io::stderr().lock();
-    let _ = writeln!(err, "{line}");
-    let _ = err.flush();
-}
 
 pub(crate) fn repo(relative: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join(relative)
@@ -76,18 +68,18 @@ pub(crate) fn parse_stream(origin: &str, text: &str) -> Vec<Doc> {
         .collect()
 }
 
-/// `kubectl kustomize manifests/`, once per test binary; `None` (said loudly) without kubectl.
-pub(crate) fn rendered() -> Option<&'static [Doc]> {
-    static RENDERED: OnceLock<Option<Vec<Doc>>> = OnceLock::new();
+/// `kubectl kustomize manifests/`, once per test binary; without kubectl, why the test
+/// cannot run (`kubectl::required`).
+pub(crate) fn rendered() -> Result<&'static [Doc], Skip> {
+    static RENDERED: OnceLock<Result<Vec<Doc>, String>> = OnceLock::new();
     RENDERED
         .get_or_init(|| {
-            if !kubectl::present_or_skip("manifests (`kubectl kustomize manifests/`)") {
-                return None;
-            }
+            kubectl::required("rendering manifests/ (`kubectl kustomize manifests/`)").map_err(|Skip(why)| why)?;
             let text = kubectl::kustomize(&repo("manifests")).unwrap_or_else(|e| panic!("{e}"));
-            Some(parse_stream("kubectl kustomize manifests/", &text))
+            Ok(parse_stream("kubectl kustomize manifests/", &text))
         })
         .as_deref()
+        .map_err(|why| Skip(why.clone()))
 }
 
 /// Exactly one rendered document of `kind`.

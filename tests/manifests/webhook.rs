@@ -24,11 +24,8 @@ fn webhooks(docs: &[Doc]) -> Vec<MutatingWebhook> {
     config.webhooks.unwrap_or_default()
 }
 
-/// What the API server does with a label selector (matchLabels, In/NotIn/Exists/DoesNotExist).
-
-#[test]
-fn webhook_configuration_has_the_designed_properties() {
-    let Some(docs) = rendered() else { return };
+pub fn webhook_configuration_has_the_designed_properties() -> Outcome {
+    let docs = rendered()?;
     let hooks = webhooks(docs);
     let names: Vec<&str> = hooks.iter().map(|h| h.name.as_str()).collect();
     assert_eq!(
@@ -120,11 +117,11 @@ fn webhook_configuration_has_the_designed_properties() {
             "{name}: namespaceSelector must exclude kube-system and {NAMESPACE} by kubernetes.io/metadata.name NotIn, found {selector:?}"
         );
     }
+    Ok(())
 }
 
-#[test]
-fn namespace_selectors_send_no_pod_twice_and_never_the_injectors_own() {
-    let Some(docs) = rendered() else { return };
+pub fn namespace_selectors_send_no_pod_twice_and_never_the_injectors_own() -> Outcome {
+    let docs = rendered()?;
     let hooks = webhooks(docs);
     let own: Namespace = one(docs, "Namespace").typed();
     let own_labels = {
@@ -178,6 +175,7 @@ fn namespace_selectors_send_no_pod_twice_and_never_the_injectors_own() {
             .collect();
         assert_eq!(selected, expected, "webhook entries selecting a {what} ({labels:?})");
     }
+    Ok(())
 }
 
 /// Each matchCondition of `hook` for `pod`: its name and value. Panics on an evaluation
@@ -226,9 +224,8 @@ fn called<'h>(hooks: &'h [MutatingWebhook], namespace_labels: &BTreeMap<String, 
         .collect()
 }
 
-#[test]
-fn match_conditions_select_exactly_the_pods_the_injector_injects() {
-    let Some(docs) = rendered() else { return };
+pub fn match_conditions_select_exactly_the_pods_the_injector_injects() -> Outcome {
+    let docs = rendered()?;
     let hooks = webhooks(docs);
     let annotation_entry = "pod.sidecar.samplecrd.k8s.io";
     // `serve --annotation-opt-in=false` goes with the configuration without that entry.
@@ -323,11 +320,11 @@ fn match_conditions_select_exactly_the_pods_the_injector_injects() {
             }
         }
     }
+    Ok(())
 }
 
-#[test]
-fn validating_configuration_checks_only_the_template_configmap() {
-    let Some(docs) = rendered() else { return };
+pub fn validating_configuration_checks_only_the_template_configmap() -> Outcome {
+    let docs = rendered()?;
     let config: ValidatingWebhookConfiguration = one(docs, "ValidatingWebhookConfiguration").typed();
     assert_eq!(config.metadata.name.as_deref(), Some(NAME));
     let hooks = config.webhooks.unwrap_or_default();
@@ -385,4 +382,5 @@ fn validating_configuration_checks_only_the_template_configmap() {
         let called = results.iter().all(|r| r.value == Ok(true));
         assert_eq!(called, sent, "ConfigMap {name}: {results:?}");
     }
+    Ok(())
 }

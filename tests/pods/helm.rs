@@ -59,9 +59,7 @@ const GENERATION_ENV: &str = "TEMPLATE_GENERATION";
 async fn run(suite: &Suite) -> TierResult {
     ready_node(&suite.client).await?;
     let images = Images::from_env();
-    let Some(helm) = helm::engine("tier helm") else {
-        return Err(Skip("the Helm engine is not installed (`make helm-sdk`)".into()));
-    };
+    let helm = helm::engine("tier helm")?;
     require_kubectl()?;
     let client = &suite.client;
 

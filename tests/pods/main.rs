@@ -6,7 +6,7 @@
 //! Pending there), this set needs a kubelet: `E2E_NODE_KUBECONFIG` names a cluster with a
 //! Ready node, where `E2E_IMAGE` (the injector image) is already on the node (`make
 //! image-local NODE_SH=...` here, `make image kind-load` on kind). Without
-//! `E2E_NODE_KUBECONFIG` every tier is skipped with one loud line and the test passes.
+//! `E2E_NODE_KUBECONFIG` every tier is reported `ignored`, and one loud line says how to run them.
 //!
 //! The tiers share one installation (the injector in namespace `envoy-injector`, with the
 //! stand-in template below, pinned to `--injection=webhook` but in tier `independence`;

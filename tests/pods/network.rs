@@ -71,9 +71,10 @@ async fn run(suite: &Suite) -> TierResult {
     // 1. No NAD CRD: BackendUnavailable, then the CRD, then Ready.
     first.create_network(BLUE.0, BLUE.1, BLUE.2).await;
     if had_crd {
-        shout(&format!(
-            "NOTE pods tier network: CRD {NAD_CRD} is installed, so the BackendUnavailable step is SKIPPED"
-        ));
+        skipped(
+            "pods tier network's BackendUnavailable step",
+            &format!("CRD {NAD_CRD} was installed before the tier started: run it on a cluster without it"),
+        );
     } else {
         backend_unavailable_first(suite, &installation, &first).await;
     }
@@ -108,10 +109,13 @@ async fn run(suite: &Suite) -> TierResult {
     if let Some(route) = alone.default_route().await {
         // Then the node routes between its bridges, and only a firewall or a NetworkPolicy
         // keeps Networks apart: not a property of the bridge backend (docs/networks.md).
-        shout(&format!(
-            "NOTE pods tier network: Pods here have a default route ({route}), so a Pod of another Network, or of \
-             none, may reach a Network's Pods through the node: the isolation step is SKIPPED"
-        ));
+        skipped(
+            "pods tier network's isolation step",
+            &format!(
+                "expected Pods without a default route, found {route}: a Pod of another Network, or of none, may \
+                 reach a Network's Pods through the node, so isolation is not the bridge's to prove here"
+            ),
+        );
     } else {
         for outsider in [&red_1, &alone] {
             outsider.cannot_reach(&blue_1).await;

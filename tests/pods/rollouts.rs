@@ -77,7 +77,11 @@ async fn run(suite: &Suite) -> TierResult {
             figures.push(format!("update {} -> {to}: {report}", running.unwrap_or_default()));
         }
         None => {
-            shout("NOTE pods tier rollouts: E2E_IMAGE_NEXT is not set, so the rolling update to a new tag is SKIPPED");
+            skipped(
+                "pods tier rollouts' rolling update to a new tag",
+                "E2E_IMAGE_NEXT is not set: load a second tag of the injector image on the node and name it \
+                 (`make e2e-node` and `make e2e` do)",
+            );
             figures.push("update SKIPPED (no E2E_IMAGE_NEXT)".to_string());
         }
     }

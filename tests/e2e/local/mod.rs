@@ -153,8 +153,8 @@ async fn run(suite: &Suite) -> TierResult {
             true
         }
         (Mode::Local, _, _) => {
-            shout(&format!(
-                "SKIPPED e2e admission steps: E2E_WEBHOOK_HOST is not set, so the API server cannot reach the \
+            skipped("e2e tier local's admission steps", &format!(
+                "E2E_WEBHOOK_HOST is not set, so the API server cannot reach the \
                  webhook. Set it to this machine's address as seen from the API server (kind on Linux: the \
                  `kind` docker network gateway; a local API server: 127.0.0.1, the default then). \
                  Controller steps still run in namespace {ns}."

@@ -8,20 +8,28 @@ impl<'a> Ctx<'a> {
 
     pub(super) async fn running_tier_enabled(&self, admission: bool) -> bool {
         if !self.settings.run_pods {
-            shout(
-                "SKIPPED e2e running-Pod tier: set E2E_RUN_PODS=1 (and have nodes) to check that an injected Pod runs",
+            skipped(
+                "e2e tier local's running-Pod steps",
+                "E2E_RUN_PODS is not 1: on a cluster with nodes set E2E_RUN_PODS=1 to check that an injected Pod \
+                 runs (`make e2e-local` and `make e2e-incluster` set it)",
             );
             return false;
         }
         if !admission {
-            shout("SKIPPED e2e running-Pod tier: it needs the admission steps, so set E2E_WEBHOOK_HOST too");
+            skipped(
+                "e2e tier local's running-Pod steps",
+                "E2E_RUN_PODS=1 but the admission steps did not run: set E2E_WEBHOOK_HOST too",
+            );
             return false;
         }
         let nodes: Api<Node> = Api::all(self.client.clone());
         match nodes.list(&ListParams::default().limit(1)).await {
             Ok(list) if !list.items.is_empty() => true,
             Ok(_) => {
-                shout("SKIPPED e2e running-Pod tier: E2E_RUN_PODS=1 but the cluster has no nodes");
+                skipped(
+                    "e2e tier local's running-Pod steps",
+                    "E2E_RUN_PODS=1 but the cluster has no nodes: run on a cluster with a Ready node (kind: `make e2e-local`)",
+                );
                 false
             }
             Err(e) => panic!(
@@ -174,17 +182,21 @@ impl<'a> Ctx<'a> {
         match (self.settings.mode, self.backend) {
             (Mode::InCluster, Backend::Ready { multus: true }) => true,
             (Mode::Local, _) => {
-                shout(
-                    "SKIPPED e2e Multus tier: local mode runs `serve --network-backend none`; `make e2e` \
-                     (in-cluster) with Multus installed checks the interface",
+                skipped(
+                    "e2e tier local's Multus step",
+                    "local mode runs `serve --network-backend none`: `make e2e E2E_MULTUS=1` (in-cluster, Multus \
+                     installed) checks the interface",
                 );
                 false
             }
             _ => {
-                shout(&format!(
-                    "SKIPPED e2e Multus tier: the deployed copy has no multus backend, or {NAD_CRD} is not \
-                     installed (`make e2e E2E_MULTUS=1` installs Multus on kind)"
-                ));
+                skipped(
+                    "e2e tier local's Multus step",
+                    &format!(
+                        "expected the deployed copy's multus backend with {NAD_CRD} installed, found neither: \
+                         `make e2e E2E_MULTUS=1` installs Multus on kind"
+                    ),
+                );
                 false
             }
         }

@@ -7,16 +7,12 @@ use k8s_openapi::api::admissionregistration::v1::MutatingWebhookConfiguration;
 use kube::core::ApiResource;
 
 use super::{Scope, Skip, shipped_webhooks_at};
-use crate::common::kubectl::{client_found, describe_output, kubectl_apply, refuse_to_skip_in_ci, run_command};
+use crate::common::kubectl::{describe_output, kubectl_apply, required, run_command};
 
 /// `Ok` when a kubectl client is installed; tiers that drive it skip, loudly, without (and
-/// fail under CI, `common::kubectl::present_or_skip`'s rule).
+/// fail under CI, `common::kubectl::required`'s rule).
 pub fn require_kubectl() -> Result<(), Skip> {
-    if client_found() {
-        return Ok(());
-    }
-    refuse_to_skip_in_ci("this tier");
-    Err(Skip("kubectl is not installed, and this tier drives it".into()))
+    required("this tier")
 }
 
 /// Registers the shipped MutatingWebhookConfiguration (`manifests/webhook.yaml`) as `name`,

@@ -25,7 +25,7 @@ use serde_json::Value;
 
 use crate::common::poll::{self, Miss};
 
-pub use crate::common::kubectl::{describe_output, kubectl, kubectl_apply, run_command};
+pub use crate::common::kubectl::{describe_output, kubectl, kubectl_apply, run_command, skipped};
 pub use crate::common::metrics::metric_sum;
 pub use cleanup::Scope;
 pub use command::{Ran, envoy_injector, register_shipped_webhooks, require_kubectl};
@@ -168,9 +168,8 @@ fn non_empty_env(name: &str) -> Option<String> {
 
 // ---- tiers -------------------------------------------------------------------------------
 
-/// Why a tier did not run; said loudly.
-#[derive(Debug)]
-pub struct Skip(pub String);
+/// Why a tier did not run; said loudly (the shared harness's).
+pub use crate::common::harness::Skip;
 
 /// `Ok` carries the tier's figures for the summary (may be empty).
 pub type TierResult = Result<String, Skip>;
@@ -178,7 +177,7 @@ pub type TierResult = Result<String, Skip>;
 pub type TierFuture<'a> = Pin<Box<dyn Future<Output = TierResult> + 'a>>;
 
 /// A test binary's tiers and the cluster they run against.
-pub struct TierSet {
+pub struct TierSet<'a> {
     /// `e2e` or `pods`: names the set in its lines.
     pub name: &'static str,
     /// The variable naming the set's kubeconfig. For any other than `KUBECONFIG` its value
@@ -189,14 +188,9 @@ pub struct TierSet {
     pub how_to_run: &'static str,
     /// Every tier, in the order they run.
     pub tiers: &'static [Tier],
-    /// Checks of the set's own inputs that need no cluster: they run everywhere, first.
-    pub checks: &'static [Check],
-}
-
-/// A test of the set that needs no cluster (a plain function that panics on failure).
-pub struct Check {
-    pub name: &'static str,
-    pub run: fn(),
+    /// Checks of the set's own inputs that need no cluster: they run everywhere, first
+    /// (`common::harness::tests!`).
+    pub checks: &'a [crate::common::harness::Test],
 }
 
 /// One tier of the suite: a file of its own, listed once in `main.rs`.
