@@ -180,8 +180,7 @@ pub async fn run(client: kube::Client, settings: &CheckSettings, now: OffsetDate
     let facts = fetch::facts(&client, &installation, settings.kube_version).await;
     // Parsed once: the `templates` check and every decision read the same set.
     let live = health::live_templates(&facts);
-    let mut checks = health::evaluate_with(&facts, &live, now);
-    let templates = live.map(|live| live.set);
+    let templates = live.as_ref().map(|live| live.set.clone()).map_err(Clone::clone);
     let (policies, _) = cluster::policies(
         &client,
         &settings.injector_namespace,
@@ -189,6 +188,8 @@ pub async fn run(client: kube::Client, settings: &CheckSettings, now: OffsetDate
         &templates,
     )
     .await;
+    // The health lines word what a missing ConfigMap does by the policies found.
+    let mut checks = health::evaluate_with(&facts, &live, policies.found_any(), now);
     checks.push(policies.expectation.check.clone());
     checks.push(injection::health::admission_policies(&policies));
 
