@@ -260,8 +260,8 @@ pub async fn run(client: kube::Client, settings: &CheckSettings, now: OffsetDate
             let owner = |pod: &Value| {
                 let meta: kube::api::ObjectMeta =
                     serde_json::from_value(pod.get("metadata").cloned().unwrap_or_default()).unwrap_or_default();
-                let (kind, name) = workload::owner(&meta, &owners);
-                format!("{kind} {}/{name}", meta.namespace.unwrap_or_default())
+                let (kind, name) = workload::owned_by(&meta, &owners)?;
+                Some(format!("{kind} {}/{name}", meta.namespace.unwrap_or_default()))
             };
             let drifted = drift::drifted(&pods, live, owner);
             checks.push(drift::check_line(&drifted, scope));
