@@ -48,7 +48,7 @@ use crate::cluster::snapshot::{Snapshot, Subject};
 use crate::cluster::stale::StaleGroup;
 use crate::cluster::{self, ReadError, drift, injection, workload};
 use crate::inject::OptIn;
-use crate::template::TemplateSet;
+use crate::template::{KubeVersion, TemplateSet};
 use crate::uninjected::{self, Namespaces as _};
 
 /// What to explain besides the installation's health.
@@ -90,6 +90,9 @@ pub struct CheckSettings {
     /// Templates to explain the Pods against instead of the live ConfigMap's
     /// (`--config FILE`); the `templates` check still reads the live ones.
     pub templates: Option<TemplateSet>,
+    /// The API server's version, read once by the caller: the rules the live templates are
+    /// checked with, as `templates` were.
+    pub kube_version: KubeVersion,
 }
 
 /// Each of `documents` that `inject` refuses (not an object, no `kind`, a Pod template
@@ -174,11 +177,10 @@ pub async fn run(client: kube::Client, settings: &CheckSettings, now: OffsetDate
         tls_secret: settings.tls_secret.as_deref(),
         lease_name: settings.lease_name.as_deref(),
     };
-    let facts = fetch::facts(&client, &installation).await;
+    let facts = fetch::facts(&client, &installation, settings.kube_version).await;
     // Parsed once: the `templates` check and every decision read the same set.
     let live = health::live_templates(&facts);
-    let mut checks = health::evaluate_with(&facts, &live, now);
-    let templates = live.map(|live| live.set);
+    let templates = live.as_ref().map(|live| live.set.clone()).map_err(Clone::clone);
     let (policies, _) = cluster::policies(
         &client,
         &settings.injector_namespace,
@@ -186,6 +188,8 @@ pub async fn run(client: kube::Client, settings: &CheckSettings, now: OffsetDate
         &templates,
     )
     .await;
+    // The health lines word what a missing ConfigMap does by the policies found.
+    let mut checks = health::evaluate_with(&facts, &live, policies.found_any(), now);
     checks.push(policies.expectation.check.clone());
     checks.push(injection::health::admission_policies(&policies));
 
@@ -256,8 +260,8 @@ pub async fn run(client: kube::Client, settings: &CheckSettings, now: OffsetDate
             let owner = |pod: &Value| {
                 let meta: kube::api::ObjectMeta =
                     serde_json::from_value(pod.get("metadata").cloned().unwrap_or_default()).unwrap_or_default();
-                let (kind, name) = workload::owner(&meta, &owners);
-                format!("{kind} {}/{name}", meta.namespace.unwrap_or_default())
+                let (kind, name) = workload::owned_by(&meta, &owners)?;
+                Some(format!("{kind} {}/{name}", meta.namespace.unwrap_or_default()))
             };
             let drifted = drift::drifted(&pods, live, owner);
             checks.push(drift::check_line(&drifted, scope));

@@ -157,10 +157,11 @@ pub fn text(report: &Report) -> String {
     if let Some(drifted) = report.drift.as_ref().filter(|d| !d.is_empty()) {
         let _ = writeln!(out, "\nSidecar drift (at the live revision, changed after injection)");
         for pod in drifted {
+            let of = pod.workload.as_ref().map(|w| format!(" of {w}")).unwrap_or_default();
             let _ = writeln!(
                 out,
-                "  Pod {}/{} of {}: template `{}` revision {}",
-                pod.namespace, pod.name, pod.workload, pod.template, pod.revision
+                "  Pod {}/{}{of}: template `{}` revision {}",
+                pod.namespace, pod.name, pod.template, pod.revision
             );
             for difference in &pod.differences {
                 let _ = writeln!(out, "      {difference}");

@@ -179,8 +179,9 @@ pub fn standing(pod: &Value, live: &TemplateSet) -> Standing {
 pub struct DriftedPod {
     pub namespace: String,
     pub name: String,
-    /// The workload that owns it (`Deployment apps/web`), or `Pod apps/name`.
-    pub workload: String,
+    /// The workload that owns it (`Deployment apps/web`); `None` when nothing does.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub workload: Option<String>,
     pub template: String,
     pub revision: String,
     /// Each field that differs; empty when `unknown` says why it could not be compared.
@@ -190,11 +191,11 @@ pub struct DriftedPod {
 }
 
 /// The Pods among `pods` (stored objects, as JSON) that drifted from `live`, or that are
-/// at the live revision but cannot be compared; `owner` names each one's workload.
+/// at the live revision but cannot be compared; `owner` names each one's workload, if any.
 pub fn drifted<'p>(
     pods: impl IntoIterator<Item = &'p Value>,
     live: &TemplateSet,
-    owner: impl Fn(&Value) -> String,
+    owner: impl Fn(&Value) -> Option<String>,
 ) -> Vec<DriftedPod> {
     let text = |pod: &Value, pointer: &str| {
         pod.pointer(pointer)

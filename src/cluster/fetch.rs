@@ -19,6 +19,7 @@ use super::workload::{ReplicaSetOwners, controller};
 use crate::inject::REVISION_LABEL;
 use crate::network::crd::Network;
 use crate::policies::PolicyObject;
+use crate::template::KubeVersion;
 
 /// One line for an API error: code, reason and the server's message.
 fn api_error(err: &kube::Error) -> String {
@@ -46,8 +47,9 @@ pub struct Installation<'a> {
     pub lease_name: Option<&'a str>,
 }
 
-/// The installation's objects, each read once.
-pub async fn facts(client: &kube::Client, installation: &Installation<'_>) -> Facts {
+/// The installation's objects, each read once; `kube_version` is the API server's, which
+/// the caller has read (once, for the templates it parses too).
+pub async fn facts(client: &kube::Client, installation: &Installation<'_>, kube_version: KubeVersion) -> Facts {
     let namespace = installation.namespace;
     let mut facts = Facts {
         namespace: namespace.to_string(),
@@ -57,7 +59,7 @@ pub async fn facts(client: &kube::Client, installation: &Installation<'_>) -> Fa
         services: BTreeMap::new(),
         configmap: get(Api::<ConfigMap>::namespaced(client.clone(), namespace), crate::NAME).await,
         lease: None,
-        kube_version: crate::client::kube_version(client).await,
+        kube_version,
     };
     if let Some(name) = installation.webhook_config {
         let config = get(Api::<MutatingWebhookConfiguration>::all(client.clone()), name).await;

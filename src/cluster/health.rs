@@ -145,14 +145,30 @@ fn where_to(client: &WebhookClientConfig) -> String {
     }
 }
 
+/// Whether compiled admission policies labelled as ours were found (`injection` lists
+/// them): they act on Pods without the injector, so what a missing ConfigMap does depends
+/// on them too.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PoliciesFound {
+    None,
+    Some,
+    /// They could not be listed.
+    Unknown,
+}
+
 /// Every check, in report order.
-pub fn evaluate(facts: &Facts, now: OffsetDateTime) -> Vec<Check> {
-    evaluate_with(facts, &live_templates(facts), now)
+pub fn evaluate(facts: &Facts, policies: PoliciesFound, now: OffsetDateTime) -> Vec<Check> {
+    evaluate_with(facts, &live_templates(facts), policies, now)
 }
 
 /// [`evaluate`], with the ConfigMap's templates already parsed by the caller (who needs
 /// them for the decisions too, and parses them once).
-pub fn evaluate_with(facts: &Facts, templates: &Result<Live, String>, now: OffsetDateTime) -> Vec<Check> {
+pub fn evaluate_with(
+    facts: &Facts,
+    templates: &Result<Live, String>,
+    policies: PoliciesFound,
+    now: OffsetDateTime,
+) -> Vec<Check> {
     let mut out = Vec::new();
     if let Some((name, config)) = &facts.mutating {
         out.push(configuration("mutating-webhook", name, config, Status::Fail));
@@ -170,7 +186,7 @@ pub fn evaluate_with(facts: &Facts, templates: &Result<Live, String>, now: Offse
         out.push(serving_certificate(&facts.namespace, name, chain, now));
     }
     out.push(services(facts));
-    out.push(templates_check(&facts.namespace, facts.kube_version, templates));
+    out.push(templates_check(facts, templates, policies));
     if let Some((name, lease)) = &facts.lease {
         out.push(lease_check(&facts.namespace, name, lease, now));
     }
@@ -425,9 +441,8 @@ pub fn templates_of(namespace: &str, configmap: &Fetched<ConfigMap>, version: Ku
     let name = crate::NAME;
     match configmap {
         Err(err) => Err(format!("cannot read ConfigMap {namespace}/{name}: {err}")),
-        Ok(None) => Err(format!(
-            "expected ConfigMap {namespace}/{name}, found none: opted-in Pods are denied until it exists"
-        )),
+        // What that does depends on what is installed: the `templates` line says it.
+        Ok(None) => Err(format!("expected ConfigMap {namespace}/{name}, found none")),
         Ok(Some(configmap)) => {
             let source = format!("{namespace}/{name}");
             let data = configmap.data.clone().unwrap_or_default();
@@ -442,8 +457,14 @@ pub fn templates_of(namespace: &str, configmap: &Fetched<ConfigMap>, version: Ku
     }
 }
 
-fn templates_check(namespace: &str, version: KubeVersion, templates: &Result<Live, String>) -> Check {
+fn templates_check(facts: &Facts, templates: &Result<Live, String>, policies: PoliciesFound) -> Check {
+    let (namespace, version) = (&facts.namespace, facts.kube_version);
     match templates {
+        Err(why) if matches!(facts.configmap, Ok(None)) => Check::new(
+            "templates",
+            Status::Fail,
+            format!("{why}: {}", without_configmap(facts, policies)),
+        ),
         Err(why) => Check::new("templates", Status::Fail, why.as_str()),
         Ok(Live {
             refused: Some(refused), ..
@@ -465,6 +486,27 @@ fn templates_check(namespace: &str, version: KubeVersion, templates: &Result<Liv
                 Status::Ok,
                 format!("ConfigMap {namespace}/{}: templates {}", crate::NAME, names.join(", ")),
             )
+        }
+    }
+}
+
+/// What a missing ConfigMap does, by what is installed to act on Pods: the webhook
+/// configuration sends opted-in Pods to an injector that has no templates to give them,
+/// while admission policies act with those they were compiled from.
+fn without_configmap(facts: &Facts, policies: PoliciesFound) -> &'static str {
+    if !matches!(facts.mutating, Some((_, Ok(None)))) {
+        // It exists, or was not read: Pods may be sent to the injector.
+        return "opted-in Pods the API server sends to the injector are denied until it exists";
+    }
+    match policies {
+        PoliciesFound::None => {
+            "no Pod is injected or denied for want of it, as neither the webhook configuration (see `mutating-webhook`) nor an admission policy of the injector is installed"
+        }
+        PoliciesFound::Some => {
+            "no Pod is sent to the injector (see `mutating-webhook`); the admission policies found act with the templates they were compiled from (see `admission-policies`)"
+        }
+        PoliciesFound::Unknown => {
+            "no Pod is sent to the injector (see `mutating-webhook`); whether admission policies act is not known (see `admission-policies`)"
         }
     }
 }

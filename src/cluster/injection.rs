@@ -16,7 +16,7 @@ use k8s_openapi::api::admissionregistration::v1::MatchResources;
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, Time};
 
-use super::health::Fetched;
+use super::health::{Fetched, PoliciesFound};
 use super::selector;
 use crate::inject::{AnnotationOptIn, INJECT_LABEL, NAMESPACE_LABEL, NAMESPACE_OPT_IN, REFUSED_LABEL};
 use crate::policies::{self, MANAGED_BY_LABEL, Path, PolicyObject, TEMPLATES_ANNOTATION, names};
@@ -209,6 +209,15 @@ impl Policies {
             configmap: format!("{injector_namespace}/{}", crate::NAME),
             injector_namespace: injector_namespace.to_string(),
             annotation_opt_in,
+        }
+    }
+
+    /// Whether any compiled object labelled as ours was found, for the health lines.
+    pub fn found_any(&self) -> PoliciesFound {
+        match &self.found {
+            Ok(found) if found.is_empty() => PoliciesFound::None,
+            Ok(_) => PoliciesFound::Some,
+            Err(_) => PoliciesFound::Unknown,
         }
     }
 

@@ -11,7 +11,7 @@ use crate::cli::{CheckArgs, CheckOutput};
 use envoy_injector::check::{self, CheckSettings, Report, Target};
 use envoy_injector::cluster;
 use envoy_injector::offline;
-use envoy_injector::template::{ConfigError, TemplateSet};
+use envoy_injector::template::{ConfigError, KubeVersion, TemplateSet};
 use envoy_injector::yaml::read::ReadError;
 
 #[derive(Debug, thiserror::Error)]
@@ -50,6 +50,7 @@ pub fn settings(
     default_namespace: &str,
     documents: Option<Vec<serde_json::Value>>,
     templates: Option<TemplateSet>,
+    kube_version: KubeVersion,
 ) -> CheckSettings {
     let namespace = args.namespace.clone().unwrap_or_else(|| default_namespace.to_string());
     let target = match (&args.pod, documents, &args.namespace) {
@@ -73,6 +74,7 @@ pub fn settings(
         lease_name: non_empty(&args.lease_name),
         deployment: non_empty(&args.deployment),
         templates,
+        kube_version,
     }
 }
 
@@ -109,12 +111,13 @@ pub async fn run(args: CheckArgs) -> Result<bool, CheckCommandError> {
         }
         (_, documents) => {
             let client = kube::Client::try_default().await?;
-            // The cluster's API server checks its Pods: its version's rules.
+            // The cluster's API server checks its Pods: its version's rules, read here once for
+            // the given templates and the live ones alike.
             let version = envoy_injector::client::kube_version(&client).await;
             let templates = config
                 .map(|(source, text)| TemplateSet::from_text(&source, &text, version))
                 .transpose()?;
-            let settings = settings(&args, client.default_namespace(), documents, templates);
+            let settings = settings(&args, client.default_namespace(), documents, templates, version);
             check::run(client, &settings, time::OffsetDateTime::now_utc()).await?
         }
     };

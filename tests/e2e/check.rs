@@ -14,6 +14,10 @@
 //! whose Pods are on the old revision; then a `caBundle` from another CA, an expired
 //! serving certificate and the webhooks behind a Service without endpoints.
 //!
+//! First, before anything is installed: `check` says what is true of that (golden
+//! `no-installation.txt`), reading the API server's version once; and once installed, a
+//! bare Pod whose sidecar image was rewritten after injection is named alone by `--drift`.
+//!
 //! Which path injects: the injector's Deployment (no replica: `serve` runs here) says
 //! `--injection=webhook` first, so every Pod above is the webhook's. Then it says nothing
 //! (`auto`: this API server serves MutatingAdmissionPolicy v1, so policies are expected) and
@@ -192,9 +196,37 @@ async fn run(suite: &Suite) -> TierResult {
     let plain = format!("ei-check-{id}-plain");
     TestNs::create_named(client, &scope, &injector, &[(NAMESPACE_OPT_IN.0, "disabled")]).await;
     let labelled_ns = TestNs::create_named(client, &scope, &labelled, &[NAMESPACE_OPT_IN]).await;
-    TestNs::create_named(client, &scope, &plain, &[]).await;
+    let plain_ns = TestNs::create_named(client, &scope, &plain, &[]).await;
     // `serve` in cluster mode watches Networks: the CRD must be served.
     suite.install_network_crd().await;
+    let webhook_config = format!("envoy-injector-check-{id}");
+    let flags = [
+        "--injector-namespace",
+        &injector,
+        "--webhook-config",
+        &webhook_config,
+        "--validating-webhook-config",
+        &webhook_config,
+    ];
+    let with = |extra: &[&str]| -> Vec<String> { flags.iter().chain(extra).map(|s| s.to_string()).collect() };
+    let dir = temp_dir("envoy-injector-e2e-check");
+
+    // Nothing installed yet: each object's own line fails, and no line says a Pod is
+    // denied for want of templates or that a webhook injects.
+    let opted_in = manifest(
+        &dir,
+        "opted-in.yaml",
+        &[pod_doc(&plain, "by-annotation", json!({ INJECT: "true" }), app_spec())],
+    );
+    let run = check(&with(&["-f", &opted_in])).await;
+    golden("no-installation.txt", &normalise(&run.stdout, &id));
+    assert_eq!(run.code, 1, "a missing installation fails the check:\n{}", run.stdout);
+    for contradiction in ["denied until", "the webhook injects"] {
+        assert!(!run.stdout.contains(contradiction), "{contradiction}:\n{}", run.stdout);
+    }
+    let version_read = run.stderr.matches("checking template values with the rules").count();
+    assert_eq!(version_read, 1, "the API server's version is read once:\n{}", run.stderr);
+    step!("check with nothing installed: each line true of that, the version read once (golden no-installation.txt)");
 
     let certs = tls::generate(INJECTOR_NAME, &injector, &["127.0.0.1".to_string()], 365).expect("test certificates");
     kubectl_apply(&[
@@ -216,7 +248,6 @@ async fn run(suite: &Suite) -> TierResult {
         ],
     ).await;
     serve.wait_ready().await;
-    let webhook_config = format!("envoy-injector-check-{id}");
     scope.delete_later(
         ApiResource::erase::<MutatingWebhookConfiguration>(&()),
         None,
@@ -251,15 +282,6 @@ async fn run(suite: &Suite) -> TierResult {
     .await;
     // The API server calls the injector once it has the configuration.
     wait_for_dry_run_injection(&pod_doc(&labelled, "probe", json!({}), app_spec())).await;
-    let flags = [
-        "--injector-namespace",
-        &injector,
-        "--webhook-config",
-        &webhook_config,
-        "--validating-webhook-config",
-        &webhook_config,
-    ];
-    let with = |extra: &[&str]| -> Vec<String> { flags.iter().chain(extra).map(|s| s.to_string()).collect() };
 
     // Every decision rule, from a manifest (nothing is created).
     let scenarios = [
@@ -309,7 +331,6 @@ async fn run(suite: &Suite) -> TierResult {
             },
         }),
     ];
-    let dir = temp_dir("envoy-injector-e2e-check");
     let scenarios_file = manifest(&dir, "scenarios.yaml", &scenarios);
     let scenarios_file = scenarios_file.as_str();
     let run = check(&with(&["-f", scenarios_file])).await;
@@ -370,6 +391,28 @@ async fn run(suite: &Suite) -> TierResult {
     let run = check(&with(&["-n", &labelled, "--stale"])).await;
     golden("namespace-healthy.txt", &normalise(&run.stdout, &id));
     assert_eq!(run.code, 0, "a healthy installation passes:\n{}", run.stdout);
+
+    // A bare Pod the injector injected, its sidecar's image then rewritten (as a later
+    // webhook would): `--drift` names it alone, nothing owning it.
+    kubectl_apply(&[pod_doc(&plain, "bare", json!({ INJECT: "true" }), app_spec())]).await;
+    let bare = plain_ns.pods.get("bare").await.expect("the bare Pod");
+    let containers = bare.spec.expect("a spec").containers;
+    let envoy = containers.iter().position(|c| c.name == "envoy").expect("the injected sidecar");
+    let rewrite = format!(
+        r#"[{{"op":"replace","path":"/spec/containers/{envoy}/image","value":"mirror.example/envoy:1"}}]"#
+    );
+    let patched = kubectl(&["patch", "pod", "bare", "-n", &plain, "--type=json", "-p", &rewrite], None).await;
+    assert!(patched.status.success(), "{}", String::from_utf8_lossy(&patched.stderr));
+    let run = check(&with(&["-n", &plain, "--drift"])).await;
+    assert_eq!(run.code, 1, "drift fails the check:\n{}", run.stdout);
+    assert!(
+        run.stdout.contains(&format!("\n  Pod {plain}/bare: template `config` revision ")),
+        "{}",
+        run.stdout
+    );
+    assert!(!run.stdout.contains(" of Pod "), "{}", run.stdout);
+    plain_ns.pods.delete("bare", &Default::default()).await.expect("delete the bare Pod");
+    step!("check --drift names a drifted bare Pod alone, with no owner");
 
     // The upgrade: a Pod created after it gets the new sidecar, and the Deployment's Pods,
     // injected before it, are stale.

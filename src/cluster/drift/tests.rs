@@ -223,13 +223,13 @@ fn check_drift_lists_each_drifted_pod_with_its_workload_and_fails() {
     ));
     let pods = [fine, changed, stale];
     let found = drifted(&pods, &set, |pod| {
-        format!("Deployment apps/{}", pod["metadata"]["name"])
+        Some(format!("Deployment apps/{}", pod["metadata"]["name"]))
     });
     assert_eq!(found.len(), 1, "only the changed one: {found:#?}");
     let pod = &found[0];
     assert_eq!(
-        (pod.name.as_str(), pod.workload.as_str()),
-        ("web-2", r#"Deployment apps/"web-2""#)
+        (pod.name.as_str(), pod.workload.as_deref()),
+        ("web-2", Some(r#"Deployment apps/"web-2""#))
     );
     assert_eq!(
         (pod.template.as_str(), pod.revision.as_str()),
@@ -245,4 +245,10 @@ fn check_drift_lists_each_drifted_pod_with_its_workload_and_fails() {
         "{line:?}"
     );
     assert_eq!(check_line(&[], None).status, Status::Ok);
+
+    // A Pod nothing owns names no workload, in JSON neither.
+    let bare = drifted(&pods, &set, |_| None);
+    assert_eq!(bare[0].workload, None);
+    let json = serde_json::to_value(&bare[0]).unwrap();
+    assert!(json.get("workload").is_none(), "{json}");
 }

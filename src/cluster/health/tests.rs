@@ -145,7 +145,7 @@ fn message<'a>(checks: &'a [Check], id: &str) -> &'a str {
 fn a_healthy_installation_passes_every_check() {
     let now = OffsetDateTime::now_utc();
     let certs = crate::tls::generate("envoy-injector", NS, &[], 365).unwrap();
-    let checks = evaluate(&healthy(&certs, now), now);
+    let checks = evaluate(&healthy(&certs, now), PoliciesFound::None, now);
     assert_eq!(
         by_id(&checks),
         [
@@ -183,7 +183,7 @@ fn each_fault_is_named() {
         "envoy-injector".into(),
         Ok(Some(mutating(other.ca.cert_pem.as_bytes()))),
     ));
-    let checks = evaluate(&facts, now);
+    let checks = evaluate(&facts, PoliciesFound::None, now);
     let bundle = &checks[2];
     assert_eq!((bundle.check, bundle.status), ("ca-bundle", Status::Fail));
     assert!(
@@ -199,7 +199,7 @@ fn each_fault_is_named() {
     let ca = crate::tls::generate_ca("envoy-injector", NS, 3650, issued).unwrap();
     let leaf = crate::tls::sign_serving_cert(&ca, "envoy-injector", NS, issued, now - Duration::days(1)).unwrap();
     let expired = ServiceCerts { ca, serving: leaf };
-    let checks = evaluate(&healthy(&expired, now), now);
+    let checks = evaluate(&healthy(&expired, now), PoliciesFound::None, now);
     assert!(
         message(&checks, "serving-certificate").contains("expired at"),
         "{checks:#?}"
@@ -213,7 +213,7 @@ fn each_fault_is_named() {
     );
     // Expiring soon is a warning.
     let soon = crate::tls::generate("envoy-injector", NS, &[], 10).unwrap();
-    let checks = evaluate(&healthy(&soon, now), now);
+    let checks = evaluate(&healthy(&soon, now), PoliciesFound::None, now);
     assert_eq!(
         checks.iter().find(|c| c.check == "serving-certificate").unwrap().status,
         Status::Warn
@@ -223,7 +223,7 @@ fn each_fault_is_named() {
     let mut facts = healthy(&certs, now);
     facts.mutating = Some(("envoy-injector".into(), Ok(None)));
     facts.validating = Some(("envoy-injector".into(), Ok(None)));
-    let checks = evaluate(&facts, now);
+    let checks = evaluate(&facts, PoliciesFound::None, now);
     assert_eq!(
         &by_id(&checks)[..2],
         [("mutating-webhook", Status::Fail), ("validating-webhook", Status::Warn)]
@@ -241,7 +241,7 @@ fn each_fault_is_named() {
         "envoy-injector-controller".into(),
         Ok(Some(lease(now - Duration::minutes(5)))),
     ));
-    let checks = evaluate(&facts, now);
+    let checks = evaluate(&facts, PoliciesFound::None, now);
     assert!(
         message(&checks, "service").contains("expected a ready endpoint"),
         "{checks:#?}"
@@ -276,13 +276,13 @@ fn templates_the_api_server_refuses_fail_the_templates_line_by_its_version() {
     facts.configmap = Ok(Some(configmap(
         "containers:\n- name: envoy\n  image: envoy\n  env: [{name: 1st, value: x}]\n",
     )));
-    let checks = evaluate(&facts, now);
+    let checks = evaluate(&facts, PoliciesFound::None, now);
     assert_eq!(
         by_id(&checks).iter().find(|(id, _)| *id == "templates").unwrap().1,
         Status::Ok
     );
     facts.kube_version = "1.31".parse().unwrap();
-    let checks = evaluate(&facts, now);
+    let checks = evaluate(&facts, PoliciesFound::None, now);
     assert_eq!(
         by_id(&checks).iter().find(|(id, _)| *id == "templates").unwrap().1,
         Status::Fail
@@ -315,4 +315,84 @@ fn url_webhooks_are_verified_for_their_host() {
         ..WebhookClientConfig::default()
     };
     assert_eq!(dialed_name(&host).as_deref(), Some("hooks.example.com"));
+}
+
+/// Nothing of the injector installed: each object's own line fails, and the `templates`
+/// line words what the missing ConfigMap does by what else is installed.
+fn nothing_installed() -> Facts {
+    Facts {
+        namespace: NS.into(),
+        mutating: Some(("envoy-injector".into(), Ok(None))),
+        validating: Some(("envoy-injector".into(), Ok(None))),
+        tls_secret: Some(("envoy-injector-tls".into(), Ok(None))),
+        services: BTreeMap::new(),
+        configmap: Ok(None),
+        lease: Some(("envoy-injector-controller".into(), Ok(None))),
+        kube_version: crate::template::KubeVersion::NEWEST,
+    }
+}
+
+#[test]
+fn with_nothing_installed_no_line_says_pods_are_denied() {
+    let now = OffsetDateTime::now_utc();
+    let checks = evaluate(&nothing_installed(), PoliciesFound::None, now);
+    assert_eq!(
+        by_id(&checks),
+        [
+            ("mutating-webhook", Status::Fail),
+            ("validating-webhook", Status::Warn),
+            ("serving-certificate", Status::Fail),
+            ("service", Status::Ok),
+            ("templates", Status::Fail),
+            ("lease", Status::Fail),
+        ],
+        "{checks:#?}"
+    );
+    assert_eq!(
+        message(&checks, "templates"),
+        "expected ConfigMap envoy-injector/envoy-injector, found none: no Pod is injected or denied for want of it, \
+         as neither the webhook configuration (see `mutating-webhook`) nor an admission policy of the injector is installed"
+    );
+    assert!(
+        checks.iter().all(|c| !c.message.contains("denied until")),
+        "{checks:#?}"
+    );
+}
+
+#[test]
+fn a_missing_configmap_is_worded_by_what_acts_on_pods() {
+    let now = OffsetDateTime::now_utc();
+    let templates = |facts: &Facts, policies| message(&evaluate(facts, policies, now), "templates").to_string();
+    let facts = nothing_installed();
+    // No webhook, but policies: they act alone, with what they were compiled from.
+    let with_policies = templates(&facts, PoliciesFound::Some);
+    assert!(
+        with_policies.ends_with(
+            "found none: no Pod is sent to the injector (see `mutating-webhook`); the admission policies found act with the templates they were compiled from (see `admission-policies`)"
+        ),
+        "{with_policies}"
+    );
+    let unknown = templates(&facts, PoliciesFound::Unknown);
+    assert!(
+        unknown.contains("whether admission policies act is not known"),
+        "{unknown}"
+    );
+    // A webhook configuration sends opted-in Pods to an injector without templates.
+    let certs = crate::tls::generate("envoy-injector", NS, &[], 365).unwrap();
+    let mut webhook = healthy(&certs, now);
+    webhook.configmap = Ok(None);
+    for policies in [PoliciesFound::None, PoliciesFound::Some] {
+        assert_eq!(
+            templates(&webhook, policies),
+            "expected ConfigMap envoy-injector/envoy-injector, found none: opted-in Pods the API server sends to the injector are denied until it exists"
+        );
+    }
+    // Not asked for (`--webhook-config ""`): Pods may be sent to it.
+    webhook.mutating = None;
+    assert!(templates(&webhook, PoliciesFound::None).ends_with("denied until it exists"));
+    // A ConfigMap that does not parse is worded as before, whatever is installed.
+    let mut broken = nothing_installed();
+    broken.configmap = Ok(Some(configmap("containers: [")));
+    let why = templates(&broken, PoliciesFound::None);
+    assert!(why.ends_with("the injector keeps its last good templates"), "{why}");
 }

@@ -74,11 +74,15 @@ pub fn admission_policies(policies: &Policies) -> Check {
                 ),
             );
         }
+        // Whether the webhook injects instead is the `mutating-webhook` line's to say.
         None if found.is_empty() => {
             return Check::new(
                 CHECK,
                 Status::Ok,
-                format!("none labelled {}: the webhook injects", labelled()),
+                format!(
+                    "none labelled {}: no admission policy of the injector acts on Pods",
+                    labelled()
+                ),
             );
         }
         Some(Path::Policy) | None => {}

@@ -523,3 +523,46 @@ fn a_pod_takes_the_policy_route_only_where_its_objects_are_bound() {
         Err(String::from("template `config` is left to the webhook: too large"))
     );
 }
+
+/// Nothing installed: no Deployment, no ConfigMap, no compiled object. The path cannot be
+/// told, and the `admission-policies` line says only what it found, nothing of a webhook
+/// (whether one exists is the `mutating-webhook` line's to say).
+#[test]
+fn with_nothing_installed_the_policies_line_claims_no_webhook() {
+    let facts = PolicyFacts {
+        deployment: Some(("envoy-injector".into(), Ok(None))),
+        served: Served::Yes,
+        found: Ok(Vec::new()),
+    };
+    let policies = Policies::new(
+        &facts,
+        &Err("expected ConfigMap envoy-injector/envoy-injector, found none".into()),
+        NS,
+    );
+    assert_eq!(policies.expectation.expected, None);
+    assert_eq!(
+        policies.expectation.check.status,
+        Status::Warn,
+        "{:?}",
+        policies.expectation
+    );
+    assert_eq!(policies.found_any(), PoliciesFound::None);
+    let check = health::admission_policies(&policies);
+    assert_eq!(
+        (check.status, check.message.as_str()),
+        (
+            Status::Ok,
+            "none labelled app.kubernetes.io/managed-by=envoy-injector: no admission policy of the injector acts on Pods"
+        )
+    );
+    assert!(!check.message.contains("webhook"), "{}", check.message);
+}
+
+#[test]
+fn the_policies_found_are_told_to_the_health_lines() {
+    let set = templates(&[("config", TEMPLATE)]);
+    let found = policies_with("policy", Served::Yes, Ok(compiled(&set)), &set);
+    assert_eq!(found.found_any(), PoliciesFound::Some);
+    let unlisted = policies_with("policy", Served::Yes, Err("HTTP 403 Forbidden".into()), &set);
+    assert_eq!(unlisted.found_any(), PoliciesFound::Unknown);
+}
