@@ -10,6 +10,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
+use std::sync::LazyLock;
 
 use regex::Regex;
 
@@ -270,12 +271,18 @@ fn first_names(list: &str) -> Vec<String> {
 
 /// The module's file graph: node → the nodes it imports.
 fn file_edges(module: &Module) -> BTreeMap<String, BTreeSet<String>> {
-    let definition = Regex::new(
-        r"(?m)^(?:pub(?:\([^)]*\))? )?(?:async )?(?:unsafe )?(?:fn|struct|enum|trait|const|static|type|union) (\w+)",
-    )
-    .unwrap();
-    let reexport =
-        Regex::new(r"(?m)^\s*pub(?:\([^)]*\))? use (?:self::)?(\w+)::(\{[^;]*\}|[\w:]+)(?: as (\w+))?;").unwrap();
+    static DEFINITION: LazyLock<Regex> = LazyLock::new(|| {
+        Regex::new(r"(?m)^(?:pub(?:\([^)]*\))? )?(?:async )?(?:unsafe )?(?:fn|struct|enum|trait|const|static|type|union) (\w+)")
+            .unwrap()
+    });
+    static REEXPORT: LazyLock<Regex> = LazyLock::new(|| {
+        Regex::new(r"(?m)^\s*pub(?:\([^)]*\))? use (?:self::)?(\w+)::(\{[^;]*\}|[\w:]+)(?: as (\w+))?;").unwrap()
+    });
+    // `super::super::x` (the supers, then what they name) and `crate::a::b::{c, d}`.
+    static SUPER_PATH: LazyLock<Regex> = LazyLock::new(|| Regex::new(r"((?:super::)+)(\{[^;]*?\}|\w+)").unwrap());
+    static CRATE_PATH: LazyLock<Regex> =
+        LazyLock::new(|| Regex::new(r"crate::((?:\w+::)*(?:\{[^;]*?\}|\w+))").unwrap());
+    let (definition, reexport) = (&*DEFINITION, &*REEXPORT);
     // Which node defines a name the module's files may reach for.
     let mut defines: BTreeMap<String, String> = BTreeMap::new();
     let head_code = module.head.as_deref().and_then(code);
@@ -325,7 +332,7 @@ fn file_edges(module: &Module) -> BTreeMap<String, BTreeSet<String>> {
             }
         }
     };
-    let into_module = (!module.path.is_empty()).then(|| format!("crate::{}::", module.path));
+    let into_module = (!module.path.is_empty()).then(|| format!("{}::", module.path));
     for (node, files) in &module.nodes {
         for file in files {
             let Some(code) = code(file) else { continue };
@@ -334,12 +341,16 @@ fn file_edges(module: &Module) -> BTreeMap<String, BTreeSet<String>> {
             if relative.ends_with("mod") {
                 depth -= 1;
             }
-            let mut prefixes = vec!["super::".repeat(depth)];
-            prefixes.extend(into_module.clone());
-            for prefix in prefixes {
-                let paths = Regex::new(&format!(r"{}(\{{[^;]*?\}}|\w+)", regex::escape(&prefix))).unwrap();
-                for found in paths.captures_iter(&code) {
-                    link(node, first_names(&found[1]), &mut edges);
+            for found in SUPER_PATH.captures_iter(&code) {
+                if found[1].len() == "super::".len() * depth {
+                    link(node, first_names(&found[2]), &mut edges);
+                }
+            }
+            if let Some(into_module) = &into_module {
+                for found in CRATE_PATH.captures_iter(&code) {
+                    if let Some(rest) = found[1].strip_prefix(into_module.as_str()) {
+                        link(node, first_names(rest), &mut edges);
+                    }
                 }
             }
         }
@@ -348,7 +359,8 @@ fn file_edges(module: &Module) -> BTreeMap<String, BTreeSet<String>> {
     // outside `mod`/`use` lines.
     if let Some(head) = &head_code {
         let mut used = Vec::new();
-        let names = Regex::new(r"\b(\w+)\b(::)?").unwrap();
+        static NAMES: LazyLock<Regex> = LazyLock::new(|| Regex::new(r"\b(\w+)\b(::)?").unwrap());
+        let names = &*NAMES;
         for line in head.lines().map(str::trim) {
             if line.is_empty()
                 || line.contains("mod ") && line.ends_with(';')
@@ -366,7 +378,10 @@ fn file_edges(module: &Module) -> BTreeMap<String, BTreeSet<String>> {
             }
         }
         // Bare names reach a child only through the head's own `use child::...` lines.
-        let imports = Regex::new(r"(?m)^\s*(?:pub(?:\([^)]*\))? )?use (?:self::)?(\w+)::(\{[^;]*\}|[\w:]+)").unwrap();
+        static IMPORTS: LazyLock<Regex> = LazyLock::new(|| {
+            Regex::new(r"(?m)^\s*(?:pub(?:\([^)]*\))? )?use (?:self::)?(\w+)::(\{[^;]*\}|[\w:]+)").unwrap()
+        });
+        let imports = &*IMPORTS;
         let imported: BTreeSet<String> = imports
             .captures_iter(head)
             .filter(|found| module.nodes.contains_key(&found[1]))
