@@ -191,7 +191,14 @@ async fn run(suite: &Suite) -> TierResult {
     }
     // Both alike is not enough for Pods on the node's network: left alone, or injected
     // where the template they name allows it.
-    for (name, webhook, _) in cases.iter().filter(|(name, ..)| name.starts_with("all/hostnet-")) {
+    let on_host: Vec<_> = cases.iter().filter(|(name, ..)| name.starts_with("all/hostnet-")).collect();
+    assert_eq!(
+        on_host.len(),
+        shapes::host_network().len(),
+        "expected every shape on the node's network proven, found {:?}",
+        on_host.iter().map(|(name, ..)| name).collect::<Vec<_>>()
+    );
+    for (name, webhook, _) in on_host {
         let injected = matches!(webhook, Outcome::Stored(pod) if !pod["metadata"]["annotations"]["sidecar.samplecrd.k8s.io/status"].is_null());
         let stored = matches!(webhook, Outcome::Stored(_));
         let expected = name.starts_with("all/hostnet-allowed");
