@@ -55,9 +55,9 @@ pub async fn connect(limits: Limits, metrics: &Metrics) -> Result<kube::Client, 
 const VERSION_TRIES: u32 = 5;
 
 /// The Kubernetes version of the API server (`/version`): the value rules templates are
-/// checked with. Asked a few times with backoff; if it never answers, or answers with a
-/// version outside the supported range, that is logged and the nearest supported rules
-/// are used (the newest, when nothing answered).
+/// checked with. Asked a few times with backoff; a release newer than the rules known is
+/// checked with the newest rules, one older than the oldest supported with the oldest,
+/// either said in one warning; when nothing readable answers, the newest rules are used.
 pub async fn kube_version(client: &kube::Client) -> KubeVersion {
     let backoff = Exponential::new(std::time::Duration::from_millis(200), std::time::Duration::from_secs(3));
     for failures in 1..=VERSION_TRIES {
@@ -74,7 +74,7 @@ pub async fn kube_version(client: &kube::Client) -> KubeVersion {
                 if let Some(note) = note {
                     tracing::warn!("{note}");
                 }
-                tracing::info!(%version, "checking template values with the rules of the API server's version");
+                tracing::info!(%version, rules = %version.rules(), "checking template values with the rules of the API server's version");
                 return version;
             }
             Err(err) => {

@@ -37,3 +37,40 @@ fn the_output_says_what_it_is_needs_and_binds() {
         "{objects}"
     );
 }
+
+/// `--kube-version` from the oldest supported on: a release newer than the rules known is
+/// taken with the newest rules and one warning, the same policies out; older is refused.
+#[test]
+fn kube_version_takes_newer_releases_with_a_warning_and_refuses_older_ones() {
+    let run = |version: &str| {
+        Command::new(BIN)
+            .args(["policies", "-f", "manifests/configmap.yaml", "--kube-version", version])
+            .current_dir(env!("CARGO_MANIFEST_DIR"))
+            .output()
+            .expect("the binary runs")
+    };
+    let newest = run("1.36");
+    assert!(newest.status.success(), "{}", String::from_utf8_lossy(&newest.stderr));
+    for version in ["1.37", "1.40", "1.31"] {
+        let out = run(version);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "{version}: expected accepted, found: {stderr}");
+        assert_eq!(out.stdout, newest.stdout, "{version}: expected the policies of 1.36");
+        let warning = format!(
+            "Kubernetes {version} is newer than the rules this injector knows: template values are checked with the rules of 1.36"
+        );
+        let warnings = stderr.matches(&warning).count();
+        let expected = usize::from(version != "1.31");
+        assert_eq!(
+            warnings, expected,
+            "{version}: expected {expected} warning {warning:?}, found: {stderr}"
+        );
+    }
+    let out = run("1.30");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "1.30: expected refused, found accepted");
+    assert!(
+        stderr.contains("Kubernetes 1.30 is not supported: expected 1.31 or later"),
+        "1.30: expected the refusal's words, found: {stderr}"
+    );
+}

@@ -90,11 +90,6 @@ fn explain_compiled(
     let annotations = pod.pointer("/metadata/annotations").and_then(Value::as_object);
     let view = PodView::read(pod);
     let mut warnings = policy::unreadable_flags(view.meta(), installed.annotation_opt_in);
-    if pod.pointer("/spec/hostNetwork").and_then(Value::as_bool) == Some(true) {
-        warnings.push(String::from(
-            "`hostNetwork: true`: the injector does not skip host-network Pods; the sidecar's ports would be bound on the node",
-        ));
-    }
     let webhooks: Vec<WebhookMatch> = installed
         .webhooks
         .deployed()
@@ -127,6 +122,7 @@ fn explain_compiled(
             Skip::NotOptedIn => Rule::NotOptedIn,
             Skip::OptedOut { .. } => Rule::OptedOut,
             Skip::AlreadyInjected { .. } => Rule::AlreadyInjected,
+            Skip::HostNetwork { .. } => Rule::HostNetwork,
         };
         let mut out = report(Verdict::Skip, rule, skip.to_string());
         if rule == Rule::AlreadyInjected {
@@ -167,6 +163,12 @@ fn explain_compiled(
             )
         }
     };
+    if out.verdict == Verdict::Inject && view.host_network() {
+        let template = out.template.as_ref().map(|t| t.name.as_str()).unwrap_or_default();
+        warnings.push(format!(
+            "`hostNetwork: true`, and template `{template}` allows it (`allowHostNetwork: true`): the sidecar's ports are the node's, so a second such Pod on a node stays Pending, and its ports must be free on the node"
+        ));
+    }
     out.warnings.extend(warnings);
     out
 }

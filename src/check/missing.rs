@@ -173,7 +173,9 @@ pub fn why(pod: &Escaped, evidence: &Evidence<'_>) -> Option<(Reason, String)> {
 }
 
 /// Groups the escaped Pods by workload with the reasons and the fix. Also returns the
-/// Pods left out because they hold the template's containers (injected by hand).
+/// Pods left out because they hold the template's containers (injected by hand). A Pod on
+/// the node's network its template does not allow is left out too: left alone by rule,
+/// it was not missed.
 pub fn group(
     escaped: &[Escaped],
     replica_set_owners: &ReplicaSetOwners,
@@ -184,7 +186,7 @@ pub fn group(
     type Reasons = BTreeMap<(Reason, String), usize>;
     let mut groups: BTreeMap<Key, (Vec<String>, Reasons)> = BTreeMap::new();
     let mut by_hand = Vec::new();
-    for pod in escaped {
+    for pod in escaped.iter().filter(|pod| pod.decision.rule != Rule::HostNetwork) {
         let namespace = pod.meta.namespace.clone().unwrap_or_default();
         let pod_name = pod.meta.name.clone().unwrap_or_default();
         let Some(why) = why(pod, evidence) else {

@@ -87,6 +87,8 @@ pub enum Rule {
     OptedOut,
     NotOptedIn,
     AlreadyInjected,
+    /// On the node's network, and its template does not allow it.
+    HostNetwork,
     WebhookAbsent,
     WebhookNotCalled,
     WebhookError,

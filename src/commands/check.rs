@@ -101,7 +101,7 @@ pub async fn run(args: CheckArgs) -> Result<bool, CheckCommandError> {
         (None, Some(documents)) => {
             let (templates, from) = match config {
                 Some((source, text)) => (
-                    TemplateSet::from_text(&source, &text, args.kube_version)?,
+                    TemplateSet::from_text(&source, &text, flags::kube_version(args.kube_version))?,
                     format!("template file {}", given_path(&args)),
                 ),
                 None => (TemplateSet::embedded(), String::from("the embedded default template")),

@@ -37,7 +37,7 @@ impl From<OutputFormat> for Format {
 
 pub fn run(args: &InjectArgs) -> Result<(), InjectCommandError> {
     let templates = match &args.config {
-        Some(path) => TemplateSet::from_file(path, args.kube_version)?,
+        Some(path) => TemplateSet::from_file(path, flags::kube_version(args.kube_version))?,
         None => TemplateSet::embedded(),
     };
     let format = args.output.into();

@@ -2,6 +2,7 @@
 
 use std::io::Write;
 
+use super::flags;
 use crate::cli::{PoliciesArgs, PoliciesFormat};
 use envoy_injector::inject::AnnotationOptIn;
 use envoy_injector::policies::{self, Options};
@@ -84,7 +85,7 @@ fn selector_text(selector: &serde_json::Value) -> String {
 }
 
 pub fn run(args: &PoliciesArgs) -> Result<(), PoliciesCommandError> {
-    let templates = TemplateSet::from_file(&args.file, args.kube_version)?;
+    let templates = TemplateSet::from_file(&args.file, flags::kube_version(args.kube_version))?;
     let compiled = policies::compile(
         &templates,
         &Options {

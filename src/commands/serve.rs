@@ -5,7 +5,7 @@ use std::sync::Arc;
 use prometheus_client::registry::Registry;
 use tracing::{info, warn};
 
-use super::flags::non_empty;
+use super::flags::{self, non_empty};
 use crate::cli::{NetworkBackendKind, ServeArgs};
 use envoy_injector::admission::{Admission, TemplateValidation};
 use envoy_injector::controller::{self, Context};
@@ -220,7 +220,7 @@ async fn run_standalone(args: ServeArgs) -> Result<(), ServeError> {
     let metrics = Metrics::register(&mut registry);
 
     let loaded = match &args.config {
-        Some(path) => TemplateSet::from_file(path, args.kube_version),
+        Some(path) => TemplateSet::from_file(path, flags::kube_version(args.kube_version)),
         None => Ok(TemplateSet::embedded()),
     };
     let set = match loaded {

@@ -267,8 +267,8 @@ pub fn inject_object(
     // Asking for offline injection is the opt-in (an annotation opt-in is always read
     // here); an explicit opt-out still wins.
     let mut warnings = policy::unreadable_flags(view.meta(), AnnotationOptIn::On);
-    if let Some(opt_out) = policy::opted_out(view.meta()) {
-        return Ok(unchanged(renderings, opt_out.to_string(), false, warnings));
+    if let Some(skip) = policy::opted_out(view.meta()).or_else(|| inject::host_network(&view, Some(templates))) {
+        return Ok(unchanged(renderings, skip.to_string(), false, warnings));
     }
     let err = |source| OfflineError::Inject {
         at: at.to_string(),

@@ -38,6 +38,8 @@ pub static POD: Keep = Keep::Fields(&[
             ("imagePullSecrets", Keep::All),
             // Whether the Pod runs to completion: how a sidecar goes in by default.
             ("restartPolicy", Keep::All),
+            // On the node's network: left alone unless the template allows it.
+            ("hostNetwork", Keep::All),
         ]),
     ),
 ]);

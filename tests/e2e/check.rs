@@ -357,7 +357,7 @@ async fn run(suite: &Suite) -> TierResult {
             ("legacy-annotation", "inject"),
             ("opted-out", "skip"),
             ("not-opted-in", "skip"),
-            ("namespace-label", "inject"),
+            ("host-network", "skip"),
             ("webhook-not-called", "skip"),
             ("collision", "deny"),
             ("collision", "deny"),

@@ -10,7 +10,7 @@ use envoy_injector::cluster::selector;
 use envoy_injector::inject::join::{Lookup, NetworkView};
 use envoy_injector::inject::policy::{namespace_opt_in, namespace_template};
 use envoy_injector::inject::{
-    AnnotationOptIn, ClusterView, Decided, Decision, NamespaceOptIn, NotChosen, PodView, decide,
+    AnnotationOptIn, ClusterView, Decided, Decision, NamespaceOptIn, NotChosen, PodView, Skip, decide,
 };
 use envoy_injector::policies::webhook::{POD_ENTRY, entries};
 use envoy_injector::template::{KubeVersion, TemplateSet};
@@ -24,6 +24,8 @@ const STATUS: &str = "sidecar.samplecrd.k8s.io/status";
 const NETWORK: &str = "sidecar.samplecrd.k8s.io/network";
 const TEMPLATE: &str = "sidecar.samplecrd.k8s.io/template";
 const NAME_LABEL: &str = "kubernetes.io/metadata.name";
+/// The template that allows Pods on the node's network.
+const HOST: &str = "host";
 /// The Network the cluster has, Ready; any other is missing.
 const READY_NETWORK: &str = "blue";
 
@@ -126,6 +128,9 @@ enum Outcome {
     /// Opted in, and every container of the template is in it already: no work, though
     /// it may be sent (the conditions do not read containers).
     AllThere,
+    /// On the node's network and naming a template that does not allow it: no work,
+    /// though it may be sent (the conditions do not read templates).
+    NotAllowed,
     /// Injected, denied or joined to a Network: work the webhook must be sent.
     Work(String),
 }
@@ -139,6 +144,7 @@ fn outcome(
 ) -> Outcome {
     let view = PodView::read(pod);
     match decide(&view, namespace, rule, || Some(templates), &Cluster { labels }) {
+        Decided::Skip(Skip::HostNetwork { template: Some(_) }) => Outcome::NotAllowed,
         Decided::Skip(_) => Outcome::Skipped,
         Decided::JoinOnly { network, join } => Outcome::Work(format!("joins {network}: {join:?}")),
         Decided::OptedIn(_, Err(NotChosen::Unknown(err))) => Outcome::Work(format!("denied: {err}")),
@@ -163,14 +169,14 @@ fn namespace(name: &str, pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
 
 #[test]
 fn the_conditions_send_exactly_the_pods_decide_has_work_for() {
+    let template = "initContainers: [{name: proxy-init, image: init}]\ncontainers: [{name: proxy, image: proxy}]\n";
     let templates = TemplateSet::from_data(
         "test",
-        &BTreeMap::from([(
-            String::from("config"),
-            String::from(
-                "initContainers: [{name: proxy-init, image: init}]\ncontainers: [{name: proxy, image: proxy}]\n",
-            ),
-        )]),
+        &BTreeMap::from([
+            (String::from("config"), String::from(template)),
+            // The one that allows Pods on the node's network.
+            (HOST.to_string(), format!("allowHostNetwork: true\n{template}")),
+        ]),
         KubeVersion::NEWEST,
     )
     .expect("the test's template parses");
@@ -195,6 +201,9 @@ fn the_conditions_send_exactly_the_pods_decide_has_work_for() {
         Some(map(&[(INJECT, "true"), (TEMPLATE, "nope")])),
         Some(map(&[(TEMPLATE, "nope")])),
         Some(map(&[(LEGACY, "true"), (TEMPLATE, "config")])),
+        // The template that allows the node's network, named.
+        Some(map(&[(INJECT, "true"), (TEMPLATE, HOST)])),
+        Some(map(&[(TEMPLATE, HOST)])),
         // Already injected.
         Some(map(&[(STATUS, injected)])),
         Some(map(&[(INJECT, "true"), (STATUS, injected)])),
@@ -222,6 +231,12 @@ fn the_conditions_send_exactly_the_pods_decide_has_work_for() {
     let proxy_init = json!({ "name": "proxy-init", "image": "init" });
     let container_cases = [
         ("the app alone", json!({ "containers": [app] })),
+        // Injected only with a template it names that allows it; else left alone, and not
+        // sent unless it names one (the conditions cannot tell which allow it).
+        (
+            "the app alone on the node's network",
+            json!({ "containers": [app], "hostNetwork": true }),
+        ),
         // Half-injected: denied, so sent.
         (
             "the app and the template's proxy",
@@ -238,6 +253,9 @@ fn the_conditions_send_exactly_the_pods_decide_has_work_for() {
         // The namespace's label names a template the ConfigMap lacks: denied, so sent.
         ("apps", namespace("apps", &[(INJECT, "enabled"), (TEMPLATE, "nope")])),
         ("apps", namespace("apps", &[(TEMPLATE, "config")])),
+        // Chosen by the namespace, the allowing template does not take a Pod on the node's
+        // network: only one the Pod names does.
+        ("apps", namespace("apps", &[(INJECT, "enabled"), (TEMPLATE, HOST)])),
     ];
     // Excluded by the installation, which `decide` does not know of: nothing is sent there.
     let excluded = [
@@ -287,11 +305,21 @@ fn the_conditions_send_exactly_the_pods_decide_has_work_for() {
                                 "{} is sent nowhere, but decide has work for it: {work}",
                                 what()
                             ),
-                            Outcome::AllThere => {}
+                            Outcome::AllThere | Outcome::NotAllowed => {}
                         }
+                        let host = if pod["spec"]["hostNetwork"] == true {
+                            "on the node's network, "
+                        } else {
+                            ""
+                        };
                         let kind = match outcome {
+                            Outcome::Skipped if !host.is_empty() => "on the node's network, skipped",
                             Outcome::Skipped => "skipped",
                             Outcome::AllThere => "all there",
+                            Outcome::NotAllowed => "on the node's network, not allowed",
+                            Outcome::Work(work) if work == "injected" && !host.is_empty() => {
+                                "on the node's network, injected"
+                            }
                             Outcome::Work(work) if work.starts_with("denied") => "denied",
                             Outcome::Work(work) if work.starts_with("joins") => "joined",
                             Outcome::Work(_) => "injected",
@@ -311,7 +339,16 @@ fn the_conditions_send_exactly_the_pods_decide_has_work_for() {
         }
     }
     // The table reaches every outcome, so each direction above is asked.
-    for kind in ["skipped", "all there", "denied", "joined", "injected"] {
+    for kind in [
+        "skipped",
+        "all there",
+        "denied",
+        "joined",
+        "injected",
+        "on the node's network, skipped",
+        "on the node's network, not allowed",
+        "on the node's network, injected",
+    ] {
         assert!(
             counted.get(kind).is_some_and(|n| *n > 0),
             "expected cases decided `{kind}`, found {counted:?}"

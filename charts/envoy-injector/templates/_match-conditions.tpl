@@ -11,7 +11,8 @@ matchConditions:
         (!("sidecar.samplecrd.k8s.io/status" in object.metadata.annotations) ||
         ("sidecar.samplecrd.k8s.io/network" in object.metadata.annotations && object.metadata.annotations["sidecar.samplecrd.k8s.io/network"].trim() != "" && !(has(object.metadata.labels) && "sidecar.samplecrd.k8s.io/network" in object.metadata.labels && object.metadata.labels["sidecar.samplecrd.k8s.io/network"] == object.metadata.annotations["sidecar.samplecrd.k8s.io/network"].trim()))) &&
         !("sidecar.samplecrd.k8s.io/inject" in object.metadata.annotations && object.metadata.annotations["sidecar.samplecrd.k8s.io/inject"].trim().lowerAscii() == "false") && !("initializer.kubernetes.io/envoy" in object.metadata.annotations && object.metadata.annotations["initializer.kubernetes.io/envoy"].trim().lowerAscii() == "false"))) &&
-      !(has(object.metadata.labels) && "sidecar.samplecrd.k8s.io/inject" in object.metadata.labels && object.metadata.labels["sidecar.samplecrd.k8s.io/inject"] == "false")
+      !(has(object.metadata.labels) && "sidecar.samplecrd.k8s.io/inject" in object.metadata.labels && object.metadata.labels["sidecar.samplecrd.k8s.io/inject"] == "false") &&
+      (!has(object.spec.hostNetwork) || !object.spec.hostNetwork || (has(object.metadata.annotations) && "sidecar.samplecrd.k8s.io/template" in object.metadata.annotations && object.metadata.annotations["sidecar.samplecrd.k8s.io/template"].trim() != ""))
 {{- end }}
 
 {{- define "envoy-injector.matchConditions.label" -}}
@@ -22,7 +23,8 @@ matchConditions:
         (!("sidecar.samplecrd.k8s.io/status" in object.metadata.annotations) ||
         ("sidecar.samplecrd.k8s.io/network" in object.metadata.annotations && object.metadata.annotations["sidecar.samplecrd.k8s.io/network"].trim() != "" && !(has(object.metadata.labels) && "sidecar.samplecrd.k8s.io/network" in object.metadata.labels && object.metadata.labels["sidecar.samplecrd.k8s.io/network"] == object.metadata.annotations["sidecar.samplecrd.k8s.io/network"].trim()))) &&
         !("sidecar.samplecrd.k8s.io/inject" in object.metadata.annotations && object.metadata.annotations["sidecar.samplecrd.k8s.io/inject"].trim().lowerAscii() == "false") && !("initializer.kubernetes.io/envoy" in object.metadata.annotations && object.metadata.annotations["initializer.kubernetes.io/envoy"].trim().lowerAscii() == "false"))) &&
-      !(has(object.metadata.labels) && "sidecar.samplecrd.k8s.io/inject" in object.metadata.labels && object.metadata.labels["sidecar.samplecrd.k8s.io/inject"] == "false")
+      !(has(object.metadata.labels) && "sidecar.samplecrd.k8s.io/inject" in object.metadata.labels && object.metadata.labels["sidecar.samplecrd.k8s.io/inject"] == "false") &&
+      (!has(object.spec.hostNetwork) || !object.spec.hostNetwork || (has(object.metadata.annotations) && "sidecar.samplecrd.k8s.io/template" in object.metadata.annotations && object.metadata.annotations["sidecar.samplecrd.k8s.io/template"].trim() != ""))
 {{- end }}
 
 {{- define "envoy-injector.matchConditions.pod" -}}
@@ -34,5 +36,6 @@ matchConditions:
       (!("sidecar.samplecrd.k8s.io/status" in object.metadata.annotations) ||
         ("sidecar.samplecrd.k8s.io/network" in object.metadata.annotations && object.metadata.annotations["sidecar.samplecrd.k8s.io/network"].trim() != "" && !(has(object.metadata.labels) && "sidecar.samplecrd.k8s.io/network" in object.metadata.labels && object.metadata.labels["sidecar.samplecrd.k8s.io/network"] == object.metadata.annotations["sidecar.samplecrd.k8s.io/network"].trim()))) &&
       !("sidecar.samplecrd.k8s.io/inject" in object.metadata.annotations && object.metadata.annotations["sidecar.samplecrd.k8s.io/inject"].trim().lowerAscii() == "false") && !("initializer.kubernetes.io/envoy" in object.metadata.annotations && object.metadata.annotations["initializer.kubernetes.io/envoy"].trim().lowerAscii() == "false") &&
-      !(has(object.metadata.labels) && "sidecar.samplecrd.k8s.io/inject" in object.metadata.labels && object.metadata.labels["sidecar.samplecrd.k8s.io/inject"] == "false")
+      !(has(object.metadata.labels) && "sidecar.samplecrd.k8s.io/inject" in object.metadata.labels && object.metadata.labels["sidecar.samplecrd.k8s.io/inject"] == "false") &&
+      (!has(object.spec.hostNetwork) || !object.spec.hostNetwork || (has(object.metadata.annotations) && "sidecar.samplecrd.k8s.io/template" in object.metadata.annotations && object.metadata.annotations["sidecar.samplecrd.k8s.io/template"].trim() != ""))
 {{- end }}

@@ -298,11 +298,40 @@ fn unreadable_templates_leave_the_answer_open() {
 }
 
 #[test]
-fn host_network_is_a_warning_not_a_rule() {
+fn a_host_network_pod_is_left_alone_unless_the_template_it_names_allows_it_and_then_said() {
     let spec = json!({"hostNetwork": true, "containers": [{"name": "app", "image": "app"}]});
-    let report = explain_shipped(&subject("labelled", json!({}), spec));
-    assert_eq!(report.verdict, Verdict::Inject);
-    assert!(report.warnings.iter().any(|w| w.contains("hostNetwork")), "{report:#?}");
+    // The shipped templates allow none: left alone, the rule says why, no entry calls it.
+    let report = explain_shipped(&subject("labelled", json!({}), spec.clone()));
+    assert_eq!(
+        (report.verdict, report.rule),
+        (Verdict::Skip, Rule::HostNetwork),
+        "expected left alone for the node's network, found: {report:#?}"
+    );
+    assert!(
+        report.reason.contains("`hostNetwork: true`") && report.reason.contains("ports would be the node's"),
+        "expected the reason to name hostNetwork and the ports, found: {}",
+        report.reason
+    );
+    assert!(
+        report.webhooks.iter().all(|w| w.call != Call::Called),
+        "expected no entry called, found {:?}",
+        calls(&report)
+    );
+    // A template that allows it, named by the Pod: injected, and the ports said.
+    let text = "apiVersion: v1\nkind: ConfigMap\ndata:\n  host: |\n    allowHostNetwork: true\n    containers: [{name: proxy, image: envoy, ports: [{containerPort: 15000}]}]\n";
+    let set = TemplateSet::from_text("cm.yaml", text, crate::template::KubeVersion::NEWEST).unwrap();
+    let named = json!({"sidecar.samplecrd.k8s.io/template": "host"});
+    let hooks = shipped();
+    let report = explain_with(&subject("labelled", named, spec), Webhooks::Deployed(&hooks), Ok(&set));
+    assert_eq!(report.verdict, Verdict::Inject, "expected injected, found: {report:#?}");
+    assert!(
+        report
+            .warnings
+            .iter()
+            .any(|w| w.contains("template `host` allows it") && w.contains("ports are the node's")),
+        "expected a warning that its ports are the node's, found {:?}",
+        report.warnings
+    );
 }
 
 #[test]

@@ -220,6 +220,14 @@ fn escaped_pods_are_grouped_by_workload_with_reasons_and_the_fix() {
             None,
             decision(Verdict::Skip, Rule::AlreadyInjected, &[]),
         ),
+        // On the node's network, its template not allowing it: left alone, not missed.
+        escaped(
+            "on-host",
+            10,
+            OptIn::Annotation,
+            None,
+            decision(Verdict::Skip, Rule::HostNetwork, &[]),
+        ),
     ];
     let owners = BTreeMap::from([(
         ("apps".to_string(), "web-5d9".to_string()),

@@ -134,6 +134,7 @@ async fn run(suite: &Suite) -> TierResult {
 
     let mut all_templates = templates::templates();
     all_templates.push(("largest", templates::largest()));
+    all_templates.push(("host", templates::host()));
     let three: Vec<(&'static str, String)> = templates::templates().into_iter().take(3).collect();
     let ten = ten_templates();
     let names = |templates: &[(&'static str, String)]| -> Vec<&'static str> { templates.iter().map(|(n, _)| *n).collect() };
@@ -142,6 +143,7 @@ async fn run(suite: &Suite) -> TierResult {
         .chain(shapes::opt_in_corpus())
         .chain(largest_shapes())
         .chain(fixture_shapes())
+        .chain(shapes::host_network())
         .collect();
     let phases = vec![
         Phase {
@@ -186,6 +188,26 @@ async fn run(suite: &Suite) -> TierResult {
                 diff_outcomes(webhook, policies).join("\n  ")
             ));
         }
+    }
+    // Both alike is not enough for Pods on the node's network: left alone, or injected
+    // where the template they name allows it.
+    let on_host: Vec<_> = cases.iter().filter(|(name, ..)| name.starts_with("all/hostnet-")).collect();
+    assert_eq!(
+        on_host.len(),
+        shapes::host_network().len(),
+        "expected every shape on the node's network proven, found {:?}",
+        on_host.iter().map(|(name, ..)| name).collect::<Vec<_>>()
+    );
+    for (name, webhook, _) in on_host {
+        let injected = matches!(webhook, Outcome::Stored(pod) if !pod["metadata"]["annotations"]["sidecar.samplecrd.k8s.io/status"].is_null());
+        let stored = matches!(webhook, Outcome::Stored(_));
+        let expected = name.starts_with("all/hostnet-allowed");
+        assert!(
+            stored && injected == expected,
+            "{name}: expected stored {}, found {}",
+            if expected { "injected" } else { "unchanged" },
+            webhook.summary()
+        );
     }
     let injected = cases
         .iter()

@@ -464,6 +464,22 @@ pub fn opt_in_corpus() -> Vec<Shape> {
     all
 }
 
+/// Pods on the node's network (`hostNetwork: true`), opted in: left alone (`hostnet-left-`)
+/// unless the template they name by annotation is `host`, which allows it
+/// (`hostnet-allowed-`); one their namespace's label picks is not enough.
+pub fn host_network() -> Vec<Shape> {
+    let spec = || json!({"hostNetwork": true, "containers": [app("app")]});
+    vec![
+        opted("hostnet-left-default", &[], spec()),
+        opted("hostnet-left-config", &[(TEMPLATE, "config")], spec()),
+        // A template the ConfigMap lacks: left alone, not denied.
+        opted("hostnet-left-missing-template", &[(TEMPLATE, "nope")], spec()),
+        in_place(Place::Labelled, opted("hostnet-left-labelled", &[], spec())),
+        opted("hostnet-allowed", &[(TEMPLATE, "host")], spec()),
+        in_place(Place::Labelled, opted("hostnet-allowed-labelled", &[(TEMPLATE, "host")], spec())),
+    ]
+}
+
 /// A Pod choosing each of `templates` by annotation, opted in by the label.
 pub fn choosing(templates: &[&str]) -> Vec<Shape> {
     templates

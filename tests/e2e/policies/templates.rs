@@ -94,6 +94,12 @@ volumes:
   secret: {secretName: creds, defaultMode: 256}
 "#;
 
+/// `native`, allowing Pods on the node's network (`allowHostNetwork`): its port becomes
+/// the node's in such a Pod.
+pub fn host() -> String {
+    format!("allowHostNetwork: true\n{NATIVE}")
+}
+
 /// The largest template of the tests: 5 containers, 50 env vars, every override kind.
 pub fn largest() -> String {
     let mut text = String::from("containers:\n");

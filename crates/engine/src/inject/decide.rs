@@ -1,5 +1,6 @@
 //! The one decision, in the one order every path takes: the Pod's opt-in, the join of a
-//! Pod a compiled policy already injected, the Network it names, the template, the
+//! Pod a compiled policy already injected, a Pod on the node's network its template does
+//! not allow, the Network it names, the template, the
 //! template's own faults before the Network's, then the plan. The webhook answers with it,
 //! `check` explains with it, offline `inject` (where asking is the opt-in) takes it from
 //! the template on, and the compiled admission policies ask the same questions in CEL
@@ -135,7 +136,35 @@ pub fn decide<S: Deref<Target = TemplateSet>>(
     }
     match policy::decide(pod.meta(), cluster.namespace_opt_in(namespace), annotations) {
         Err(skip) => Decided::Skip(skip),
+        Ok(opt_in) if pod.host_network() => {
+            let set = templates();
+            if let Some(skip) = host_network(pod, set.as_deref()) {
+                return Decided::Skip(skip);
+            }
+            Decided::OptedIn(opt_in, choose(pod, namespace, move || set, cluster))
+        }
         Ok(opt_in) => Decided::OptedIn(opt_in, choose(pod, namespace, templates, cluster)),
+    }
+}
+
+/// A Pod on the node's network (`hostNetwork: true`) is left alone unless the template it
+/// names by its own annotation sets `allowHostNetwork: true`: the API server makes each
+/// port of such a Pod a host port, so the sidecar's ports would be the node's and a second
+/// such Pod on a node would stay Pending. By its own annotation only (not its namespace's
+/// label, not the default): what the webhook entries' conditions see of a Pod, so they
+/// send none of the others, whatever the ConfigMap holds. `None`: not left alone for it.
+pub fn host_network(pod: &PodView<'_>, templates: Option<&TemplateSet>) -> Option<Skip> {
+    if !pod.host_network() {
+        return None;
+    }
+    let Some(name) = named_template(pod) else {
+        return Some(Skip::HostNetwork { template: None });
+    };
+    match templates.and_then(|set| set.get(name)) {
+        Some(template) if template.spec.allow_host_network => None,
+        _ => Some(Skip::HostNetwork {
+            template: Some(name.to_string()),
+        }),
     }
 }
 
@@ -148,6 +177,10 @@ fn join_only(
     opt_in: AnnotationOptIn,
     cluster: &dyn ClusterView,
 ) -> Option<Decided> {
+    // Not sent by the webhook entries (see `host_network`); never injected by a policy.
+    if pod.host_network() && named_template(pod).is_none() {
+        return None;
+    }
     let annotations = pod.annotations_for_policy();
     annotations?.flag(STATUS_ANNOTATION)?;
     let name = join::network_name(annotations)?;

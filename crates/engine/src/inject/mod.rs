@@ -15,7 +15,9 @@ mod refused;
 pub mod strategic;
 pub mod uninject;
 
-pub use decide::{Chosen, ClusterView, Decided, NotChosen, Refused, Standalone, choose, decide, select_template};
+pub use decide::{
+    Chosen, ClusterView, Decided, NotChosen, Refused, Standalone, choose, decide, host_network, select_template,
+};
 pub use overrides::OVERRIDE_PREFIX;
 pub use plan::{
     Added, AppMount, Decision, Extras, Fault, InjectionStatus, MountRecord, NativeRule, Plan, VOLUME_DESCRIPTION_LIMIT,

@@ -53,6 +53,15 @@ pub trait Shape<'de>: Sized {
     fn from_i64(_: i64) -> Option<Self> {
         None
     }
+    fn from_bool(_: bool) -> Option<Self> {
+        None
+    }
+}
+
+impl Shape<'_> for bool {
+    fn from_bool(value: bool) -> Option<Self> {
+        Some(value)
+    }
 }
 
 impl<'de: 'a, 'a> Shape<'de> for Cow<'a, str> {
@@ -135,12 +144,12 @@ impl<'de, T: Shape<'de>> Visitor<'de> for FoundVisitor<T> {
         Ok(found(i64::try_from(number).ok().and_then(T::from_i64), "a number"))
     }
 
-    fn visit_f64<E>(self, _: f64) -> Result<Found<T>, E> {
-        Ok(Found::Wrong("a number"))
+    fn visit_bool<E>(self, value: bool) -> Result<Found<T>, E> {
+        Ok(found(T::from_bool(value), "a boolean"))
     }
 
-    fn visit_bool<E>(self, _: bool) -> Result<Found<T>, E> {
-        Ok(Found::Wrong("a boolean"))
+    fn visit_f64<E>(self, _: f64) -> Result<Found<T>, E> {
+        Ok(Found::Wrong("a number"))
     }
 
     fn visit_unit<E>(self) -> Result<Found<T>, E> {
@@ -339,6 +348,9 @@ pub struct Spec<'a> {
     /// Whether the Pod runs to completion decides how a sidecar goes in by default.
     #[serde(borrow, default)]
     pub restart_policy: Found<Cow<'a, str>>,
+    /// On the node's network, a Pod is left alone unless its template allows it.
+    #[serde(default)]
+    pub host_network: Found<bool>,
 }
 
 #[derive(Debug, Clone, Default, serde::Deserialize)]
@@ -467,6 +479,13 @@ impl<'a> PodView<'a> {
     /// `metadata.labels` when it is a map.
     pub fn labels(&self) -> Option<&Dict<'a>> {
         self.metadata()?.labels.get()
+    }
+
+    /// `spec.hostNetwork: true`. Any other value is not the node's network: the API server
+    /// refuses a Pod whose value is not a boolean.
+    pub fn host_network(&self) -> bool {
+        let spec = self.body().and_then(|b| b.spec.get());
+        matches!(spec.map(|s| &s.host_network), Some(Found::Is(true)))
     }
 
     /// The annotations and labels as the opt-in rules read them.

@@ -6,6 +6,7 @@ use serde_json::{Map, Value};
 
 use super::{
     INJECT_ANNOTATION, INJECT_LABEL, LEGACY_INJECT_ANNOTATION, NAMESPACE_LABEL, NAMESPACE_OPT_IN, STATUS_ANNOTATION,
+    TEMPLATE_ANNOTATION,
 };
 
 /// Why a Pod is injected.
@@ -30,6 +31,11 @@ pub enum Skip {
     AlreadyInjected {
         evidence: String,
     },
+    /// `hostNetwork: true`, and the template the Pod names by annotation (`None`: it names
+    /// none) does not allow it (`inject::decide::host_network`).
+    HostNetwork {
+        template: Option<String>,
+    },
 }
 
 impl std::fmt::Display for Skip {
@@ -44,6 +50,14 @@ impl std::fmt::Display for Skip {
                 write!(f, "opted out by {what} `{key}: \"false\"`")
             }
             Skip::AlreadyInjected { evidence } => write!(f, "already injected ({evidence})"),
+            Skip::HostNetwork { template: None } => write!(
+                f,
+                "on the node's network (`hostNetwork: true`) and naming no template by annotation `{TEMPLATE_ANNOTATION}`: left alone, as the sidecar's ports would be the node's (only a template the Pod names that sets `allowHostNetwork: true` is injected into it)"
+            ),
+            Skip::HostNetwork { template: Some(name) } => write!(
+                f,
+                "on the node's network (`hostNetwork: true`), and template `{name}` does not set `allowHostNetwork: true`: left alone, as the sidecar's ports would be the node's"
+            ),
         }
     }
 }

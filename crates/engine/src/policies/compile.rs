@@ -130,15 +130,15 @@ pub fn compile(set: &TemplateSet, options: &Options) -> Compiled {
     variables.extend(per_question);
     variables.push(variables::variable(&refusal.name, refusal_expression));
     let mutations = [mutation];
-    let conditions = [
-        variables::selected_condition().expression,
-        variables::annotated_condition().expression,
-    ];
-    let roots: Vec<&str> = mutations.iter().chain(&conditions).map(String::as_str).collect();
-    let variables = variables::read_by(variables, &roots);
     // Every template the policy knows (those left to the webhook too: it refuses no Pod
     // that names one), with its revision.
     let known: Vec<&Template> = set.names().filter_map(|name| set.get(name)).map(|t| &**t).collect();
+    let conditions = [
+        variables::selected_condition(&known).expression,
+        variables::annotated_condition(&known).expression,
+    ];
+    let roots: Vec<&str> = mutations.iter().chain(&conditions).map(String::as_str).collect();
+    let variables = variables::read_by(variables, &roots);
     Compiled {
         objects: objects::layout(options, &known, variables, &mutations),
         not_compiled,

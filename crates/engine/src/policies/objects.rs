@@ -281,7 +281,7 @@ pub fn layout(
     out.push(mutating(
         names::INJECT,
         templates,
-        variables::selected_condition(),
+        variables::selected_condition(templates),
         variables.clone(),
         mutations,
     ));
@@ -290,7 +290,7 @@ pub fn layout(
         out.push(mutating(
             names::INJECT_ANNOTATED,
             templates,
-            variables::annotated_condition(),
+            variables::annotated_condition(templates),
             variables,
             mutations,
         ));

@@ -548,3 +548,41 @@ fn more_templates_add_only_their_additions_to_the_variables() {
         "expected ten templates to add nine additions to the {one} variables of one, found {ten}"
     );
 }
+
+/// A Pod on the node's network is skipped by the policies' one match condition, before any
+/// variable: always where no template allows it, else unless it names one that does.
+#[test]
+fn the_match_conditions_skip_host_network_pods_unless_they_name_a_template_that_allows_them() {
+    let conditions = |compiled: &Compiled| -> Vec<String> {
+        [names::INJECT, names::INJECT_ANNOTATED]
+            .into_iter()
+            .map(|name| {
+                let spec = mutating(compiled, name);
+                let conditions = spec.match_conditions.unwrap_or_default();
+                assert_eq!(
+                    conditions.len(),
+                    1,
+                    "{name}: expected one match condition, found {conditions:?}"
+                );
+                conditions[0].expression.clone()
+            })
+            .collect()
+    };
+    let none = compile(&set(&[("config", TEMPLATE)]), &Options::default());
+    for expression in conditions(&none) {
+        assert!(
+            expression.ends_with(" && (!has(object.spec.hostNetwork) || !object.spec.hostNetwork)"),
+            "expected every host-network Pod skipped, found: {expression}"
+        );
+    }
+    let allowing = format!("allowHostNetwork: true\n{TEMPLATE}");
+    let host = compile(&set(&[("config", TEMPLATE), ("host", &allowing)]), &Options::default());
+    for expression in conditions(&host) {
+        assert!(
+            expression.ends_with(
+                " && (!has(object.spec.hostNetwork) || !object.spec.hostNetwork || (has(object.metadata.annotations) && \"sidecar.samplecrd.k8s.io/template\" in object.metadata.annotations && object.metadata.annotations[\"sidecar.samplecrd.k8s.io/template\"].trim() in [\"host\"]))"
+            ),
+            "expected host-network Pods naming `host` let through, found: {expression}"
+        );
+    }
+}

@@ -288,17 +288,46 @@ pub(super) fn not_opted_out_by_label() -> String {
     )
 }
 
+/// Not on the node's network, or naming by its own annotation a template that allows it
+/// (`inject::decide::host_network`): one of `allowing`, or, `None` where the templates are
+/// not known (the webhook entries, shipped before any ConfigMap), any template at all.
+pub(super) fn host_network_allowed(allowing: Option<&[&str]>) -> String {
+    let off = "(!has(object.spec.hostNetwork) || !object.spec.hostNetwork";
+    let named = |test: String| {
+        let key = cel::string(TEMPLATE_ANNOTATION);
+        format!(
+            "{off} || (has(object.metadata.annotations) && {key} in object.metadata.annotations && object.metadata.annotations[{key}].trim() {test}))"
+        )
+    };
+    match allowing {
+        Some([]) => format!("{off})"),
+        Some(names) => named(format!("in {}", cel::strings(names.iter().copied()))),
+        None => named(String::from("!= \"\"")),
+    }
+}
+
+/// The templates of `templates` that allow Pods on the node's network.
+fn allowing<'t>(templates: &[&'t Template]) -> Vec<&'t str> {
+    templates
+        .iter()
+        .filter(|t| t.spec.allow_host_network)
+        .map(|t| t.name.as_str())
+        .collect()
+}
+
 /// The one condition of the policy its selectors bind (a labelled namespace, a labelled
-/// Pod): not injected yet and not opted out. One expression, stopping at its first false
-/// part: the API server evaluates every condition of a policy.
-pub fn selected_condition() -> MatchCondition {
+/// Pod): not injected yet, not opted out, and not on the node's network unless one of
+/// `templates` may be injected there. One expression, stopping at its first false part:
+/// the API server evaluates every condition of a policy.
+pub fn selected_condition(templates: &[&Template]) -> MatchCondition {
     MatchCondition {
         name: String::from("not-injected-nor-opted-out"),
         expression: format!(
-            "(!has(object.metadata.annotations) || ({} && {})) && {}",
+            "(!has(object.metadata.annotations) || ({} && {})) && {} && {}",
             not_injected(),
             not_opted_out_by_annotation(),
-            not_opted_out_by_label()
+            not_opted_out_by_label(),
+            host_network_allowed(Some(&allowing(templates)))
         ),
     }
 }
@@ -306,15 +335,16 @@ pub fn selected_condition() -> MatchCondition {
 /// The one condition of the policy for Pods that opt in by annotation: what every Pod of
 /// the namespaces it binds pays, so it reads the opt-in first and stops there for a Pod
 /// without it.
-pub fn annotated_condition() -> MatchCondition {
+pub fn annotated_condition(templates: &[&Template]) -> MatchCondition {
     MatchCondition {
         name: String::from("opted-in-by-annotation"),
         expression: format!(
-            "has(object.metadata.annotations) && {} && {} && {} && {}",
+            "has(object.metadata.annotations) && {} && {} && {} && {} && {}",
             opted_in_by_annotation(),
             not_injected(),
             not_opted_out_by_annotation(),
-            not_opted_out_by_label()
+            not_opted_out_by_label(),
+            host_network_allowed(Some(&allowing(templates)))
         ),
     }
 }

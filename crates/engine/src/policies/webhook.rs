@@ -7,12 +7,17 @@
 //!
 //! A Pod is sent only when the webhook has work to do: it opted in and is not injected
 //! yet, or a compiled policy injected it and it names a Network it has not joined, which
-//! only the webhook can add (`inject::decide`'s join).
+//! only the webhook can add (`inject::decide`'s join); and a Pod on the node's network only
+//! when it names a template by annotation, the one way it can be injected
+//! (`inject::decide::host_network`). Which templates allow it is the ConfigMap's, edited
+//! after these entries are installed: any named template is sent, and `decide` decides.
 
 use k8s_openapi::api::admissionregistration::v1::MatchCondition;
 
 use super::cel;
-use super::variables::{not_injected, not_opted_out_by_annotation, not_opted_out_by_label, opted_in_by_annotation};
+use super::variables::{
+    host_network_allowed, not_injected, not_opted_out_by_annotation, not_opted_out_by_label, opted_in_by_annotation,
+};
 use crate::inject::NETWORK_ANNOTATION;
 use crate::inject::join::NETWORK_LABEL;
 
@@ -63,10 +68,11 @@ pub fn entries() -> [Entry; 3] {
 /// Not opted out, with work to do: for a Pod its selectors picked.
 fn selected() -> String {
     format!(
-        "(!has(object.metadata.annotations) || (\n  {} &&\n  {})) &&\n{}",
+        "(!has(object.metadata.annotations) || (\n  {} &&\n  {})) &&\n{} &&\n{}",
         work_to_do(),
         not_opted_out_by_annotation(),
-        not_opted_out_by_label()
+        not_opted_out_by_label(),
+        host_network_allowed(None)
     )
 }
 
@@ -74,11 +80,12 @@ fn selected() -> String {
 /// namespaces the entry selects pays, so it reads the opt-in first.
 fn annotated() -> String {
     format!(
-        "has(object.metadata.annotations) &&\n{} &&\n{} &&\n{} &&\n{}",
+        "has(object.metadata.annotations) &&\n{} &&\n{} &&\n{} &&\n{} &&\n{}",
         opted_in_by_annotation(),
         work_to_do(),
         not_opted_out_by_annotation(),
-        not_opted_out_by_label()
+        not_opted_out_by_label(),
+        host_network_allowed(None)
     )
 }
 

@@ -30,6 +30,11 @@ pub struct TemplateSpec {
     /// for it (see `inject::plan`). Only a boolean is taken: `null` is refused, not absent.
     #[serde(default, deserialize_with = "present_bool", skip_serializing_if = "Option::is_none")]
     pub native_sidecar: Option<bool>,
+    /// Whether a Pod with `hostNetwork: true` that names this template by annotation is
+    /// injected (`inject::decide`): its sidecar's ports are then the node's. Not the
+    /// PodSpec's own name, so that no one reads it as setting the Pod's network.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub allow_host_network: bool,
     /// Values a Pod may set with `sidecar.samplecrd.k8s.io/override.NAME`, and their bounds.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub overrides: BTreeMap<String, OverrideDecl>,
@@ -56,6 +61,10 @@ impl TemplateSpec {
             .collect::<Vec<_>>()
             .join(", ")
     }
+}
+
+fn is_false(value: &bool) -> bool {
+    !value
 }
 
 /// A field that, once written, must be a boolean (`Option<bool>` alone would read `null`

@@ -312,6 +312,36 @@ fn native_sidecar_other_than_a_boolean_names_field_and_line() {
     }
 }
 
+#[test]
+fn allow_host_network_is_a_boolean_off_by_default() {
+    let parsed = |text: &str| {
+        Template::parse("config", text, crate::template::KubeVersion::NEWEST)
+            .expect("parses")
+            .spec
+            .allow_host_network
+    };
+    assert!(
+        !parsed("containers:\n- name: proxy\n  image: envoy\n"),
+        "expected off when absent"
+    );
+    assert!(parsed(
+        "allowHostNetwork: true\ncontainers:\n- name: proxy\n  image: envoy\n"
+    ));
+    for value in ["\"true\"", "yes", "1", "", "null", "[true]"] {
+        let err = parse_err(&format!("containers:\n- name: proxy\nallowHostNetwork: {value}\n"));
+        assert!(
+            err.contains("allowHostNetwork") && err.contains("line 3") && err.contains("expected a boolean"),
+            "allowHostNetwork: {value}: expected refused as not a boolean, naming field and line, found: {err}"
+        );
+    }
+    // The PodSpec's own name is not a template field: refused, not taken for the allowance.
+    let err = parse_err("containers:\n- name: proxy\nhostNetwork: true\n");
+    assert!(
+        err.contains("hostNetwork"),
+        "expected `hostNetwork` refused as unknown, found: {err}"
+    );
+}
+
 /// A syntax error names one line: the file's, not also the template's own count.
 #[test]
 fn a_syntax_error_names_one_line_the_file_s() {

@@ -297,3 +297,99 @@ fn the_pod_s_template_annotation_wins_over_its_namespace_s_label() {
         "{err}"
     );
 }
+
+/// `config`, which does not allow Pods on the node's network, and `host`, which does.
+fn host_templates() -> TemplateSet {
+    TemplateSet::from_text(
+        "t",
+        "apiVersion: v1\nkind: ConfigMap\ndata:\n  config: |\n    containers: [{name: proxy, image: envoy, ports: [{containerPort: 15000}]}]\n  host: |\n    allowHostNetwork: true\n    containers: [{name: proxy, image: envoy, ports: [{containerPort: 15000}]}]\n",
+        crate::template::KubeVersion::NEWEST,
+    )
+    .unwrap()
+}
+
+fn on_host_network(annotations: Value) -> Value {
+    json!({"metadata": {"annotations": annotations}, "spec": {"hostNetwork": true, "containers": [{"name": "app"}]}})
+}
+
+#[test]
+fn a_pod_on_the_node_network_is_injected_only_with_a_template_it_names_that_allows_it() {
+    let set = host_templates();
+    let labelled = Cluster {
+        labelled: true,
+        blue: None,
+    };
+    let decide_for = |pod: &Value, cluster: &dyn ClusterView| {
+        decide(&PodView::read(pod), "shop", AnnotationOptIn::On, || Some(&set), cluster)
+    };
+    let skipped = |annotations: Value, cluster: &dyn ClusterView, template: Option<&str>| {
+        let pod = on_host_network(annotations.clone());
+        match decide_for(&pod, cluster) {
+            Decided::Skip(Skip::HostNetwork { template: found }) => {
+                assert_eq!(
+                    found.as_deref(),
+                    template,
+                    "{annotations}: the template named in the skip"
+                )
+            }
+            other => panic!("{annotations}: expected left alone for the node's network, found {other:?}"),
+        }
+    };
+    // The default template, or one its namespace names, does not take it; nor one that
+    // does not allow it, nor one the ConfigMap lacks (left alone, not denied).
+    skipped(json!({INJECT_ANNOTATION: "true"}), &no_network(), None);
+    skipped(json!({}), &labelled, None);
+    skipped(
+        json!({INJECT_ANNOTATION: "true", TEMPLATE_ANNOTATION: "config"}),
+        &no_network(),
+        Some("config"),
+    );
+    skipped(
+        json!({INJECT_ANNOTATION: "true", TEMPLATE_ANNOTATION: "nope"}),
+        &no_network(),
+        Some("nope"),
+    );
+    // The template it names allows it: injected.
+    let allowed = on_host_network(json!({INJECT_ANNOTATION: "true", TEMPLATE_ANNOTATION: " host "}));
+    match decide_for(&allowed, &no_network()) {
+        Decided::OptedIn(OptIn::Annotation, Ok(chosen)) => {
+            assert_eq!(chosen.template.name, "host", "the template chosen");
+            let view = PodView::read(&allowed);
+            assert!(
+                matches!(chosen.plan(&view), Ok(Decision::Inject(_))),
+                "expected injected"
+            );
+        }
+        other => panic!("expected injected with template `host`, found {other:?}"),
+    }
+    // Not opted in, or opted out: that is the reason given, first.
+    let out = decide_for(&on_host_network(json!({TEMPLATE_ANNOTATION: "host"})), &no_network());
+    assert!(matches!(out, Decided::Skip(Skip::NotOptedIn)), "{out:?}");
+    // `hostNetwork: false`, or not a boolean, is not the node's network.
+    for value in [json!(false), json!("true")] {
+        let pod = json!({"metadata": {"annotations": {INJECT_ANNOTATION: "true"}}, "spec": {"hostNetwork": value, "containers": [{"name": "app"}]}});
+        assert!(
+            matches!(decide_for(&pod, &no_network()), Decided::OptedIn(_, Ok(_))),
+            "hostNetwork {value}: expected opted in"
+        );
+    }
+}
+
+#[test]
+fn the_host_network_skip_says_why() {
+    let none = Skip::HostNetwork { template: None }.to_string();
+    assert!(
+        none.contains("`hostNetwork: true`")
+            && none.contains("naming no template by annotation `sidecar.samplecrd.k8s.io/template`")
+            && none.contains("ports would be the node's"),
+        "{none}"
+    );
+    let named = Skip::HostNetwork {
+        template: Some(String::from("config")),
+    }
+    .to_string();
+    assert!(
+        named.contains("template `config` does not set `allowHostNetwork: true`"),
+        "{named}"
+    );
+}

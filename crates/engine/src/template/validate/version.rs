@@ -1,12 +1,15 @@
 //! The Kubernetes version a template's values are checked for: the rules the API server
 //! applies to a Pod move with its feature gates, so the same template can be refused by a
 //! 1.31 API server and admitted by a 1.36 one. `serve` and `check` read the version from
-//! the API server (`/version`); the offline commands take `--kube-version`.
+//! the API server (`/version`); the offline commands take `--kube-version`. A release newer
+//! than the rules written here is taken, checked with the newest rules and said: a gate
+//! that opened stays open, and refusing a released Kubernetes would only stop the user.
 
 use std::fmt;
 use std::str::FromStr;
 
-/// A Kubernetes minor version (`1.MINOR`) within the range this project supports.
+/// A Kubernetes minor version (`1.MINOR`), the oldest supported or later; one newer than
+/// `NEWEST` keeps its own number (it is what the API server is) and `NEWEST`'s rules.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct KubeVersion {
     minor: u16,
@@ -17,23 +20,20 @@ pub struct KubeVersion {
 pub enum VersionError {
     #[error("expected a Kubernetes version such as 1.36 or v1.36.2, found {found:?}")]
     Syntax { found: String },
-    #[error(
-        "Kubernetes {found} is not supported: expected {} through {}",
-        KubeVersion::OLDEST,
-        KubeVersion::NEWEST
-    )]
+    #[error("Kubernetes {found} is not supported: expected {} or later", KubeVersion::OLDEST)]
     Unsupported { found: String },
 }
 
 impl KubeVersion {
     /// The oldest Kubernetes this project supports (README).
     pub const OLDEST: KubeVersion = KubeVersion { minor: 31 };
-    /// The newest supported, and the default of `--kube-version`.
+    /// The newest whose rules are written here, and the default of `--kube-version`.
     pub const NEWEST: KubeVersion = KubeVersion { minor: 36 };
 
     /// `major` and `minor` as the API server's `/version` reports them (`"1"`, `"36+"` on
-    /// some distributions). A version outside the supported range is checked with the
-    /// rules of the nearest supported one, and says so in the second value.
+    /// some distributions). A server older than the oldest supported is checked with the
+    /// oldest rules (it is running: refusing it would stop nothing), one newer with the
+    /// newest; either is said in the second value.
     pub fn from_server(major: &str, minor: &str) -> Result<(KubeVersion, Option<String>), VersionError> {
         let found = format!("{major}.{minor}");
         let digits: String = minor.chars().take_while(char::is_ascii_digit).collect();
@@ -41,21 +41,37 @@ impl KubeVersion {
             ("1", Ok(minor)) => minor,
             _ => return Err(VersionError::Syntax { found }),
         };
-        let clamped = minor.clamp(Self::OLDEST.minor, Self::NEWEST.minor);
-        let note = (clamped != minor).then(|| {
-            format!(
-                "the API server is Kubernetes {found}, outside {} through {}: templates are checked with the rules of {}",
+        if minor < Self::OLDEST.minor {
+            let note = format!(
+                "the API server is Kubernetes {found}, older than {}, the oldest supported: templates are checked with the rules of {}",
                 Self::OLDEST,
-                Self::NEWEST,
-                KubeVersion { minor: clamped }
-            )
-        });
-        Ok((KubeVersion { minor: clamped }, note))
+                Self::OLDEST
+            );
+            return Ok((Self::OLDEST, Some(note)));
+        }
+        let version = KubeVersion { minor };
+        Ok((version, version.newer_than_rules()))
     }
 
-    /// At least `1.minor`.
+    /// The release whose rules this version is checked with: itself, or `NEWEST` for a
+    /// newer one.
+    pub fn rules(self) -> KubeVersion {
+        self.min(Self::NEWEST)
+    }
+
+    /// For a version newer than `NEWEST`, the one warning that says which rules are used.
+    pub fn newer_than_rules(self) -> Option<String> {
+        (self > Self::NEWEST).then(|| {
+            format!(
+                "Kubernetes {self} is newer than the rules this injector knows: template values are checked with the rules of {}",
+                Self::NEWEST
+            )
+        })
+    }
+
+    /// At least `1.minor`, by the rules used.
     fn since(self, minor: u16) -> bool {
-        self.minor >= minor
+        self.rules().minor >= minor
     }
 
     /// Env var names and `envFrom` prefixes: any printable ASCII but `=` (gate
@@ -125,7 +141,7 @@ impl fmt::Display for KubeVersion {
     }
 }
 
-/// `1.36`, `v1.36` or `v1.36.2`, within the supported range.
+/// `1.36`, `v1.36` or `v1.36.2`, the oldest supported or later.
 impl FromStr for KubeVersion {
     type Err = VersionError;
 
@@ -147,7 +163,7 @@ impl FromStr for KubeVersion {
         }
         let minor: u16 = minor.parse().map_err(|_| syntax())?;
         let version = KubeVersion { minor };
-        if version < Self::OLDEST || version > Self::NEWEST {
+        if version < Self::OLDEST {
             return Err(VersionError::Unsupported {
                 found: text.to_string(),
             });
@@ -172,8 +188,52 @@ mod tests {
             );
         }
         let err = "1.30".parse::<KubeVersion>().unwrap_err().to_string();
-        assert_eq!(err, "Kubernetes 1.30 is not supported: expected 1.31 through 1.36");
-        assert!("1.37".parse::<KubeVersion>().is_err());
+        assert_eq!(err, "Kubernetes 1.30 is not supported: expected 1.31 or later");
+        let oldest = "1.31".parse::<KubeVersion>().unwrap();
+        assert_eq!(
+            (oldest, oldest.rules(), oldest.newer_than_rules()),
+            (KubeVersion::OLDEST, KubeVersion::OLDEST, None)
+        );
+    }
+
+    #[test]
+    fn a_release_newer_than_the_rules_is_taken_with_the_newest_rules_and_said() {
+        for (text, shown) in [("1.37", "1.37"), ("v1.40.1", "1.40")] {
+            let version: KubeVersion = text
+                .parse()
+                .unwrap_or_else(|err| panic!("{text}: expected accepted, found {err}"));
+            assert_eq!(version.to_string(), shown, "{text}: the version as given");
+            assert_eq!(version.rules(), KubeVersion::NEWEST, "{text}: the rules used");
+            assert_eq!(
+                version.newer_than_rules().as_deref(),
+                Some(format!("Kubernetes {shown} is newer than the rules this injector knows: template values are checked with the rules of 1.36").as_str()),
+                "{text}: the warning"
+            );
+            let newest = KubeVersion::NEWEST;
+            let gates = |v: KubeVersion| {
+                [
+                    v.relaxed_env_names(),
+                    v.sleep_zero(),
+                    v.resize_policy(),
+                    v.proc_mount(),
+                    v.resource_claims(),
+                ]
+                .into_iter()
+                .chain([
+                    v.container_restart_rules(),
+                    v.restart_all_containers(),
+                    v.env_files(),
+                    v.image_volumes(),
+                ])
+                .collect::<Vec<_>>()
+            };
+            assert_eq!(
+                gates(version),
+                gates(newest),
+                "{text}: every gate as the newest rules have it"
+            );
+        }
+        assert_eq!(KubeVersion::NEWEST.newer_than_rules(), None);
     }
 
     #[test]
@@ -183,10 +243,20 @@ mod tests {
             (KubeVersion::NEWEST, None)
         );
         assert_eq!(KubeVersion::from_server("1", "33+").unwrap().0.to_string(), "1.33");
-        let (version, note) = KubeVersion::from_server("1", "38").unwrap();
-        assert_eq!(version, KubeVersion::NEWEST);
-        assert!(note.unwrap().contains("Kubernetes 1.38, outside 1.31 through 1.36"));
-        assert_eq!(KubeVersion::from_server("1", "29").unwrap().0, KubeVersion::OLDEST);
+        for minor in ["37", "40+"] {
+            let (version, note) = KubeVersion::from_server("1", minor).unwrap();
+            assert_eq!(version.rules(), KubeVersion::NEWEST, "1.{minor}: the rules used");
+            assert_eq!(note, version.newer_than_rules(), "1.{minor}: the one warning");
+            assert!(note.is_some(), "1.{minor}: expected a warning, found none");
+        }
+        let (version, note) = KubeVersion::from_server("1", "30").unwrap();
+        assert_eq!(version, KubeVersion::OLDEST);
+        assert_eq!(
+            note.as_deref(),
+            Some(
+                "the API server is Kubernetes 1.30, older than 1.31, the oldest supported: templates are checked with the rules of 1.31"
+            )
+        );
         assert!(KubeVersion::from_server("2", "0").is_err());
         assert!(KubeVersion::from_server("1", "").is_err());
     }
