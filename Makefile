@@ -16,7 +16,7 @@ HELM_SDK_DIR := target/helm-sdk
 CHART_DIR := charts/envoy-injector
 
 .PHONY: help build test lint demo certs crd generate bench bench-engine bench-stores bench-load bench-inject bench-memory bench-server bench-wrk bench-scale bench-admission kind-up e2e kind-down clean
-.PHONY: helm-sdk chart envoy-validator envoy-image-local image image-local kind-load kind-multus deploy undeploy apiserver-guard e2e-local e2e-incluster e2e-node manifests-check
+.PHONY: bench-ready helm-sdk chart envoy-validator envoy-image-local image image-local kind-load kind-multus deploy undeploy apiserver-guard e2e-local e2e-incluster e2e-node manifests-check
 
 help: ## List targets
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-14s %s\n", $$1, $$2}'
@@ -285,6 +285,10 @@ bench-admission: ## Pod-create latency on KUBECONFIG's cluster, interleaved by r
 	@test -n "$$KUBECONFIG" || { echo "bench-admission: set KUBECONFIG to a cluster, e.g. a local control plane" >&2; exit 1; }
 	$(CARGO) build --release --locked --bin envoy-injector --example bench_admission
 	target/release/examples/bench_admission
+
+bench-ready: ## What the sidecar adds to a Pod's time to Ready, native and regular, on KUBECONFIG's cluster with a node (the injector deployed with the shipped default, its Envoy image loaded: make deploy, make envoy-image-local); BENCH_PODS (20) a route
+	@test -n "$$KUBECONFIG" || { echo "bench-ready: set KUBECONFIG to a cluster with a node" >&2; exit 1; }
+	$(CARGO) run --release --locked --example bench_ready
 
 clean: ## cargo clean: remove target/ (every build, the image archive, criterion results)
 	$(CARGO) clean

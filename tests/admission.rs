@@ -59,7 +59,7 @@ fn dry_run_gets_the_same_patch_without_counting_an_injection() {
     let response = respond(&admission, &review);
     assert_eq!(response["allowed"], true);
     let pod = patched_pod(&review, &response);
-    assert_eq!(pod["spec"]["containers"][1]["name"], "envoy");
+    assert_eq!(pod["spec"]["initContainers"][0]["name"], "envoy");
     let text = envoy_injector::metrics::encode(&registry);
     assert!(!Samples::parse(&text).has("envoy_injector_injections_total"), "{text}");
     assert!(
@@ -157,7 +157,7 @@ fn objects_that_will_fail_validation_later_are_answered_sanely() {
     let response = respond(&admission, &invalid_name);
     assert_eq!(response["allowed"], true);
     let pod = patched_pod(&invalid_name, &response);
-    let names: Vec<&str> = pod["spec"]["containers"]
+    let names: Vec<&str> = pod["spec"]["initContainers"]
         .as_array()
         .unwrap()
         .iter()
@@ -368,7 +368,7 @@ fn the_webhook_applies_overrides_within_bounds_and_records_them() {
     let response = respond(&admission, &asked);
     assert_eq!(response["allowed"], true, "{response}");
     let pod = patched_pod(&asked, &response);
-    let envoy = &pod["spec"]["containers"][1];
+    let envoy = &pod["spec"]["initContainers"][0];
     assert_eq!(envoy["name"], "envoy");
     assert_eq!(envoy["resources"]["limits"]["memory"], "256Mi");
     assert_eq!(envoy["resources"]["requests"]["cpu"], "1500m");

@@ -97,7 +97,7 @@ fn check_f_explains_a_file_without_a_cluster() {
     );
     for expected in [
         "Deployment apps/web (document 2, Pod template): would be injected [rule: annotation]",
-        "adds: container envoy",
+        "adds: init container envoy",
         "warning: joins Network `blue`: the join (the Multus annotation, NETWORK_CIDR and NETWORK_GATEWAY in the sidecar) happens only in the cluster, when the injector admits the Pod; whether the Network exists in namespace apps and is Ready is not known offline",
         // The Namespace declared in the file opts its Job in; a Job gets a native sidecar.
         "Job shop/once (document 3, Pod template): would be injected [rule: namespace-label]",
@@ -310,14 +310,14 @@ fn the_pod_label_opts_in_and_out_offline() {
     let list: serde_json::Value = serde_json::from_str(&stdout).unwrap();
     let documents = list["items"].as_array().unwrap();
     let containers = |doc: &serde_json::Value| -> Vec<String> {
-        doc["spec"]["containers"]
-            .as_array()
-            .unwrap()
+        let list = |key: &str| doc["spec"][key].as_array().cloned().unwrap_or_default();
+        list("initContainers")
             .iter()
+            .chain(&list("containers"))
             .map(|c| c["name"].as_str().unwrap().to_string())
             .collect()
     };
-    assert_eq!(containers(&documents[0]), ["app", "envoy"]);
+    assert_eq!(containers(&documents[0]), ["envoy", "app"]);
     assert_eq!(containers(&documents[1]), ["app"], "the label's opt-out wins: {stdout}");
     assert!(
         text(&injected.stderr).contains("opted out by label `sidecar.samplecrd.k8s.io/inject: \"false\"`"),

@@ -97,10 +97,7 @@ fn namespace_label_opts_in_and_pod_opt_out_still_wins() {
     let review = fixture("namespace-labeled.json");
     let (labeled, _) = admission(stores(vec![namespace("mesh", true)], vec![]), SIDECAR);
     let pod = patched(&review, &respond(&labeled, &review));
-    assert_eq!(
-        pod["spec"]["containers"].as_array().unwrap().last().unwrap()["name"],
-        "proxy"
-    );
+    assert_eq!(pod["spec"]["initContainers"][0]["name"], "proxy");
 
     let (unlabeled, _) = admission(stores(vec![namespace("mesh", false)], vec![]), SIDECAR);
     assert!(respond(&unlabeled, &review).get("patch").is_none());
@@ -126,7 +123,7 @@ fn joining_a_ready_network_adds_multus_annotation_label_and_env() {
         pod["metadata"]["labels"]["sidecar.samplecrd.k8s.io/network"],
         "example-network"
     );
-    let env = &pod["spec"]["containers"][1]["env"];
+    let env = &pod["spec"]["initContainers"][0]["env"];
     assert_eq!(
         env,
         &json!([{"name": "NETWORK_CIDR", "value": "192.168.0.0/16"}, {"name": "NETWORK_GATEWAY", "value": "192.168.0.1"}])
@@ -200,7 +197,7 @@ async fn hot_reloaded_template_serves_the_next_admission() {
     let review = fixture("seed-initializer-annotation.json");
     let (admission, live) = admission(stores(vec![], vec![]), SIDECAR);
     let first = patched(&review, &respond(&admission, &review));
-    assert_eq!(first["spec"]["containers"][1]["name"], "proxy");
+    assert_eq!(first["spec"]["initContainers"][0]["name"], "proxy");
 
     let mut configmap = ConfigMap {
         metadata: ObjectMeta {
@@ -232,7 +229,7 @@ async fn hot_reloaded_template_serves_the_next_admission() {
     };
     assert!(envoy_injector::live::reload::apply(Some(&configmap), &live, &reloader(&metrics)).await);
     let second = patched(&review, &respond(&admission, &review));
-    assert_eq!(second["spec"]["containers"][1]["name"], "proxy-v2");
+    assert_eq!(second["spec"]["initContainers"][0]["name"], "proxy-v2");
 
     // A bad edit: the last good template stays live.
     configmap.data = Some(BTreeMap::from([(
@@ -241,7 +238,7 @@ async fn hot_reloaded_template_serves_the_next_admission() {
     )]));
     assert!(!envoy_injector::live::reload::apply(Some(&configmap), &live, &reloader(&metrics)).await);
     let third = patched(&review, &respond(&admission, &review));
-    assert_eq!(third["spec"]["containers"][1]["name"], "proxy-v2");
+    assert_eq!(third["spec"]["initContainers"][0]["name"], "proxy-v2");
 }
 
 type ApiHandle = tower_test::mock::Handle<Request<Body>, Response<Body>>;
@@ -456,12 +453,12 @@ fn a_namespace_label_picks_the_template_and_the_pod_s_annotation_wins() {
         let stores = stores(vec![namespace_with_template(template)], vec![]);
         Admission::new(live, Arc::new(stores), Metrics::unregistered())
     };
-    let last_container = |pod: &Value| pod["spec"]["containers"].as_array().unwrap().last().unwrap()["name"].clone();
+    let sidecar = |pod: &Value| pod["spec"]["initContainers"][0]["name"].clone();
     let review = fixture("namespace-labeled.json");
 
     let canary = admission_in("canary");
     let pod = patched(&review, &respond(&canary, &review));
-    assert_eq!(last_container(&pod), "canary-proxy");
+    assert_eq!(sidecar(&pod), "canary-proxy");
     let status = common::injection_status(&pod);
     assert_eq!(
         status["template"], "canary",
@@ -471,10 +468,7 @@ fn a_namespace_label_picks_the_template_and_the_pod_s_annotation_wins() {
     let own_choice = ReviewBuilder::fixture("namespace-labeled.json")
         .annotations(&[("sidecar.samplecrd.k8s.io/template", "config")])
         .build();
-    assert_eq!(
-        last_container(&patched(&own_choice, &respond(&canary, &own_choice))),
-        "proxy"
-    );
+    assert_eq!(sidecar(&patched(&own_choice, &respond(&canary, &own_choice))), "proxy");
 
     let response = respond(&admission_in("nope"), &review);
     assert_eq!(response["allowed"], false);

@@ -481,10 +481,12 @@ fn apps_on_common_ports_are_injected_and_a_real_port_clash_is_refused() {
     let objects = own_objects(&String::from_utf8(out.stdout).unwrap());
     assert_eq!(objects.len(), 4);
     for (object, port) in objects.iter().zip([80, 443, 8080, 9090]) {
-        let ports: Vec<(&str, Vec<i64>)> = object["spec"]["template"]["spec"]["containers"]
+        let spec = &object["spec"]["template"]["spec"];
+        let ports: Vec<(&str, Vec<i64>)> = spec["initContainers"]
             .as_array()
             .unwrap()
             .iter()
+            .chain(spec["containers"].as_array().unwrap())
             .map(|c| {
                 let ports = c["ports"].as_array().unwrap();
                 let ports = ports.iter().map(|p| p["containerPort"].as_i64().unwrap()).collect();
@@ -493,7 +495,7 @@ fn apps_on_common_ports_are_injected_and_a_real_port_clash_is_refused() {
             .collect();
         assert_eq!(
             ports,
-            [("web", vec![port]), ("envoy", vec![15006, 15021, 15090])],
+            [("envoy", vec![15006, 15021, 15090]), ("web", vec![port])],
             "app on {port}"
         );
     }

@@ -89,7 +89,11 @@ fn workloads_get_their_pod_template_injected_and_others_pass_through() {
     assert_eq!(items.len(), 4);
     assert_eq!(
         names(&items[0]["spec"]["template"]["spec"]["containers"]),
-        ["web", "metrics", "envoy"]
+        ["web", "metrics"]
+    );
+    assert_eq!(
+        names(&items[0]["spec"]["template"]["spec"]["initContainers"])[0],
+        "envoy"
     );
     let original: Vec<Value> =
         read_documents(&std::fs::read_to_string(fixtures().join("manifests/workloads.yaml")).unwrap()).unwrap();
@@ -125,10 +129,9 @@ fn injection_status(object: &Value, path: &str) -> envoy_injector::inject::Injec
     serde_json::from_str(annotation).unwrap()
 }
 
-/// Offline `inject` gives the answer admission gives, with no flag: a Job's, a CronJob's
-/// and a bare run-to-completion Pod's sidecar goes in native (their Pod templates carry
-/// their restartPolicy), unless the Pod template says `native-sidecar: "false"`; a
-/// Deployment's stays a regular container.
+/// Offline `inject` gives the answer admission gives, with no flag: every sidecar goes in
+/// native (a Job's, a CronJob's, a bare Pod's, a Deployment's), unless the Pod template
+/// says `native-sidecar: "false"`.
 fn jobs_and_cronjobs_get_native_sidecars_by_default() {
     let file = fixtures().join("manifests/jobs.yaml");
     let out = run(&["inject", "-f", file.to_str().unwrap(), "-o", "json"], None);
@@ -151,7 +154,9 @@ fn jobs_and_cronjobs_get_native_sidecars_by_default() {
     assert_eq!(names(&spec["containers"]), ["report"]);
     assert_eq!(names(&pod["spec"]["initContainers"]), ["envoy"]);
     assert_eq!(names(&pod["spec"]["containers"]), ["task"]);
-    for (object, path) in [(job, JOB), (cronjob, CRONJOB), (pod, "")] {
+    let spec = pod_spec(deployment, JOB);
+    assert_eq!(names(&spec["initContainers"])[0], "envoy", "{deployment:#}");
+    for (object, path) in [(job, JOB), (cronjob, CRONJOB), (pod, ""), (deployment, JOB)] {
         let status = injection_status(object, path);
         assert!(status.native_sidecar, "{status:?}");
         assert_eq!(
@@ -160,12 +165,10 @@ fn jobs_and_cronjobs_get_native_sidecars_by_default() {
         );
     }
 
-    for (object, path) in [(regular_job, JOB), (deployment, JOB)] {
-        let spec = pod_spec(object, path);
-        assert_eq!(names(&spec["containers"]).last(), Some(&"envoy"), "{object:#}");
-        assert!(spec.get("initContainers").is_none(), "{object:#}");
-        assert!(!injection_status(object, path).native_sidecar);
-    }
+    let spec = pod_spec(regular_job, JOB);
+    assert_eq!(names(&spec["containers"]).last(), Some(&"envoy"), "{regular_job:#}");
+    assert!(spec.get("initContainers").is_none(), "{regular_job:#}");
+    assert!(!injection_status(regular_job, JOB).native_sidecar);
     serde_json::from_value::<k8s_openapi::api::batch::v1::Job>(job.clone()).unwrap();
     serde_json::from_value::<k8s_openapi::api::batch::v1::CronJob>(cronjob.clone()).unwrap();
     serde_json::from_value::<k8s_openapi::api::core::v1::Pod>(pod.clone()).unwrap();
@@ -249,7 +252,8 @@ fn stdin_and_yaml_output_round_trip() {
     let out = run(&["inject", "-f", "-"], Some(pod));
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let docs = read_documents(&String::from_utf8(out.stdout).unwrap()).unwrap();
-    assert_eq!(names(&docs[0]["spec"]["containers"]), ["app", "envoy"]);
+    assert_eq!(names(&docs[0]["spec"]["containers"]), ["app"]);
+    assert_eq!(names(&docs[0]["spec"]["initContainers"]), ["envoy"]);
     // Feeding the output back in changes nothing: the status annotation is there.
     let again = run(
         &["inject", "-f", "-", "-o", "jsonpatch"],
@@ -270,7 +274,11 @@ fn jsonpatch_output_applies_to_each_document() {
     json_patch::patch(&mut deployment, &patch).unwrap();
     assert_eq!(
         names(&deployment["spec"]["template"]["spec"]["containers"]),
-        ["web", "metrics", "envoy"]
+        ["web", "metrics"]
+    );
+    assert_eq!(
+        names(&deployment["spec"]["template"]["spec"]["initContainers"])[0],
+        "envoy"
     );
     assert_eq!(lines[1], "[]");
 }
@@ -387,7 +395,8 @@ fn config_flag_takes_a_configmap_manifest_and_the_seed_one_is_refused() {
     );
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let result: Value = serde_json::from_slice(&out.stdout).unwrap();
-    assert_eq!(names(&result["spec"]["containers"]), ["app", "tiny"]);
+    assert_eq!(names(&result["spec"]["containers"]), ["app"]);
+    assert_eq!(names(&result["spec"]["initContainers"]), ["tiny"]);
 }
 
 /// The strategic merge patch of `inject -o strategic`, applied by the real `kubectl
@@ -504,7 +513,8 @@ fn a_single_list_comes_out_as_itself_in_json() {
         list["metadata"]["resourceVersion"], "42",
         "the List's own fields are kept"
     );
-    assert_eq!(names(&list["items"][0]["spec"]["containers"]), ["a", "envoy"]);
+    assert_eq!(names(&list["items"][0]["spec"]["containers"]), ["a"]);
+    assert_eq!(names(&list["items"][0]["spec"]["initContainers"]), ["envoy"]);
 }
 
 /// An output closed early (`inject -f big.yaml | head`) ends the run with an error. It
@@ -571,7 +581,7 @@ fn inject_applies_a_workload_s_overrides_offline_and_refuses_the_same_values() {
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let text = String::from_utf8(out.stdout).unwrap();
     let injected: Value = serde_yaml_ng::from_str(&text).unwrap();
-    let envoy = &injected["spec"]["template"]["spec"]["containers"][1];
+    let envoy = &injected["spec"]["template"]["spec"]["initContainers"][0];
     assert_eq!(envoy["resources"]["limits"]["memory"], "256Mi", "{text}");
     assert!(text.contains(r#""overrides":{"memory-limit":"256Mi"}"#), "{text}");
 

@@ -819,7 +819,8 @@ fn an_addition_an_alias_would_repeat_is_caught_and_written_anew() {
 
 /// A template whose additions do not fit a line in flow style (a sidecar with its
 /// configuration, an init container's script, a projected volume) beside short ones.
-const LONG: &str = "initContainers:\n- name: prepare\n  image: busybox\n  command: [sh, -c, 'mkdir -p /etc/proxy/run && echo ready > /etc/proxy/run/state']\ncontainers:\n- name: proxy\n  image: envoy:v1\n  args:\n  - --config-yaml\n  - |\n    admin:\n      address: {socket_address: {port_value: 15000}}\n    stats_flush_interval: 5s\nvolumes:\n- {name: proxy-certs, emptyDir: {}}\n- name: proxy-token\n  projected:\n    sources:\n    - serviceAccountToken: {path: token, expirationSeconds: 3600, audience: proxy}\n";
+/// A regular sidecar (`nativeSidecar: false`): the layouts below are of `containers`.
+const LONG: &str = "nativeSidecar: false\ninitContainers:\n- name: prepare\n  image: busybox\n  command: [sh, -c, 'mkdir -p /etc/proxy/run && echo ready > /etc/proxy/run/state']\ncontainers:\n- name: proxy\n  image: envoy:v1\n  args:\n  - --config-yaml\n  - |\n    admin:\n      address: {socket_address: {port_value: 15000}}\n    stats_flush_interval: 5s\nvolumes:\n- {name: proxy-certs, emptyDir: {}}\n- name: proxy-token\n  projected:\n    sources:\n    - serviceAccountToken: {path: token, expirationSeconds: 3600, audience: proxy}\n";
 
 /// A Pod's lists written as block lists of flow maps.
 const FLOW_ITEMS: &str = "spec:\n  initContainers:\n  - {name: fetch-config, image: curl}\n  containers:\n  - {name: app, image: nginx, ports: [{containerPort: 80}]}\n  volumes:\n  - {name: data, emptyDir: {}}\n";
@@ -884,11 +885,11 @@ fn additions_too_long_for_a_line_among_flow_items_are_written_in_block_style() {
     // The default template's sidecar, with Envoy's whole bootstrap, as a container and
     // as a native sidecar: the bootstrap is a literal block, not a line of its own.
     let shipped = TemplateSet::embedded();
-    let native = pod.replace(
+    let regular = pod.replace(
         "annotations: {",
-        "annotations: {sidecar.samplecrd.k8s.io/native-sidecar: \"true\", ",
+        "annotations: {sidecar.samplecrd.k8s.io/native-sidecar: \"false\", ",
     );
-    for (text, list) in [(&pod, "containers"), (&native, "initContainers")] {
+    for (text, list) in [(&regular, "containers"), (&pod, "initContainers")] {
         check(text, &shipped, &mut figures).unwrap_or_else(|e| panic!("{e}"));
         let out = inject(text, &shipped, Format::Yaml).out;
         let at = out.find(&format!("  {list}:\n")).unwrap();

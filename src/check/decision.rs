@@ -438,7 +438,7 @@ fn never_completes(pod: &Value, plan: &Plan<'_>) -> Option<String> {
             ),
         ),
         // Without an explicit choice such a Pod gets native sidecars.
-        NativeRule::RestartPolicy => return None,
+        NativeRule::Default => return None,
     };
     Some(format!(
         "`restartPolicy: {}` with a regular sidecar ({because}): the sidecar never exits, so the Pod never completes and its Job stays Running; {fix} to inject it as a native sidecar, stopped once the Pod's own containers are done",

@@ -5,14 +5,14 @@ use std::collections::BTreeMap;
 use k8s_openapi::api::admissionregistration::v1::{MutatingWebhookConfiguration, ValidatingWebhookConfiguration};
 use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
 use k8s_openapi::api::coordination::v1::Lease;
-use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Pod, Secret, Service};
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Node, Pod, Secret, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use kube::api::{Api, ListParams, ObjectMeta};
 use kube::core::PartialObjectMeta;
 use serde::de::DeserializeOwned;
 
 use super::error::ReadError;
-use super::health::{Facts, Fetched, ServiceFacts};
+use super::health::{Facts, Fetched, OldKubelet, ServiceFacts};
 use super::injection::{self, Object, PolicyFacts, Served};
 use super::snapshot::{Snapshot, Subject};
 use super::workload::{ReplicaSetOwners, controller};
@@ -60,7 +60,11 @@ pub async fn facts(client: &kube::Client, installation: &Installation<'_>, kube_
         configmap: get(Api::<ConfigMap>::namespaced(client.clone(), namespace), crate::NAME).await,
         lease: None,
         kube_version,
+        old_kubelets: None,
     };
+    if !kube_version.kubelets_run_native_sidecars() {
+        facts.old_kubelets = Some(old_kubelets(client).await.map_err(|e| e.to_string()));
+    }
     if let Some(name) = installation.webhook_config {
         let config = get(Api::<MutatingWebhookConfiguration>::all(client.clone()), name).await;
         facts.mutating = Some((name.to_string(), config));
@@ -307,6 +311,28 @@ pub async fn replica_set_owners<'p>(
         owners.insert(key, parent);
     }
     owners
+}
+
+/// The nodes whose kubelet is older than 1.29 (read only under a 1.31 API server, the one
+/// that may have them; a node's version is in its status, so the list is paged and only
+/// the name and version kept).
+async fn old_kubelets(client: &kube::Client) -> Result<Vec<OldKubelet>, ReadError> {
+    let api: Api<Node> = Api::all(client.clone());
+    list_paged(&api, ListParams::default(), "the Nodes", |node| {
+        let version = node.status?.node_info?.kubelet_version;
+        let minor: u16 = version
+            .trim_start_matches('v')
+            .strip_prefix("1.")?
+            .split(|c: char| !c.is_ascii_digit())
+            .next()?
+            .parse()
+            .ok()?;
+        (minor < crate::template::NATIVE_SIDECAR_KUBELET_MINOR).then(|| OldKubelet {
+            node: node.metadata.name.unwrap_or_default(),
+            version,
+        })
+    })
+    .await
 }
 
 /// Pages of at most this many objects: a cluster-wide list never arrives in one piece.

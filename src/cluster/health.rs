@@ -72,6 +72,17 @@ pub struct Facts {
     pub lease: Option<(String, Fetched<Lease>)>,
     /// The API server's version: the value rules the live templates are checked with.
     pub kube_version: KubeVersion,
+    /// The nodes whose kubelet cannot run native sidecars, read only where the version skew
+    /// policy allows such kubelets (a 1.31 API server); `None`: not read.
+    pub old_kubelets: Option<Result<Vec<OldKubelet>, String>>,
+}
+
+/// A node whose kubelet is older than 1.29: a native sidecar never leaves its init phase
+/// there.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OldKubelet {
+    pub node: String,
+    pub version: String,
 }
 
 /// A webhook configuration's entries, whatever its kind.
@@ -190,7 +201,56 @@ pub fn evaluate_with(
     if let Some((name, lease)) = &facts.lease {
         out.push(lease_check(&facts.namespace, name, lease, now));
     }
+    out.push(kubelets_check(facts));
     out
+}
+
+/// Whether the nodes run the native sidecars injected by default.
+fn kubelets_check(facts: &Facts) -> Check {
+    const CHECK: &str = "kubelets";
+    let minor = crate::template::NATIVE_SIDECAR_KUBELET_MINOR;
+    match &facts.old_kubelets {
+        None => Check::new(
+            CHECK,
+            Status::Ok,
+            format!(
+                "the API server is {}: by the version skew policy every kubelet is 1.{minor} or later and runs native sidecars",
+                facts.kube_version
+            ),
+        ),
+        Some(Err(error)) => Check::new(
+            CHECK,
+            Status::Warn,
+            format!("cannot tell whether every node runs native sidecars (kubelet 1.{minor}+): {error}"),
+        ),
+        Some(Ok(old)) if old.is_empty() => Check::new(
+            CHECK,
+            Status::Ok,
+            format!("every node's kubelet is 1.{minor} or later and runs native sidecars"),
+        ),
+        Some(Ok(old)) => {
+            let shown: Vec<String> = old
+                .iter()
+                .take(5)
+                .map(|k| format!("{} ({})", k.node, k.version))
+                .collect();
+            let more = old.len().saturating_sub(shown.len());
+            let more = if more > 0 {
+                format!(" and {more} more")
+            } else {
+                String::new()
+            };
+            Check::new(
+                CHECK,
+                Status::Warn,
+                format!(
+                    "{} node(s) run a kubelet older than 1.{minor}, where a native sidecar never leaves its init phase and the Pod stays Init: {}{more}; upgrade them, or set `nativeSidecar: false` in the templates their Pods use (or annotation `sidecar.samplecrd.k8s.io/native-sidecar: \"false\"` on those Pods)",
+                    old.len(),
+                    shown.join(", ")
+                ),
+            )
+        }
+    }
 }
 
 fn configuration<T: WebhookConfig>(check: &'static str, name: &str, config: &Fetched<T>, absent: Status) -> Check {

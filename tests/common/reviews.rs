@@ -125,21 +125,20 @@ pub fn check_review(fixture: &str, request: &[u8], response: &[u8]) {
     let names = |containers: &[k8s_openapi::api::core::v1::Container]| {
         containers.iter().map(|c| c.name.clone()).collect::<Vec<_>>()
     };
+    // The default's sidecar goes in native: first among the init containers, the Pod's
+    // own containers and init containers kept, in their order.
     let containers = names(&spec.containers);
-    assert!(
-        containers.contains(&"envoy".to_string()),
-        "{fixture}: containers {containers:?}"
+    assert_eq!(
+        containers,
+        names(&before.containers),
+        "{fixture}: app containers must be kept"
     );
-    for name in names(&before.containers) {
-        assert!(
-            containers.contains(&name),
-            "{fixture}: app container {name} lost: {containers:?}"
-        );
-    }
+    let mut expected_inits = vec!["envoy".to_string()];
+    expected_inits.extend(names(before.init_containers.as_deref().unwrap_or_default()));
     assert_eq!(
         names(spec.init_containers.as_deref().unwrap_or_default()),
-        names(before.init_containers.as_deref().unwrap_or_default()),
-        "{fixture}: init containers must be kept"
+        expected_inits,
+        "{fixture}: the native sidecar first, the Pod's init containers kept"
     );
     let volumes = |pod: &Pod| {
         pod.spec

@@ -70,7 +70,7 @@ async fn ours(client: &kube::Client) -> Vec<(String, String, String, String)> {
 async fn in_step(client: &kube::Client, templates: &[(&str, String)]) -> Vec<(String, String, String, String)> {
     let want: std::collections::BTreeMap<&str, String> = templates
         .iter()
-        .map(|(name, text)| (*name, envoy_injector::template::content_revision(text)))
+        .map(|(name, text)| (*name, envoy_injector::template::template_revision(text)))
         .collect();
     wait_for("the compiled policies to follow the ConfigMap", PATIENCE, async || {
         let found = ours(client).await;

@@ -41,7 +41,7 @@ const RESTARTED_AT: &str = "kubectl.kubernetes.io/restartedAt";
 const SIDECAR: &str = "envoy";
 
 fn revision_of(text: &str) -> String {
-    envoy_injector::template::content_revision(text)
+    envoy_injector::template::template_revision(text)
 }
 
 async fn set_config(configmaps: &Api<ConfigMap>, text: &str) {
@@ -370,8 +370,11 @@ async fn run(suite: &Suite) -> TierResult {
     let cm = dir.path().join("configmap.json");
     std::fs::write(&cm, json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": INJECTOR_NAME}, "data": {"config": v3}}).to_string())
         .expect("write the ConfigMap");
+    // h-image asks for a regular sidecar (its image rewritten), i-native takes the default.
     for (name, restart_policy) in [("h-image", "Always"), ("i-native", "Never")] {
-        let mut app = serde_json::to_value(pod(name, &[(INJECT, "true")], DEFAULT_IMAGE)).expect("a Pod is JSON");
+        let regular = [(INJECT, "true"), ("sidecar.samplecrd.k8s.io/native-sidecar", "false")];
+        let annotations = if name == "h-image" { &regular[..] } else { &regular[..1] };
+        let mut app = serde_json::to_value(pod(name, annotations, DEFAULT_IMAGE)).expect("a Pod is JSON");
         app["spec"]["restartPolicy"] = json!(restart_policy);
         let file = dir.path().join(format!("{name}.json"));
         std::fs::write(&file, app.to_string()).expect("write the Pod");

@@ -12,11 +12,10 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
 
-use k8s_openapi::api::admissionregistration::v1::MutatingAdmissionPolicy;
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use k8s_openapi::api::core::v1::Pod;
-use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use serde_json::json;
 
 use crate::node::*;
@@ -30,31 +29,7 @@ pub const TIER: Tier = Tier {
 /// Pods each loop creates at least.
 const AT_LEAST: usize = 150;
 const PAUSE: Duration = Duration::from_millis(50);
-/// The compiled policy the loop's annotated Pods meet (one for every template).
-const POLICY: &str = "envoy-injector-inject-annotated";
-/// The annotation of a mutating policy: the templates it holds, with their revisions.
-const TEMPLATES: &str = "sidecar.samplecrd.k8s.io/templates";
 const LOOP_LABEL: &str = "e2e.samplecrd.k8s.io/independence";
-
-/// The revision of `config` the compiled policy holds, if it exists.
-async fn policy_revision(client: &kube::Client) -> Option<String> {
-    let api: Api<MutatingAdmissionPolicy> = Api::all(client.clone());
-    let policy = api.get_opt(POLICY).await.ok().flatten()?;
-    let held: BTreeMap<String, String> =
-        serde_json::from_str(policy.metadata.annotations?.get(TEMPLATES)?).ok()?;
-    held.get("config").cloned()
-}
-
-async fn config_revision(installation: &Installation) -> String {
-    let configmap = installation
-        .configmaps
-        .get(INJECTOR_NAME)
-        .await
-        .unwrap_or_else(|e| panic!("expected the ConfigMap, found: {}", api_error(&e)));
-    let text = configmap.data.unwrap_or_default().get("config").cloned().unwrap_or_default();
-    envoy_injector::template::content_revision(&text)
-}
-
 /// Deletes the injector's Deployment and waits until none of its Pods is left. Returns
 /// the Deployment as it was, to bring the injector back without `make deploy` (which would
 /// put the shipped ConfigMap back too).
@@ -223,11 +198,11 @@ async fn run(suite: &Suite) -> TierResult {
     wait_for("the compiled policies of the stand-in template", RUN_PATIENCE, async || {
         match policy_revision(client).await {
             Some(r) if r == revision => Ok(()),
-            other => Err(format!("policy {POLICY} at revision {other:?}, ConfigMap at {revision}")),
+            other => Err(format!("policy {ANNOTATED_POLICY} at revision {other:?}, ConfigMap at {revision}")),
         }
     })
     .await;
-    step!("policy mode: {POLICY} at the template's revision {revision}");
+    step!("policy mode: {ANNOTATED_POLICY} at the template's revision {revision}");
 
     // No replica, and an edit of the template meanwhile.
     let deployment = no_replica(&installation).await;
@@ -265,7 +240,7 @@ async fn run(suite: &Suite) -> TierResult {
 
     // A replica back: the edit is caught up.
     replica_back(&installation, &deployment).await;
-    let edited_revision = envoy_injector::template::content_revision(&edited);
+    let edited_revision = envoy_injector::template::template_revision(&edited);
     wait_for("the policies to catch up with the edit", RUN_PATIENCE, async || {
         match policy_revision(client).await {
             Some(r) if r == edited_revision => Ok(()),
@@ -292,7 +267,7 @@ async fn run(suite: &Suite) -> TierResult {
     wait_for("webhook mode to remove the compiled policies", RUN_PATIENCE, async || {
         match policy_revision(client).await {
             None => Ok(()),
-            Some(r) => Err(format!("{POLICY} still there at {r}")),
+            Some(r) => Err(format!("{ANNOTATED_POLICY} still there at {r}")),
         }
     })
     .await;

@@ -17,7 +17,8 @@
 //! |---|---|
 //! | `installed` | `make deploy IMAGE=$E2E_IMAGE` applies `manifests/` as they are; both replicas Ready through their real probes with the shipped securityContext; the TLS Secret and both `caBundle`s written by the running Pods; the API server reaches the webhook through the Service: a Pod created afterwards is injected and its sidecar runs; `/validate` refuses a broken ConfigMap; `check` from outside reports the installation healthy |
 //! | `sidecars` | a Deployment of 2 opted-in replicas Available with the sidecar running in each; native sidecar with a startupProbe: the app starts only after the sidecar has started; the app sees the sidecar's shared volume; a sidecar that exits is restarted without restarting the app; deleting a Pod stops both well within its grace period |
-//! | `jobs` | an opted-in Job and a CronJob's Job reach `Complete` with the sidecar injected by default (native, as their `restartPolicy` is not `Always`) |
+//! | `native` | the default shape, through the webhook and then the compiled policies: an opted-in Pod with an init container of its own gets the proxy as a native sidecar before it; the Pod's init container and the app start only after the proxy's startupProbe passed, and on delete the proxy exits after the app has drained (the kubelet's container statuses); with `native-sidecar: "false"` the regular proxy exits while the app still drains |
+//! | `jobs` | an opted-in Job and a CronJob's Job reach `Complete` with the sidecar injected by default (native) |
 //! | `envoy` | the default template's own sidecar (a stand-in image of the Envoy 1.40 release binary, `make envoy-image-local`): an opted-in app on port 80 injected by the deployed injector is Ready through Envoy's `/ready`; in the Pod, 15006 reaches the app through Envoy, metrics answer, admin on 127.0.0.1 only; a Job completes with Envoy as its native sidecar, which exits 0; deleting the Pod stops both well within the grace period. Skipped without `E2E_ENVOY_IMAGE_LOADED` |
 //! | `network` | on a node where every Pod goes through Multus: without the NetworkAttachmentDefinition CRD a Network reports `BackendUnavailable` and the injector counts it in `envoy_injector_reconcile_errors_total{reason="backend_unavailable"}`; with it, Pods that join a Network run with `net1` in its CIDR (inside the Pod and in Multus's network-status), reach its gateway and each other, while a Pod of another Network and one of none reach neither; the sidecar has `NETWORK_CIDR`/`NETWORK_GATEWAY`; `attachedPods` counts them; an overlapping Network in another namespace is `Overlaps` with no NAD and denies its Pods; the Network in use, deleted, stays Terminating (`InUse`, an Event naming its Pods, new Pods denied) until its Pods are gone, then the overlapping one is promoted and its Pod reaches the same gateway; at every step, no Running Pod of a Ready Network fails to reach its gateway |
 //! | `rollouts` | while opted-in Pods are created every ~50 ms: `kubectl rollout restart` of the injector, deleting one injector Pod, a rolling update to `E2E_IMAGE_NEXT`: each with 0 failed creates and 0 Pods without the sidecar; the slowest create of each is printed |
@@ -60,6 +61,7 @@ macro_rules! tiers {
 tiers![
     installed,
     sidecars,
+    native,
     jobs,
     envoy,
     network,

@@ -5,6 +5,7 @@ use std::process::{Command, Output};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
+use k8s_openapi::api::admissionregistration::v1::MutatingAdmissionPolicy;
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{ConfigMap, ContainerStatus, Node, Pod};
 use kube::Client;
@@ -386,4 +387,34 @@ pub async fn wait_while_advancing<T>(
     })
     .await
     .unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// The compiled policy that annotated Pods meet (one for every template).
+pub const ANNOTATED_POLICY: &str = "envoy-injector-inject-annotated";
+/// The annotation of a mutating policy: the templates it holds, with their revisions.
+const TEMPLATES: &str = "sidecar.samplecrd.k8s.io/templates";
+
+/// The revision of `config` the compiled policy holds, if it exists.
+pub async fn policy_revision(client: &Client) -> Option<String> {
+    let api: Api<MutatingAdmissionPolicy> = Api::all(client.clone());
+    let policy = api.get_opt(ANNOTATED_POLICY).await.ok().flatten()?;
+    let held: std::collections::BTreeMap<String, String> =
+        serde_json::from_str(policy.metadata.annotations?.get(TEMPLATES)?).ok()?;
+    held.get("config").cloned()
+}
+
+/// The revision of the installed ConfigMap's `config`.
+pub async fn config_revision(installation: &Installation) -> String {
+    let configmap = installation
+        .configmaps
+        .get(INJECTOR_NAME)
+        .await
+        .unwrap_or_else(|e| panic!("expected the ConfigMap, found: {}", api_error(&e)));
+    let text = configmap
+        .data
+        .unwrap_or_default()
+        .get("config")
+        .cloned()
+        .unwrap_or_default();
+    envoy_injector::template::template_revision(&text)
 }

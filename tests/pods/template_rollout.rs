@@ -49,7 +49,7 @@ fn versioned(shell: &str, version: u32) -> String {
 }
 
 fn revision_of(text: &str) -> String {
-    envoy_injector::template::content_revision(text)
+    envoy_injector::template::template_revision(text)
 }
 
 /// The Pod template of every workload here: the app, Ready once `ready_when` (a shell test)

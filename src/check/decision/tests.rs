@@ -113,7 +113,7 @@ fn namespace_label_injects_through_the_namespace_entry() {
         (template.name.as_str(), template.revision.as_str()),
         ("config", templates().get("config").unwrap().revision.as_str())
     );
-    assert_eq!(report.adds, ["container envoy", "volume envoy-conf"]);
+    assert_eq!(report.adds, ["init container envoy", "volume envoy-conf"]);
 }
 
 #[test]
@@ -392,15 +392,13 @@ fn assert_completion_warning(report: &PodReport, parts: &[&str]) {
 }
 
 #[test]
-fn a_pod_that_runs_to_completion_gets_a_native_sidecar_without_a_word() {
-    for policy in ["Never", "OnFailure"] {
+fn a_pod_gets_a_native_sidecar_without_a_word() {
+    for policy in ["Never", "OnFailure", "Always"] {
         let report = explain_shipped(&subject("labelled", json!({}), with_restart_policy(policy)));
         assert_eq!(report.verdict, Verdict::Inject, "{report:#?}");
         assert_eq!(report.adds, ["init container envoy", "volume envoy-conf"], "{policy}");
         assert!(report.warnings.is_empty(), "{report:#?}");
     }
-    let report = explain_shipped(&subject("labelled", json!({}), with_restart_policy("Always")));
-    assert_eq!(report.adds, ["container envoy", "volume envoy-conf"]);
 }
 
 #[test]
@@ -598,7 +596,7 @@ fn a_namespace_s_template_label_is_the_template_check_reports() {
     let report = explain(&subject("labelled", json!({}), app()), &installed, &cluster);
     assert_eq!(report.verdict, Verdict::Inject, "{report:?}");
     assert_eq!(report.template.unwrap().name, "canary");
-    assert_eq!(report.adds, ["container canary"]);
+    assert_eq!(report.adds, ["init container canary"]);
 }
 
 /// `check -f` without a cluster: the webhook configuration and Networks are not known. An

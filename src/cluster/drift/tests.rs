@@ -126,7 +126,7 @@ fn a_pod_stored_as_injected_is_in_step_whatever_the_api_server_added() {
 fn a_rewritten_image_and_a_changed_override_value_are_named() {
     let set = live(TEMPLATE);
     let mut pod = as_stored(injected(&app_pod(json!({}), "Always"), &set));
-    let envoy = pod["spec"]["containers"]
+    let envoy = pod["spec"]["initContainers"]
         .as_array_mut()
         .unwrap()
         .iter_mut()
@@ -138,9 +138,9 @@ fn a_rewritten_image_and_a_changed_override_value_are_named() {
     assert_eq!(
         differences(standing(&pod, &set)),
         vec![
-            r#"containers[envoy].args: expected ["--log-level","info"], found ["--log-level","debug"]"#,
-            r#"containers[envoy].image: expected "envoy:1", found "mirror.example/envoy:1""#,
-            r#"containers[envoy].resources.limits.memory: expected "128Mi", found "1Gi""#,
+            r#"initContainers[envoy].args: expected ["--log-level","info"], found ["--log-level","debug"]"#,
+            r#"initContainers[envoy].image: expected "envoy:1", found "mirror.example/envoy:1""#,
+            r#"initContainers[envoy].resources.limits.memory: expected "128Mi", found "1Gi""#,
         ]
     );
 }
@@ -216,7 +216,7 @@ fn check_drift_lists_each_drifted_pod_with_its_workload_and_fails() {
     let fine = as_stored(injected(&app_pod(json!({}), "Always"), &set));
     let mut changed = fine.clone();
     changed["metadata"]["name"] = json!("web-2");
-    changed["spec"]["containers"][1]["image"] = json!("other:1");
+    changed["spec"]["initContainers"][0]["image"] = json!("other:1");
     let stale = as_stored(injected(
         &app_pod(json!({}), "Always"),
         &live(&TEMPLATE.replace("envoy:1", "envoy:0")),
@@ -236,7 +236,7 @@ fn check_drift_lists_each_drifted_pod_with_its_workload_and_fails() {
         ("config", set.get("config").unwrap().revision.as_str())
     );
     assert_eq!(pod.differences.len(), 1);
-    assert_eq!(pod.differences[0].field, "containers[envoy].image");
+    assert_eq!(pod.differences[0].field, "initContainers[envoy].image");
     let line = check_line(&found, Some("apps"));
     assert_eq!(line.status, Status::Fail, "{line:?}");
     assert!(

@@ -130,6 +130,7 @@ fn healthy(certs: &ServiceCerts, now: OffsetDateTime) -> Facts {
             Ok(Some(lease(now - Duration::seconds(5)))),
         )),
         kube_version: crate::template::KubeVersion::NEWEST,
+        old_kubelets: None,
     }
 }
 
@@ -157,6 +158,7 @@ fn a_healthy_installation_passes_every_check() {
             ("service", Status::Ok),
             ("templates", Status::Ok),
             ("lease", Status::Ok),
+            ("kubelets", Status::Ok),
         ],
         "{checks:#?}"
     );
@@ -329,6 +331,7 @@ fn nothing_installed() -> Facts {
         configmap: Ok(None),
         lease: Some(("envoy-injector-controller".into(), Ok(None))),
         kube_version: crate::template::KubeVersion::NEWEST,
+        old_kubelets: None,
     }
 }
 
@@ -345,6 +348,7 @@ fn with_nothing_installed_no_line_says_pods_are_denied() {
             ("service", Status::Ok),
             ("templates", Status::Fail),
             ("lease", Status::Fail),
+            ("kubelets", Status::Ok),
         ],
         "{checks:#?}"
     );
@@ -395,4 +399,44 @@ fn a_missing_configmap_is_worded_by_what_acts_on_pods() {
     broken.configmap = Ok(Some(configmap("containers: [")));
     let why = templates(&broken, PoliciesFound::None);
     assert!(why.ends_with("the injector keeps its last good templates"), "{why}");
+}
+
+/// Native sidecars are the default: the `kubelets` line names the nodes that cannot run
+/// them, and says why it read none under an API server whose kubelets all can.
+#[test]
+fn the_kubelets_line_names_nodes_that_cannot_run_native_sidecars() {
+    let certs = tls::generate("envoy-injector", NS, &[], 365).unwrap();
+    let now = OffsetDateTime::now_utc();
+    let mut facts = healthy(&certs, now);
+    let status = |facts: &Facts| {
+        let checks = evaluate(facts, PoliciesFound::None, now);
+        let status = by_id(&checks).iter().find(|(id, _)| *id == "kubelets").unwrap().1;
+        (status, message(&checks, "kubelets").to_string())
+    };
+    let (ok, why) = status(&facts);
+    assert_eq!(ok, Status::Ok);
+    assert!(why.contains("version skew policy") && why.contains("1.29"), "{why}");
+
+    facts.kube_version = "1.31".parse().unwrap();
+    facts.old_kubelets = Some(Ok(vec![]));
+    assert_eq!(status(&facts).0, Status::Ok);
+    facts.old_kubelets = Some(Ok((0..7)
+        .map(|i| OldKubelet {
+            node: format!("node-{i}"),
+            version: String::from("v1.28.15"),
+        })
+        .collect()));
+    let (warn, why) = status(&facts);
+    assert_eq!(warn, Status::Warn);
+    assert!(
+        why.starts_with("7 node(s) run a kubelet older than 1.29")
+            && why.contains("node-0 (v1.28.15)")
+            && why.contains("and 2 more")
+            && why.contains("nativeSidecar: false"),
+        "{why}"
+    );
+    facts.old_kubelets = Some(Err(String::from("HTTP 403 Forbidden: nodes is forbidden")));
+    let (warn, why) = status(&facts);
+    assert_eq!(warn, Status::Warn);
+    assert!(why.contains("403"), "{why}");
 }

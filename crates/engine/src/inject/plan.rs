@@ -156,8 +156,9 @@ pub enum NativeRule {
     Annotation,
     /// The template's `nativeSidecar`.
     Template,
-    /// Neither said: native exactly when the Pod runs to completion ([`runs_to_completion`]).
-    RestartPolicy,
+    /// Neither said: native, for every Pod (Kubernetes runs native sidecars on every
+    /// version we support: on by default since 1.29).
+    Default,
 }
 
 /// A Pod whose containers are meant to exit (a Job's, a CronJob's, a bare `Never` /
@@ -168,19 +169,20 @@ pub fn runs_to_completion(restart_policy: Option<&str>) -> bool {
     matches!(restart_policy, Some("Never" | "OnFailure"))
 }
 
-/// The annotation wins, then the template's explicit choice, then the Pod's restartPolicy
-/// (read only then, so that a wrong type is named only when it decides).
-fn wants_native(view: &Checked<'_, '_>, template: &Template) -> Result<(bool, NativeRule), InjectError> {
+/// The annotation wins, then the template's explicit choice, then the default: native, so
+/// the sidecar is up before the app and the Pod's own init containers start, and stops
+/// after the app.
+fn wants_native(view: &Checked<'_, '_>, template: &Template) -> (bool, NativeRule) {
     let annotation = view
         .annotations
         .and_then(|a| a.text(NATIVE_SIDECAR_ANNOTATION))
         .map(|v| v.trim().to_ascii_lowercase());
-    Ok(match (annotation.as_deref(), template.spec.native_sidecar) {
+    match (annotation.as_deref(), template.spec.native_sidecar) {
         (Some("true"), _) => (true, NativeRule::Annotation),
         (Some("false"), _) => (false, NativeRule::Annotation),
         (_, Some(native)) => (native, NativeRule::Template),
-        (_, None) => (runs_to_completion(view.restart_policy()?), NativeRule::RestartPolicy),
-    })
+        (_, None) => (true, NativeRule::Default),
+    }
 }
 
 /// The longest volume description a collision message holds before it is cut with `…`,
@@ -243,7 +245,7 @@ pub fn plan<'t>(pod: &PodView<'_>, template: &'t Template, extras: &Extras) -> R
         .map(|(s, json)| Added::template(s, json))
         .collect();
 
-    let (native, native_rule) = wants_native(&view, template)?;
+    let (native, native_rule) = wants_native(&view, template);
     let (sidecars, sidecars_json) = if native {
         (&prepared.native_containers, &prepared.native_containers_json)
     } else {

@@ -55,7 +55,12 @@ fn names(list: &Value) -> Vec<&str> {
 fn seed_pod_gets_sidecar_and_status() {
     let pod = fixture_pod("seed-initializer-annotation.json");
     let out = inject_default(&pod);
-    assert_eq!(names(&out["spec"]["containers"]), ["myapp-container", "envoy"]);
+    assert_eq!(names(&out["spec"]["containers"]), ["myapp-container"]);
+    assert_eq!(
+        names(&out["spec"]["initContainers"]),
+        ["envoy"],
+        "a native sidecar by default"
+    );
     // The default sidecar needs no volume: the Pod's own are left as they were.
     assert_eq!(names(&out["spec"]["volumes"]), ["kube-api-access-z5wjl"]);
     let annotations = out["metadata"]["annotations"].as_object().unwrap();
@@ -65,7 +70,8 @@ fn seed_pod_gets_sidecar_and_status() {
         pod["metadata"]["annotations"].as_object().unwrap().len() + 1
     );
     let status: InjectionStatus = serde_json::from_str(annotations[STATUS_ANNOTATION].as_str().unwrap()).unwrap();
-    assert_eq!(status.containers, ["envoy"]);
+    assert_eq!(status.init_containers, ["envoy"]);
+    assert!(status.native_sidecar);
     assert_eq!(status.template, "config");
     assert_eq!(status.revision, default_template().revision);
     as_pod(&out);
@@ -92,8 +98,8 @@ fn generate_name_pod_keeps_its_shape() {
     let out = inject_default(&pod);
     assert!(out["metadata"].get("name").is_none());
     assert_eq!(out["metadata"]["generateName"], "web-7d9f8b6c5-");
-    assert_eq!(names(&out["spec"]["initContainers"]), ["init-db"]);
-    assert_eq!(names(&out["spec"]["containers"]), ["web", "metrics", "envoy"]);
+    assert_eq!(names(&out["spec"]["initContainers"]), ["envoy", "init-db"]);
+    assert_eq!(names(&out["spec"]["containers"]), ["web", "metrics"]);
     assert_eq!(
         names(&out["spec"]["volumes"]),
         ["cache", "config", "kube-api-access-rxspb"]
@@ -156,7 +162,8 @@ fn no_metadata_still_yields_a_valid_patch() {
     let pod = json!({"apiVersion": "v1", "kind": "Pod", "spec": {"containers": [{"name": "app"}]}});
     let (out, _) = inject_with(&pod, &default_template());
     assert!(out["metadata"]["annotations"][STATUS_ANNOTATION].is_string());
-    assert_eq!(names(&out["spec"]["containers"]), ["app", "envoy"]);
+    assert_eq!(names(&out["spec"]["containers"]), ["app"]);
+    assert_eq!(names(&out["spec"]["initContainers"]), ["envoy"]);
 }
 
 #[test]
@@ -284,8 +291,8 @@ fn the_default_injects_apps_on_the_common_ports() {
     for port in [80, 443, 8080, 9090] {
         let pod = json!({"spec": {"containers": [{"name": "web", "ports": [{"containerPort": port}]}]}});
         let out = inject_default(&pod);
-        assert_eq!(names(&out["spec"]["containers"]), ["web", "envoy"], "port {port}");
-        let sidecar_ports: Vec<i64> = out["spec"]["containers"][1]["ports"]
+        assert_eq!(names(&out["spec"]["containers"]), ["web"], "port {port}");
+        let sidecar_ports: Vec<i64> = out["spec"]["initContainers"][0]["ports"]
             .as_array()
             .unwrap()
             .iter()
@@ -380,27 +387,31 @@ fn pod_with(restart_policy: Option<Value>, native_annotation: Option<&str>) -> V
     pod
 }
 
-/// The default lets a Pod that runs to completion finish: its sidecar goes in native; the
-/// annotation, then the template's explicit `nativeSidecar`, override the default.
+/// The default is native for every Pod, whatever its `restartPolicy`: the sidecar starts
+/// before the app and the Pod's own init containers and stops after the app, and a Pod
+/// that runs to completion finishes. The annotation, then the template's explicit
+/// `nativeSidecar`, override the default.
 #[test]
-fn native_sidecar_by_default_exactly_when_the_pod_runs_to_completion() {
+fn native_sidecar_by_default_for_every_pod() {
     let never = || Some(json!("Never"));
     let on_failure = || Some(json!("OnFailure"));
     let always = || Some(json!("Always"));
     for (restart_policy, annotation, template_says, native, rule) in [
-        (never(), None, None, true, NativeRule::RestartPolicy),
-        (on_failure(), None, None, true, NativeRule::RestartPolicy),
-        (always(), None, None, false, NativeRule::RestartPolicy),
-        (None, None, None, false, NativeRule::RestartPolicy),
-        (Some(Value::Null), None, None, false, NativeRule::RestartPolicy),
+        (never(), None, None, true, NativeRule::Default),
+        (on_failure(), None, None, true, NativeRule::Default),
+        (always(), None, None, true, NativeRule::Default),
+        (None, None, None, true, NativeRule::Default),
+        (Some(Value::Null), None, None, true, NativeRule::Default),
         (never(), Some("false"), None, false, NativeRule::Annotation),
+        (always(), Some("false"), None, false, NativeRule::Annotation),
         (never(), Some(" FALSE "), Some(true), false, NativeRule::Annotation),
         (always(), Some("true"), Some(false), true, NativeRule::Annotation),
         (on_failure(), None, Some(false), false, NativeRule::Template),
+        (always(), None, Some(false), false, NativeRule::Template),
         (always(), None, Some(true), true, NativeRule::Template),
         (None, None, Some(true), true, NativeRule::Template),
         // Neither true nor false: the annotation says nothing (admission warns of it).
-        (never(), Some("maybe"), None, true, NativeRule::RestartPolicy),
+        (always(), Some("maybe"), None, true, NativeRule::Default),
         (on_failure(), Some("maybe"), Some(false), false, NativeRule::Template),
     ] {
         let case = format!("restartPolicy {restart_policy:?}, annotation {annotation:?}, template {template_says:?}");
@@ -437,34 +448,20 @@ fn native_sidecar_by_default_exactly_when_the_pod_runs_to_completion() {
     }
 }
 
-/// A restartPolicy the API server would not decode is named when the default needs it,
-/// as any other field of the wrong type; when the annotation or the template decides, it
-/// is not read (the API server refuses the Pod either way).
+/// The default no longer reads `spec.restartPolicy`: one of the wrong type is the API
+/// server's to refuse, and the injection does not stop on it.
 #[test]
-fn restart_policy_of_the_wrong_type_is_named_when_it_decides() {
-    for (policy, found) in [
-        (json!(1), "a number"),
-        (json!(["Never"]), "an array"),
-        (json!(true), "a boolean"),
-    ] {
-        let pod = pod_with(Some(policy.clone()), None);
-        let err = plan(&PodView::read(&pod), &sidecar_template(None), &Extras::default())
-            .unwrap_err()
-            .to_string();
-        assert_eq!(
-            err,
-            format!("Pod field `spec.restartPolicy`: expected a string, found {found}"),
-            "{policy}"
-        );
-        let decided = [
-            (pod_with(Some(policy.clone()), Some("true")), sidecar_template(None)),
-            (pod_with(Some(policy.clone()), None), sidecar_template(Some(false))),
-        ];
-        for (pod, t) in decided {
-            assert!(matches!(
-                plan(&PodView::read(&pod), &t, &Extras::default()),
-                Ok(Decision::Inject(_))
-            ));
+fn restart_policy_of_the_wrong_type_is_not_read() {
+    for policy in [json!(1), json!(["Never"]), json!(true)] {
+        for t in [sidecar_template(None), sidecar_template(Some(false))] {
+            let pod = pod_with(Some(policy.clone()), None);
+            assert!(
+                matches!(
+                    plan(&PodView::read(&pod), &t, &Extras::default()),
+                    Ok(Decision::Inject(_))
+                ),
+                "{policy}"
+            );
         }
     }
 }
@@ -510,7 +507,7 @@ fn extras_set_env_annotations_and_labels() {
     let mut out = pod.clone();
     json_patch::patch(&mut out, &jsonpatch::render(&p, &PodView::read(&pod)).unwrap()).unwrap();
     // The template's own env first, the Network's after it.
-    let env: Vec<&str> = out["spec"]["containers"][1]["env"]
+    let env: Vec<&str> = out["spec"]["initContainers"][0]["env"]
         .as_array()
         .unwrap()
         .iter()
@@ -699,12 +696,10 @@ mod properties {
             let mut out = pod.clone();
             json_patch::patch(&mut out, &patch).map_err(|e| TestCaseError::fail(format!("{e}: {patch:?}")))?;
             prop_assert!(nothing_lost(&pod, &out), "lost a field:\n{pod:#}\n->\n{out:#}");
-            // The annotation decides; without it, whether the Pod runs to completion.
+            // The annotation decides; without it, the template: `classic` keeps the seed's
+            // regular sidecar, the default is native.
             let annotation = pod.pointer("/metadata/annotations/sidecar.samplecrd.k8s.io~1native-sidecar");
-            let native = match annotation.and_then(Value::as_str) {
-                Some(value) => value == "true",
-                None => runs_to_completion(pod.pointer("/spec/restartPolicy").and_then(Value::as_str)),
-            };
+            let native = annotation.and_then(Value::as_str).map_or(!classic, |value| value == "true");
             prop_assert_eq!(plan.status.native_sidecar, native, "{:#}", pod);
             serde_json::from_value::<k8s_openapi::api::core::v1::Pod>(out.clone())
                 .map_err(|e| TestCaseError::fail(format!("not a Pod: {e}")))?;

@@ -232,15 +232,10 @@ pub fn shared(annotations: AnnotationOptIn) -> Vec<Variable> {
 
 /// Whether template `template`'s sidecars go in as native sidecars, as
 /// `inject::plan::wants_native` decides: the Pod's annotation, then the template's
-/// `nativeSidecar`, then the Pod's `restartPolicy`.
+/// `nativeSidecar`, then the default: native.
 pub fn native(template: &Template) -> String {
     let annotation = flag(NATIVE_SIDECAR_ANNOTATION);
-    let otherwise = match template.spec.native_sidecar {
-        Some(native) => native.to_string(),
-        None => String::from(
-            "has(object.spec.restartPolicy) && (object.spec.restartPolicy == \"Never\" || object.spec.restartPolicy == \"OnFailure\")",
-        ),
-    };
+    let otherwise = template.spec.native_sidecar.unwrap_or(true);
     format!("{annotation} == \"true\" ? true : {annotation} == \"false\" ? false : {otherwise}")
 }
 

@@ -79,7 +79,7 @@ impl Template {
         let refused = (!faults.is_empty()).then(|| as_error(faults));
         let template = Template {
             name: name.to_string(),
-            revision: content_revision(text),
+            revision: template_revision(text),
             spec,
             prepared,
             overrides,
@@ -97,8 +97,21 @@ impl Template {
     }
 }
 
-/// First 12 hex digits of the SHA-256 of the template text: stable across restarts,
-/// replicas and versions of this binary.
+/// The version of the rules by which the injector shapes a Pod from a template. Raise it
+/// whenever a release changes what the same template makes of the same Pod (2: native
+/// sidecars by default, Pod-level resources raised, the QoS class kept): the revision
+/// follows it, so Pods injected by the old rules show as stale, not as drift, and
+/// `rollout` moves them over.
+pub const INJECTION_RULES: u32 = 2;
+
+/// A template's revision: the first 12 hex digits of the SHA-256 of the rules version
+/// ([`INJECTION_RULES`]) and the template text. Stable across restarts and replicas, and
+/// across versions of this binary with the same rules.
+pub fn template_revision(text: &str) -> String {
+    content_revision(&format!("envoy-injector rules {INJECTION_RULES}\n{text}"))
+}
+
+/// First 12 hex digits of the SHA-256 of a text.
 pub fn content_revision(text: &str) -> String {
     let digest = ring::digest::digest(&ring::digest::SHA256, text.as_bytes());
     digest.as_ref()[..6].iter().map(|b| format!("{b:02x}")).collect()

@@ -16,10 +16,10 @@ fn embedded_set_is_the_default_and_classic() {
     assert_eq!(set.names().collect::<Vec<_>>(), [CLASSIC_TEMPLATE, DEFAULT_TEMPLATE]);
     assert_eq!(set.source, "embedded");
     let default = set.get(DEFAULT_TEMPLATE).unwrap();
-    assert_eq!(default.revision, content_revision(EMBEDDED_DEFAULT));
+    assert_eq!(default.revision, template_revision(EMBEDDED_DEFAULT));
     assert_eq!(
         set.get(CLASSIC_TEMPLATE).unwrap().revision,
-        content_revision(EMBEDDED_CLASSIC)
+        template_revision(EMBEDDED_CLASSIC)
     );
     assert_eq!(default.spec.containers[0].name, "envoy");
     assert!(
@@ -542,5 +542,26 @@ fn a_syntax_error_or_a_wrong_type_stops_with_one_error() {
     assert!(
         !message.contains("imagePullPolcy") && !message.contains("; "),
         "{message}"
+    );
+}
+
+/// The revision follows the injector's rules as well as the text: a release that changes
+/// what a template makes of a Pod gives every template a new revision, so its Pods show
+/// as stale (and `rollout` moves them) rather than as drift.
+#[test]
+fn the_revision_follows_the_rules_and_the_text() {
+    let text = "containers:\n- name: proxy\n  image: envoy\n";
+    let revision = template_revision(text);
+    assert_eq!(revision, template_revision(text), "stable");
+    assert_eq!(revision.len(), 12);
+    assert_ne!(
+        revision,
+        content_revision(text),
+        "the text alone was the revision of rules 1"
+    );
+    assert_ne!(revision, template_revision(&format!("{text}# edited\n")));
+    assert_eq!(
+        revision,
+        content_revision(&format!("envoy-injector rules {INJECTION_RULES}\n{text}"))
     );
 }

@@ -73,7 +73,7 @@ fn a_policy_injects_where_it_is_bound_and_the_webhook_then_sees_the_injected_pod
         path(&report),
         (Path::Policy, Some(MUTATING), Some(INJECT), Some(BY_NAMESPACE))
     );
-    assert_eq!(report.adds, ["container envoy", "volume envoy-conf"]);
+    assert_eq!(report.adds, ["init container envoy", "volume envoy-conf"]);
     // The API server calls the webhooks with the Pod as the policy left it: injected.
     assert_eq!(report.webhooks[0].name, NS_HOOK);
     assert_eq!(report.webhooks[0].call, Call::NotCalled, "{report:#?}");

@@ -47,8 +47,8 @@ fn without_override_annotations_the_template_is_copied_as_prepared() {
     };
     // The very bytes prepared at load time, not a re-serialised copy.
     assert_eq!(
-        plan.containers[0].json().unwrap().get(),
-        template.prepared.containers[0].get()
+        plan.init_containers[0].json().unwrap().get(),
+        template.prepared.native_containers_json[0].get()
     );
     let status = &plan.annotations[STATUS_ANNOTATION];
     assert!(!status.contains("overrides"), "{status}");
@@ -90,7 +90,7 @@ fn a_template_s_app_mounts_are_recorded_only_for_a_volume_the_pod_already_had() 
 fn three_overrides_land_where_the_template_says_and_are_recorded() {
     let asked = pod(json!({"cpu-request": "500m", "log-level": "debug", "image-tag": "v1.32.0"}));
     let (out, status) = injected(&asked, &template(), &Extras::default()).unwrap();
-    let envoy = &out["spec"]["containers"][1];
+    let envoy = &out["spec"]["initContainers"][0];
     assert_eq!(envoy["name"], "envoy");
     assert_eq!(envoy["resources"]["requests"]["cpu"], "500m");
     assert_eq!(
@@ -201,7 +201,7 @@ fn overrides_apply_to_native_sidecars_and_the_injectors_env_wins() {
         &extras,
     )
     .unwrap();
-    let envoy = &out["spec"]["containers"][1];
+    let envoy = &out["spec"]["initContainers"][0];
     assert_eq!(envoy["env"], json!([{"name": "LOG_LEVEL", "value": "error"}]));
     assert_eq!(envoy["resources"]["requests"]["cpu"], "1");
 }

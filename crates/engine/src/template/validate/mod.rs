@@ -25,7 +25,7 @@ use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::Volume;
 
-pub use version::{KubeVersion, VersionError};
+pub use version::{KubeVersion, NATIVE_SIDECAR_KUBELET_MINOR, VersionError};
 pub use walk::ValueError;
 use walk::Walk;
 

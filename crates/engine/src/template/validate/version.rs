@@ -24,6 +24,9 @@ pub enum VersionError {
     Unsupported { found: String },
 }
 
+/// The first kubelet minor version (1.29) that runs native sidecars by default.
+pub const NATIVE_SIDECAR_KUBELET_MINOR: u16 = 29;
+
 impl KubeVersion {
     /// The oldest Kubernetes this project supports (README).
     pub const OLDEST: KubeVersion = KubeVersion { minor: 31 };
@@ -51,6 +54,14 @@ impl KubeVersion {
         }
         let version = KubeVersion { minor };
         Ok((version, version.newer_than_rules()))
+    }
+
+    /// Whether every kubelet this API server may have runs native sidecars: they are on by
+    /// default since kubelet 1.29, and the version skew policy lets kubelets lag the API
+    /// server by three minor versions, so only a 1.31 control plane may have nodes that
+    /// cannot.
+    pub fn kubelets_run_native_sidecars(self) -> bool {
+        self.minor >= NATIVE_SIDECAR_KUBELET_MINOR + 3
     }
 
     /// The release whose rules this version is checked with: itself, or `NEWEST` for a
