@@ -396,10 +396,10 @@ async fn run(suite: &Suite) -> TierResult {
     // webhook would): `--drift` names it alone, nothing owning it.
     kubectl_apply(&[pod_doc(&plain, "bare", json!({ INJECT: "true" }), app_spec())]).await;
     let bare = plain_ns.pods.get("bare").await.expect("the bare Pod");
-    let inits = bare.spec.expect("a spec").init_containers.unwrap_or_default();
-    let envoy = inits.iter().position(|c| c.name == "envoy").expect("the injected native sidecar");
+    let containers = bare.spec.expect("a spec").containers;
+    let envoy = containers.iter().position(|c| c.name == "envoy").expect("the injected sidecar");
     let rewrite = format!(
-        r#"[{{"op":"replace","path":"/spec/initContainers/{envoy}/image","value":"mirror.example/envoy:1"}}]"#
+        r#"[{{"op":"replace","path":"/spec/containers/{envoy}/image","value":"mirror.example/envoy:1"}}]"#
     );
     let patched = kubectl(&["patch", "pod", "bare", "-n", &plain, "--type=json", "-p", &rewrite], None).await;
     assert!(patched.status.success(), "{}", String::from_utf8_lossy(&patched.stderr));
