@@ -42,11 +42,12 @@ impl fmt::Display for Level {
 }
 
 /// The version of the standards a namespace pins: `latest`, or `v1.MINOR`, whose rules are
-/// those that release applied (a rule added later is not applied to it).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+/// those that release applied (a rule added later is not applied to it). Ordered oldest
+/// first, `latest` last.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum PolicyVersion {
-    Latest,
     V1(u32),
+    Latest,
 }
 
 impl PolicyVersion {
@@ -90,7 +91,7 @@ impl Serialize for PolicyVersion {
 }
 
 /// A level at a version: what one mode of a namespace applies (`restricted:latest`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
 pub struct LevelVersion {
     pub level: Level,
     pub version: PolicyVersion,
