@@ -122,6 +122,76 @@ fn check_f_explains_a_file_without_a_cluster() {
     assert_eq!(report["pods"].as_array().unwrap().len(), 3, "{report}");
 }
 
+/// A Namespace the file declares gives its Pod Security labels: the default template meets
+/// restricted, `classic` does not, and the Pod the level would refuse once injected fails
+/// the check, each field named.
+#[test]
+fn check_f_names_the_pod_security_a_declared_namespace_enforces() {
+    let home = tempfile::tempdir().unwrap();
+    let manifest = "\
+apiVersion: v1
+kind: Namespace
+metadata:
+  name: apps
+  labels:
+    pod-security.kubernetes.io/enforce: restricted
+    pod-security.kubernetes.io/warn: baseline
+---
+apiVersion: v1
+kind: Pod
+metadata:
+  name: web
+  namespace: apps
+  annotations: {sidecar.samplecrd.k8s.io/inject: \"true\"}
+spec:
+  containers: [{name: web, image: web, ports: [{containerPort: 8080}]}]
+---
+apiVersion: v1
+kind: Pod
+metadata:
+  name: legacy
+  namespace: apps
+  annotations: {sidecar.samplecrd.k8s.io/inject: \"true\", sidecar.samplecrd.k8s.io/template: classic}
+spec:
+  securityContext: {runAsNonRoot: true}
+  containers: [{name: legacy, image: legacy}]
+";
+    write(home.path(), "apps.yaml", manifest);
+    let out = without_cluster(home.path(), &["check", "-f", "apps.yaml"]);
+    let stdout = text(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{stdout}");
+    for expected in [
+        "      pod security: namespace `apps`: enforce restricted:latest, warn baseline:latest, audit not set; what template `config` adds meets restricted\n",
+        "      pod security: namespace `apps`: enforce restricted:latest, warn baseline:latest, audit not set; what template `classic` adds meets baseline, not restricted\n",
+        "      pod security: it breaks enforce restricted:latest: the API server refuses the injected Pod:\n",
+        "        container `envoy` of template `classic`: `securityContext.capabilities.drop`: restricted expects a list holding ALL, found none\n",
+        "        container `envoy` of template `classic`: `securityContext.seccompProfile.type`: restricted expects RuntimeDefault or Localhost, on the container or the Pod, found none, and the Pod's securityContext sets no seccompProfile\n",
+        "        container `envoy` of template `classic`: `securityContext.allowPrivilegeEscalation`: restricted expects false, found none\n",
+        "Result: UNHEALTHY (1 Pod(s) would be denied, 1 of them by Pod Security once injected)",
+    ] {
+        assert!(stdout.contains(expected), "expected {expected:?} in:\n{stdout}");
+    }
+    // The Pod's own runAsNonRoot: true meets that rule for the sidecar.
+    assert!(!stdout.contains("runAsNonRoot"), "{stdout}");
+
+    let out = without_cluster(home.path(), &["check", "-f", "apps.yaml", "-o", "json"]);
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).expect("-o json prints JSON");
+    assert_eq!(report["healthy"], false);
+    let legacy = &report["pods"][1]["podSecurity"];
+    assert_eq!(legacy["meets"], "baseline", "{legacy}");
+    assert_eq!(legacy["modes"][0]["mode"], "enforce");
+    assert_eq!(legacy["modes"][0]["met"], false);
+    assert_eq!(
+        legacy["modes"][0]["findings"][2],
+        serde_json::json!({
+            "template": "classic", "level": "restricted", "control": "allowPrivilegeEscalation",
+            "place": {"container": "envoy"}, "field": "securityContext.allowPrivilegeEscalation",
+            "expected": "false", "found": "none",
+        })
+    );
+    assert_eq!(report["pods"][0]["podSecurity"]["meets"], "restricted");
+}
+
 /// Exit code 1 when a Pod would be denied, from the template given with `--config`.
 #[test]
 fn check_f_exit_code_follows_the_pod_decisions() {

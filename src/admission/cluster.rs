@@ -1,5 +1,8 @@
 //! What admission reads of the cluster: Namespace labels and Networks from the shared
-//! cache. Never an API call: lookups are in memory.
+//! cache, for Pods and for the template ConfigMap's Pod Security warnings. Never an API
+//! call: lookups are in memory.
+
+use std::collections::BTreeMap;
 
 use kube::ResourceExt;
 use kube::runtime::reflector::ObjectRef;
@@ -8,6 +11,9 @@ use crate::cache::Stores;
 use crate::inject::ClusterView;
 use crate::inject::join::Lookup;
 use crate::inject::policy::{self, NamespaceOptIn};
+use crate::template::pod_security::Mode;
+
+use super::validate::EnforcingNamespaces;
 
 impl ClusterView for Stores {
     fn namespace_opt_in(&self, namespace: &str) -> NamespaceOptIn {
@@ -26,5 +32,17 @@ impl ClusterView for Stores {
             Some(network) => Lookup::Found(network.join_view()),
             None => Lookup::Missing,
         }
+    }
+}
+
+impl EnforcingNamespaces for Stores {
+    fn enforcing(&self) -> Vec<(String, BTreeMap<String, String>)> {
+        let label = Mode::Enforce.level_label();
+        self.namespaces
+            .state()
+            .iter()
+            .filter(|ns| ns.labels().contains_key(&label))
+            .map(|ns| (ns.name_any(), ns.labels().clone()))
+            .collect()
     }
 }

@@ -5,10 +5,19 @@
 //! `envoy-injector` for that one ConfigMap, CREATE and UPDATE, `failurePolicy: Ignore`:
 //! the reload path (keep the last good templates) stays the safety net.
 //!
+//! A ConfigMap that parses is admitted, with a warning for each template whose additions
+//! break the Pod Security level a namespace enforces (`template::pod_security`), naming
+//! those namespaces: a Pod there that gets the template is refused by the API server. The
+//! namespaces counted are those a Pod can get the template in: every one the cache holds
+//! but `kube-system`, the injector's own (the ConfigMap's) and those labelled
+//! `sidecar.samplecrd.k8s.io/inject=disabled`, since any Pod may name any template by
+//! annotation.
+//!
 //! Pure like the rest of `admission`: body bytes in, review bytes out, no API call, no side
 //! effect, so a `dryRun` request is answered exactly like a real one.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 
 use kube::core::admission::Operation;
 use serde_json::Value;
@@ -19,19 +28,54 @@ use serde::Deserialize;
 use super::answer::Answer;
 use super::review::RequestError;
 use super::review::{self, RequestIn};
+use crate::inject::{NAMESPACE_LABEL, NAMESPACE_OPT_OUT};
+use crate::template::pod_security::{self, Control, LevelVersion, NamespacePolicy};
 use crate::template::{KubeVersion, TemplateSet};
 
+/// How many namespaces a warning names before `and N more`.
+const NAMED_NAMESPACES: usize = 3;
+
+/// What `/validate` reads of Namespaces: those whose labels set a Pod Security `enforce`
+/// level, with their labels (the cache's store in cluster mode).
+pub trait EnforcingNamespaces: Send + Sync {
+    fn enforcing(&self) -> Vec<(String, BTreeMap<String, String>)>;
+}
+
+/// Namespace labels by name (tests).
+impl EnforcingNamespaces for BTreeMap<String, BTreeMap<String, String>> {
+    fn enforcing(&self) -> Vec<(String, BTreeMap<String, String>)> {
+        self.iter()
+            .filter(|(_, labels)| labels.contains_key(&pod_security::Mode::Enforce.level_label()))
+            .map(|(name, labels)| (name.clone(), labels.clone()))
+            .collect()
+    }
+}
+
 /// The ValidatingWebhookConfiguration's handler: AdmissionReviews of the template
-/// ConfigMap in, allowed or denied (with the parse error) out.
-#[derive(Debug, Default, Clone, Copy)]
+/// ConfigMap in, allowed (with warnings) or denied (with the parse error) out.
+#[derive(Clone, Default)]
 pub struct TemplateValidation {
     /// The API server's version: the value rules its Pods are checked with.
     version: KubeVersion,
+    /// The Namespaces whose Pod Security levels the templates are judged against; none
+    /// (`serve --standalone`): no Pod Security warning.
+    namespaces: Option<Arc<dyn EnforcingNamespaces>>,
 }
 
 impl TemplateValidation {
     pub fn new(version: KubeVersion) -> TemplateValidation {
-        TemplateValidation { version }
+        TemplateValidation {
+            version,
+            namespaces: None,
+        }
+    }
+
+    /// Warns of templates that break the Pod Security level one of `namespaces` enforces.
+    pub fn with_namespaces(self, namespaces: Arc<dyn EnforcingNamespaces>) -> TemplateValidation {
+        TemplateValidation {
+            namespaces: Some(namespaces),
+            ..self
+        }
     }
 
     /// Answers one HTTP body. `Ok` is a JSON AdmissionReview to send with status 200;
@@ -46,7 +90,7 @@ impl TemplateValidation {
             dry_run = request.dry_run.unwrap_or(false),
         );
         let _entered = span.enter();
-        Ok(decide(&request, body, self.version).encode(&request.uid))
+        Ok(decide(&request, body, self.version, self.namespaces.as_deref()).encode(&request.uid))
     }
 }
 
@@ -63,7 +107,12 @@ struct ConfigMapRequest {
     object: Option<Value>,
 }
 
-fn decide(request: &RequestIn, body: &[u8], version: KubeVersion) -> Answer {
+fn decide(
+    request: &RequestIn,
+    body: &[u8],
+    version: KubeVersion,
+    namespaces: Option<&dyn EnforcingNamespaces>,
+) -> Answer {
     let is_configmap = request.kind.group.is_empty() && request.kind.kind == "ConfigMap";
     let writes = matches!(request.operation, Operation::Create | Operation::Update);
     let name = request.name.as_deref().unwrap_or_default();
@@ -85,7 +134,8 @@ fn decide(request: &RequestIn, body: &[u8], version: KubeVersion) -> Answer {
             "expected `request.object` to hold ConfigMap {name} being written, found none"
         ));
     };
-    let source = format!("{}/{name}", request.namespace.as_deref().unwrap_or_default());
+    let injector_namespace = request.namespace.as_deref().unwrap_or_default();
+    let source = format!("{injector_namespace}/{name}");
     let data = match object.get("data") {
         None | Some(Value::Null) => BTreeMap::new(),
         Some(data) => match serde_json::from_value::<BTreeMap<String, String>>(data.clone()) {
@@ -99,11 +149,93 @@ fn decide(request: &RequestIn, body: &[u8], version: KubeVersion) -> Answer {
     };
     match TemplateSet::from_data(&source, &data, version) {
         Ok(set) => {
-            info!(configmap = %source, templates = ?set.names().collect::<Vec<_>>(), "templates parse; admitting");
-            Answer::allow(Vec::new())
+            let warnings = match namespaces {
+                Some(namespaces) => {
+                    // By name, so that the few named are the same on every replica.
+                    let mut enforcing = namespaces.enforcing();
+                    enforcing.sort();
+                    pod_security_warnings(&set, injector_namespace, &enforcing)
+                }
+                None => Vec::new(),
+            };
+            info!(
+                configmap = %source,
+                templates = ?set.names().collect::<Vec<_>>(),
+                warnings = warnings.len(),
+                "templates parse; admitting"
+            );
+            Answer::allow(warnings)
         }
         Err(err) => Answer::deny(err.to_string()),
     }
+}
+
+/// One warning per template and level it breaks where a namespace enforces that level
+/// and a Pod can get the template (not `kube-system`, not the injector's own namespace, not
+/// opted out), naming the first namespaces and the controls; judged without a Pod, so
+/// what a Pod's own securityContext can meet is said as such.
+fn pod_security_warnings(
+    set: &TemplateSet,
+    injector_namespace: &str,
+    namespaces: &[(String, BTreeMap<String, String>)],
+) -> Vec<String> {
+    let mut enforced: BTreeMap<LevelVersion, Vec<&str>> = BTreeMap::new();
+    for (name, labels) in namespaces {
+        let excluded = name == "kube-system"
+            || name == injector_namespace
+            || labels.get(NAMESPACE_LABEL).map(String::as_str) == Some(NAMESPACE_OPT_OUT);
+        if !excluded {
+            let applied = NamespacePolicy::from_labels(labels).enforce.applied;
+            enforced.entry(applied).or_default().push(name);
+        }
+    }
+    let mut warnings = Vec::new();
+    for name in set.names() {
+        let Some(template) = set.get(name) else { continue };
+        for (applied, names) in &enforced {
+            let findings = pod_security::judge(name, &template.spec, *applied, None);
+            if findings.is_empty() {
+                continue;
+            }
+            let controls: BTreeSet<Control> = findings.iter().map(|f| f.control).collect();
+            warnings.push(warning(name, *applied, names, &controls));
+        }
+    }
+    warnings
+}
+
+fn warning(template: &str, applied: LevelVersion, namespaces: &[&str], controls: &BTreeSet<Control>) -> String {
+    let mut named: Vec<String> = namespaces
+        .iter()
+        .take(NAMED_NAMESPACES)
+        .map(|n| format!("`{n}`"))
+        .collect();
+    if namespaces.len() > NAMED_NAMESPACES {
+        named.push(format!("{} more", namespaces.len() - NAMED_NAMESPACES));
+    }
+    let named = match named.split_last() {
+        Some((last, rest)) if !rest.is_empty() => format!("{} and {last}", rest.join(", ")),
+        _ => named.concat(),
+    };
+    let plural = if namespaces.len() == 1 {
+        "namespace"
+    } else {
+        "namespaces"
+    };
+    // What a Pod's own securityContext can meet for every container.
+    let pod_level = |c: &Control| matches!(c, Control::RunAsNonRoot | Control::Seccomp);
+    let (maybe, always): (Vec<&Control>, Vec<&Control>) = controls.iter().partition(|c| pod_level(c));
+    let mut broken = always.iter().map(|c| c.name()).collect::<Vec<_>>().join(", ");
+    if !maybe.is_empty() {
+        let maybe = maybe.iter().map(|c| c.name()).collect::<Vec<_>>().join(", ");
+        broken = match broken.is_empty() {
+            true => format!("{maybe}, unless the Pod's own securityContext meets them"),
+            false => format!("{broken}; {maybe}, unless the Pod's own securityContext meets them"),
+        };
+    }
+    format!(
+        "template `{template}` breaks Pod Security {applied}, enforced in {plural} {named}: a Pod there that gets it is refused ({broken}); `envoy-injector check` names each field"
+    )
 }
 
 #[cfg(test)]
@@ -307,6 +439,77 @@ mod tests {
         let response = answer(&review("CREATE", "ConfigMap", crate::NAME, json!({"config": 3}), false));
         let message = response["status"]["message"].as_str().unwrap();
         assert!(message.contains("expected `data` to map keys"), "{message}");
+    }
+
+    /// A ConfigMap whose template breaks the level namespaces enforce is admitted with a
+    /// warning naming them, a few by name; namespaces a Pod cannot get the template in
+    /// are not counted; without Namespaces (standalone) nothing is said.
+    #[test]
+    fn a_template_breaking_an_enforced_level_is_admitted_with_a_warning_naming_the_namespaces() {
+        let enforce = |level: &str| ("pod-security.kubernetes.io/enforce".to_string(), level.to_string());
+        let mut namespaces: BTreeMap<String, BTreeMap<String, String>> =
+            ["a", "b", "c", "d", "e", "kube-system", "mesh"]
+                .into_iter()
+                .map(|name| (name.to_string(), BTreeMap::from([enforce("restricted")])))
+                .collect();
+        namespaces.insert(
+            "opted-out".into(),
+            BTreeMap::from([
+                enforce("restricted"),
+                (NAMESPACE_LABEL.to_string(), "disabled".to_string()),
+            ]),
+        );
+        namespaces.insert("base".into(), BTreeMap::from([enforce("baseline")]));
+        namespaces.insert("plain".into(), BTreeMap::new());
+        let validation = TemplateValidation::new(KubeVersion::NEWEST).with_namespaces(Arc::new(namespaces));
+        let data = json!({
+            "config": crate::template::EMBEDDED_DEFAULT,
+            "classic": crate::template::EMBEDDED_CLASSIC,
+            "node": "containers:\n- name: proxy\n  image: envoy\n  volumeMounts: [{name: run, mountPath: /run/x}]\nvolumes:\n- {name: run, hostPath: {path: /run}}\n",
+        });
+        let body = review("UPDATE", "ConfigMap", crate::NAME, data, false);
+        let bytes = validation.handle(&body).unwrap();
+        let response = serde_json::from_slice::<Value>(&bytes).unwrap()["response"].clone();
+        assert_eq!(response["allowed"], true, "{response}");
+        let warnings: Vec<&str> = response["warnings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|w| w.as_str().unwrap())
+            .collect();
+        assert_eq!(
+            warnings,
+            [
+                "template `classic` breaks Pod Security restricted:latest, enforced in namespaces `a`, `b`, `c` and 2 more: a Pod there that gets it is refused (capabilities, allowPrivilegeEscalation; seccomp, runAsNonRoot, unless the Pod's own securityContext meets them); `envoy-injector check` names each field",
+                "template `node` breaks Pod Security baseline:latest, enforced in namespace `base`: a Pod there that gets it is refused (hostPath volumes); `envoy-injector check` names each field",
+                "template `node` breaks Pod Security restricted:latest, enforced in namespaces `a`, `b`, `c` and 2 more: a Pod there that gets it is refused (capabilities, volume types, allowPrivilegeEscalation; seccomp, runAsNonRoot, unless the Pod's own securityContext meets them); `envoy-injector check` names each field",
+            ]
+        );
+        // The same body without Namespaces to judge against: admitted, nothing said.
+        let response = answer(&body);
+        assert_eq!(response["allowed"], true);
+        assert!(
+            response
+                .get("warnings")
+                .is_none_or(|w| w.as_array().is_some_and(Vec::is_empty)),
+            "{response}"
+        );
+        // A ConfigMap of templates that meet every level: no warning.
+        let body = review(
+            "UPDATE",
+            "ConfigMap",
+            crate::NAME,
+            json!({"config": crate::template::EMBEDDED_DEFAULT}),
+            false,
+        );
+        let bytes = validation.handle(&body).unwrap();
+        let response = serde_json::from_slice::<Value>(&bytes).unwrap()["response"].clone();
+        assert!(
+            response
+                .get("warnings")
+                .is_none_or(|w| w.as_array().is_some_and(Vec::is_empty)),
+            "{response}"
+        );
     }
 
     #[test]

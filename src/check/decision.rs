@@ -7,7 +7,9 @@ use k8s_openapi::api::admissionregistration::v1::MutatingWebhook;
 use serde_json::Value;
 
 use super::cel;
-use super::report::{Call, OverrideReport, PathReport, PodReport, Rule, TemplateRef, Verdict, WebhookMatch};
+use super::report::{
+    Call, OverrideReport, PathReport, PodReport, PodSecurityReport, Rule, TemplateRef, Verdict, WebhookMatch,
+};
 use crate::cluster::injection::Policies;
 use crate::cluster::snapshot::{Snapshot, Subject};
 use crate::inject::join::Lookup;
@@ -110,6 +112,7 @@ fn explain_compiled(
         path: None,
         warnings: Vec::new(),
         drift: Vec::new(),
+        pod_security: None,
     };
     let seen = Seen {
         snapshot: cluster,
@@ -170,7 +173,24 @@ fn explain_compiled(
         ));
     }
     out.warnings.extend(warnings);
+    out.pod_security = pod_security(subject, &out, installed, cluster);
     out
+}
+
+/// A Pod that would be injected, or is, by a template the injector has: the Pod Security
+/// its namespace asks for and what the template's additions do to it.
+fn pod_security(
+    subject: &Subject,
+    out: &PodReport,
+    installed: &Installed<'_>,
+    cluster: &Snapshot,
+) -> Option<PodSecurityReport> {
+    if !(out.verdict == Verdict::Inject || out.rule == Rule::AlreadyInjected) {
+        return None;
+    }
+    let template = installed.templates.ok()?.get(&out.template.as_ref()?.name)?;
+    let offline = matches!(installed.webhooks, Webhooks::Offline);
+    Some(super::pod_security::judge(subject, template, cluster, offline))
 }
 
 /// The cluster as the decision sees it: offline (`check -f`), Networks are not known.

@@ -19,6 +19,7 @@
 //! | `decision` | pure: one Pod → verdict, the rule that decided, template, collisions |
 //! | `cel` | pure: a webhook's CEL `matchConditions` |
 //! | `missing` | pure: opted-in Pods without the sidecar → grouped by workload, with the fix and the likely reason |
+//! | `pod_security` | pure: the Pod Security level a Pod's namespace asks for, and whether what its template adds meets it |
 //! | `report` | the report's types: the whole, and each Pod's verdict |
 //! | `render` | the report as text (JSON is its serde form) |
 //!
@@ -28,6 +29,7 @@
 pub mod cel;
 pub mod decision;
 pub mod missing;
+pub mod pod_security;
 pub mod render;
 pub mod report;
 
@@ -111,7 +113,7 @@ pub fn unreadable(documents: &[crate::offline::ManifestObject]) -> Vec<String> {
 
 /// What `check -f` cannot know without a cluster, said once in its report.
 pub const OFFLINE_UNKNOWN: &str = "no cluster consulted, so these are not known: the namespaces' labels \
-     (namespace-wide opt-in, the namespace's template), but for the Namespaces the file declares, the deployed \
+     (namespace-wide opt-in, the namespace's template, Pod Security), but for the Namespaces the file declares, the deployed \
      webhook configuration (taken to send every Pod that opted in, as the shipped one does), Networks \
      (whether one a Pod joins exists and is Ready) and the installation's health";
 

@@ -4,10 +4,11 @@
 use std::fmt::Write as _;
 
 use super::Report;
-use super::report::{Call, PathReport, PodReport, Verdict};
+use super::report::{Call, NamespaceLabels, PathReport, PodReport, PodSecurityReport, Verdict};
 use crate::cluster::health::Status;
 use crate::cluster::injection::VALIDATING;
 use crate::policies::Path;
+use crate::template::pod_security::{Level, Mode};
 
 fn status(status: Status) -> &'static str {
     match status {
@@ -47,6 +48,9 @@ fn pod(out: &mut String, report: &PodReport) {
     for value in &report.values {
         let _ = writeln!(out, "      value: {value}");
     }
+    if let Some(security) = &report.pod_security {
+        pod_security(out, security);
+    }
     for asked in &report.overrides {
         let verdict = if asked.applied { "applied" } else { "REFUSED" };
         let _ = writeln!(
@@ -71,6 +75,79 @@ fn pod(out: &mut String, report: &PodReport) {
     }
     for difference in &report.drift {
         let _ = writeln!(out, "      DRIFT: {difference}");
+    }
+}
+
+/// The namespace's Pod Security modes and what the template's additions do to them: one
+/// line when nothing is broken, else each broken mode with its fields (a mode at the level
+/// and version of one above is not listed twice).
+fn pod_security(out: &mut String, report: &PodSecurityReport) {
+    let namespace = &report.namespace;
+    let asks = match report.labels {
+        NamespaceLabels::Unknown => {
+            format!("namespace `{namespace}` is not declared in the file (its labels are the cluster's)")
+        }
+        NamespaceLabels::NotFound => {
+            format!("namespace `{namespace}` is not found (the Pod Security labels it is created with decide)")
+        }
+        NamespaceLabels::Known
+            if report
+                .modes
+                .iter()
+                .all(|m| !m.policy.labelled && m.policy.unreadable.is_empty()) =>
+        {
+            format!(
+                "namespace `{namespace}` sets no Pod Security label (enforce privileged, the API server's default unless its AdmissionConfiguration sets another)"
+            )
+        }
+        NamespaceLabels::Known => {
+            let modes: Vec<String> = report
+                .modes
+                .iter()
+                .map(|m| match m.policy.labelled {
+                    true => format!("{} {}", m.policy.mode, m.policy.applied),
+                    false => format!("{} not set", m.policy.mode),
+                })
+                .collect();
+            format!("namespace `{namespace}`: {}", modes.join(", "))
+        }
+    };
+    let meets = match report.meets {
+        Level::Restricted => String::from("restricted"),
+        Level::Baseline => String::from("baseline, not restricted"),
+        Level::Privileged => String::from("neither baseline nor restricted"),
+    };
+    let _ = writeln!(
+        out,
+        "      pod security: {asks}; what template `{}` adds meets {meets}",
+        report.template
+    );
+    for mode in &report.modes {
+        for unreadable in &mode.policy.unreadable {
+            let _ = writeln!(out, "      pod security: {unreadable}");
+        }
+    }
+    let mut listed = Vec::new();
+    for mode in report.modes.iter().filter(|m| !m.met) {
+        let does = match mode.policy.mode {
+            Mode::Enforce => "the API server refuses the injected Pod",
+            Mode::Warn => "the API server warns whoever creates it",
+            Mode::Audit => "the API server notes it in its audit log",
+        };
+        let applied = mode.policy.applied;
+        let again = listed.contains(&applied);
+        let _ = writeln!(
+            out,
+            "      pod security: it breaks {} {applied}: {does}{}",
+            mode.policy.mode,
+            if again { " (the fields above)" } else { ":" }
+        );
+        if !again {
+            for finding in &mode.findings {
+                let _ = writeln!(out, "        {finding}");
+            }
+            listed.push(applied);
+        }
     }
 }
 
@@ -174,17 +251,26 @@ pub fn text(report: &Report) -> String {
     let failed = report.checks.iter().filter(|c| c.status == Status::Fail).count();
     let warned = report.checks.iter().filter(|c| c.status == Status::Warn).count();
     let denied = report.pods.iter().filter(|p| p.is_problem()).count();
+    let by_pod_security = report
+        .pods
+        .iter()
+        .filter(|p| p.verdict == Verdict::Inject && p.refused_by_pod_security())
+        .count();
+    let denied = match by_pod_security {
+        0 => format!("{denied} Pod(s) would be denied"),
+        n => format!("{denied} Pod(s) would be denied, {n} of them by Pod Security once injected"),
+    };
     let result = if report.healthy { "healthy" } else { "UNHEALTHY" };
     let unreadable = match report.unreadable.len() {
         0 => String::new(),
         n => format!(", {n} document(s) not explained"),
     };
     let _ = if report.offline.is_some() {
-        writeln!(out, "\nResult: {result} ({denied} Pod(s) would be denied{unreadable})")
+        writeln!(out, "\nResult: {result} ({denied}{unreadable})")
     } else {
         writeln!(
             out,
-            "\nResult: {result} ({failed} check(s) failed, {warned} warning(s), {denied} Pod(s) would be denied{unreadable})"
+            "\nResult: {result} ({failed} check(s) failed, {warned} warning(s), {denied}{unreadable})"
         )
     };
     out

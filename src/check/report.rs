@@ -10,6 +10,7 @@ use crate::cluster::drift::{Difference, DriftedPod};
 use crate::cluster::health::{Check, Status};
 use crate::cluster::stale::StaleGroup;
 use crate::policies::Path;
+use crate::template::pod_security::{Finding, Level, ModePolicy};
 
 /// Everything `check` found. `-o json` prints exactly this.
 #[derive(Debug, Clone, Serialize)]
@@ -173,13 +174,71 @@ pub struct PodReport {
     /// what the template makes of it (filled in by `check` from the stored Pod).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub drift: Vec<Difference>,
+    /// The Pod Security its namespace asks for and whether what the template adds meets
+    /// it (a Pod that would be injected, or is, by a template the injector has).
+    #[serde(rename = "podSecurity", skip_serializing_if = "Option::is_none")]
+    pub pod_security: Option<PodSecurityReport>,
 }
 
 impl PodReport {
-    /// A Pod that would be refused is something wrong; one that is simply not injected is not.
+    /// A Pod that would be refused is something wrong, by the injector or, once injected,
+    /// by the level its namespace enforces; one that is simply not injected is not.
     pub fn is_problem(&self) -> bool {
-        self.verdict == Verdict::Deny
+        self.verdict == Verdict::Deny || (self.verdict == Verdict::Inject && self.refused_by_pod_security())
     }
+
+    /// Whether the API server's Pod Security admission refuses the Pod once the template's
+    /// additions are in it.
+    pub fn refused_by_pod_security(&self) -> bool {
+        self.pod_security.as_ref().is_some_and(PodSecurityReport::refused)
+    }
+}
+
+/// What is known of a namespace's labels.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum NamespaceLabels {
+    /// Read from the cluster or declared in the file.
+    Known,
+    /// The namespace was not found in the cluster: the labels it is created with decide.
+    NotFound,
+    /// No cluster consulted and the file does not declare it.
+    Unknown,
+}
+
+/// The Pod Security level a Pod's namespace asks for, per mode, and whether what its
+/// template adds meets it, field by field.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PodSecurityReport {
+    pub namespace: String,
+    pub labels: NamespaceLabels,
+    /// `enforce`, `warn` and `audit`, each with whether the additions meet it (none when
+    /// the labels are not known).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub modes: Vec<ModeReport>,
+    pub template: String,
+    /// The strictest level the additions meet, at the version `enforce` pins.
+    pub meets: Level,
+}
+
+impl PodSecurityReport {
+    /// Whether the level `enforce` applies is broken: the API server refuses the Pod.
+    pub fn refused(&self) -> bool {
+        self.modes
+            .iter()
+            .any(|m| m.policy.mode == crate::template::pod_security::Mode::Enforce && !m.met)
+    }
+}
+
+/// One mode of the namespace and what the template's additions do to it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ModeReport {
+    #[serde(flatten)]
+    pub policy: ModePolicy,
+    pub met: bool,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub findings: Vec<Finding>,
 }
 
 /// Which path acts on an opted-in Pod: the policy and its binding, or the webhook and why

@@ -150,7 +150,7 @@ async fn run_cluster(args: ServeArgs) -> Result<(), ServeError> {
             Admission::new(templates.clone(), Arc::new(cache.stores.clone()), metrics.clone())
                 .with_annotation_opt_in(annotation_opt_in(&args)),
         ),
-        validation: TemplateValidation::new(version),
+        validation: TemplateValidation::new(version).with_namespaces(Arc::new(cache.stores.clone())),
         registry: Arc::new(registry),
         metrics: metrics.clone(),
         readiness,

@@ -170,7 +170,7 @@ pub async fn start(config: ServerConfig, tls: TlsSource, state: AppState) -> Res
 pub fn webhook_router(config: &ServerConfig, state: &AppState) -> axum::Router {
     webhook::router(Arc::new(webhook::WebhookState {
         admission: state.admission.clone(),
-        validation: state.validation,
+        validation: state.validation.clone(),
         metrics: state.metrics.clone(),
         max_body_bytes: config.max_body_bytes,
         request_timeout: config.request_timeout,

@@ -62,7 +62,7 @@ async fn mutate(State(state): State<Arc<WebhookState>>, request: Request) -> Res
 }
 
 async fn validate(State(state): State<Arc<WebhookState>>, request: Request) -> Response {
-    let validation = state.validation;
+    let validation = state.validation.clone();
     review(state, request, "validate", move |body| validation.handle(body)).await
 }
 

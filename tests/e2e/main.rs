@@ -14,6 +14,7 @@
 //! | `local` | `serve` here behind a `url:` webhook: controller and admission (see the file) |
 //! | `validate` | the shipped validating webhook at `kubectl apply` time: a broken template ConfigMap refused with the reload path's message, a good one admitted, the webhook down lets applies through |
 //! | `values` | the value rules against the API server: for each template of `tests/fixtures/template-values.yaml`, the injector's verdict equals a server-side dry run's of a Pod holding it |
+//! | `pod_security` | the Pod Security rules against the API server: for each template of `tests/fixtures/pod-security.yaml` and each level and version it names, the controls the injector finds in the template's additions equal those Pod Security admission names for a server-side dry run of a Pod holding them, in a namespace enforcing that level |
 //! | `check` | `envoy-injector check` on scenarios built in the cluster (every decision rule, injected Pods, the upgrade of the default template: new Pods get the new sidecar and `--stale` lists the Deployment on the old one, a foreign `caBundle`, an expired certificate, a Service without endpoints; the compiled admission policies applied: the path of each Pod, `--missing`, a policy deleted or out of step) against `tests/golden/check/` |
 //! | `missing` | opted-in Pods created while no webhook configuration exists (and before their namespace's label): counted by `envoy_injector_pods_uninjected` of a running `serve`, listed by `check --missing` (JSON, text, exit 1) with the reason and the fix; the printed fixes run: the gauge drops to 0, exit 0; `--watch-uninjected=false`: no series |
 //! | `overrides` | `serve` here in cluster mode: a namespace's template label picks the template; a Deployment's `override.memory-limit` lands on each Pod and in the status; `override.cpu-request: "8"` denied with annotation, value, bound and template; a label naming no template denies |
@@ -76,6 +77,7 @@ tiers![
     local,
     validate,
     values,
+    pod_security,
     check,
     missing,
     overrides,

@@ -5,7 +5,9 @@
 //! and line), with `--dry-run=server` too; a good one is admitted; an update to a broken one
 //! is refused and the good one stays; another ConfigMap is none of the webhook's business;
 //! with the webhook down the apply goes through (`failurePolicy: Ignore`: the reload path is
-//! the safety net).
+//! the safety net). Then `serve` in cluster mode behind the same configuration: a ConfigMap
+//! holding `classic` is admitted, and `kubectl apply` prints the warning that it breaks the
+//! Pod Security level a namespace of the cluster enforces, naming it.
 
 use envoy_injector::template::TemplateSet;
 use envoy_injector::tls;
@@ -137,6 +139,8 @@ async fn run(suite: &Suite) -> TierResult {
         describe_output(&out)
     );
 
+    pod_security_warning(suite, &scope, &ns, &config_name).await;
+
     // Webhook down: failurePolicy Ignore lets the apply through.
     serve.terminate().await;
     let out = kubectl(&for_real, Some(&broken)).await;
@@ -147,4 +151,75 @@ async fn run(suite: &Suite) -> TierResult {
     );
     step!("with the webhook down, a broken template is applied (failurePolicy Ignore)");
     Ok(String::new())
+}
+
+/// `serve` in cluster mode (it reads Namespaces from its cache) behind the configuration
+/// `config_name`: a ConfigMap adding `classic` is admitted with `kubectl apply` printing the
+/// warning that it breaks `restricted`, which a namespace of the cluster enforces.
+async fn pod_security_warning(suite: &Suite, scope: &Scope, ns: &TestNs, config_name: &str) {
+    suite.install_network_crd().await;
+    let restricted = TestNs::create(
+        &suite.client,
+        scope,
+        "validate-restricted",
+        &[("pod-security.kubernetes.io/enforce", "restricted")],
+    )
+    .await;
+    let certs = tls::generate(INJECTOR_NAME, &ns.name, &["127.0.0.1".to_string()], 1).expect("test certificates");
+    let (serve, webhook) = serve_on_loopback(
+        "validate-cluster",
+        &certs,
+        &[
+            "--namespace",
+            &ns.name,
+            "--network-backend",
+            "none",
+            "--identity",
+            "validate-test-replica",
+            "--watch-uninjected=false",
+        ],
+    )
+    .await;
+    serve.wait_ready().await;
+    kubectl_apply(&[shipped_webhooks_at(
+        "manifests/validating-webhook.yaml",
+        config_name,
+        &format!("https://{webhook}/validate"),
+        certs.ca.cert_pem.as_bytes(),
+        &[&ns.name],
+    )])
+    .await;
+
+    let mut both = in_namespace(&configmap_object(INJECTOR_NAME, envoy_injector::template::EMBEDDED_DEFAULT), &ns.name);
+    both["data"]["classic"] = serde_json::json!(envoy_injector::template::EMBEDDED_CLASSIC);
+    let both = both.to_string();
+    let expected = "Warning: template `classic` breaks Pod Security restricted:latest, enforced in namespace";
+    // The API server picks the new url up within moments.
+    let warned = wait_for(
+        "the cluster-mode webhook to warn of `classic` (dry run)",
+        PATIENCE * 2,
+        async || {
+            let out = kubectl(&["apply", "--dry-run=server", "--validate=false", "-f", "-"], Some(&both)).await;
+            let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+            match out.status.success() && stderr.contains(expected) {
+                true => Ok(stderr),
+                false => Err(describe_output(&out)),
+            }
+        },
+    )
+    .await;
+    let warning = warned.lines().find(|l| l.starts_with(expected)).unwrap_or_default().to_string();
+    assert!(
+        warning.contains(&format!("`{}`", restricted.name)) || warning.contains(" more: "),
+        "expected the warning to name namespace {} (or say how many more), found: {warning}",
+        restricted.name
+    );
+    let out = kubectl(&["apply", "--validate=false", "-f", "-"], Some(&both)).await;
+    assert!(
+        out.status.success() && String::from_utf8_lossy(&out.stderr).contains(expected),
+        "expected `classic` admitted with the warning, found: {}",
+        describe_output(&out)
+    );
+    step!("`classic` admitted by the cluster-mode webhook with: {warning}");
+    serve.terminate().await;
 }

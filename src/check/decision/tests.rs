@@ -651,3 +651,134 @@ fn offline_decides_from_the_pod_and_the_template_alone() {
         "{plain:#?}"
     );
 }
+
+/// A Pod that would be injected names the level its namespace enforces and what its
+/// template adds that breaks it; a Pod the level refuses once injected is a problem.
+#[test]
+fn pod_security_names_the_enforced_level_and_each_field_the_template_breaks() {
+    use crate::check::report::NamespaceLabels;
+    use crate::inject::TEMPLATE_ANNOTATION;
+    use crate::template::pod_security::{Level, Mode};
+
+    let set = TemplateSet::embedded();
+    let hooks = shipped();
+    let mut cluster = cluster();
+    cluster.namespaces.insert(
+        "strict".into(),
+        BTreeMap::from([
+            (NAMESPACE_NAME_LABEL.to_string(), "strict".to_string()),
+            (
+                "pod-security.kubernetes.io/enforce".to_string(),
+                "restricted".to_string(),
+            ),
+            ("pod-security.kubernetes.io/warn".to_string(), "baseline".to_string()),
+        ]),
+    );
+    let installed = |webhooks| Installed {
+        webhook_config: "envoy-injector",
+        webhooks,
+        templates: Ok(&set),
+        policies: None,
+        annotation_opt_in: crate::inject::AnnotationOptIn::On,
+    };
+    let explain_in = |namespace: &str, template: Option<&str>, spec: Value, webhooks| {
+        let mut annotations = json!({INJECT_ANNOTATION: "true"});
+        if let Some(template) = template {
+            annotations[TEMPLATE_ANNOTATION] = json!(template);
+        }
+        explain(&subject(namespace, annotations, spec), &installed(webhooks), &cluster)
+    };
+
+    let default = explain_in("strict", None, app(), Webhooks::Deployed(&hooks));
+    let security = default
+        .pod_security
+        .as_ref()
+        .expect("a Pod that would be injected is judged");
+    assert_eq!(
+        (security.labels, security.meets),
+        (NamespaceLabels::Known, Level::Restricted)
+    );
+    assert!(security.modes.iter().all(|m| m.met), "{security:#?}");
+    assert!(!default.is_problem());
+
+    let classic = explain_in("strict", Some("classic"), app(), Webhooks::Deployed(&hooks));
+    assert_eq!(classic.verdict, Verdict::Inject);
+    assert!(classic.is_problem(), "restricted refuses the injected Pod");
+    let security = classic.pod_security.as_ref().unwrap();
+    assert_eq!(security.meets, Level::Baseline);
+    let enforce = &security.modes[0];
+    assert_eq!((enforce.policy.mode, enforce.met), (Mode::Enforce, false));
+    let fields: Vec<&str> = enforce.findings.iter().map(|f| f.field.as_str()).collect();
+    assert_eq!(
+        fields,
+        [
+            "securityContext.capabilities.drop",
+            "securityContext.seccompProfile.type",
+            "securityContext.allowPrivilegeEscalation",
+            "securityContext.runAsNonRoot",
+        ]
+    );
+    assert!(security.modes[1].met, "warn baseline");
+    let text = crate::check::render::text(&crate::check::Report::new(
+        String::new(),
+        Vec::new(),
+        vec![classic.clone()],
+        None,
+    ));
+    for line in [
+        "      pod security: namespace `strict`: enforce restricted:latest, warn baseline:latest, audit not set; what template `classic` adds meets baseline, not restricted\n",
+        "      pod security: it breaks enforce restricted:latest: the API server refuses the injected Pod:\n",
+        "        container `envoy` of template `classic`: `securityContext.allowPrivilegeEscalation`: restricted expects false, found none\n",
+        "1 Pod(s) would be denied, 1 of them by Pod Security once injected",
+    ] {
+        assert!(text.contains(line), "{line}\n{text}");
+    }
+
+    // The Pod's own securityContext meets what it can for the sidecar.
+    let own = json!({
+        "securityContext": {"runAsNonRoot": true, "seccompProfile": {"type": "RuntimeDefault"}},
+        "containers": [{"name": "app", "image": "app"}],
+    });
+    let classic = explain_in("strict", Some("classic"), own, Webhooks::Deployed(&hooks));
+    let fields: Vec<&str> = classic.pod_security.as_ref().unwrap().modes[0]
+        .findings
+        .iter()
+        .map(|f| f.field.as_str())
+        .collect();
+    assert_eq!(
+        fields,
+        [
+            "securityContext.capabilities.drop",
+            "securityContext.allowPrivilegeEscalation"
+        ]
+    );
+
+    // No label: the API server's default, which nothing breaks.
+    let plain = explain_in("plain", Some("classic"), app(), Webhooks::Deployed(&hooks));
+    let security = plain.pod_security.as_ref().unwrap();
+    assert!(security.modes.iter().all(|m| m.met && !m.policy.labelled));
+    assert!(!plain.is_problem());
+    let text = crate::check::render::text(&crate::check::Report::new(String::new(), Vec::new(), vec![plain], None));
+    assert!(
+        text.contains("      pod security: namespace `plain` sets no Pod Security label (enforce privileged, the API server's default unless its AdmissionConfiguration sets another); what template `classic` adds meets baseline, not restricted\n"),
+        "{text}"
+    );
+
+    // Offline, a namespace the file does not declare has labels no one knows.
+    let offline = explain_in("elsewhere", Some("classic"), app(), Webhooks::Offline);
+    let security = offline.pod_security.as_ref().unwrap();
+    assert_eq!(security.labels, NamespaceLabels::Unknown);
+    assert!(security.modes.is_empty() && !offline.is_problem());
+    // With a cluster, one not listed is not found.
+    let missing = explain_in("elsewhere", Some("classic"), app(), Webhooks::Deployed(&hooks));
+    assert_eq!(missing.pod_security.unwrap().labels, NamespaceLabels::NotFound);
+
+    // A Pod that is not injected is not judged.
+    let skipped = explain(
+        &subject("strict", json!({}), app()),
+        &installed(Webhooks::Deployed(&hooks)),
+        &cluster,
+    );
+    assert_eq!(skipped.verdict, Verdict::Skip);
+    assert!(skipped.pod_security.is_none());
+}

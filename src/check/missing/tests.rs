@@ -69,6 +69,7 @@ fn decision(verdict: Verdict, rule: Rule, webhooks: &[(&str, Call, bool)]) -> Po
         overrides: Vec::new(),
         path: None,
         drift: Vec::new(),
+        pod_security: None,
     }
 }
 

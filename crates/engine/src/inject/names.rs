@@ -28,3 +28,6 @@ pub const NAMESPACE_TEMPLATE_LABEL: &str = "sidecar.samplecrd.k8s.io/template";
 pub const NAMESPACE_LABEL: &str = "sidecar.samplecrd.k8s.io/inject";
 /// The value of [`NAMESPACE_LABEL`] that opts a Namespace's Pods in.
 pub const NAMESPACE_OPT_IN: &str = "enabled";
+/// The value of [`NAMESPACE_LABEL`] that keeps a Namespace's Pods from every injection:
+/// the shipped webhook entries and the compiled policies' bindings select none of them.
+pub const NAMESPACE_OPT_OUT: &str = "disabled";

@@ -1,13 +1,15 @@
 //! Injection templates: a template as written (`spec`), parsed and checked (`parse`: it
 //! names every fault it finds, each with the field and its YAML line, the nearest known
 //! field for an unknown one (`fields`); `overrides`, `pod_values`, `validate`), prepared as
-//! JSON once (`prepared`), and the set a ConfigMap holds (`set`). The live set admission
+//! JSON once (`prepared`), and the set a ConfigMap holds (`set`); what a template adds judged
+//! by the Pod Security Standards (`pod_security`). The live set admission
 //! reads, and its reload from the ConfigMap, are the application's (`live`).
 
 mod error;
 mod fields;
 pub mod overrides;
 mod parse;
+pub mod pod_security;
 pub mod pod_values;
 mod prepared;
 pub mod quantity;
