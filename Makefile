@@ -288,7 +288,7 @@ bench-admission: ## Pod-create latency on KUBECONFIG's cluster, interleaved by r
 
 bench-ready: ## What the sidecar adds to a Pod's time to Ready, native and regular, on KUBECONFIG's cluster with a node (the injector deployed with the shipped default, its Envoy image loaded: make deploy, make envoy-image-local); BENCH_PODS (20) a route
 	@test -n "$$KUBECONFIG" || { echo "bench-ready: set KUBECONFIG to a cluster with a node" >&2; exit 1; }
-	$(CARGO) run --release --locked --example bench_ready
+	$(CARGO) run --locked --example bench_ready
 
 clean: ## cargo clean: remove target/ (every build, the image archive, criterion results)
 	$(CARGO) clean
