@@ -346,7 +346,9 @@ fn overrides_admission(template: &str) -> Admission {
     .0
 }
 
-/// The captured dry-run review, opted in, asking for `overrides`.
+/// The captured dry-run review, opted in, asking for `overrides`; its app asks for some
+/// cpu, so the Pod is Burstable and its sidecar keeps the resources the overrides set (a
+/// BestEffort Pod's goes in without cpu and memory).
 fn overrides_review(overrides: &[(&str, &str)]) -> Value {
     let keys: Vec<(String, &str)> = overrides
         .iter()
@@ -354,7 +356,9 @@ fn overrides_review(overrides: &[(&str, &str)]) -> Value {
         .collect();
     let mut pairs: Vec<(&str, &str)> = keys.iter().map(|(k, v)| (k.as_str(), *v)).collect();
     pairs.push(("sidecar.samplecrd.k8s.io/inject", "true"));
-    ReviewBuilder::fixture("dry-run.json").annotations(&pairs).build()
+    let mut review = ReviewBuilder::fixture("dry-run.json").annotations(&pairs).build();
+    review["request"]["object"]["spec"]["containers"][0]["resources"] = json!({"requests": {"cpu": "50m"}});
+    review
 }
 
 #[test]

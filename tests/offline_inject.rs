@@ -4,7 +4,7 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 
-use serde_json::Value;
+use serde_json::{Value, json};
 
 #[path = "common/kit.rs"]
 mod common;
@@ -551,7 +551,8 @@ fn a_closed_output_ends_the_run() {
     assert_eq!(status.code(), Some(1));
 }
 
-/// A Deployment whose Pod template asks for a memory limit of `VALUE`.
+/// A Deployment whose Pod template asks for a memory limit of `VALUE` (Burstable: its
+/// sidecar keeps the resources the override sets).
 const OVERRIDE_DEPLOYMENT: &str = "apiVersion: apps/v1
 kind: Deployment
 metadata:
@@ -567,6 +568,7 @@ spec:
       containers:
       - name: web
         image: nginx
+        resources: {requests: {cpu: 50m}}
 ";
 
 fn inject_applies_a_workload_s_overrides_offline_and_refuses_the_same_values() {
@@ -641,6 +643,43 @@ fn jsonpatch_output_removes_only_and_a_bad_status_is_named() {
     );
 }
 
+/// The Pods of issue 43, refused by the API server after an injection that left their
+/// Pod-level resources as they were: `inject` raises them (writing the requests the API
+/// server defaults), and `uninject` gives each file back byte for byte, as YAML and as JSON.
+fn pod_level_resources_are_raised_and_uninject_gives_the_file_back() {
+    let pod = |name: &str, spec: &str| {
+        format!(
+            "apiVersion: v1\nkind: Pod\nmetadata:\n  name: {name}\n  annotations:\n    sidecar.samplecrd.k8s.io/inject: \"true\"\nspec:\n{spec}  containers:\n  - name: app\n    image: nginx\n"
+        )
+    };
+    let limits = pod("limits", "  resources:\n    limits:\n      cpu: 500m\n");
+    let requests = pod("requests", "  resources:\n    requests:\n      cpu: \"200m\"\n").replace(
+        "    image: nginx\n",
+        "    image: nginx\n    resources: {requests: {cpu: 150m}}\n",
+    );
+    for (text, raised) in [
+        (
+            &limits,
+            json!({"limits": {"cpu": "1500m"}, "requests": {"cpu": "600m"}}),
+        ),
+        (&requests, json!({"requests": {"cpu": "300m"}})),
+    ] {
+        let injected = String::from_utf8(ok(run(&["inject", "-f", "-"], Some(text)))).unwrap();
+        let docs = read_documents(&injected).unwrap();
+        assert_eq!(docs[0]["spec"]["resources"], raised, "{injected}");
+        let back = String::from_utf8(ok(run(&["uninject", "-f", "-"], Some(&injected)))).unwrap();
+        assert_eq!(&back, text);
+
+        let json = ok(run(&["inject", "-f", "-", "-o", "json"], Some(text)));
+        let back = ok(run(
+            &["uninject", "-f", "-", "-o", "json"],
+            Some(std::str::from_utf8(&json).unwrap()),
+        ));
+        let untouched = ok(run(&["uninject", "-f", "-", "-o", "json"], Some(text)));
+        assert_eq!(String::from_utf8(back).unwrap(), String::from_utf8(untouched).unwrap());
+    }
+}
+
 fn main() -> std::process::ExitCode {
     common::harness::main(
         "offline_inject",
@@ -661,6 +700,7 @@ fn main() -> std::process::ExitCode {
             inject_applies_a_workload_s_overrides_offline_and_refuses_the_same_values,
             a_manifest_never_injected_is_written_unchanged_with_a_note,
             jsonpatch_output_removes_only_and_a_bad_status_is_named,
+            pod_level_resources_are_raised_and_uninject_gives_the_file_back,
         ],
     )
 }

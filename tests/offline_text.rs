@@ -772,6 +772,52 @@ fn the_corpus_and_the_samples_keep_their_text_and_come_back() {
     assert_eq!(figures.round_trips, figures.inputs);
 }
 
+/// Pod-level resources in every style a manifest writes them: each value the injection
+/// raises is set in place (a quoted one keeps its quotes), a `requests` map the API server
+/// would default is added beside `limits`, the output reads as the input plus the patch,
+/// and `uninject` gives the input back byte for byte.
+#[test]
+fn pod_level_resources_are_raised_in_place_and_come_back() {
+    let pod = |spec: &str| {
+        format!(
+            "apiVersion: v1\nkind: Pod\nmetadata:\n  name: p\n  annotations: {{sidecar.samplecrd.k8s.io/inject: \"true\"}}\nspec:\n{spec}"
+        )
+    };
+    let manifests = [
+        pod("  resources:\n    limits:\n      cpu: 500m\n  containers:\n  - name: app\n    image: nginx\n"),
+        pod(
+            "  resources: {requests: {cpu: \"200m\"}, limits: {cpu: '1', memory: 1Gi}}  # mine\n  containers: [{name: app, resources: {requests: {cpu: 150m}}}]\n",
+        ),
+        pod(
+            "    resources:\n        requests:\n            cpu: 0.2\n            memory: 1073741824\n    containers:\n    -   name: app\n",
+        ),
+        pod("  resources:\n    requests: {}\n    limits: {cpu: 1, memory: 1Gi}\n  containers: [{name: app}]\n"),
+        String::from(
+            "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: d}\nspec:\n  template:\n    metadata: {annotations: {sidecar.samplecrd.k8s.io/inject: \"true\"}}\n    spec:\n      resources:\n        requests:\n          cpu: 200m # mine\n        limits:\n          memory: 2Gi\n      containers:\n      - name: app\n        resources: {requests: {cpu: 150m}}\n",
+        ),
+        String::from(
+            "apiVersion: v1\nkind: List\nitems:\n- {apiVersion: v1, kind: Pod, metadata: {name: p, annotations: {sidecar.samplecrd.k8s.io/inject: \"true\"}}, spec: {resources: {limits: {cpu: 500m}}, containers: [{name: app}]}}\n",
+        ),
+    ];
+    let mut figures = Figures::default();
+    for set in templates() {
+        for text in &manifests {
+            check(text, &set, &mut figures).unwrap_or_else(|e| panic!("{e}"));
+        }
+    }
+    assert_eq!(figures.round_trips, figures.inputs);
+    // The values set anew, and only those: `"200m"` keeps the quotes it chose, `'1'` had
+    // to have them.
+    let run = inject(&manifests[1], &templates()[0], Format::Yaml);
+    assert!(
+        run.out.contains(
+            "resources: {requests: {cpu: \"700m\", memory: 1152Mi}, limits: {cpu: 1500m, memory: 1152Mi}}  # mine"
+        ),
+        "{}",
+        run.out
+    );
+}
+
 /// A file injected elsewhere (by the webhook, written back by `kubectl get -o yaml`):
 /// `uninject` takes out what the status records and nothing else, line for line.
 #[test]

@@ -107,6 +107,7 @@ fn explain_compiled(
         template: None,
         adds: Vec::new(),
         values: Vec::new(),
+        resources: Vec::new(),
         overrides: Vec::new(),
         webhooks: webhooks.clone(),
         path: None,
@@ -376,6 +377,7 @@ fn injected(mut out: PodReport, template: &Template, plan: &Plan<'_>, pod: &Valu
     out.warnings
         .extend(plan.pod_values.iter().filter_map(|v| v.warning(template)));
     out.values = plan.pod_values.iter().map(|v| v.describe()).collect();
+    out.resources = plan.resources.describe();
     out
 }
 
@@ -386,7 +388,9 @@ fn denied(err: &InjectError, template: &Template, report: &impl Fn(Verdict, Rule
         InjectError::UnknownTemplate { .. }
         | InjectError::UnknownNamespaceTemplate { .. }
         | InjectError::NoDefaultTemplate { .. } => Rule::UnknownTemplate,
+        InjectError::InvalidQuantity { .. } => Rule::InvalidPod,
         InjectError::Override(_) => Rule::Override,
+        InjectError::GuaranteedLost { .. } => Rule::QosClass,
         _ => Rule::Collision,
     };
     let mut out = report(Verdict::Deny, rule, err.to_string());

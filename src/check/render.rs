@@ -45,6 +45,9 @@ fn pod(out: &mut String, report: &PodReport) {
     if !report.adds.is_empty() {
         let _ = writeln!(out, "      adds: {}", report.adds.join(", "));
     }
+    for line in &report.resources {
+        let _ = writeln!(out, "      {line}");
+    }
     for value in &report.values {
         let _ = writeln!(out, "      value: {value}");
     }

@@ -100,6 +100,8 @@ pub enum Rule {
     InvalidPod,
     /// An override annotation the template refuses.
     Override,
+    /// A Guaranteed Pod that an added container without cpu or memory would make Burstable.
+    QosClass,
 }
 
 /// What the API server does with one webhook entry for this Pod.
@@ -161,6 +163,11 @@ pub struct PodReport {
     /// `env APP_PORT of container envoy: "80", the one TCP port ...`.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub values: Vec<String>,
+    /// What the injection does to resources: each Pod-level value it writes and why
+    /// (`pod-level cpu request 200m → 300m: the sidecar's 100m added`), then the Pod's QoS
+    /// class and how it is kept (`QoS Guaranteed kept: envoy's cpu request set to its limit 1`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub resources: Vec<String>,
     /// The Pod's override annotations, each applied or refused.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub overrides: Vec<OverrideReport>,

@@ -1,8 +1,9 @@
 //! The collections of an object that `inject` adds to and `uninject` takes from, for the
 //! reader to record where they are in the text (`yaml::paths::Paths`): an object's and a
 //! Pod template's `metadata`, its `annotations` and `labels`, the Pod spec and its lists,
-//! a container and its `volumeMounts`, and the way down to a workload's Pod template, in
-//! a document's root or in each item of a `List`. They follow [`pod_path`] for every kind.
+//! a container and its `volumeMounts`, the Pod-level `resources` and its `requests` and
+//! `limits`, and the way down to a workload's Pod template, in a document's root or in
+//! each item of a `List`. They follow [`pod_path`] for every kind.
 
 use super::pod_path;
 use crate::yaml::node::{Node, Value};
@@ -32,6 +33,10 @@ mod role {
     pub const JOB_TEMPLATE_SPEC: u16 = 1 << 12;
     /// The root's `items`.
     pub const ITEMS: u16 = 1 << 13;
+    /// A Pod spec's `resources`.
+    pub const POD_RESOURCES: u16 = 1 << 14;
+    /// Its `requests` or `limits`, whose values the injection raises.
+    pub const RESOURCE_MAP: u16 = 1 << 15;
 
     /// The role of the root of a document.
     pub const DOCUMENT: u16 = OBJECT | ROOT | POD;
@@ -92,20 +97,25 @@ impl Paths for PodPaths {
                     match key {
                         "containers" => role |= CONTAINERS,
                         "initContainers" | "volumes" | "imagePullSecrets" => role |= SPEC_LIST,
+                        "resources" => role |= POD_RESOURCES,
                         _ => {}
                     }
                 }
                 if has(CONTAINER) && key == "volumeMounts" {
                     role |= MOUNTS;
                 }
+                if has(POD_RESOURCES) && matches!(key, "requests" | "limits") {
+                    role |= RESOURCE_MAP;
+                }
             }
         }
         role
     }
 
-    /// An annotation or a label may be one `uninject` takes out.
+    /// An annotation or a label may be one `uninject` takes out, a Pod-level request or
+    /// limit one `inject` sets anew or `uninject` puts back.
     fn every_entry(&self, role: u16) -> bool {
-        role & role::METADATA_MAP != 0
+        role & (role::METADATA_MAP | role::RESOURCE_MAP) != 0
     }
 
     /// Now that the item's kind is known: the way to its Pod and the Pod's own layouts are
@@ -176,6 +186,28 @@ mod tests {
         );
         // A List's item.
         assert_ne!(walk(&[Some("items"), None, Some("spec"), Some("template")]) & POD, 0);
+        // The Pod level's requests and limits.
+        assert_ne!(
+            walk(&[
+                Some("spec"),
+                Some("template"),
+                Some("spec"),
+                Some("resources"),
+                Some("limits")
+            ]) & RESOURCE_MAP,
+            0
+        );
+        assert_eq!(
+            walk(&[
+                Some("spec"),
+                Some("containers"),
+                None,
+                Some("resources"),
+                Some("limits")
+            ]),
+            0,
+            "a container's are not edited in place"
+        );
         // Elsewhere nothing is recorded, and below nothing either.
         assert_eq!(walk(&[Some("data")]), 0);
         assert_eq!(walk(&[Some("spec"), Some("selector"), Some("matchLabels")]), 0);

@@ -9,8 +9,15 @@ use super::kinds::{nest, pod_path};
 use crate::yaml::node::{Node, Value};
 use crate::yaml::prune::{Keep, pruned};
 
-/// A container: what mounts, ports and names the engine compares with the template's.
-static CONTAINER: Keep = Keep::Fields(&[("name", Keep::All), ("volumeMounts", Keep::All), ("ports", Keep::All)]);
+/// A container: what mounts, ports and names the engine compares with the template's,
+/// and what the Pod-level raise and the QoS class are computed from.
+static CONTAINER: Keep = Keep::Fields(&[
+    ("name", Keep::All),
+    ("volumeMounts", Keep::All),
+    ("ports", Keep::All),
+    ("resources", Keep::All),
+    ("restartPolicy", Keep::All),
+]);
 
 /// All that the engine reads of a Pod (`inject::pod::Body` and what it reads whole: a
 /// same-named volume). It must stay in step with that type; the tests below check that
@@ -40,6 +47,8 @@ pub static POD: Keep = Keep::Fields(&[
             ("restartPolicy", Keep::All),
             // On the node's network: left alone unless the template allows it.
             ("hostNetwork", Keep::All),
+            // Pod-level resources, raised by what the injection adds.
+            ("resources", Keep::All),
         ]),
     ),
 ]);
@@ -124,6 +133,10 @@ mod tests {
             root("kind: Job\nspec: {template: {spec: {restartPolicy: Never, containers: [{name: a}]}}}\n"),
             root("kind: Job\nspec: {template: {spec: {restartPolicy: [Never], containers: [{name: a}]}}}\n"),
             root("kind: Pod\nspec: {restartPolicy: OnFailure, containers: [{name: a}]}\n"),
+            root("kind: Pod\nspec: {resources: {limits: {cpu: 500m}}, containers: [{name: a, resources: {requests: {cpu: 1m}}}]}\n"),
+            root("kind: Pod\nspec: {resources: {requests: {cpu: 1}}, initContainers: [{name: i, restartPolicy: Always, resources: {requests: {cpu: 2}}}], containers: [{name: a}]}\n"),
+            root("kind: Pod\nspec: {containers: [{name: a, resources: {limits: {cpu: 1, memory: 1Gi}}}]}\n"),
+            root("kind: Pod\nspec: {resources: {requests: [cpu]}, containers: [{name: a}]}\n"),
         ]);
         assert!(objects.len() > 20, "{}", objects.len());
         let mut refused = 0;

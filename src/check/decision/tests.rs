@@ -782,3 +782,59 @@ fn pod_security_names_the_enforced_level_and_each_field_the_template_breaks() {
     assert_eq!(skipped.verdict, Verdict::Skip);
     assert!(skipped.pod_security.is_none());
 }
+
+/// What the injection does to resources is part of the explanation: each Pod-level value
+/// written and why, the QoS class kept; a Guaranteed Pod the template cannot keep so is
+/// denied by its own rule.
+#[test]
+fn the_pod_level_raise_and_the_qos_class_are_explained() {
+    let set = TemplateSet::from_data(
+        "envoy-injector/envoy-injector",
+        &BTreeMap::from([(
+            "config".to_string(),
+            String::from("containers:\n- name: envoy\n  image: envoy\n  resources: {requests: {cpu: 100m}, limits: {cpu: '1'}}\n"),
+        )]),
+        crate::template::KubeVersion::NEWEST,
+    )
+    .unwrap();
+    let hooks = shipped();
+    let explained = |spec: Value| {
+        explain_with(
+            &subject("labelled", json!({}), spec),
+            Webhooks::Deployed(&hooks),
+            Ok(&set),
+        )
+    };
+
+    let raised = explained(json!({"resources": {"requests": {"cpu": "200m"}},
+                                  "containers": [{"name": "app", "resources": {"requests": {"cpu": "150m"}}}]}));
+    assert_eq!(raised.verdict, Verdict::Inject, "{raised:#?}");
+    assert_eq!(
+        raised.resources,
+        [
+            "pod-level cpu request 200m → 300m: the sidecar's 100m added",
+            "QoS Burstable kept: the added containers' resources as the template sets them",
+        ]
+    );
+    let report = crate::check::Report::new(String::from("ns"), Vec::new(), vec![raised], None);
+    let text = crate::check::render::text(&report);
+    assert!(
+        text.contains("      adds: container envoy\n      pod-level cpu request 200m → 300m: the sidecar's 100m added\n      QoS Burstable kept"),
+        "{text}"
+    );
+
+    let guaranteed = explained(json!({"containers": [{"name": "app",
+                                                      "resources": {"limits": {"cpu": "1", "memory": "1Gi"}}}]}));
+    assert_eq!(
+        (guaranteed.verdict, guaranteed.rule),
+        (Verdict::Deny, Rule::QosClass),
+        "{guaranteed:#?}"
+    );
+    assert!(
+        guaranteed
+            .reason
+            .contains("give it resources.limits.memory in the template"),
+        "{}",
+        guaranteed.reason
+    );
+}

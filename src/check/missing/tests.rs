@@ -56,6 +56,7 @@ fn decision(verdict: Verdict, rule: Rule, webhooks: &[(&str, Call, bool)]) -> Po
         template: None,
         adds: Vec::new(),
         values: Vec::new(),
+        resources: Vec::new(),
         webhooks: webhooks
             .iter()
             .map(|(name, call, fail_closed)| WebhookMatch {

@@ -44,11 +44,14 @@ fn live(text: &str) -> TemplateSet {
     .unwrap()
 }
 
+/// A Burstable Pod: its sidecar keeps the template's resources (a BestEffort Pod's goes in
+/// without cpu and memory).
 fn app_pod(annotations: Value, restart_policy: &str) -> Value {
     json!({
         "apiVersion": "v1", "kind": "Pod",
         "metadata": {"name": "web", "namespace": "apps", "annotations": annotations},
-        "spec": {"restartPolicy": restart_policy, "containers": [{"name": "app", "image": "app:1"}]},
+        "spec": {"restartPolicy": restart_policy,
+                 "containers": [{"name": "app", "image": "app:1", "resources": {"requests": {"cpu": "50m"}}}]},
     })
 }
 

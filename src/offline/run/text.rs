@@ -7,6 +7,8 @@
 
 use std::io::Write;
 
+use json_patch::{Patch, PatchOperation};
+
 use super::{Action, Message, Stream, StreamError, apply, item_place, list_items};
 use crate::offline::{OfflineError, Outcome};
 use crate::yaml::node::{Node, Value};
@@ -79,9 +81,30 @@ fn reads_back(text: &str, edits: &[Edit], expected: &Node, item: bool) -> Result
 
 impl<W: Write> Stream<'_, W> {
     fn edits(&mut self, text: &str, root: &Node, outcome: &Outcome) -> Result<Edits, NotInText> {
+        let patch = &outcome.json_patch;
         match self.action {
-            Action::Inject(_) => splice::additions(text, root, &outcome.json_patch, &mut self.renders),
-            Action::Uninject => splice::removals(text, root, &outcome.json_patch, CREATED_IN_ORDER),
+            Action::Inject(_) => splice::additions(text, root, patch, &mut self.renders),
+            Action::Uninject if patch.0.iter().all(|op| matches!(op, PatchOperation::Remove(_))) => {
+                splice::removals(text, root, patch, CREATED_IN_ORDER)
+            }
+            // The Pod-level values put back are `add`s: each made where it is, beside
+            // the removals.
+            Action::Uninject => {
+                let (puts, removes): (Vec<PatchOperation>, Vec<PatchOperation>) = patch
+                    .0
+                    .iter()
+                    .cloned()
+                    .partition(|op| matches!(op, PatchOperation::Add(_)));
+                let mut edits = splice::removals(text, root, &Patch(removes), CREATED_IN_ORDER)?;
+                let puts = splice::additions(text, root, &Patch(puts), &mut self.renders)?;
+                edits.unsure |= puts.unsure;
+                edits.edits.extend(puts.edits);
+                edits.edits.sort_by_key(|e| (e.from, e.to));
+                if edits.edits.windows(2).any(|pair| pair[0].to > pair[1].from) {
+                    return Err(NotInText(String::from("a value put back lies in what is taken out")));
+                }
+                Ok(edits)
+            }
         }
     }
 

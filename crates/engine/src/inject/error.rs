@@ -3,6 +3,7 @@
 
 use super::names::{NAMESPACE_TEMPLATE_LABEL, TEMPLATE_ANNOTATION};
 use super::refused::Refused;
+use crate::template::quantity::QuantityError;
 
 /// Why a Pod cannot be injected. Each message names what is at fault on both sides.
 #[derive(Debug, thiserror::Error, Clone, PartialEq, Eq)]
@@ -13,6 +14,9 @@ pub enum InjectError {
         expected: &'static str,
         found: &'static str,
     },
+    /// A resource value the API server would not read as a quantity.
+    #[error("Pod field `{path}`: {source}")]
+    InvalidQuantity { path: String, source: QuantityError },
     /// The API server refuses a Pod without containers; injecting would turn it into a
     /// different Pod that holds only the sidecar, so it is refused here first.
     #[error("Pod field `spec.containers`: expected at least one container, found {found}")]
@@ -75,6 +79,19 @@ pub enum InjectError {
     /// Override annotations the template refuses, each named with its value and bound.
     #[error("{}", .0.iter().map(ToString::to_string).collect::<Vec<_>>().join("; "))]
     Override(Vec<Refused>),
+    /// A Guaranteed Pod (by its containers) would become Burstable: an added container
+    /// that sets neither a request nor a limit for cpu or memory cannot have them equal.
+    /// Decided after every [`super::Fault`], once the plan knows the added containers as
+    /// this Pod gets them; the compiled policies write the same words with the values as
+    /// holes.
+    #[error(
+        "Pod is of QoS class Guaranteed (each of its containers' cpu and memory requests equal their limits), but template `{template}` container `{container}` sets neither a request nor a limit for {resource}, so the Pod would become Burstable: give it resources.limits.{resource} in the template"
+    )]
+    GuaranteedLost {
+        template: String,
+        container: String,
+        resource: &'static str,
+    },
     #[error("cannot encode the patch: {0}")]
     Encode(String),
     /// Only when the engine is handed a view without the Pod it was read from.

@@ -2,7 +2,8 @@
 //!
 //! Only `add` is ever emitted, and a whole list or map is added only where the Pod has
 //! none: existing entries are never replaced (one well-known injector wiped every
-//! annotation with a bare `add /metadata/annotations`).
+//! annotation with a bare `add /metadata/annotations`), but for the Pod-level resources
+//! the injection raises, each set by an `add` of its own key.
 //!
 //! The operations borrow the template's JSON prepared at load time ([`Ops`]), so the
 //! admission path writes them straight into the response; [`render`] gives the same
@@ -20,6 +21,7 @@ use serde_json::{Map, Value};
 
 use super::plan::{Added, Plan};
 use super::pod::{Dict, List, PodView};
+use super::resources::PodLevel;
 use super::{InjectError, REFUSED_ANNOTATION, REFUSED_LABEL};
 
 fn all<T>(items: &[T]) -> Vec<&T> {
@@ -184,6 +186,37 @@ impl<'p> Ops<'p> {
         Ok(())
     }
 
+    /// Sets the Pod-level values `pod_level` changes: each key of a map the Pod has (an
+    /// `add` replaces a member), or the map whole where it has none (the requests the API
+    /// server would default, written out). `spec.resources` itself is there: a Pod level
+    /// is raised only when it has requests or limits.
+    fn pod_level(&mut self, pod_level: &PodLevel) {
+        for (limits, field, has) in [
+            (false, "requests", pod_level.has_requests),
+            (true, "limits", pod_level.has_limits),
+        ] {
+            let changes = pod_level.changes.iter().filter(|c| c.limits == limits);
+            if has {
+                for change in changes {
+                    self.add(
+                        pointer(&["spec", "resources", field, &change.resource]),
+                        OpValue::Json(Value::String(change.new.clone())),
+                    );
+                }
+            } else {
+                let map: Map<String, Value> = changes
+                    .map(|c| (c.resource.clone(), Value::String(c.new.clone())))
+                    .collect();
+                if !map.is_empty() {
+                    self.add(
+                        pointer(&["spec", "resources", field]),
+                        OpValue::Json(Value::Object(map)),
+                    );
+                }
+            }
+        }
+    }
+
     /// Sets keys in a metadata map, creating the map (and `metadata`) when absent.
     fn set_keys(
         &mut self,
@@ -265,6 +298,9 @@ pub fn render_ops<'p>(plan: &Plan<'p>, pod: &PodView<'_>) -> Result<Ops<'p>, Inj
         &["spec", "imagePullSecrets"],
         &all(&plan.image_pull_secrets),
     )?;
+    if let Some(pod_level) = &plan.resources.pod_level {
+        ops.pod_level(pod_level);
+    }
 
     // Creating `metadata` for annotations must not then be overwritten by labels.
     ops.set_keys(view.has_metadata, view.annotations, "annotations", &plan.annotations);

@@ -12,6 +12,7 @@ pub mod pod;
 pub mod pod_values;
 pub mod policy;
 mod refused;
+pub mod resources;
 pub mod strategic;
 pub mod uninject;
 
@@ -25,6 +26,7 @@ pub use plan::{
 };
 pub use pod::PodView;
 pub use policy::{AnnotationOptIn, NamespaceOptIn, OptIn, PodMeta, Skip};
+pub use resources::{PodLevel, PodLevelChange, QosClass, QosEdit, Resourcing};
 
 pub use error::InjectError;
 pub use names::{

@@ -11,6 +11,7 @@ use serde_json::{Map, Value};
 use super::overrides::Applied;
 use super::pod::{Checked, PodView, is_subset_map};
 use super::pod_values::{self, Resolved};
+use super::resources::{QosClass, Resourcing};
 use super::{InjectError, NATIVE_SIDECAR_ANNOTATION, REVISION_LABEL, STATUS_ANNOTATION, policy::Skip};
 use crate::template::Template;
 
@@ -43,6 +44,10 @@ pub struct InjectionStatus {
     /// The overrides applied, by name, with the value the Pod asked for.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub overrides: BTreeMap<String, String>,
+    /// The Pod's own `spec.resources` (its `requests` and `limits`, as it wrote them),
+    /// when the injection changed it: what `uninject` puts back.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pod_resources: Option<Value>,
 }
 
 /// One mount the injection added to an app container, recorded in the status.
@@ -74,6 +79,17 @@ impl<'t, T: Clone + Serialize> Added<'t, T> {
             item: Cow::Owned(item),
             prepared: None,
         }
+    }
+
+    /// Still the template's own, with its prepared JSON.
+    fn is_template(&self) -> bool {
+        self.prepared.is_some()
+    }
+
+    /// The entry changed by `change`: no longer the template's prepared JSON.
+    fn change(&mut self, change: impl FnOnce(&mut T)) {
+        change(self.item.to_mut());
+        self.prepared = None;
     }
 
     /// The entry as JSON text: the prepared bytes, or serialised now.
@@ -139,6 +155,9 @@ pub struct Plan<'t> {
     pub native_rule: NativeRule,
     /// The template's `fromPod` values, as this Pod gives them (for warnings and `check`).
     pub pod_values: Vec<Resolved<'t>>,
+    /// What the injection does to the Pod-level resources and, to keep the Pod's QoS
+    /// class, to the added containers' (already in `init_containers` and `containers`).
+    pub resources: Resourcing,
     pub status: InjectionStatus,
 }
 
@@ -265,8 +284,33 @@ pub fn plan<'t>(pod: &PodView<'_>, template: &'t Template, extras: &Extras) -> R
             })
             .collect()
     };
-    let sidecars = added(sidecars, sidecars_json);
-    let template_inits = added(&template.spec.init_containers, &prepared.init_containers);
+    let mut sidecars = added(sidecars, sidecars_json);
+    let mut template_inits = added(&template.spec.init_containers, &prepared.init_containers);
+    let resources = {
+        let inits: Vec<&Container> = template_inits.iter().map(|c| c.item.as_ref()).collect();
+        let long_running: Vec<&Container> = sidecars.iter().map(|c| c.item.as_ref()).collect();
+        super::resources::plan(&view, &template.name, &inits, &long_running, native)?
+    };
+    // A container still as the template wrote it takes its BestEffort form prepared at
+    // load; one changed for this Pod is changed again.
+    let forms = &prepared.best_effort;
+    let sidecar_forms = if native {
+        &forms.native_containers
+    } else {
+        &forms.containers
+    };
+    for (index, new) in &resources.changed {
+        let (container, form) = match index.checked_sub(template_inits.len()) {
+            Some(sidecar) => (&mut sidecars[sidecar], &sidecar_forms[sidecar]),
+            None => (&mut template_inits[*index], &forms.init_containers[*index]),
+        };
+        match form {
+            Some((form, json)) if container.is_template() && resources.qos == QosClass::BestEffort => {
+                *container = Added::template(form, json)
+            }
+            _ => container.change(|c| c.resources = new.clone()),
+        }
+    }
     let (init_containers, containers) = if native {
         (template_inits.into_iter().chain(sidecars).collect(), Vec::new())
     } else {
@@ -293,6 +337,7 @@ pub fn plan<'t>(pod: &PodView<'_>, template: &'t Template, extras: &Extras) -> R
             .iter()
             .map(|o| (o.decl.name.clone(), o.value.to_string()))
             .collect(),
+        pod_resources: resources.record.clone(),
     };
     let mut annotations = extras.annotations.clone();
     annotations.insert(
@@ -314,6 +359,7 @@ pub fn plan<'t>(pod: &PodView<'_>, template: &'t Template, extras: &Extras) -> R
         labels,
         native_rule,
         pod_values: from_pod,
+        resources,
         status,
     })))
 }

@@ -8,6 +8,7 @@
 //! only when the engine comes to use the field, as the API server would name it.
 
 use std::borrow::Cow;
+use std::collections::BTreeMap;
 use std::marker::PhantomData;
 
 use serde::de::{self, Deserialize, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
@@ -15,6 +16,7 @@ use serde_json::{Map, Value};
 
 use super::InjectError;
 use super::policy::{Flag, MetaMap, PodMeta};
+use crate::template::quantity::Quantity;
 
 /// A field as it was found.
 #[derive(Debug, Clone, Default)]
@@ -54,6 +56,9 @@ pub trait Shape<'de>: Sized {
         None
     }
     fn from_bool(_: bool) -> Option<Self> {
+        None
+    }
+    fn from_f64(_: f64) -> Option<Self> {
         None
     }
 }
@@ -148,8 +153,8 @@ impl<'de, T: Shape<'de>> Visitor<'de> for FoundVisitor<T> {
         Ok(found(T::from_bool(value), "a boolean"))
     }
 
-    fn visit_f64<E>(self, _: f64) -> Result<Found<T>, E> {
-        Ok(Found::Wrong("a number"))
+    fn visit_f64<E>(self, number: f64) -> Result<Found<T>, E> {
+        Ok(found(T::from_f64(number), "a number"))
     }
 
     fn visit_unit<E>(self) -> Result<Found<T>, E> {
@@ -306,7 +311,59 @@ pub struct Port<'a> {
     pub protocol: Found<Cow<'a, str>>,
 }
 
-/// Of a container: its name, mounts and ports (what the template's are compared with).
+/// A quantity as the Pod writes it: a string, or a JSON number, which the API server
+/// reads as a quantity too (`cpu: 1` in YAML).
+#[derive(Debug, Clone)]
+pub struct QuantityText<'a> {
+    pub text: Cow<'a, str>,
+    pub number: bool,
+}
+
+impl<'de: 'a, 'a> Shape<'de> for QuantityText<'a> {
+    fn from_str(text: Cow<'de, str>) -> Option<Self> {
+        Some(QuantityText { text, number: false })
+    }
+    fn from_i64(number: i64) -> Option<Self> {
+        Some(QuantityText {
+            text: Cow::Owned(number.to_string()),
+            number: true,
+        })
+    }
+    fn from_f64(number: f64) -> Option<Self> {
+        // serde_json writes an f64 in its shortest exact form, which is its JSON text.
+        Some(QuantityText {
+            text: Cow::Owned(Value::from(number).to_string()),
+            number: true,
+        })
+    }
+}
+
+/// `requests` or `limits`: resource names and their quantities, in the Pod's order.
+#[derive(Debug, Clone, Default)]
+pub struct ResourceMap<'a>(pub Vec<(Cow<'a, str>, Found<QuantityText<'a>>)>);
+
+impl<'de: 'a, 'a> Shape<'de> for ResourceMap<'a> {
+    fn from_map<A: MapAccess<'de>>(mut map: A) -> Result<Option<Self>, A::Error> {
+        let mut entries = Vec::with_capacity(map.size_hint().unwrap_or(0).min(8));
+        while let Some((Key(key), value)) = map.next_entry::<Key<'a>, Found<QuantityText<'a>>>()? {
+            entries.push((key, value));
+        }
+        Ok(Some(ResourceMap(entries)))
+    }
+}
+
+/// A container's or the Pod's `resources`: what the Pod-level raise and the QoS class
+/// are computed from.
+#[derive(Debug, Clone, Default, serde::Deserialize)]
+pub struct Resources<'a> {
+    #[serde(borrow, default)]
+    pub requests: Found<ResourceMap<'a>>,
+    #[serde(borrow, default)]
+    pub limits: Found<ResourceMap<'a>>,
+}
+
+/// Of a container: its name, mounts and ports (what the template's are compared with),
+/// its resources and (of an init container) whether it is a native sidecar.
 #[derive(Debug, Clone, Default, serde::Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Container<'a> {
@@ -316,6 +373,10 @@ pub struct Container<'a> {
     pub volume_mounts: Found<Vec<Found<Mount<'a>>>>,
     #[serde(borrow, default)]
     pub ports: Found<Vec<Found<Port<'a>>>>,
+    #[serde(borrow, default)]
+    pub resources: Found<Resources<'a>>,
+    #[serde(borrow, default)]
+    pub restart_policy: Found<Cow<'a, str>>,
 }
 
 /// Of a list entry known by its name (an image pull secret).
@@ -351,6 +412,9 @@ pub struct Spec<'a> {
     /// On the node's network, a Pod is left alone unless its template allows it.
     #[serde(default)]
     pub host_network: Found<bool>,
+    /// Pod-level resources, which the injection raises by what it adds.
+    #[serde(borrow, default)]
+    pub resources: Found<Resources<'a>>,
 }
 
 #[derive(Debug, Clone, Default, serde::Deserialize)]
@@ -366,7 +430,7 @@ pub struct Body<'a> {
     pub spec: Found<Spec<'a>>,
 }
 
-object_shape!(Mount, Port, Container, Named, Metadata, Spec, Body);
+object_shape!(Mount, Port, Resources, Container, Named, Metadata, Spec, Body);
 
 /// Where the whole Pod is, for the rare field the view skipped but the engine needs: a
 /// volume whose name is also a template volume's, compared field by field.
@@ -514,6 +578,7 @@ impl<'a> PodView<'a> {
             volumes: list(spec.map(|s| &s.volumes), "spec.volumes")?,
             image_pull_secrets: list(spec.map(|s| &s.image_pull_secrets), "spec.imagePullSecrets")?,
             restart_policy: spec.map(|s| &s.restart_policy),
+            resources: spec.map(|s| &s.resources),
             whole: &self.whole,
         })
     }
@@ -621,6 +686,8 @@ pub struct Checked<'v, 'a> {
     /// Checked only when read ([`Checked::restart_policy`]): most Pods are decided
     /// without it.
     restart_policy: Option<&'v Found<Cow<'a, str>>>,
+    /// Checked when read ([`Checked::pod_resources`]).
+    resources: Option<&'v Found<Resources<'a>>>,
 }
 
 /// The text of a string field, or "" when it is absent or not a string (the API server
@@ -660,10 +727,104 @@ impl Named<'_> {
     }
 }
 
+/// `requests` and `limits` of a `resources` field, each quantity parsed.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ResourceLists {
+    /// `None` where the map is absent or `null`.
+    pub requests: Option<BTreeMap<String, Quantity>>,
+    pub limits: Option<BTreeMap<String, Quantity>>,
+}
+
+impl Container<'_> {
+    /// `resources.requests` and `resources.limits`, each quantity parsed, or the first
+    /// wrong one named; `at` is where the container is (`spec.containers[0]`).
+    pub fn resource_lists(&self, at: &str) -> Result<ResourceLists, InjectError> {
+        Ok(read_resources(&self.resources, &format!("{at}.resources"))?.unwrap_or_default())
+    }
+
+    /// A native sidecar: an init container with `restartPolicy: Always`.
+    pub fn restartable(&self) -> bool {
+        self.restart_policy.get().is_some_and(|policy| policy == "Always")
+    }
+}
+
+/// A `resources` field read: `None` when absent or `null`.
+fn read_resources(field: &Found<Resources<'_>>, at: &str) -> Result<Option<ResourceLists>, InjectError> {
+    let Some(resources) = object(field, at)? else {
+        return Ok(None);
+    };
+    let list = |field: &Found<ResourceMap<'_>>, name: &str| -> Result<_, InjectError> {
+        let path = format!("{at}.{name}");
+        let Some(map) = object(field, &path)? else {
+            return Ok(None);
+        };
+        let mut parsed = BTreeMap::new();
+        for (resource, value) in &map.0 {
+            let path = || format!("{path}.{resource}");
+            let text = match value {
+                Found::Is(value) => &value.text,
+                Found::Wrong(type_name) => return Err(wrong(&path(), "a quantity", type_name)),
+                Found::Absent | Found::Null => return Err(wrong(&path(), "a quantity", "null")),
+            };
+            let quantity =
+                Quantity::parse(text).map_err(|source| InjectError::InvalidQuantity { path: path(), source })?;
+            // A key written twice: the last one counts, as when the API server decodes it.
+            parsed.insert(resource.to_string(), quantity);
+        }
+        Ok(Some(parsed))
+    };
+    Ok(Some(ResourceLists {
+        requests: list(&resources.requests, "requests")?,
+        limits: list(&resources.limits, "limits")?,
+    }))
+}
+
+impl Resources<'_> {
+    /// `requests` and `limits` as JSON, each quantity as the Pod wrote it (a string or a
+    /// number), a map absent left out and a `null` one kept: what `uninject` puts back.
+    pub fn to_json(&self) -> Value {
+        let mut out = Map::new();
+        for (name, field) in [("requests", &self.requests), ("limits", &self.limits)] {
+            let value = match field {
+                Found::Absent | Found::Wrong(_) => continue,
+                Found::Null => Value::Null,
+                Found::Is(map) => Value::Object(
+                    map.0
+                        .iter()
+                        .filter_map(|(key, value)| {
+                            let value = value.get()?;
+                            let json = match value.number {
+                                true => serde_json::from_str(&value.text).ok()?,
+                                false => Value::from(value.text.as_ref()),
+                            };
+                            Some((key.to_string(), json))
+                        })
+                        .collect(),
+                ),
+            };
+            out.insert(name.to_string(), value);
+        }
+        Value::Object(out)
+    }
+}
+
 impl<'v> Checked<'v, '_> {
     /// Volume `index`, read whole; `None` when the view does not know where the Pod is.
     pub fn whole_volume(&self, index: usize) -> Option<Map<String, Value>> {
         self.whole.volume(index)
+    }
+
+    /// `spec.resources`, each quantity parsed: `None` when absent or `null`.
+    pub fn pod_resources(&self) -> Result<Option<ResourceLists>, InjectError> {
+        match self.resources {
+            None => Ok(None),
+            Some(field) => read_resources(field, "spec.resources"),
+        }
+    }
+
+    /// `spec.resources` as JSON, as the Pod wrote it ([`Resources::to_json`]).
+    pub fn pod_resources_json(&self) -> Option<Value> {
+        self.resources?.get().map(Resources::to_json)
     }
 
     /// `spec.restartPolicy`: `None` when absent or `null` (the API server then sets

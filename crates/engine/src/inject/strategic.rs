@@ -135,6 +135,18 @@ pub fn render(plan: &Plan<'_>, pod: &PodView<'_>) -> Result<Value, InjectError> 
             false,
         );
     }
+    if let Some(pod_level) = &plan.resources.pod_level {
+        // Maps merge key by key: only the values the injection writes.
+        let mut resources = Map::new();
+        for change in &pod_level.changes {
+            let field = if change.limits { "limits" } else { "requests" };
+            let map = resources.entry(field).or_insert_with(|| Value::Object(Map::new()));
+            if let Value::Object(map) = map {
+                map.insert(change.resource.clone(), Value::String(change.new.clone()));
+            }
+        }
+        spec.insert("resources".into(), Value::Object(resources));
+    }
     let mut metadata = Map::new();
     if !plan.annotations.is_empty() {
         metadata.insert("annotations".into(), to_value(&plan.annotations)?);

@@ -1,10 +1,12 @@
 //! The way back: what the status annotation records of an injection, removed from the Pod
 //! it was made in. Only what the status names is taken out (containers, init containers,
 //! volumes, pull secrets, app mounts, the revision label and the status itself), never
-//! something of the same kind the user wrote. Pure: a Pod in, RFC 6902 `remove`s out.
+//! something of the same kind the user wrote; the Pod-level resources the injection
+//! raised are put back as the status records them. Pure: a Pod in, RFC 6902 `remove`s
+//! out (and an `add` for each Pod-level value put back).
 
 use json_patch::jsonptr::PointerBuf;
-use json_patch::{Patch, PatchOperation, RemoveOperation};
+use json_patch::{AddOperation, Patch, PatchOperation, RemoveOperation};
 use serde_json::{Map, Value};
 
 use super::{InjectionStatus, REVISION_LABEL, STATUS_ANNOTATION};
@@ -25,7 +27,8 @@ pub enum UninjectError {
 /// What undoing one injection takes out.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Removal {
-    /// `remove` operations against the Pod, in an order that applies.
+    /// `remove` operations against the Pod (and the `add`s that put Pod-level values
+    /// back), in an order that applies.
     pub patch: Patch,
     pub status: InjectionStatus,
     /// What the status records but the Pod no longer has (removed by hand since).
@@ -115,6 +118,10 @@ pub fn removal(pod: &Value) -> Result<Option<Removal>, UninjectError> {
         }
     }
 
+    if let Some(recorded) = &status.pod_resources {
+        put_back_resources(&mut ops, spec, recorded)?;
+    }
+
     // Metadata last: a map the injection created goes when it is left empty.
     let metadata = pod.get("metadata").and_then(Value::as_object);
     let labels = metadata.and_then(|m| m.get("labels")).and_then(Value::as_object);
@@ -150,10 +157,56 @@ pub fn removal(pod: &Value) -> Result<Option<Removal>, UninjectError> {
     }))
 }
 
+/// Puts `spec.resources` back as `recorded` says the Pod wrote it: each value the
+/// injection changed set back, each key it added taken out, and a map it created whole.
+fn put_back_resources(ops: &mut Ops, spec: Option<&Value>, recorded: &Value) -> Result<(), UninjectError> {
+    let now = match spec.and_then(|s| s.get("resources")) {
+        None | Some(Value::Null) => return Ok(()),
+        Some(Value::Object(now)) => now,
+        Some(other) => {
+            return Err(UninjectError::InvalidPod {
+                path: String::from("spec.resources"),
+                expected: "an object",
+                found: type_name(other),
+            });
+        }
+    };
+    if !recorded.is_object() {
+        return Err(UninjectError::Status {
+            found: format!("podResources {}", truncated(&recorded.to_string())),
+        });
+    }
+    for field in ["requests", "limits"] {
+        let path = ["spec", "resources", field];
+        match (recorded.get(field), now.get(field)) {
+            (None, None) => {}
+            (None, Some(_)) => ops.remove(&path),
+            (Some(Value::Object(was)), Some(Value::Object(is))) => {
+                for key in is.keys().filter(|k| !was.contains_key(*k)) {
+                    ops.remove(&["spec", "resources", field, key]);
+                }
+                for (key, value) in was.iter().filter(|(k, v)| is.get(*k) != Some(*v)) {
+                    ops.put(&["spec", "resources", field, key], value.clone());
+                }
+            }
+            (Some(was), _) => ops.put(&path, was.clone()),
+        }
+    }
+    Ok(())
+}
+
 #[derive(Default)]
 struct Ops(Vec<PatchOperation>);
 
 impl Ops {
+    /// Sets the value at `path` (an `add`, which replaces a member that is there).
+    fn put(&mut self, path: &[&str], value: Value) {
+        self.0.push(PatchOperation::Add(AddOperation {
+            path: PointerBuf::from_tokens(path.iter().copied()),
+            value,
+        }));
+    }
+
     fn remove(&mut self, path: &[&str]) {
         self.0.push(PatchOperation::Remove(RemoveOperation {
             path: PointerBuf::from_tokens(path.iter().copied()),

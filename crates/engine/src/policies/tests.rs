@@ -420,6 +420,7 @@ fn the_status_annotation_is_written_member_by_member_as_the_webhook_writes_it() 
         native_sidecar: false,
         volume_mounts: Vec::new(),
         overrides: BTreeMap::new(),
+        pod_resources: None,
     };
     let json = serde_json::to_string(&status).unwrap();
     // Every member name the webhook writes is in the CEL, in the webhook's order.

@@ -21,7 +21,7 @@ pub mod yaml_locate;
 pub use error::{ConfigError, Fault, MAX_FAULTS, MAX_REPORT_BYTES, TemplateError, UnknownField};
 pub use overrides::{Bound, OutOfBounds, Override, Overrides, Target};
 pub use parse::{INJECTION_RULES, Template, content_revision, template_revision};
-pub use prepared::Prepared;
+pub use prepared::{BestEffort, BestEffortForms, Prepared, without_qos_resources};
 pub use set::{CLASSIC_TEMPLATE, DEFAULT_TEMPLATE, EMBEDDED_CLASSIC, EMBEDDED_DEFAULT, TemplateSet};
 pub use spec::{OverrideDecl, PodValue, PodValueKind, TemplateSpec};
 pub use validate::{KubeVersion, NATIVE_SIDECAR_KUBELET_MINOR, ValueError, VersionError};

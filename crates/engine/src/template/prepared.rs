@@ -1,7 +1,8 @@
 //! A template's additions serialised to JSON once, when the template is loaded: admission
 //! copies these bytes into every patch instead of re-serialising typed containers per Pod.
+//! The containers also in the form a BestEffort Pod gets them, the most common Pod of all.
 
-use k8s_openapi::api::core::v1::Container;
+use k8s_openapi::api::core::v1::{Container, ResourceRequirements};
 use serde::Serialize;
 use serde_json::value::RawValue;
 
@@ -18,6 +19,53 @@ pub struct Prepared {
     pub volumes: Vec<Box<RawValue>>,
     pub image_pull_secrets: Vec<Box<RawValue>>,
     pub volume_mounts: Vec<Box<RawValue>>,
+    /// The containers, native containers and init containers as a BestEffort Pod gets
+    /// them ([`without_qos_resources`]), index for index: `None` where that is as written.
+    pub best_effort: BestEffortForms,
+}
+
+/// Containers in their BestEffort form, typed and as JSON, where it differs.
+pub type BestEffort = Vec<Option<(Container, Box<RawValue>)>>;
+
+/// [`Prepared::best_effort`].
+#[derive(Debug, Clone, Default)]
+pub struct BestEffortForms {
+    pub containers: BestEffort,
+    pub native_containers: BestEffort,
+    pub init_containers: BestEffort,
+}
+
+/// `resources` without cpu and memory, the resources the QoS class is computed from (a
+/// map left empty goes, and `resources` when nothing is left): a container a BestEffort
+/// Pod gets must keep it so. `None` when there is nothing to leave out.
+pub fn without_qos_resources(resources: &ResourceRequirements) -> Option<Option<ResourceRequirements>> {
+    let mut left = resources.clone();
+    let mut gone = false;
+    for map in [&mut left.requests, &mut left.limits] {
+        if let Some(entries) = map {
+            for resource in ["cpu", "memory"] {
+                gone |= entries.remove(resource).is_some();
+            }
+            if entries.is_empty() {
+                *map = None;
+            }
+        }
+    }
+    gone.then(|| (left != ResourceRequirements::default()).then_some(left))
+}
+
+fn best_effort(containers: &[Container]) -> Result<BestEffort, serde_json::Error> {
+    containers
+        .iter()
+        .map(|c| {
+            let Some(resources) = c.resources.as_ref().and_then(without_qos_resources) else {
+                return Ok(None);
+            };
+            let form = Container { resources, ..c.clone() };
+            let json = serde_json::value::to_raw_value(&form)?;
+            Ok(Some((form, json)))
+        })
+        .collect()
 }
 
 /// Equal when the JSON is: it is derived from the spec, so this never disagrees with it.
@@ -34,7 +82,15 @@ impl PartialEq for Prepared {
             ]
             .map(|list| list.iter().map(|raw| raw.get().to_string()).collect::<Vec<_>>())
         };
-        texts(self) == texts(other)
+        let forms = |p: &Prepared| {
+            let forms = &p.best_effort;
+            [&forms.containers, &forms.native_containers, &forms.init_containers].map(|list| {
+                list.iter()
+                    .map(|form| form.as_ref().map(|(_, raw)| raw.get().to_string()))
+                    .collect::<Vec<_>>()
+            })
+        };
+        texts(self) == texts(other) && forms(self) == forms(other)
     }
 }
 
@@ -56,6 +112,11 @@ impl Prepared {
         Ok(Prepared {
             containers: json_of(&spec.containers)?,
             native_containers_json: json_of(&native_containers)?,
+            best_effort: BestEffortForms {
+                containers: best_effort(&spec.containers)?,
+                native_containers: best_effort(&native_containers)?,
+                init_containers: best_effort(&spec.init_containers)?,
+            },
             native_containers,
             init_containers: json_of(&spec.init_containers)?,
             volumes: json_of(&spec.volumes)?,
@@ -96,5 +157,31 @@ mod tests {
             [r#"{"image":"envoy","name":"proxy","restartPolicy":"Always"}"#]
         );
         assert_eq!(prepared.native_containers[0].restart_policy.as_deref(), Some("Always"));
+        assert!(
+            prepared.best_effort.containers[0].is_none(),
+            "no resources: nothing to leave out"
+        );
+    }
+
+    #[test]
+    fn the_best_effort_form_leaves_out_cpu_and_memory_only() {
+        let template = Template::parse(
+            "config",
+            "containers:\n- name: proxy\n  image: envoy\n  resources:\n    requests: {cpu: 100m, memory: 64Mi, ephemeral-storage: 1Gi}\n    limits: {cpu: '1', memory: 256Mi}\n- name: other\n  image: other\n  resources: {limits: {memory: 1Gi}}\ninitContainers:\n- {name: init, image: busybox}\n",
+            crate::template::KubeVersion::NEWEST,
+        )
+        .unwrap();
+        let forms = &template.prepared.best_effort;
+        let (proxy, json) = forms.containers[0].as_ref().unwrap();
+        assert_eq!(
+            json.get(),
+            r#"{"image":"envoy","name":"proxy","resources":{"requests":{"ephemeral-storage":"1Gi"}}}"#
+        );
+        assert_eq!(&serde_json::to_string(proxy).unwrap(), json.get());
+        let (_, other) = forms.containers[1].as_ref().unwrap();
+        assert_eq!(other.get(), r#"{"image":"other","name":"other"}"#);
+        let (_, native) = forms.native_containers[0].as_ref().unwrap();
+        assert!(native.get().contains(r#""restartPolicy":"Always""#), "{}", native.get());
+        assert!(forms.init_containers[0].is_none());
     }
 }

@@ -119,6 +119,124 @@ impl Quantity {
     }
 }
 
+/// An exact amount in nano-units, with the format apimachinery keeps for it: binary
+/// (`Ki`..`Ei`) or decimal. Sums follow `resource.Quantity`'s `Add`: the result keeps the
+/// first operand's format, or takes the second's when the first is zero; [`Amount::larger`]
+/// keeps the first unless the second is larger, as the API server's `maxResourceList`.
+/// The format only decides how a value is written ([`Amount::write_like`]): equality and
+/// order are the values'.
+#[derive(Debug, Clone, Copy)]
+pub struct Amount {
+    nanos: i128,
+    binary: bool,
+}
+
+/// The binary suffixes, from the largest: 1024^6 .. 1024^1.
+const BINARY_UNITS: [(&str, u32); 6] = [("Ei", 60), ("Pi", 50), ("Ti", 40), ("Gi", 30), ("Mi", 20), ("Ki", 10)];
+
+impl Amount {
+    pub const ZERO: Amount = Amount {
+        nanos: 0,
+        binary: false,
+    };
+
+    /// The value in nano-units (`1` is 10^9).
+    pub fn nanos(&self) -> i128 {
+        self.nanos
+    }
+
+    pub fn is_zero(&self) -> bool {
+        self.nanos == 0
+    }
+
+    /// `self + other`, exact.
+    pub fn plus(self, other: Amount) -> Amount {
+        Amount {
+            nanos: self.nanos.saturating_add(other.nanos),
+            binary: if self.nanos == 0 { other.binary } else { self.binary },
+        }
+    }
+
+    /// `self - other`, exact, in `self`'s format.
+    pub fn minus(self, other: Amount) -> Amount {
+        Amount {
+            nanos: self.nanos.saturating_sub(other.nanos),
+            binary: self.binary,
+        }
+    }
+
+    /// The larger; `self` when they are equal (where `Ord::max` takes `other`).
+    pub fn larger(self, other: Amount) -> Amount {
+        if other.nanos > self.nanos { other } else { self }
+    }
+
+    /// Whether the API server writes this value with a binary suffix: in binary format, a
+    /// whole number of at least 1024 that 1024 divides (`0.5Ki` it writes `512`, `1.5Gi`
+    /// `1536Mi`). A Pod's value read from the API server has a binary suffix exactly then,
+    /// so this tells the same of a value read from a manifest before the API server saw it.
+    pub fn written_binary(&self) -> bool {
+        let units = self.nanos / NANOS_PER_UNIT;
+        self.binary && self.nanos % NANOS_PER_UNIT == 0 && units >= 1024 && units % 1024 == 0
+    }
+
+    /// This value written in the format `like` decides (a Pod's own value): after one written
+    /// with a binary suffix ([`Amount::written_binary`]), in the largest binary unit that
+    /// divides it exactly (`1152Mi`), else as a plain integer; otherwise a whole number as an
+    /// integer (`2`, `1207959552`), else whole milli-units as `300m`, else nano-units as
+    /// `5n`. Both injection paths write values so; the API server re-canonicalises them.
+    pub fn write_like(&self, like: &Amount) -> String {
+        let nanos = self.nanos;
+        if nanos % NANOS_PER_UNIT == 0 {
+            let units = nanos / NANOS_PER_UNIT;
+            if like.written_binary() && units != 0 {
+                for (suffix, power) in BINARY_UNITS {
+                    let unit = 1i128 << power;
+                    if units % unit == 0 {
+                        return format!("{}{suffix}", units / unit);
+                    }
+                }
+            }
+            return units.to_string();
+        }
+        if nanos % 1_000_000 == 0 {
+            return format!("{}m", nanos / 1_000_000);
+        }
+        format!("{nanos}n")
+    }
+}
+
+impl PartialEq for Amount {
+    fn eq(&self, other: &Amount) -> bool {
+        self.nanos == other.nanos
+    }
+}
+
+impl Eq for Amount {}
+
+impl Ord for Amount {
+    fn cmp(&self, other: &Amount) -> Ordering {
+        self.nanos.cmp(&other.nanos)
+    }
+}
+
+impl PartialOrd for Amount {
+    fn partial_cmp(&self, other: &Amount) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Quantity {
+    /// The value as an [`Amount`]: binary when written with a binary suffix, as
+    /// apimachinery's parser sets the format.
+    pub fn amount(&self) -> Amount {
+        // Of the suffixes a quantity parses with, only the binary ones end in `i`.
+        Amount {
+            nanos: self.nanos,
+            binary: self.text.ends_with('i'),
+        }
+    }
+}
+
 /// (power of two, power of ten) of a suffix, or `None` when it is not one.
 fn suffix_powers(suffix: &str) -> Option<(u32, i32)> {
     let binary = |p| Some((p, 0));
@@ -297,6 +415,81 @@ mod tests {
 
     fn q(text: &str) -> Quantity {
         Quantity::parse(text).unwrap_or_else(|e| panic!("{text}: {e}"))
+    }
+
+    fn a(text: &str) -> Amount {
+        q(text).amount()
+    }
+
+    #[test]
+    fn amounts_add_and_compare_exactly_whatever_their_notation() {
+        assert_eq!(a("100m").plus(a("0.2")), a("300m"));
+        assert_eq!(a("1Gi").plus(a("128Mi")), a("1152Mi"));
+        assert_eq!(a("1").minus(a("250m")), a("750m"));
+        assert_eq!(
+            a("64Mi").plus(a("100M")).nanos(),
+            (67_108_864 + 100_000_000) * 1_000_000_000
+        );
+        assert!(a("1001m") > a("1"));
+        assert_eq!(a("1k").larger(a("1000")), a("1000"));
+        assert_eq!(a("2").larger(a("3")), a("3"));
+        assert_eq!(Amount::ZERO.plus(a("5n")), a("5n"));
+    }
+
+    /// The format a sum keeps is apimachinery's: the first operand's, or the second's when
+    /// the first is zero; a maximum keeps the first unless the second is larger. Seen on a
+    /// v1.36 API server: Pod-level requests defaulted from container requests `0.5Ki` and
+    /// `512` are written `1Ki`; from `0` and `1Mi`, `1Mi`; from `1000` and `24`, `1024`.
+    #[test]
+    fn a_sum_keeps_the_format_apimachinery_keeps() {
+        assert!(a("0.5Ki").plus(a("512")).written_binary());
+        assert!(a("0").plus(a("1Mi")).written_binary());
+        assert!(!a("1000").plus(a("24")).written_binary());
+        assert!(a("1Mi").larger(a("1048576")).written_binary(), "equal: the first stays");
+        assert!(!a("1048576").larger(a("1Mi")).written_binary());
+        assert!(a("1048576").larger(a("2Mi")).written_binary());
+    }
+
+    #[test]
+    fn written_binary_is_what_the_api_server_writes_with_a_binary_suffix() {
+        for binary in ["1Ki", "1Gi", "1.5Gi", "1024Ki", "2048"] {
+            let expected = binary.ends_with('i');
+            assert_eq!(a(binary).written_binary(), expected, "{binary}");
+        }
+        // 512 (below 1024), 1536 (not a multiple of 1024), 1126.4 (not whole).
+        for decimal in ["0.5Ki", "1.5Ki", "1.1Ki", "1k", "1e3", "1024"] {
+            assert!(!a(decimal).written_binary(), "{decimal}");
+        }
+    }
+
+    #[test]
+    fn values_are_written_in_the_format_the_pod_s_own_value_decides() {
+        let cases = [
+            // (sum, the Pod's own value, written)
+            ("1152Mi", "1Gi", "1152Mi"),
+            ("1Gi", "512Mi", "1Gi"),
+            ("2Gi", "1Gi", "2Gi"),
+            ("1Ki", "1Ki", "1Ki"),
+            ("1536", "1Ki", "1536"),
+            ("1207959552", "1G", "1207959552"),
+            ("1152Mi", "1073741824", "1207959552"),
+            ("1152Mi", "0.5Ki", "1207959552"),
+            ("300m", "200m", "300m"),
+            ("1500m", "500m", "1500m"),
+            ("2", "1", "2"),
+            ("2000", "1k", "2000"),
+            ("0.3", "0.1", "300m"),
+            ("1.5", "1e0", "1500m"),
+            ("5n", "1", "5n"),
+            ("1000001u", "1", "1000001000n"),
+            ("0", "1Gi", "0"),
+            ("500m", "1Gi", "500m"),
+        ];
+        for (sum, own, written) in cases {
+            assert_eq!(a(sum).write_like(&a(own)), written, "{sum} like {own}");
+            // What is written reads back as the same value.
+            assert_eq!(a(written), a(sum), "{written}");
+        }
     }
 
     #[test]

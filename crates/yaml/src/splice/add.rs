@@ -630,7 +630,25 @@ fn anew_edit(
         }
         _ => {
             let mut out = Out::default();
-            flow(&mut out, value, json);
+            // A string in place of a quoted scalar keeps the quotes the input chose, so
+            // that a value set back (`uninject`) is the text it was: double quotes always
+            // (the writer's own are single), single ones unless the writer needed them.
+            let chosen = |original: &Json| {
+                let mut plain = Out::default();
+                flow(&mut plain, original, false);
+                !plain.into_string().starts_with('\'')
+            };
+            match (entry.shape, value, text.as_bytes().get(from)) {
+                (Shape::Scalar, Json::String(_), Some(b'"')) => out.push_str(&value.to_string()),
+                (Shape::Scalar, Json::String(new), Some(b'\''))
+                    if chosen(original) && !new.contains(|c: char| c.is_control()) =>
+                {
+                    out.push('\'');
+                    out.push_str(&new.replace('\'', "''"));
+                    out.push('\'');
+                }
+                _ => flow(&mut out, value, json),
+            }
             Ok(Edit {
                 from,
                 to,

@@ -319,6 +319,38 @@ fn an_alias_gets_a_merge_key_and_uninject_gives_the_alias_back() {
 }
 
 #[test]
+fn a_string_set_in_place_of_a_quoted_scalar_keeps_its_quotes() {
+    let text = "spec:\n  resources:\n    requests: {cpu: \"200m\", memory: '1Gi', e: 3, f: \"1\", g: '1'}\n    limits:\n      cpu: 500m # mine\n";
+    let ops = json!([
+        {"op": "add", "path": "/spec/resources/requests/cpu", "value": "300m"},
+        {"op": "add", "path": "/spec/resources/requests/memory", "value": "it's"},
+        {"op": "add", "path": "/spec/resources/requests/e", "value": "4"},
+        {"op": "add", "path": "/spec/resources/requests/f", "value": "1100m"},
+        {"op": "add", "path": "/spec/resources/requests/g", "value": "1100m"},
+        {"op": "add", "path": "/spec/resources/limits/cpu", "value": "1"},
+    ]);
+    let out = added(text, ops);
+    // `'1'` needed its quotes, which say nothing of the input's style; `"1"` chose them.
+    assert_eq!(
+        out,
+        "spec:\n  resources:\n    requests: {cpu: \"300m\", memory: 'it''s', e: '4', f: \"1100m\", g: 1100m}\n    limits:\n      cpu: '1' # mine\n"
+    );
+    // Set back, each value is its text again (the writer quotes a number-like string).
+    let back = added(
+        &out,
+        json!([
+            {"op": "add", "path": "/spec/resources/requests/cpu", "value": "200m"},
+            {"op": "add", "path": "/spec/resources/requests/memory", "value": "1Gi"},
+            {"op": "add", "path": "/spec/resources/requests/e", "value": 3},
+            {"op": "add", "path": "/spec/resources/requests/f", "value": "1"},
+            {"op": "add", "path": "/spec/resources/requests/g", "value": "1"},
+            {"op": "add", "path": "/spec/resources/limits/cpu", "value": "500m"},
+        ]),
+    );
+    assert_eq!(back, text);
+}
+
+#[test]
 fn an_empty_key_gets_its_value_on_the_lines_after_it() {
     let text = "metadata:\n  annotations: # none yet\n  name: p\nspec:\n  volumes: ~\n";
     let out = added(

@@ -13,8 +13,10 @@ fn pod(overrides: Value) -> Value {
     for (name, value) in overrides.as_object().unwrap() {
         annotations.insert(format!("{OVERRIDE_PREFIX}{name}"), value.clone());
     }
+    // Burstable: its sidecar keeps the resources the template and the overrides give it
+    // (a BestEffort Pod's goes in without cpu and memory, `inject::resources`).
     json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "web", "annotations": annotations},
-           "spec": {"containers": [{"name": "app", "image": "nginx"}]}})
+           "spec": {"containers": [{"name": "app", "image": "nginx", "resources": {"requests": {"cpu": "50m"}}}]}})
 }
 
 /// Plans and applies; the patched Pod must read back as a Kubernetes Pod.
@@ -40,19 +42,26 @@ fn denied(pod: &Value) -> String {
 #[test]
 fn without_override_annotations_the_template_is_copied_as_prepared() {
     let template = template();
-    let pod = json!({"metadata": {"annotations": {"other": "x"}}, "spec": {"containers": [{"name": "app"}]}});
-    let view = PodView::read(&pod);
-    let Decision::Inject(plan) = plan(&view, &template, &Extras::default()).unwrap() else {
-        panic!("expected an injection")
-    };
-    // The very bytes prepared at load time, not a re-serialised copy.
-    assert_eq!(
-        plan.init_containers[0].json().unwrap().get(),
-        template.prepared.native_containers_json[0].get()
-    );
-    let status = &plan.annotations[STATUS_ANNOTATION];
-    assert!(!status.contains("overrides"), "{status}");
-    assert!(!status.contains("volumeMounts"), "{status}");
+    let burstable = json!({"metadata": {"annotations": {"other": "x"}},
+                           "spec": {"containers": [{"name": "app", "resources": {"limits": {"cpu": "1"}}}]}});
+    let best_effort = json!({"metadata": {"annotations": {"other": "x"}}, "spec": {"containers": [{"name": "app"}]}});
+    // The default is native: the sidecar's prepared forms are the native ones.
+    let (best_effort_form, best_effort_json) = template.prepared.best_effort.native_containers[0].as_ref().unwrap();
+    for (pod, prepared) in [
+        (burstable, template.prepared.native_containers_json[0].get()),
+        (best_effort, best_effort_json.get()),
+    ] {
+        let view = PodView::read(&pod);
+        let Decision::Inject(plan) = plan(&view, &template, &Extras::default()).unwrap() else {
+            panic!("expected an injection")
+        };
+        // The very bytes prepared at load time, not a re-serialised copy.
+        assert_eq!(plan.init_containers[0].json().unwrap().get(), prepared);
+        let status = &plan.annotations[STATUS_ANNOTATION];
+        assert!(!status.contains("overrides"), "{status}");
+        assert!(!status.contains("volumeMounts"), "{status}");
+    }
+    assert_eq!(best_effort_form.resources, None, "cpu and memory were all it had");
 }
 
 #[test]
