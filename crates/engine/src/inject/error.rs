@@ -75,6 +75,17 @@ pub enum InjectError {
     /// Override annotations the template refuses, each named with its value and bound.
     #[error("{}", .0.iter().map(ToString::to_string).collect::<Vec<_>>().join("; "))]
     Override(Vec<Refused>),
+    /// A Pod Guaranteed by its containers would become Burstable: an added container that
+    /// sets neither a request nor a limit of cpu or memory cannot have them equal. The
+    /// compiled policies write these words too (`policies::resources`).
+    #[error(
+        "template `{template}`: container `{container}` sets no {resource} request or limit, so the Guaranteed Pod would become Burstable; give it resources.limits.{resource} in the template"
+    )]
+    GuaranteedLost {
+        template: String,
+        container: String,
+        resource: &'static str,
+    },
     #[error("cannot encode the patch: {0}")]
     Encode(String),
     /// Only when the engine is handed a view without the Pod it was read from.
