@@ -539,3 +539,43 @@ fn status_member(scope: &Scope) -> String {
         list("limits")
     )
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::template::{KubeVersion, TemplateSet};
+
+    #[test]
+    fn the_columns_are_every_resource_the_template_may_set_and_cpu_and_memory() {
+        let text = "containers:
+- name: side
+  image: side:v1
+  resources: {limits: {hugepages-2Mi: 2Mi, memory: 64Mi}}
+initContainers:
+- name: init
+  image: init:v1
+overrides:
+  scratch: {container: init, field: resources.requests.ephemeral-storage, max: 1Gi}
+";
+        let data = [(String::from("config"), String::from(text))].into_iter().collect();
+        let set = TemplateSet::from_data("test", &data, KubeVersion::NEWEST).expect("a template");
+        let template = set.get("config").expect("config");
+        assert_eq!(
+            columns(template),
+            ["cpu", "ephemeral-storage", "hugepages-2Mi", "memory"]
+        );
+        // The template's init container first, then its sidecar.
+        let names: Vec<&str> = added(template).iter().map(|a| a.container.name.as_str()).collect();
+        assert_eq!(names, ["init", "side"]);
+        assert_eq!(
+            given(template, &template.spec.containers[0], "hugepages-2Mi", true),
+            "\"2Mi\""
+        );
+        assert_eq!(given(template, &template.spec.containers[0], "cpu", true), NONE);
+        assert_eq!(list_there(template, &template.spec.containers[0], true), "true");
+        assert_eq!(
+            list_there(template, &template.spec.init_containers[0], false),
+            "(\"sidecar.samplecrd.k8s.io/override.scratch\" in variables.annotations)"
+        );
+    }
+}
