@@ -6,10 +6,12 @@
 //! into policies bound to the policies' namespaces, where the webhook is called only to
 //! join a Network. Every shape of the corpus (`shapes.rs`), every captured fixture Pod, and
 //! the Pods of a Deployment and two Jobs are created once on each side; what the API
-//! server stored (spec, labels, annotations) or the words of its refusal must be the same,
-//! with namespace names, generated names, `kube-api-access-*` names, Job uids and each
-//! side's Network addresses aside. A difference fails the tier, naming the shape and the
-//! paths that differ.
+//! server stored (spec, labels, annotations, QoS class) or the words of its refusal must be
+//! the same, with namespace names, generated names, `kube-api-access-*` names, Job uids and
+//! each side's Network addresses aside. A difference fails the tier, naming the shape and
+//! the paths that differ. Each shape's Pod stored must also have the QoS class the API
+//! server gives it without injection (a dry run where no injector acts), or the tier fails
+//! naming the shape, the path and both classes.
 
 mod shapes;
 mod templates;
@@ -76,7 +78,7 @@ impl Side {
 /// What the API server did with one create.
 #[derive(Debug, Clone, PartialEq)]
 enum Outcome {
-    /// The stored Pod's spec, labels and annotations, normalised.
+    /// The stored Pod's spec, labels, annotations and QoS class, normalised.
     Stored(Value),
     /// The HTTP code and the refusal's own words (after the API server's prefix).
     Denied(u16, String),
@@ -144,6 +146,7 @@ async fn run(suite: &Suite) -> TierResult {
         .chain(largest_shapes())
         .chain(fixture_shapes())
         .chain(shapes::host_network())
+        .chain(shapes::resource_shapes())
         .collect();
     let phases = vec![
         Phase {
@@ -172,10 +175,12 @@ async fn run(suite: &Suite) -> TierResult {
     let started = Instant::now();
     let mut cases: Vec<(String, Outcome, Outcome)> = Vec::new();
     let mut counts = Vec::new();
+    let mut classes_lost = Vec::new();
     for phase in &phases {
         let proven = prove(suite, &scope, phase).await;
-        counts.push(format!("{} {}", proven.len(), phase.name));
-        cases.extend(proven);
+        counts.push(format!("{} {}", proven.cases.len(), phase.name));
+        cases.extend(proven.cases);
+        classes_lost.extend(proven.classes_lost);
     }
 
     let mut differences = Vec::new();
@@ -224,6 +229,12 @@ async fn run(suite: &Suite) -> TierResult {
         cases.len(),
         differences.join("\n")
     );
+    assert!(
+        classes_lost.is_empty(),
+        "expected every Pod stored with the QoS class it has without injection, found {}:\n{}",
+        classes_lost.len(),
+        classes_lost.join("\n")
+    );
     Ok(format!(
         "{} cases the same through both paths ({}; {injected} injected, {denied} denied, the rest left alone) in {:.1} s",
         cases.len(),
@@ -232,9 +243,15 @@ async fn run(suite: &Suite) -> TierResult {
     ))
 }
 
-/// Creates every shape of `phase` once through each path, in namespaces of its own: the
-/// cases, named `PHASE/SHAPE`.
-async fn prove(suite: &Suite, scope: &Scope, phase: &Phase) -> Vec<(String, Outcome, Outcome)> {
+/// What one phase proved: each case, named `PHASE/SHAPE`, with what each path did; and each
+/// Pod a path stored with another QoS class than the same Pod has without injection.
+struct Proven {
+    cases: Vec<(String, Outcome, Outcome)>,
+    classes_lost: Vec<String>,
+}
+
+/// Creates every shape of `phase` once through each path, in namespaces of its own.
+async fn prove(suite: &Suite, scope: &Scope, phase: &Phase) -> Proven {
     let client = &suite.client;
     let injector = TestNs::create(client, scope, "policies-injector", &[]).await;
     let configmap = configmap(&phase.templates);
@@ -329,10 +346,19 @@ async fn prove(suite: &Suite, scope: &Scope, phase: &Phase) -> Vec<(String, Outc
     wait_until_active(webhook_side, policy_side, &names).await;
 
     let mut cases: Vec<(String, Outcome, Outcome)> = Vec::new();
+    let mut classes_lost = Vec::new();
     for shape in &phase.shapes {
+        let name = format!("{}/{}", phase.name, shape.name);
+        // Before the shape's own create: a shape of the disabled namespace is created there.
+        let without = class_without_injection(webhook_side, shape).await;
         let webhook = create(webhook_side, shape).await;
         let policies = create(policy_side, shape).await;
-        cases.push((format!("{}/{}", phase.name, shape.name), webhook, policies));
+        for (path, outcome) in [("webhook", &webhook), ("policies", &policies)] {
+            if let Some(lost) = class_lost(&name, path, outcome, &without) {
+                classes_lost.push(lost);
+            }
+        }
+        cases.push((name, webhook, policies));
     }
     if phase.full {
         for (kind, workload) in workloads() {
@@ -345,7 +371,31 @@ async fn prove(suite: &Suite, scope: &Scope, phase: &Phase) -> Vec<(String, Outc
         }
     }
     drop(serve);
-    cases
+    Proven { cases, classes_lost }
+}
+
+/// The QoS class the API server gives `shape`'s Pod as it is: a server-side dry run in the
+/// namespace of `side` that no injector acts in (labelled `disabled`).
+async fn class_without_injection(side: &Side, shape: &Shape) -> Result<String, String> {
+    let pod: Pod = serde_json::from_value(shape.pod.clone()).unwrap_or_else(|e| panic!("shape {}: {e}", shape.name));
+    let stored = side.ns(Place::Disabled).create_pod(&pod, true).await.map_err(|e| api_error(&e))?;
+    Ok(stored.status.and_then(|s| s.qos_class).unwrap_or_default())
+}
+
+/// Where `outcome` (of `path`, case `name`) is a Pod stored with another QoS class than
+/// `without`, the class of the same Pod without injection: the words saying so.
+fn class_lost(name: &str, path: &str, outcome: &Outcome, without: &Result<String, String>) -> Option<String> {
+    let Outcome::Stored(pod) = outcome else { return None };
+    let stored = pod["status"]["qosClass"].as_str().unwrap_or_default();
+    match without {
+        Ok(class) if class == stored => None,
+        Ok(class) => Some(format!(
+            "{name}: the {path} path stored QoS class {stored:?}, the Pod without injection has {class:?}"
+        )),
+        Err(e) => Some(format!(
+            "{name}: the {path} path stored QoS class {stored:?}; expected the Pod without injection stored by a dry run, found: {e}"
+        )),
+    }
 }
 
 /// The webhook for the policies' namespaces: only a Pod already injected that names a
@@ -453,8 +503,8 @@ fn refusal(side: &Side, message: &str) -> String {
     side.normalise(inner)
 }
 
-/// What is compared of a stored Pod: its name (or `generateName`), labels, annotations
-/// and spec, with what differs by path by construction replaced.
+/// What is compared of a stored Pod: its name (or `generateName`), labels, annotations,
+/// spec and QoS class, with what differs by path by construction replaced.
 fn normalised_pod(side: &Side, pod: &Value) -> Value {
     let generated = pod["metadata"]["generateName"].as_str().filter(|g| !g.is_empty());
     let mut labels = pod["metadata"]["labels"].clone();
@@ -472,6 +522,7 @@ fn normalised_pod(side: &Side, pod: &Value) -> Value {
             "annotations": pod["metadata"]["annotations"],
         },
         "spec": pod["spec"],
+        "status": {"qosClass": pod["status"]["qosClass"]},
     });
     serde_json::from_str(&side.normalise(&kept.to_string())).expect("normalised JSON")
 }

@@ -490,3 +490,183 @@ pub fn choosing(templates: &[&str]) -> Vec<Shape> {
         })
         .collect()
 }
+
+/// `resources` of a container or a Pod: `requests` and `limits` as given (each omitted
+/// when empty).
+fn resources(requests: &[(&str, &str)], limits: &[(&str, &str)]) -> Value {
+    let map = |list: &[(&str, &str)]| -> Value {
+        Value::Object(list.iter().map(|(k, v)| (k.to_string(), json!(v))).collect())
+    };
+    let mut out = json!({});
+    if !requests.is_empty() {
+        out["requests"] = map(requests);
+    }
+    if !limits.is_empty() {
+        out["limits"] = map(limits);
+    }
+    out
+}
+
+/// An app container with `resources`.
+fn app_with(name: &str, resources: Value) -> Value {
+    json!({"name": name, "image": IMAGE, "resources": resources})
+}
+
+/// Pod-level resources (`spec.resources`) and the QoS class: each Pod is stored by both
+/// paths alike (the Pod-level values raised by what the template adds, the added
+/// containers' resources kept to the class) with the class it has without injection, or
+/// refused alike. Mostly on the shipped template (its sidecar requests cpu 100m and
+/// memory 64Mi, limits cpu 1 and memory 256Mi, and takes `cpu-request` and `memory-limit`
+/// overrides); the tier's `config` (an init container without resources), `native`
+/// (none at all) and `largest` (four sidecars with requests only) for the rest.
+pub fn resource_shapes() -> Vec<Shape> {
+    let shipped = (TEMPLATE, "shipped");
+    let guaranteed = || resources(&[("cpu", "500m"), ("memory", "512Mi")], &[("cpu", "500m"), ("memory", "512Mi")]);
+    let pod = |pod_resources: Value, containers: Value| json!({"resources": pod_resources, "containers": containers});
+    let plain_app = || json!([app("app")]);
+    let requests_app = || json!([app_with("app", resources(&[("cpu", "250m"), ("memory", "256Mi")], &[]))]);
+    let big_init = || json!([app_with("setup", resources(&[("cpu", "3"), ("memory", "3Gi")], &[]))]);
+    let with_init = |pod_resources: Value| json!({"resources": pod_resources, "initContainers": big_init(), "containers": requests_app()});
+    let cpu_request = override_key("cpu-request");
+    let memory_limit = override_key("memory-limit");
+    let mut all = vec![
+        // Pod-level requests only, limits only (the API server defaults the requests from
+        // them, or from the containers' aggregate), both.
+        opted(
+            "res-pod-requests-only",
+            &[shipped],
+            pod(resources(&[("cpu", "1"), ("memory", "1Gi")], &[]), plain_app()),
+        ),
+        opted(
+            "res-pod-limits-only",
+            &[shipped],
+            pod(resources(&[], &[("cpu", "2"), ("memory", "2Gi")]), plain_app()),
+        ),
+        opted(
+            "res-pod-limits-app-requests",
+            &[shipped],
+            pod(resources(&[], &[("cpu", "2"), ("memory", "2Gi")]), requests_app()),
+        ),
+        opted(
+            "res-pod-both",
+            &[shipped],
+            pod(
+                resources(&[("cpu", "500m"), ("memory", "512Mi")], &[("cpu", "500m"), ("memory", "1Gi")]),
+                json!([app_with("app", resources(&[("cpu", "250m")], &[]))]),
+            ),
+        ),
+        opted(
+            "res-pod-both-app-limits",
+            &[shipped],
+            pod(
+                resources(&[("cpu", "500m"), ("memory", "512Mi")], &[("cpu", "1"), ("memory", "1Gi")]),
+                json!([app_with("app", resources(&[("cpu", "250m"), ("memory", "128Mi")], &[("cpu", "500m"), ("memory", "256Mi")]))]),
+            ),
+        ),
+        // Decimal and fractional values: the sums written as integers, millis or nano-units.
+        opted(
+            "res-pod-decimal-and-fractions",
+            &[shipped],
+            pod(resources(&[("cpu", "0.15")], &[("cpu", "1.5"), ("memory", "1G")]), plain_app()),
+        ),
+        // Guaranteed: at Pod level (with and without container resources), and by its
+        // containers (the added ones' requests set to their limits).
+        opted(
+            "res-pod-guaranteed",
+            &[shipped],
+            pod(guaranteed(), plain_app()),
+        ),
+        opted(
+            "res-pod-guaranteed-app-limits",
+            &[shipped],
+            pod(guaranteed(), json!([app_with("app", guaranteed())])),
+        ),
+        opted("res-guaranteed-containers", &[shipped], json!({"containers": [app_with("app", guaranteed())]})),
+        opted(
+            "res-guaranteed-containers-limits-only",
+            &[shipped],
+            json!({"containers": [app_with("app", resources(&[], &[("cpu", "1"), ("memory", "1Gi")]))]}),
+        ),
+        opted(
+            "res-burstable-containers",
+            &[shipped],
+            json!({"containers": [app_with("app", resources(&[("cpu", "100m")], &[]))]}),
+        ),
+        opted("res-besteffort", &[shipped], json!({"containers": [app("app")]})),
+        // An override of the sidecar's request or limit: added at Pod level as asked, or
+        // set to the limit in a Guaranteed Pod.
+        opted(
+            "res-override-cpu-request-pod-level",
+            &[shipped, (&cpu_request, "300m")],
+            pod(resources(&[("cpu", "1")], &[("cpu", "2")]), plain_app()),
+        ),
+        opted(
+            "res-override-cpu-request-guaranteed",
+            &[shipped, (&cpu_request, "300m")],
+            json!({"containers": [app_with("app", guaranteed())]}),
+        ),
+        opted(
+            "res-override-memory-limit-pod-level",
+            &[shipped, (&memory_limit, "1Gi")],
+            pod(resources(&[], &[("memory", "3Gi")]), plain_app()),
+        ),
+        // Native and regular sidecars, and the Pod's own init container: the aggregate of
+        // requests counts a native sidecar beside each init container after it.
+        opted(
+            "res-native-pod-limits",
+            &[shipped, (NATIVE, "true")],
+            pod(resources(&[], &[("cpu", "2"), ("memory", "2Gi")]), requests_app()),
+        ),
+        opted(
+            "res-regular-pod-limits",
+            &[shipped, (NATIVE, "false")],
+            pod(resources(&[], &[("cpu", "2"), ("memory", "2Gi")]), requests_app()),
+        ),
+        opted(
+            "res-native-guaranteed",
+            &[shipped, (NATIVE, "true")],
+            json!({"containers": [app_with("app", guaranteed())]}),
+        ),
+        opted(
+            "res-own-init-pod-level",
+            &[shipped, (NATIVE, "false")],
+            with_init(resources(&[("cpu", "3"), ("memory", "3Gi")], &[("cpu", "4"), ("memory", "4Gi")])),
+        ),
+        opted(
+            "res-own-init-pod-level-native",
+            &[shipped, (NATIVE, "true")],
+            with_init(resources(&[("cpu", "3"), ("memory", "3Gi")], &[("cpu", "4"), ("memory", "4Gi")])),
+        ),
+        opted(
+            "res-own-init-guaranteed",
+            &[shipped],
+            json!({"initContainers": [app_with("setup", guaranteed())], "containers": [app_with("app", guaranteed())]}),
+        ),
+        opted(
+            "res-own-init-besteffort",
+            &[shipped],
+            json!({"initContainers": [app("setup")], "containers": [app("app")]}),
+        ),
+        // The tier's templates: an init container without resources refuses a Guaranteed
+        // Pod (with the webhook's words); a BestEffort Pod keeps its class; Pod-level
+        // values with an init container of the template and its cpu-limit override; four
+        // sidecars that request only.
+        opted("res-config-guaranteed-refused", &[], json!({"containers": [app_with("app", guaranteed())]})),
+        opted("res-native-template-guaranteed-refused", &[(TEMPLATE, "native")], json!({"containers": [app_with("app", guaranteed())]})),
+        opted("res-config-besteffort", &[], json!({"containers": [app("app")]})),
+        opted(
+            "res-config-pod-level",
+            &[(&override_key("cpu-limit"), "2")],
+            pod(resources(&[("cpu", "1"), ("memory", "1Gi")], &[("cpu", "3"), ("memory", "2Gi")]), requests_app()),
+        ),
+        opted(
+            "res-largest-pod-level",
+            &[(TEMPLATE, "largest"), ("sidecar.samplecrd.k8s.io/override.mem-0", "512Mi")],
+            pod(resources(&[("cpu", "1")], &[("cpu", "2"), ("memory", "1Gi")]), requests_app()),
+        ),
+    ];
+    for shape in &mut all {
+        shape.pod["metadata"]["labels"] = json!({"corpus": shape.name});
+    }
+    all
+}

@@ -79,13 +79,11 @@ pub enum InjectError {
     /// Override annotations the template refuses, each named with its value and bound.
     #[error("{}", .0.iter().map(ToString::to_string).collect::<Vec<_>>().join("; "))]
     Override(Vec<Refused>),
-    /// A Guaranteed Pod (by its containers) would become Burstable: an added container
-    /// that sets neither a request nor a limit for cpu or memory cannot have them equal.
-    /// Decided after every [`super::Fault`], once the plan knows the added containers as
-    /// this Pod gets them; the compiled policies write the same words with the values as
-    /// holes.
+    /// A Pod Guaranteed by its containers would become Burstable: an added container that
+    /// sets neither a request nor a limit of cpu or memory cannot have them equal. The
+    /// compiled policies write these words too (`policies::resources`).
     #[error(
-        "Pod is of QoS class Guaranteed (each of its containers' cpu and memory requests equal their limits), but template `{template}` container `{container}` sets neither a request nor a limit for {resource}, so the Pod would become Burstable: give it resources.limits.{resource} in the template"
+        "template `{template}`: container `{container}` sets no {resource} request or limit, so the Guaranteed Pod would become Burstable; give it resources.limits.{resource} in the template"
     )]
     GuaranteedLost {
         template: String,

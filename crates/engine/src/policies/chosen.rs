@@ -57,10 +57,15 @@ pub fn merge(parts: &[TemplateVariables<'_>], texts: &mut [String], max_code_poi
             .collect()
     };
     let switch = |branches: &[Branch<'_>], renamed: &BTreeMap<String, String>| -> String {
+        let expressions: Vec<String> = branches.iter().map(|(_, _, e)| rename(e, renamed)).collect();
+        // A question every template asks in the same words (the rules, over each one's own
+        // data) needs no switch.
+        if expressions.iter().all(|e| *e == expressions[0]) {
+            return format!("({})", expressions[0]);
+        }
         let mut text = String::new();
         let last = branches.len() - 1;
-        for (i, (template, _, expression)) in branches.iter().enumerate() {
-            let expression = rename(expression, renamed);
+        for (i, ((template, _, _), expression)) in branches.iter().zip(expressions).enumerate() {
             if i == last {
                 // Read only when the Pod chose one of these templates: the last needs no test.
                 text.push_str(&format!("({expression})"));
@@ -217,14 +222,15 @@ mod tests {
     #[test]
     fn a_question_too_long_to_switch_stays_one_variable_per_template() {
         let (s0, s1) = (Scope::new(0), Scope::new(1));
-        let long = format!("\"{}\"", "x".repeat(60));
+        // Each template's own words: a switch of the two is longer than 120.
+        let long = |c: &str| format!("\"{}\"", c.repeat(60));
         let v0 = [
             s0.variable("native", String::from("true")),
-            s0.variable("denial", format!("{} ? {long} : \"\"", s0.get("native"))),
+            s0.variable("denial", format!("{} ? {} : \"\"", s0.get("native"), long("x"))),
         ];
         let v1 = [
             s1.variable("native", String::from("false")),
-            s1.variable("denial", format!("{} ? {long} : \"\"", s1.get("native"))),
+            s1.variable("denial", format!("{} ? {} : \"\"", s1.get("native"), long("y"))),
         ];
         let mut texts = [format!("{} + {}", s0.get("denial"), s1.get("denial"))];
         let merged = merge(&two(&s0, &v0, &s1, &v1), &mut texts, 120);
@@ -235,6 +241,23 @@ mod tests {
             merged[1].expression
         );
         assert_eq!(texts[0], "variables.t0_denial + variables.t1_denial");
+    }
+
+    #[test]
+    fn a_question_asked_in_the_same_words_by_every_template_is_no_switch() {
+        let (s0, s1) = (Scope::new(0), Scope::new(1));
+        let v0 = [
+            s0.variable("data", String::from("[1]")),
+            s0.variable("rule", format!("{}.map(x, x + 1)", s0.get("data"))),
+        ];
+        let v1 = [
+            s1.variable("data", String::from("[2]")),
+            s1.variable("rule", format!("{}.map(x, x + 1)", s1.get("data"))),
+        ];
+        let merged = merge(&two(&s0, &v0, &s1, &v1), &mut [], 100_000);
+        assert_eq!(names(&merged), ["chosen_data", "chosen_rule"]);
+        assert_eq!(merged[0].expression, "variables.choice == \"config\" ? ([1]) :\n([2])");
+        assert_eq!(merged[1].expression, "(variables.chosen_data.map(x, x + 1))");
     }
 
     #[test]

@@ -4,7 +4,7 @@
 use super::objects::{self, PolicyObject};
 use super::options::Options;
 use super::variables::{self, Scope};
-use super::{cel, chosen, patch, plan};
+use super::{cel, chosen, patch, plan, resources};
 use crate::template::{Template, TemplateSet};
 
 /// A template left to the webhook, and why.
@@ -84,6 +84,7 @@ pub fn compile(set: &TemplateSet, options: &Options) -> Compiled {
         let scope = Scope::new(index);
         let mut variables = plan::variables(template, &scope);
         variables.extend(patch::variables(template, &scope));
+        variables.extend(resources::variables(template, &scope));
         variables.push(scope.variable("additions", patch::additions(template, &scope)));
         let part = Part {
             scope,
@@ -127,6 +128,9 @@ pub fn compile(set: &TemplateSet, options: &Options) -> Compiled {
     let per_question = chosen::merge(&templates, &mut texts, MAX_EXPRESSION_CODE_POINTS);
     let [mutation, refusal_expression] = texts;
     let mut variables = variables::shared(options.annotation_opt_in);
+    // Every resource a compiled template may set: the Pod's own amounts of each.
+    let named = parts.iter().flat_map(|p| resources::columns(p.template)).collect();
+    variables.extend(resources::shared(&named));
     variables.extend(per_question);
     variables.push(variables::variable(&refusal.name, refusal_expression));
     let mutations = [mutation];

@@ -11,6 +11,7 @@
 //! What needs the injector's cache (joining a Network) is not compiled: it stays with the
 //! webhook, which adds only the join to a Pod a policy injected.
 
+mod amounts;
 mod cel;
 mod chosen;
 mod compile;
@@ -21,6 +22,7 @@ mod options;
 mod patch;
 mod plan;
 mod pod_values;
+mod resources;
 mod variables;
 pub mod webhook;
 

@@ -95,6 +95,8 @@ pub fn additions(template: &Template, scope: &Scope) -> String {
         containers(template, scope),
         overrides(template, scope),
         super::pod_values::additions(template, scope),
+        // After the overrides: the class keeps what they set, or changes it.
+        scope.get("resourceOps"),
         volumes(template, scope),
         image_pull_secrets(template, scope),
         app_mounts(template, scope),
@@ -446,6 +448,7 @@ fn status(template: &Template, scope: &Scope) -> String {
             overrides.join(", ")
         ))
     };
+    let pod_resources = Some(scope.get("resourceStatus"));
     let head = format!(
         "{{\"template\":{},\"revision\":{},\"containers\":[",
         Value::from(template.name.as_str()),
@@ -474,7 +477,7 @@ fn status(template: &Template, scope: &Scope) -> String {
         } else {
             "],\"nativeSidecar\":false"
         });
-        for part in [&mounts, &overrides].into_iter().flatten() {
+        for part in [&mounts, &overrides, &pod_resources].into_iter().flatten() {
             text = text.expression(part.clone());
         }
         text.text("}").build()

@@ -137,6 +137,10 @@ fn denial(template: &Template, scope: &Scope) -> String {
             }
         }
     }
+    // Resources last, as the webhook decides them once the plan knows the added
+    // containers as this Pod gets them (`policies::resources`).
+    let resources = scope.get("resourcesDenial");
+    chain.push_str(&format!("{resources} != \"\" ? {resources} :\n"));
     chain.push_str("\"\"");
     chain
 }

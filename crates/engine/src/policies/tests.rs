@@ -587,3 +587,144 @@ fn the_match_conditions_skip_host_network_pods_unless_they_name_a_template_that_
         );
     }
 }
+
+/// The variable `name` of the mutating policy for selected Pods.
+fn variable_of(compiled: &Compiled, name: &str) -> String {
+    mutating(compiled, names::INJECT)
+        .variables
+        .unwrap_or_default()
+        .into_iter()
+        .find(|v| v.name == name)
+        .unwrap_or_else(|| panic!("no variable {name}"))
+        .expression
+}
+
+/// The rules of Pod-level resources and QoS are one expression whatever the templates:
+/// each template adds only its data (the columns, its containers, their values).
+#[test]
+fn the_resource_rules_are_written_once_and_each_template_adds_its_data() {
+    let two = compile(
+        &set(&[
+            ("config", TEMPLATE),
+            ("canary", "containers: [{name: side, image: side:v1}]"),
+        ]),
+        &Options::default(),
+    );
+    for rule in [
+        "chosen_resourcesKept",
+        "chosen_resourcesDenial",
+        "chosen_addedAmounts",
+        "chosen_podLevelValues",
+        "chosen_resourceOps",
+        "chosen_resourceStatus",
+    ] {
+        let text = variable_of(&two, rule);
+        assert!(
+            !text.contains("variables.choice =="),
+            "expected {rule} to be no switch, found {text}"
+        );
+    }
+    for data in ["chosen_addedNames", "chosen_resourcesGiven"] {
+        let text = variable_of(&two, data);
+        assert!(
+            text.starts_with("variables.choice == "),
+            "expected {data} to switch, found {text}"
+        );
+    }
+    let one = compile(&set(&[("config", TEMPLATE)]), &Options::default());
+    assert_eq!(
+        variable_of(&one, "chosen_podLevelValues"),
+        variable_of(&two, "chosen_podLevelValues"),
+        "a second template adds nothing to the rules"
+    );
+}
+
+/// A value the Pod gets is the template's, or the override's the Pod asks for; cpu and
+/// memory are always columns (the class asks of them), with `""` where nothing sets them.
+#[test]
+fn each_added_container_s_values_are_the_template_s_or_the_override_s() {
+    let compiled = compile(&set(&[("config", TEMPLATE)]), &Options::default());
+    assert_eq!(
+        variable_of(&compiled, "chosen_resourceColumns"),
+        r#"(["cpu", "memory"])"#
+    );
+    assert_eq!(variable_of(&compiled, "chosen_addedNames"), r#"(["init", "envoy"])"#);
+    assert_eq!(variable_of(&compiled, "chosen_addedSidecars"), "([false, true])");
+    let cpu = r#"("sidecar.samplecrd.k8s.io/override.cpu" in variables.annotations ? string(variables.annotations["sidecar.samplecrd.k8s.io/override.cpu"]) : "")"#;
+    assert_eq!(
+        variable_of(&compiled, "chosen_resourcesGiven"),
+        format!(r#"([[["", ""], ["", ""]], [[{cpu}, ""], ["", ""]]])"#)
+    );
+    // `requests` is there in the sidecar once the override asks for it.
+    assert_eq!(
+        variable_of(&compiled, "chosen_addedListsThere"),
+        r#"([[false, false], [("sidecar.samplecrd.k8s.io/override.cpu" in variables.annotations), false]])"#
+    );
+    let shipped = compile(&TemplateSet::embedded(), &Options::default());
+    let given = variable_of(&shipped, "chosen_resourcesGiven");
+    for value in [r#": "100m")"#, r#""1""#, r#""64Mi""#, r#": "256Mi")"#] {
+        assert!(given.contains(value), "expected {value} in {given}");
+    }
+}
+
+/// The refusal of a Guaranteed Pod an added container would make Burstable: the webhook's
+/// words, checked after every other fault of the template.
+#[test]
+fn a_guaranteed_pod_an_added_container_would_make_burstable_is_refused_in_the_webhook_s_words() {
+    let words = InjectError::GuaranteedLost {
+        template: String::from("config"),
+        container: String::from("envoy"),
+        resource: "cpu",
+    }
+    .to_string();
+    assert_eq!(
+        words,
+        "template `config`: container `envoy` sets no cpu request or limit, so the Guaranteed Pod would become Burstable; give it resources.limits.cpu in the template"
+    );
+    let compiled = compile(&set(&[("config", TEMPLATE)]), &Options::default());
+    let denial = variable_of(&compiled, "chosen_resourcesDenial");
+    for piece in [
+        r#"("template `" + (variables.choice) + "`: container `" + (variables.chosen_addedNames[lq[0]]) + "` sets no cpu request or limit, so the Guaranteed Pod would become Burstable; give it resources.limits.cpu in the template")"#,
+        "resources.limits.memory in the template",
+        r#"variables.podQos == "Guaranteed" && !variables.podQosAtPodLevel"#,
+    ] {
+        assert!(denial.contains(piece), "expected {piece} in {denial}");
+    }
+    let chain = variable_of(&compiled, "chosen_denial");
+    let at = chain
+        .find("variables.chosen_resourcesDenial != \"\"")
+        .expect("the resources' refusal");
+    for earlier in ["chosen_overrideDenial", "chosen_portDenials", "chosen_volumeDenials"] {
+        let before = chain.find(earlier).unwrap_or_else(|| panic!("{earlier} in {chain}"));
+        assert!(
+            before < at,
+            "expected {earlier} before the resources' refusal in {chain}"
+        );
+    }
+}
+
+/// The class and Pod-level operations come after the overrides', which set the values
+/// they read; the status records the Pod-level resources after the overrides it names.
+#[test]
+fn the_resource_operations_follow_the_overrides_and_the_status_records_the_pod_level() {
+    let compiled = compile(&set(&[("config", TEMPLATE)]), &Options::default());
+    let additions = variable_of(&compiled, "t0_additions");
+    let overrides = additions
+        .find("size(variables.overrideKeys) == 0 ? [] :")
+        .expect("the overrides");
+    let resources = additions
+        .find("variables.chosen_resourceOps")
+        .expect("the resource operations");
+    assert!(overrides < resources, "{additions}");
+    let status_overrides = additions.rfind(r#"\"overrides\":{"#).expect("the status's overrides");
+    let status_resources = additions
+        .rfind("variables.chosen_resourceStatus")
+        .expect("the status's Pod-level member");
+    assert!(status_overrides < status_resources, "{additions}");
+    let status = variable_of(&compiled, "chosen_resourceStatus");
+    assert!(status.contains(r#"\"podResources\":{"#), "{status}");
+    assert!(
+        status.contains("object.spec.resources.requests.map(k, k).sort()"),
+        "{status}"
+    );
+}

@@ -212,7 +212,7 @@ fn a_guaranteed_pod_refuses_a_sidecar_without_cpu_or_memory() {
     let bare = template("containers:\n- name: proxy\n  image: envoy\n  resources: {limits: {cpu: 100m}}\n");
     assert_eq!(
         refused(&pod, &bare).to_string(),
-        "Pod is of QoS class Guaranteed (each of its containers' cpu and memory requests equal their limits), but template `config` container `proxy` sets neither a request nor a limit for memory, so the Pod would become Burstable: give it resources.limits.memory in the template"
+        "template `config`: container `proxy` sets no memory request or limit, so the Guaranteed Pod would become Burstable; give it resources.limits.memory in the template"
     );
     // A template init container is held to it too.
     let init = template(
