@@ -43,6 +43,20 @@ impl Part<'_> {
         self.variables.iter().map(|v| v.expression.len()).sum::<usize>()
     }
 
+    /// What of its size is the rules every template writes alike, which the policy holds
+    /// once (`chosen::merge`).
+    fn rules_size(&self) -> usize {
+        self.variables
+            .iter()
+            .filter(|v| {
+                self.scope
+                    .question(&v.name)
+                    .is_some_and(|q| resources::RULES.contains(&q))
+            })
+            .map(|v| v.expression.len())
+            .sum::<usize>()
+    }
+
     /// Its longest expression, in code points.
     fn longest(&self) -> usize {
         self.variables
@@ -92,19 +106,25 @@ pub fn compile(set: &TemplateSet, options: &Options) -> Compiled {
             variables,
         };
         let (size, longest) = (part.size(), part.longest());
+        // The rules count once in the policy: with the first template.
+        let counted = if parts.is_empty() {
+            size
+        } else {
+            size - part.rules_size()
+        };
         let reason = if size > MAX_EXPRESSION_BYTES {
             format!("its policy would hold {size} bytes of CEL, more than the {MAX_EXPRESSION_BYTES} compiled at most")
         } else if longest > MAX_EXPRESSION_CODE_POINTS {
             format!(
                 "its policy would hold an expression of {longest} code points, more than the {MAX_EXPRESSION_CODE_POINTS} the API server compiles"
             )
-        } else if total + size > MAX_POLICY_BYTES {
+        } else if total + counted > MAX_POLICY_BYTES {
             format!(
                 "with it the policy holding every template would hold {} bytes of CEL, more than the {MAX_POLICY_BYTES} compiled at most",
-                total + size
+                total + counted
             )
         } else {
-            total += size;
+            total += counted;
             parts.push(part);
             continue;
         };

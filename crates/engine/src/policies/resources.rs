@@ -248,6 +248,17 @@ fn list_there(template: &Template, container: &Container, limits: bool) -> Strin
     }
 }
 
+/// The questions whose expression every template writes alike (the rules over its data):
+/// the policy holds each once, however many templates ask it.
+pub const RULES: [&str; 6] = [
+    "resourcesKept",
+    "resourcesDenial",
+    "addedAmounts",
+    "podLevelValues",
+    "resourceOps",
+    "resourceStatus",
+];
+
 /// The variables of one template (`scope`). Its data: the columns, its added containers'
 /// names, places, sidecar flags and `requests`/`limits` maps there, and their values as
 /// this Pod gets them (`resourcesGiven`: per container, per column, `[request, limit]`,
@@ -311,12 +322,12 @@ pub fn variables(template: &Template, scope: &Scope) -> Vec<Variable> {
         ("resourcesGiven", list(table)),
     ];
     let rules = [
-        ("resourcesKept", kept(scope)),
-        ("resourcesDenial", denial(scope)),
-        ("addedAmounts", added_amounts(scope)),
-        ("podLevelValues", pod_level_values(scope)),
-        ("resourceOps", operations(scope)),
-        ("resourceStatus", status_member(scope)),
+        (RULES[0], kept(scope)),
+        (RULES[1], denial(scope)),
+        (RULES[2], added_amounts(scope)),
+        (RULES[3], pod_level_values(scope)),
+        (RULES[4], operations(scope)),
+        (RULES[5], status_member(scope)),
     ];
     data.into_iter()
         .chain(rules)

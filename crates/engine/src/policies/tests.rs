@@ -398,6 +398,44 @@ fn templates_beyond_what_one_policy_holds_are_left_to_the_webhook() {
     assert!(size <= MAX_POLICY_BYTES + 64 * 1024, "{size}");
 }
 
+/// The rules every template writes alike are held once in the policy, and count once
+/// against what it holds: small templates fill it to within one template.
+#[test]
+fn the_rules_every_template_writes_alike_count_once_against_the_policy_s_size() {
+    let small = |i: usize| {
+        format!(
+            "containers:\n- name: envoy\n  image: envoy:v{i}\n  args: [\"{}\"]\n",
+            "y".repeat(2000)
+        )
+    };
+    let texts: Vec<(String, String)> = (0..400).map(|i| (format!("t{i:03}"), small(i))).collect();
+    let data: Vec<(&str, &str)> = texts.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+    let compiled = compile(&set(&data), &Options::default());
+    assert!(!compiled.not_compiled.is_empty(), "400 templates fill the policy");
+    let held = data.len() - compiled.not_compiled.len();
+    // One template's additions and the rules, as one template's policy holds them.
+    let one = mutating(&compile(&set(&data[..1]), &Options::default()), names::INJECT);
+    let variables = one.variables.unwrap();
+    let length = |name: &str| {
+        variables
+            .iter()
+            .find(|v| v.name == name)
+            .map_or(0, |v| v.expression.len())
+    };
+    let rules: usize = super::resources::RULES
+        .iter()
+        .map(|r| length(&format!("chosen_{r}")))
+        .sum();
+    let additions = length("t0_additions");
+    assert!(rules > 0 && additions > 0, "{rules} {additions}");
+    // Counted for each template, the rules would leave room for at most this many.
+    let per_template = MAX_POLICY_BYTES / (additions + rules);
+    assert!(
+        held > per_template,
+        "expected more than {per_template} templates held ({additions} bytes of additions each, {rules} of rules once), found {held}"
+    );
+}
+
 #[test]
 fn the_status_annotation_is_written_member_by_member_as_the_webhook_writes_it() {
     let templates = set(&[("config", TEMPLATE)]);
