@@ -83,8 +83,16 @@ async fn run(suite: &Suite) -> TierResult {
     let name = "e2e-overridden";
     let deployments: Api<Deployment> = Api::namespaced(client.clone(), &apps.name);
     let memory = format!("{OVERRIDE}memory-limit");
+    // A Burstable app (a cpu request of its own): a BestEffort Pod's sidecar goes in without
+    // cpu and memory, its overrides of them included, to keep the Pod BestEffort.
+    let mut burstable = deployment(name, 2, &[(&memory, "256Mi")], DEFAULT_IMAGE);
+    if let Some(spec) = burstable.spec.as_mut().and_then(|s| s.template.spec.as_mut()) {
+        spec.containers[0].resources = Some(
+            serde_json::from_value(json!({"requests": {"cpu": "10m"}})).expect("resource requirements"),
+        );
+    }
     deployments
-        .create(&PostParams::default(), &deployment(name, 2, &[(&memory, "256Mi")], DEFAULT_IMAGE))
+        .create(&PostParams::default(), &burstable)
         .await
         .unwrap_or_else(|e| panic!("expected to create Deployment {name}, found: {}", api_error(&e)));
     let pods = wait_for(&format!("2 Pods of Deployment {name}"), PATIENCE, async || {
