@@ -819,7 +819,7 @@ fn the_pod_level_raise_and_the_qos_class_are_explained() {
     let report = crate::check::Report::new(String::from("ns"), Vec::new(), vec![raised], None);
     let text = crate::check::render::text(&report);
     assert!(
-        text.contains("      adds: container envoy\n      pod-level cpu request 200m → 300m: the sidecar's 100m added\n      QoS Burstable kept"),
+        text.contains("      adds: init container envoy\n      pod-level cpu request 200m → 300m: the sidecar's 100m added\n      QoS Burstable kept"),
         "{text}"
     );
 

@@ -147,6 +147,7 @@ async fn run(suite: &Suite) -> TierResult {
         .chain(fixture_shapes())
         .chain(shapes::host_network())
         .chain(shapes::resource_shapes())
+        .chain(shapes::restricted())
         .collect();
     let phases = vec![
         Phase {
@@ -214,6 +215,19 @@ async fn run(suite: &Suite) -> TierResult {
             webhook.summary()
         );
     }
+    // In a namespace enforcing Pod Security `restricted`: the shipped default meets it (the
+    // Pod is stored, injected), `classic` does not (Pod Security admission refuses the
+    // injected Pod, naming what the sidecar breaks), an app that breaks it alone is refused
+    // with nothing injected; each alike on both paths (compared above).
+    let restricted: Vec<_> = cases.iter().filter(|(name, ..)| name.starts_with("all/psa-restricted-")).collect();
+    assert_eq!(restricted.len(), shapes::restricted().len(), "expected every restricted shape proven");
+    for (name, webhook, _) in restricted {
+        let injected = matches!(webhook, Outcome::Stored(pod) if !pod["metadata"]["annotations"]["sidecar.samplecrd.k8s.io/status"].is_null());
+        let refused_by_pod_security =
+            matches!(webhook, Outcome::Denied(_, words) if words.contains("violates PodSecurity \"restricted:latest\""));
+        let expected = if name.starts_with("all/psa-restricted-shipped") { injected } else { refused_by_pod_security };
+        assert!(expected, "{name}: found {}", webhook.summary());
+    }
     let injected = cases
         .iter()
         .filter(|(_, w, _)| matches!(w, Outcome::Stored(pod) if !pod["metadata"]["annotations"]["sidecar.samplecrd.k8s.io/status"].is_null()))
@@ -263,6 +277,7 @@ async fn prove(suite: &Suite, scope: &Scope, phase: &Phase) -> Proven {
             Place::Labelled => vec![NAMESPACE_OPT_IN, (TEMPLATE_LABEL, "canary")],
             Place::MissingTemplate => vec![NAMESPACE_OPT_IN, (TEMPLATE_LABEL, "missing")],
             Place::Disabled => vec![("sidecar.samplecrd.k8s.io/inject", "disabled")],
+            Place::Restricted => vec![("pod-security.kubernetes.io/enforce", "restricted")],
         }
     };
     let mut sides = Vec::new();
@@ -271,7 +286,7 @@ async fn prove(suite: &Suite, scope: &Scope, phase: &Phase) -> Proven {
         ("policies", "198.18.71.0/24", "198.18.71.1"),
     ] {
         let mut namespaces = Vec::new();
-        for place in [Place::Plain, Place::Labelled, Place::MissingTemplate, Place::Disabled] {
+        for place in [Place::Plain, Place::Labelled, Place::MissingTemplate, Place::Disabled, Place::Restricted] {
             let tier = format!("pol-{}", &path[..3]);
             namespaces.push((place, TestNs::create(client, scope, &tier, &labels_of(place)).await));
         }

@@ -22,6 +22,8 @@ pub enum Place {
     MissingTemplate,
     /// `sidecar.samplecrd.k8s.io/inject=disabled`: no injector acts there.
     Disabled,
+    /// No injection labels; `pod-security.kubernetes.io/enforce=restricted`.
+    Restricted,
 }
 
 pub struct Shape {
@@ -456,10 +458,38 @@ pub fn opt_in_corpus() -> Vec<Shape> {
             Place::Labelled => "labelled",
             Place::MissingTemplate => "missing",
             Place::Disabled => "disabled",
+            Place::Restricted => "restricted",
         };
         let name = format!("{}-{place}", shape.name);
         shape.pod["metadata"]["name"] = json!(name);
         shape.name = Box::leak(name.into_boxed_str());
+    }
+    all
+}
+
+/// Pods in a namespace that enforces Pod Security `restricted`, opted in by annotation: an
+/// app that meets the level itself, with the shipped default (which meets it: stored) and
+/// with `classic` (which does not: refused by Pod Security admission, after either path
+/// injected it, in the same words); and one that does not meet it, opted out (refused
+/// alike, nothing injected).
+pub fn restricted() -> Vec<Shape> {
+    let compliant = || {
+        json!({
+            "securityContext": {"runAsNonRoot": true, "runAsUser": 1000, "seccompProfile": {"type": "RuntimeDefault"}},
+            "containers": [{
+                "name": "app", "image": IMAGE,
+                "securityContext": {"allowPrivilegeEscalation": false, "capabilities": {"drop": ["ALL"]}},
+            }],
+        })
+    };
+    let mut all = vec![
+        opted("psa-restricted-shipped", &[(TEMPLATE, "shipped")], compliant()),
+        opted("psa-restricted-shipped-regular", &[(TEMPLATE, "shipped"), (NATIVE, "false")], compliant()),
+        opted("psa-restricted-classic", &[(TEMPLATE, "classic")], compliant()),
+        shape("psa-restricted-app-breaks", &[(INJECT, "false")], containers(json!([app("app")]))),
+    ];
+    for shape in &mut all {
+        shape.place = Place::Restricted;
     }
     all
 }

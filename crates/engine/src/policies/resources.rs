@@ -534,8 +534,8 @@ fn operations(scope: &Scope) -> String {
     )
 }
 
-/// The status annotation's member recording the Pod's own `spec.resources` (`requests`,
-/// then `limits`, each by sorted key, as the webhook's status writes them) for `uninject`
+/// The status annotation's member recording the Pod's own `spec.resources` (`limits`,
+/// then `requests`, each by sorted key, as the webhook's status writes them) for `uninject`
 /// to put back, when the injection changes a Pod-level value; else `""`.
 fn status_member(scope: &Scope) -> String {
     let list = |name: &str| {
@@ -546,8 +546,8 @@ fn status_member(scope: &Scope) -> String {
     format!(
         "{POD_LEVEL} && {}.exists(x, x[0] != \"\" || x[1] != \"\") ? \",\\\"podResources\\\":{{\" + [{}, {}].filter(s, s != \"\").join(\",\") + \"}}\" : \"\"",
         scope.get("podLevelValues"),
-        list("requests"),
-        list("limits")
+        list("limits"),
+        list("requests")
     )
 }
 

@@ -200,7 +200,7 @@ fn a_guaranteed_pod_s_sidecar_gets_its_requests_set_to_its_limits() {
     );
     let (_, out) = inject(&pod, &requests_only);
     assert_eq!(
-        out["spec"]["containers"][1]["resources"],
+        out["spec"]["initContainers"][0]["resources"],
         json!({"requests": {"cpu": "50m"}, "limits": {"cpu": "50m", "memory": "32Mi"}})
     );
     assert_eq!(class(&out), QosClass::Guaranteed);
@@ -288,7 +288,7 @@ fn a_best_effort_pod_s_sidecar_goes_in_without_cpu_and_memory() {
     );
     let (_, out) = inject(&pod, &storage);
     assert_eq!(
-        out["spec"]["containers"][1]["resources"],
+        out["spec"]["initContainers"][0]["resources"],
         json!({"requests": {"ephemeral-storage": "1Gi"}})
     );
 
@@ -318,8 +318,8 @@ fn a_burstable_pod_gets_the_sidecar_as_written() {
         panic!()
     };
     assert_eq!(
-        planned.containers[0].json().unwrap().get(),
-        template.prepared.containers[0].get(),
+        planned.init_containers[0].json().unwrap().get(),
+        template.prepared.native_containers_json[0].get(),
         "the bytes prepared at load"
     );
     assert!(!planned.annotations[STATUS_ANNOTATION].contains("podResources"));
