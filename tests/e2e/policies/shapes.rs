@@ -560,6 +560,13 @@ pub fn resource_shapes() -> Vec<Shape> {
     let cpu_request = override_key("cpu-request");
     let memory_limit = override_key("memory-limit");
     let mut all = vec![
+        // An empty `spec.resources` makes the Pod's QoS class the Pod level's (BestEffort)
+        // whatever its containers say: the sidecar goes in without cpu and memory.
+        opted(
+            "res-pod-empty-containers-guaranteed",
+            &[shipped],
+            pod(json!({}), json!([app_with("app", guaranteed())])),
+        ),
         // Pod-level requests only, limits only (the API server defaults the requests from
         // them, or from the containers' aggregate), both.
         opted(

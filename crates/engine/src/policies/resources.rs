@@ -78,11 +78,12 @@ fn class_of(base: &str) -> String {
 /// of `resources` (every resource a compiled template may set) its own amounts.
 pub fn shared(resources: &BTreeSet<String>) -> Vec<Variable> {
     let pod = "object.spec.?resources";
-    let qos_resources = cel::strings(QOS_RESOURCES);
     let mut out = vec![
         variable(
+            // As the API server: any `spec.resources`, even empty, makes the class the Pod
+            // level's.
             "podQosAtPodLevel",
-            format!("{qos_resources}.exists(r, {pod}.?requests[?r].hasValue() || {pod}.?limits[?r].hasValue())"),
+            String::from("has(object.spec.resources)"),
         ),
         variable(
             "podQos",
