@@ -43,8 +43,6 @@ pub static POD: Keep = Keep::Fields(&[
             // Whole: a same-named volume is compared field by field.
             ("volumes", Keep::All),
             ("imagePullSecrets", Keep::All),
-            // Whether the Pod runs to completion: how a sidecar goes in by default.
-            ("restartPolicy", Keep::All),
             // On the node's network: left alone unless the template allows it.
             ("hostNetwork", Keep::All),
             // Pod-level resources, raised by what the injection adds.
@@ -171,8 +169,7 @@ mod tests {
         assert_eq!(
             engine_view(&pod),
             serde_json::json!({"kind": "Pod", "metadata": {"name": "p", "labels": {"a": "b"}},
-                               "spec": {"restartPolicy": "Never",
-                                        "containers": [{"name": "a", "ports": [{"containerPort": 80}]}, "text"]}})
+                               "spec": {"containers": [{"name": "a", "ports": [{"containerPort": 80}]}, "text"]}})
         );
     }
 }

@@ -406,9 +406,6 @@ pub struct Spec<'a> {
     pub volumes: Found<Vec<Found<Named<'a>>>>,
     #[serde(borrow, default)]
     pub image_pull_secrets: Found<Vec<Found<Named<'a>>>>,
-    /// Whether the Pod runs to completion decides how a sidecar goes in by default.
-    #[serde(borrow, default)]
-    pub restart_policy: Found<Cow<'a, str>>,
     /// On the node's network, a Pod is left alone unless its template allows it.
     #[serde(default)]
     pub host_network: Found<bool>,
@@ -577,7 +574,6 @@ impl<'a> PodView<'a> {
             init_containers: list(spec.map(|s| &s.init_containers), "spec.initContainers")?,
             volumes: list(spec.map(|s| &s.volumes), "spec.volumes")?,
             image_pull_secrets: list(spec.map(|s| &s.image_pull_secrets), "spec.imagePullSecrets")?,
-            restart_policy: spec.map(|s| &s.restart_policy),
             resources: spec.map(|s| &s.resources),
             whole: &self.whole,
         })
@@ -683,9 +679,6 @@ pub struct Checked<'v, 'a> {
     pub volumes: List<'v, Named<'a>>,
     whole: &'v Whole<'a>,
     pub image_pull_secrets: List<'v, Named<'a>>,
-    /// Checked only when read ([`Checked::restart_policy`]): most Pods are decided
-    /// without it.
-    restart_policy: Option<&'v Found<Cow<'a, str>>>,
     /// Checked when read ([`Checked::pod_resources`]).
     resources: Option<&'v Found<Resources<'a>>>,
 }
@@ -825,16 +818,6 @@ impl<'v> Checked<'v, '_> {
     /// `spec.resources` as JSON, as the Pod wrote it ([`Resources::to_json`]).
     pub fn pod_resources_json(&self) -> Option<Value> {
         self.resources?.get().map(Resources::to_json)
-    }
-
-    /// `spec.restartPolicy`: `None` when absent or `null` (the API server then sets
-    /// `Always`); any string as written (the API server refuses one it does not know).
-    pub fn restart_policy(&self) -> Result<Option<&'v str>, InjectError> {
-        match self.restart_policy {
-            None | Some(Found::Absent | Found::Null) => Ok(None),
-            Some(Found::Is(policy)) => Ok(Some(policy.as_ref())),
-            Some(Found::Wrong(type_name)) => Err(wrong("spec.restartPolicy", "a string", type_name)),
-        }
     }
 }
 
